@@ -1,0 +1,234 @@
+"""The `repro` command line: thin, parses options, calls the layers below, renders with rich."""
+from __future__ import annotations
+
+import functools
+import json
+import sys
+import warnings
+from typing import Callable, Optional
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+from repro import __version__
+from repro.errors import ReproError
+
+app = typer.Typer(
+    name="repro",
+    help="Reproduce the tables of five papers on positional and spatial attention in vision-language models.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode="rich",
+)
+console = Console()
+err_console = Console(stderr=True, soft_wrap=True)
+
+
+def fail(message: str, code: int = 2) -> None:
+    """Print one line to stderr and exit with `code`."""
+    err_console.print(f"[bold red]error:[/] {message}", markup=True, highlight=False)
+    raise typer.Exit(code)
+
+
+def command(*args, **kwargs) -> Callable:
+    """`app.command`, with ReproError turned into one line on stderr and exit code 2."""
+
+    def decorate(fn: Callable) -> Callable:
+        @functools.wraps(fn)
+        def wrapper(*a, **k):
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                try:
+                    return fn(*a, **k)
+                except ReproError as exc:
+                    fail(escape(str(exc)), exc.exit_code)
+                finally:
+                    for w in caught:
+                        err_console.print(f"[yellow]warning:[/] {escape(str(w.message))}", highlight=False)
+
+        return app.command(*args, **kwargs)(wrapper)
+
+    return decorate
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"repro {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+                                       help="Print the version and exit.")) -> None:
+    """Reproduce the tables of MCAN+PA, SA-M4C, PSAC, DSGANet and ACE-RPE."""
+
+
+# --- experiments ----------------------------------------------------------------------------------
+
+
+@command("list")
+def list_command(
+    paper: Optional[str] = typer.Option(None, "--paper", "-p", help="Only this paper (mcan-pa, sa-m4c, psac, dsganet, ace-rpe)."),
+    fmt: str = typer.Option("rich", "--format", "-f", help="rich or json."),
+) -> None:
+    """List every experiment: id, paper, table, title, rows, runnable rows, rows with results.
+
+    Example: [bold]repro list --paper mcan-pa[/]
+    """
+    from rich.table import Table
+
+    from repro.results import read_results
+    from repro.specs import PAPERS, load_all
+
+    if fmt not in ("rich", "json"):
+        raise ReproError(f"--format must be rich or json, not {fmt!r}")
+    if paper is not None and paper not in PAPERS:
+        raise ReproError(f"unknown paper {paper!r}; one of {', '.join(PAPERS)}")
+    specs = [s for s in load_all() if paper is None or s.paper == paper]
+    entries = []
+    for spec in specs:
+        results = read_results(spec)
+        entries.append({
+            "id": spec.id, "paper": spec.paper, "table": spec.table, "title": spec.title,
+            "rows": len(spec.rows), "runnable": len(spec.runnable_rows),
+            "with_results": len({name for (name, _) in results}),
+            "scales": sorted({scale for (_, scale) in results}),
+        })
+    if fmt == "json":
+        typer.echo(json.dumps(entries, indent=2))
+        return
+    table = Table(title=f"{len(entries)} experiments")
+    for name, justify in (("id", "left"), ("paper", "left"), ("table", "left"), ("title", "left"),
+                          ("rows", "right"), ("runnable", "right"), ("with results", "right")):
+        table.add_column(name, justify=justify, overflow="fold")
+    for e in entries:
+        done = f"{e['with_results']}" + (f" ({', '.join(e['scales'])})" if e["scales"] else "")
+        table.add_row(e["id"], e["paper"], e["table"], e["title"], str(e["rows"]), str(e["runnable"]), done)
+    console.print(table)
+
+
+@command("show")
+def show_command(ident: str = typer.Argument(..., metavar="ID", help="Experiment id, e.g. table5-ablation.")) -> None:
+    """Show a spec readably: columns, rows, reported numbers, what runs and what is cited.
+
+    Example: [bold]repro show table5-ablation[/]
+    """
+    from rich.table import Table
+
+    from repro.report import fmt
+    from repro.specs import resolve
+
+    spec = resolve(ident)
+    console.print(f"[bold]{spec.id}[/] — {spec.paper} {spec.table}: {spec.title}")
+    console.print(f"datasets: {', '.join(spec.datasets)}   reported split: {spec.split}"
+                  + (f"   recipe: {spec.recipe}" if spec.recipe else ""))
+    console.print(f"file: {spec.path}")
+    cols = Table(title="columns")
+    for name in ("name", "metric", "key", "better", "split", "unit", "tolerance"):
+        cols.add_column(name)
+    for c in spec.columns:
+        cols.add_row(c.name, c.metric, c.key or "", c.better, c.split or spec.split, c.unit or "",
+                     fmt(spec.tolerance_for(c.name, "paper")))
+    console.print(cols)
+    rows = Table(title="rows")
+    rows.add_column("row", style="bold")
+    for c in spec.columns:
+        rows.add_column(c.name, justify="right")
+    rows.add_column("runs as")
+    for row in spec.rows:
+        values = []
+        for c in spec.columns:
+            v = row.reported.get(c.name)
+            values.append("–" if v is None else (f"{v:g}?" if c.name in row.uncertain else f"{v:g}"))
+        how = f"cited {row.cited}" if row.cited else json.dumps(row.model or row.compute, sort_keys=True)
+        rows.add_row(row.name, *values, how)
+    console.print(rows)
+    for row in spec.rows:
+        for col, note in row.uncertain.items():
+            console.print(f"[yellow]uncertain[/] {row.name} / {col}: {note}", highlight=False)
+        if row.note:
+            console.print(f"[dim]note[/] {row.name}: {row.note}", highlight=False)
+    if spec.notes:
+        console.print(f"[dim]notes:[/] {spec.notes.strip()}", highlight=False)
+
+
+@command("table")
+def table_command(
+    ident: str = typer.Argument(..., metavar="ID", help="Experiment id, e.g. table5-ablation."),
+    fmt_name: str = typer.Option("rich", "--format", "-f", help="rich, md, csv, latex or json."),
+    scale: str = typer.Option("paper", "--scale", "-s", help="Which results to show: paper, synthetic or smoke."),
+) -> None:
+    """Reported beside reproduced, with the difference, per column.
+
+    Example: [bold]repro table table5-ablation --scale smoke --format md[/]
+    """
+    from repro.report import FORMATS, build_view, render_rich, render_text
+    from repro.specs import SCALES, resolve
+
+    if fmt_name not in FORMATS:
+        raise ReproError(f"--format must be one of {', '.join(FORMATS)}, not {fmt_name!r}")
+    if scale not in SCALES:
+        raise ReproError(f"--scale must be one of {', '.join(SCALES)}, not {scale!r}")
+    view = build_view(resolve(ident), scale)
+    if fmt_name == "rich":
+        console.print(render_rich(view))
+    else:
+        sys.stdout.write(render_text(view, fmt_name))
+
+
+@command("check")
+def check_command(
+    idents: Optional[list[str]] = typer.Argument(None, metavar="[ID]...", help="Experiments to check (default: all)."),
+) -> None:
+    """Regression check for CI: every stored result within its spec's tolerance.
+
+    Paper-scale results are compared with the paper's number, other scales with the reference the
+    record carries. Exits 1 on any regression or unreadable result, 0 otherwise.
+
+    Example: [bold]repro check table5-ablation[/]
+    """
+    from rich.table import Table
+
+    from repro.report import check_spec
+    from repro.results import CorruptResult
+    from repro.specs import load_all, resolve
+
+    specs = [resolve(i) for i in idents] if idents else list(load_all())
+    checks, unreadable = [], []
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for spec in specs:
+            checks += check_spec(spec)
+    for w in caught:
+        if issubclass(w.category, CorruptResult):
+            unreadable.append(str(w.message))
+        else:
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    failed = [c for c in checks if not c.ok]
+    table = Table(title=f"repro check: {len(checks)} values in {len(specs)} experiment(s)")
+    for name in ("experiment", "row", "scale", "column", "expected", "got", "Δ", "tolerance", "status"):
+        table.add_column(name, justify="right" if name in ("expected", "got", "Δ", "tolerance") else "left")
+    for c in checks:
+        status = "[green]ok[/]" if c.ok else "[bold red]REGRESSION[/]"
+        table.add_row(c.spec, c.row, c.scale, c.column, f"{c.expected:.4g} ({c.against})", f"{c.actual:.4g}",
+                      f"{c.actual - c.expected:+.3g}", f"±{c.tolerance:g}", status)
+    if checks:
+        console.print(table)
+    for message in unreadable:
+        err_console.print(f"[bold red]unreadable:[/] {escape(message)}", highlight=False)
+    if failed or unreadable:
+        console.print(f"[bold red]{len(failed)} regression(s), {len(unreadable)} unreadable result(s)[/]")
+        raise typer.Exit(1)
+    console.print(f"[green]all {len(checks)} stored values within tolerance[/]" if checks
+                  else "no stored results to check")
+
+
+def main() -> None:
+    """Console-script entry point."""
+    app()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,395 @@
+"""Experiment specs: load and validate `experiments/<paper>/<table-id>.yaml`, resolve ids.
+
+A spec is one table of one paper: its columns (metric, direction), its rows with the numbers the
+paper printed, which rows this toolkit runs (a `model` or `compute` mapping) and which are cited
+from other papers (`cited`). Every validation error names `file:line`.
+"""
+from __future__ import annotations
+
+import difflib
+import re
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from repro.errors import ReproError
+from repro.paths import experiments_dir
+
+PAPERS = ("mcan-pa", "sa-m4c", "psac", "dsganet", "ace-rpe")
+SCALES = ("paper", "synthetic", "smoke")
+METRICS = (
+    "vqa",  # VQA soft accuracy (key: overall, yes/no, number, other)
+    "textvqa",  # TextVQA accuracy (VQA formula, M4C normalisation)
+    "anls",  # ST-VQA average normalised Levenshtein similarity
+    "wups",  # WUPS (key: 0.9 or 0.0)
+    "mse",  # TGIF-QA Count
+    "accuracy",  # exact-match accuracy
+    "recall",  # retrieval R@K (key: tr@1, ir@5, ...)
+    "grounding",  # weakly supervised grounding hit rate
+    "params",  # model size
+    "flops",  # compute per sample
+    "time",  # wall time (training per epoch, inference per sample)
+    "count",  # a dataset statistic (number of questions, images, ...)
+    "copy-rate",  # share of answers copied from OCR tokens (sa-m4c section 6)
+)
+DIRECTIONS = ("higher", "lower", "none")
+DEFAULT_TOLERANCE = {"paper": 0.5, "synthetic": 1.0, "smoke": 1.0}
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    metric: str
+    better: str = "higher"
+    key: str | None = None  # which aggregate of the metric, e.g. "yes/no" for vqa
+    split: str | None = None  # overrides the spec's split for this column
+    dataset: str | None = None  # overrides the spec's dataset for this column
+    unit: str | None = None  # as printed: "%", "M", "G", "s"
+
+
+@dataclass(frozen=True)
+class Row:
+    name: str
+    reported: dict[str, float | None]
+    cited: str | None = None  # reference as printed, e.g. "[16]": shown, never run
+    model: dict[str, Any] | None = None  # model configuration for rows this toolkit trains
+    compute: dict[str, Any] | None = None  # non-training runs: dataset statistics, complexity
+    uncertain: dict[str, str] = field(default_factory=dict)  # column -> what the PDF shows
+    note: str | None = None
+
+    @property
+    def runnable(self) -> bool:
+        return self.cited is None and (self.model is not None or self.compute is not None)
+
+    @property
+    def slug(self) -> str:
+        return row_slug(self.name)
+
+
+@dataclass(frozen=True)
+class Spec:
+    id: str
+    paper: str
+    table: str
+    title: str
+    datasets: tuple[str, ...]
+    split: str
+    columns: tuple[Column, ...]
+    rows: tuple[Row, ...]
+    path: Path
+    recipe: str | None = None
+    tolerance: dict[str, float] = field(default_factory=dict)  # paper scale: column -> points
+    scales: dict[str, dict[str, Any]] = field(default_factory=dict)  # per-scale settings
+    notes: str | None = None
+
+    def column(self, name: str) -> Column:
+        for col in self.columns:
+            if col.name == name:
+                return col
+        raise KeyError(name)
+
+    def row(self, name: str) -> Row:
+        for row in self.rows:
+            if row.name == name or row.slug == name:
+                return row
+        names = [r.name for r in self.rows]
+        close = difflib.get_close_matches(name, names, n=3, cutoff=0.4)
+        hint = f"; did you mean {', '.join(close)}?" if close else f"; rows: {', '.join(names)}"
+        raise ReproError(f"{self.id} has no row {name!r}{hint}")
+
+    def tolerance_for(self, column: str, scale: str) -> float:
+        if scale == "paper":
+            table = self.tolerance
+        else:
+            table = self.scales.get(scale, {}).get("tolerance", {})
+        return float(table.get(column, table.get("default", DEFAULT_TOLERANCE.get(scale, 1.0))))
+
+    @property
+    def runnable_rows(self) -> tuple[Row, ...]:
+        return tuple(r for r in self.rows if r.runnable)
+
+
+def row_slug(name: str) -> str:
+    """A row name as a file name: `MCAN+PA (ours)` -> `MCAN+PA_ours`, `MCAN+PA*` -> `MCAN+PA-star`."""
+    text = name.replace("*", "-star").replace("†", "-dagger")
+    text = re.sub(r"[^A-Za-z0-9+.=@-]+", "_", text).strip("_")
+    return text or "row"
+
+
+# --- YAML with line numbers -------------------------------------------------------------------
+
+
+class _Located:
+    """Line numbers of every mapping key and sequence item of one YAML document."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.lines: dict[tuple, int] = {}
+
+    def error(self, where: tuple, message: str) -> ReproError:
+        line = self.lines.get(where)
+        while line is None and where:
+            where = where[:-1]
+            line = self.lines.get(where)
+        return ReproError(f"{self.path}:{line or 1}: {message}")
+
+    def to_python(self, node: yaml.Node, where: tuple = ()) -> Any:
+        self.lines.setdefault(where, node.start_mark.line + 1)
+        if isinstance(node, yaml.MappingNode):
+            out: dict[Any, Any] = {}
+            for key_node, value_node in node.value:
+                key = self.to_python(key_node, where + ("<key>",))
+                if key in out:
+                    raise ReproError(f"{self.path}:{key_node.start_mark.line + 1}: duplicate key {key!r}")
+                self.lines[where + (key,)] = key_node.start_mark.line + 1
+                out[key] = self.to_python(value_node, where + (key,))
+            return out
+        if isinstance(node, yaml.SequenceNode):
+            items = []
+            for i, item in enumerate(node.value):
+                self.lines[where + (i,)] = item.start_mark.line + 1
+                items.append(self.to_python(item, where + (i,)))
+            return items
+        return yaml.SafeLoader.construct_object(_SCALAR_LOADER, node)
+
+
+_SCALAR_LOADER = yaml.SafeLoader("")
+
+
+def _read_yaml(path: Path) -> tuple[Any, _Located]:
+    located = _Located(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ReproError(f"{path}: cannot read: {exc.strerror}") from None
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = mark.line + 1 if mark else 1
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise ReproError(f"{path}:{line}: invalid YAML: {problem}") from None
+    if node is None:
+        raise ReproError(f"{path}:1: empty spec")
+    return located.to_python(node), located
+
+
+# --- validation --------------------------------------------------------------------------------
+
+_SPEC_KEYS = {
+    "id", "paper", "table", "title", "datasets", "split", "columns", "rows", "recipe",
+    "tolerance", "scales", "notes",
+}
+_COLUMN_KEYS = {"name", "metric", "better", "key", "split", "dataset", "unit"}
+_ROW_KEYS = {"name", "reported", "cited", "model", "compute", "uncertain", "note"}
+
+
+def _expect(loc: _Located, where: tuple, value: Any, kind: type | tuple, what: str) -> Any:
+    if not isinstance(value, kind) or isinstance(value, bool) and kind is not bool:
+        raise loc.error(where, f"{what} must be {_kind_name(kind)}, got {type(value).__name__}")
+    return value
+
+
+def _kind_name(kind: type | tuple) -> str:
+    names = {str: "a string", dict: "a mapping", list: "a list", int: "an integer", float: "a number"}
+    if isinstance(kind, tuple):
+        return " or ".join(names.get(k, k.__name__) for k in kind)
+    return names.get(kind, kind.__name__)
+
+
+def _unknown_keys(loc: _Located, where: tuple, data: dict, allowed: set[str], what: str) -> None:
+    for key in data:
+        if key not in allowed:
+            close = difflib.get_close_matches(str(key), sorted(allowed), n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise loc.error(where + (key,), f"unknown {what} key {key!r}{hint}")
+
+
+def parse_spec(path: Path) -> Spec:
+    """Load and validate one spec file; raise ReproError with `file:line: message` when it is wrong."""
+    data, loc = _read_yaml(path)
+    _expect(loc, (), data, dict, "a spec")
+    _unknown_keys(loc, (), data, _SPEC_KEYS, "spec")
+    for key in ("id", "paper", "table", "title", "split", "columns", "rows", "datasets"):
+        if key not in data:
+            raise loc.error((), f"missing required key {key!r}")
+    for key in ("id", "paper", "table", "title", "split"):
+        _expect(loc, (key,), data[key], str, key)
+    if data["paper"] not in PAPERS:
+        raise loc.error(("paper",), f"unknown paper {data['paper']!r}; one of {', '.join(PAPERS)}")
+    if path.parent.name != data["paper"] or path.stem != data["id"]:
+        raise loc.error(("id",), f"spec {data['id']!r} of {data['paper']!r} must live at "
+                                 f"experiments/{data['paper']}/{data['id']}.yaml")
+    datasets = data["datasets"]
+    if isinstance(datasets, str):
+        datasets = [datasets]
+    _expect(loc, ("datasets",), datasets, list, "datasets")
+
+    columns = _parse_columns(loc, _expect(loc, ("columns",), data["columns"], list, "columns"))
+    column_names = {c.name for c in columns}
+    rows = _parse_rows(loc, _expect(loc, ("rows",), data["rows"], list, "rows"), column_names)
+
+    tolerance = _parse_tolerance(loc, ("tolerance",), data.get("tolerance", {}), column_names)
+    scales = _expect(loc, ("scales",), data.get("scales", {}), dict, "scales")
+    for scale, settings in scales.items():
+        if scale not in SCALES or scale == "paper":
+            raise loc.error(("scales", scale), f"unknown scale {scale!r}; one of synthetic, smoke")
+        _expect(loc, ("scales", scale), settings, dict, f"scales.{scale}")
+        if "tolerance" in settings:
+            _parse_tolerance(loc, ("scales", scale, "tolerance"), settings["tolerance"], column_names)
+
+    recipe = data.get("recipe")
+    if recipe is not None:
+        _expect(loc, ("recipe",), recipe, str, "recipe")
+    notes = data.get("notes")
+    if notes is not None:
+        _expect(loc, ("notes",), notes, str, "notes")
+    return Spec(
+        id=data["id"], paper=data["paper"], table=data["table"], title=data["title"],
+        datasets=tuple(str(d) for d in datasets), split=data["split"], columns=tuple(columns),
+        rows=tuple(rows), path=path, recipe=recipe, tolerance=tolerance, scales=scales, notes=notes,
+    )
+
+
+def _parse_columns(loc: _Located, raw: list) -> list[Column]:
+    columns: list[Column] = []
+    seen: set[str] = set()
+    for i, item in enumerate(raw):
+        where = ("columns", i)
+        _expect(loc, where, item, dict, "a column")
+        _unknown_keys(loc, where, item, _COLUMN_KEYS, "column")
+        for key in ("name", "metric"):
+            if key not in item:
+                raise loc.error(where, f"column is missing {key!r}")
+        name = str(item["name"])
+        if name in seen:
+            raise loc.error(where + ("name",), f"duplicate column {name!r}")
+        seen.add(name)
+        if item["metric"] not in METRICS:
+            raise loc.error(where + ("metric",), f"unknown metric {item['metric']!r}; one of {', '.join(METRICS)}")
+        better = item.get("better", "higher")
+        if better not in DIRECTIONS:
+            raise loc.error(where + ("better",), f"better must be one of {', '.join(DIRECTIONS)}, got {better!r}")
+        columns.append(Column(
+            name=name, metric=item["metric"], better=better,
+            key=None if item.get("key") is None else str(item["key"]),
+            split=item.get("split"), dataset=item.get("dataset"), unit=item.get("unit"),
+        ))
+    if not columns:
+        raise loc.error(("columns",), "a spec needs at least one column")
+    return columns
+
+
+def _parse_rows(loc: _Located, raw: list, column_names: set[str]) -> list[Row]:
+    rows: list[Row] = []
+    seen: dict[str, str] = {}
+    for i, item in enumerate(raw):
+        where = ("rows", i)
+        _expect(loc, where, item, dict, "a row")
+        _unknown_keys(loc, where, item, _ROW_KEYS, "row")
+        if "name" not in item:
+            raise loc.error(where, "row is missing 'name'")
+        name = str(item["name"])
+        slug = row_slug(name)
+        if slug in seen:
+            raise loc.error(where + ("name",), f"row {name!r} clashes with row {seen[slug]!r} (same file name {slug!r})")
+        seen[slug] = name
+        reported = _expect(loc, where + ("reported",), item.get("reported", {}), dict, "reported")
+        for col, value in reported.items():
+            if col not in column_names:
+                raise loc.error(where + ("reported", col), f"row {name!r} reports unknown column {col!r}")
+            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
+                raise loc.error(where + ("reported", col),
+                                f"row {name!r} column {col!r}: reported value must be a number or null, got {value!r}")
+        uncertain = _expect(loc, where + ("uncertain",), item.get("uncertain", {}), dict, "uncertain")
+        for col, note in uncertain.items():
+            if col not in reported:
+                raise loc.error(where + ("uncertain", col), f"row {name!r}: uncertain column {col!r} has no reported value")
+            if not isinstance(note, str) or not note.strip():
+                raise loc.error(where + ("uncertain", col), f"row {name!r}: uncertain {col!r} needs a note saying what the PDF shows")
+        cited, model, compute = item.get("cited"), item.get("model"), item.get("compute")
+        if cited is not None:
+            _expect(loc, where + ("cited",), cited, str, "cited")
+            if model is not None or compute is not None:
+                raise loc.error(where + ("cited",), f"row {name!r} is cited and so cannot name a model or compute")
+        elif model is None and compute is None:
+            raise loc.error(where, f"row {name!r} needs one of: cited (from another paper), model, compute")
+        if model is not None:
+            _expect(loc, where + ("model",), model, dict, "model")
+            if "arch" not in model:
+                raise loc.error(where + ("model",), f"row {name!r}: model needs an 'arch'")
+        if compute is not None:
+            _expect(loc, where + ("compute",), compute, dict, "compute")
+            if "task" not in compute:
+                raise loc.error(where + ("compute",), f"row {name!r}: compute needs a 'task'")
+        rows.append(Row(
+            name=name, reported={str(k): (None if v is None else float(v)) for k, v in reported.items()},
+            cited=cited, model=model, compute=compute,
+            uncertain={str(k): v for k, v in uncertain.items()}, note=item.get("note"),
+        ))
+    if not rows:
+        raise loc.error(("rows",), "a spec needs at least one row")
+    return rows
+
+
+def _parse_tolerance(loc: _Located, where: tuple, raw: Any, column_names: set[str]) -> dict[str, float]:
+    _expect(loc, where, raw, dict, "tolerance")
+    for col, value in raw.items():
+        if col != "default" and col not in column_names:
+            raise loc.error(where + (col,), f"tolerance for unknown column {col!r}")
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+            raise loc.error(where + (col,), f"tolerance must be a non-negative number, got {value!r}")
+    return {str(k): float(v) for k, v in raw.items()}
+
+
+# --- the collection of specs ---------------------------------------------------------------------
+
+
+def spec_files(root: Path | None = None) -> list[Path]:
+    root = root or experiments_dir()
+    return sorted(root.glob("*/*.yaml"))
+
+
+@lru_cache(maxsize=None)
+def _load_all(root: Path) -> tuple[Spec, ...]:
+    specs = [parse_spec(p) for p in spec_files(root)]
+    seen: dict[str, Path] = {}
+    for spec in specs:
+        if spec.id in seen:
+            raise ReproError(f"{spec.path}:1: id {spec.id!r} is also used by {seen[spec.id]}")
+        seen[spec.id] = spec.path
+    return tuple(specs)
+
+
+def load_all(root: Path | None = None) -> tuple[Spec, ...]:
+    """Every spec under `experiments/`, validated, sorted by paper order then id."""
+    specs = _load_all((root or experiments_dir()).resolve())
+    return tuple(sorted(specs, key=lambda s: (PAPERS.index(s.paper), _table_order(s), s.id)))
+
+
+def _table_order(spec: Spec) -> tuple[int, str]:
+    numerals = {"I": 1, "II": 2, "III": 3, "IV": 4, "V": 5, "VI": 6, "VII": 7, "VIII": 8, "IX": 9}
+    last = spec.table.split()[-1]
+    if last.isdigit():
+        return int(last), ""
+    return numerals.get(last, 99), spec.table
+
+
+def resolve(ident: str, root: Path | None = None) -> Spec:
+    """Find a spec by id (`table5-ablation`), `paper/id`, or case-insensitively; else list close ids."""
+    specs = load_all(root)
+    by_id = {s.id: s for s in specs}
+    by_id.update({f"{s.paper}/{s.id}": s for s in specs})
+    if ident in by_id:
+        return by_id[ident]
+    lowered = {k.lower(): v for k, v in by_id.items()}
+    if ident.lower() in lowered:
+        return lowered[ident.lower()]
+    close = difflib.get_close_matches(ident, [s.id for s in specs], n=5, cutoff=0.5)
+    if not close:
+        close = [s.id for s in specs if ident.lower() in s.id.lower()][:5]
+    hint = f"; close matches: {', '.join(close)}" if close else "; `repro list` shows every id"
+    raise ReproError(f"unknown experiment {ident!r}{hint}")
