@@ -166,7 +166,8 @@ def render_rich(view: TableView) -> Table:
         unit = view.spec.column(col).unit
         label = f"{col} [{unit}]" if unit and unit != "%" else col
         table.add_column(f"{label}\nreported", justify="right")
-        table.add_column(f"{label}\n{"ours" if view.scale == "paper" else view.scale}", justify="right")
+        scale_label = "ours" if view.scale == "paper" else view.scale
+        table.add_column(f"{label}\n{scale_label}", justify="right")
         table.add_column("Δ", justify="right")
     digits = {col: column_digits(view, col) for col in view.columns}
     for row in view.rows:
