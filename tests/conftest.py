@@ -1,0 +1,64 @@
+"""Shared fixtures: isolated experiment/results/data folders, a CLI runner."""
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from repro import specs
+
+SPEC_TEXT = """\
+id: t1-demo
+paper: mcan-pa
+table: Table IX
+title: A demo table
+datasets: [vqa2]
+split: test-dev
+columns:
+  - {name: Num, metric: vqa, key: number, better: higher}
+  - {name: All, metric: vqa, key: overall, better: higher}
+rows:
+  - name: Cited
+    cited: "[7]"
+    reported: {Num: 50.0, All: 70.0}
+  - name: Ours*
+    model: {arch: mcan}
+    reported: {Num: 54.86, All: 71.05}
+    uncertain: {All: "PDF shows '71.0/'"}
+tolerance: {default: 0.5, All: 0.25}
+scales:
+  smoke: {tolerance: {default: 0.1}}
+"""
+
+
+@pytest.fixture
+def runner() -> CliRunner:
+    return CliRunner()
+
+
+@pytest.fixture
+def sandbox(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Empty experiments/results/data folders the toolkit uses instead of the checkout's."""
+    for name in ("experiments", "results", "data"):
+        (tmp_path / name).mkdir()
+    monkeypatch.setenv("REPRO_EXPERIMENTS", str(tmp_path / "experiments"))
+    monkeypatch.setenv("REPRO_RESULTS", str(tmp_path / "results"))
+    monkeypatch.setenv("REPRO_DATA_DIR", str(tmp_path / "data"))
+    specs._load_all.cache_clear()
+    yield tmp_path
+    specs._load_all.cache_clear()
+
+
+def write_spec(root: Path, text: str, paper: str = "mcan-pa", ident: str = "t1-demo") -> Path:
+    path = root / "experiments" / paper / f"{ident}.yaml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(textwrap.dedent(text))
+    specs._load_all.cache_clear()
+    return path
+
+
+@pytest.fixture
+def demo_spec(sandbox: Path) -> Path:
+    return write_spec(sandbox, SPEC_TEXT)

@@ -1,0 +1,146 @@
+"""Result records (round trip, atomic writes, tolerant reads), table rendering, `repro check`."""
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+
+import pytest
+
+from repro import results
+from repro.cli import app
+from repro.report import build_view, render_csv, render_json, render_latex, render_markdown
+from repro.specs import resolve
+
+
+def _result(row: str, scale: str = "paper", **metrics) -> results.Result:
+    return results.Result(spec="t1-demo", paper="mcan-pa", row=row, scale=scale, split="test-dev",
+                          metrics=metrics, seeds=[0], config_hash="abc", git_commit="deadbeef",
+                          hardware={"cpu_count": 2}, wall_time_s=1.5, date="2026-11-21T00:00:00+00:00")
+
+
+def test_result_round_trip(demo_spec):
+    spec = resolve("t1-demo")
+    original = _result("Ours*", Num=55.0, All=71.1)
+    path = results.write_result(original, spec)
+    assert path.name == "Ours-star.json" and path.parent.name == "t1-demo"
+    loaded = results.read_results(spec)
+    assert loaded[("Ours*", "paper")] == original
+
+
+def test_scale_suffix_and_reference_kept(demo_spec):
+    spec = resolve("t1-demo")
+    first = results.write_result(_result("Ours*", "smoke", Num=10.0, All=20.0), spec)
+    assert first.name == "Ours-star.smoke.json"
+    results.write_result(_result("Ours*", "smoke", Num=11.0, All=21.0), spec)
+    stored = results.read_results(spec, scale="smoke")[("Ours*", "smoke")]
+    assert stored.metrics == {"Num": 11.0, "All": 21.0}
+    assert stored.reference == {"Num": 10.0, "All": 20.0}
+    results.write_result(_result("Ours*", "smoke", Num=12.0, All=22.0), spec, rebaseline=True)
+    assert results.read_results(spec)[("Ours*", "smoke")].reference == {"Num": 12.0, "All": 22.0}
+
+
+def test_atomic_write_leaves_old_file_when_interrupted(tmp_path, monkeypatch):
+    target = tmp_path / "r.json"
+    results.write_json_atomic(target, {"ok": 1})
+
+    def boom(*_args, **_kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(os, "replace", boom)
+    with pytest.raises(KeyboardInterrupt):
+        results.write_json_atomic(target, {"ok": 2})
+    assert json.loads(target.read_text()) == {"ok": 1}
+    assert [p.name for p in tmp_path.iterdir()] == ["r.json"], "temp file left behind"
+
+
+def test_corrupt_result_is_warned_and_skipped(demo_spec, runner, sandbox):
+    spec = resolve("t1-demo")
+    results.write_result(_result("Ours*", Num=55.0, All=71.1), spec)
+    bad = sandbox / "results" / "mcan-pa" / "t1-demo" / "Cited.json"
+    bad.write_text("{not json")
+    with pytest.warns(results.CorruptResult, match="Cited.json"):
+        found = results.read_results(spec)
+    assert list(found) == [("Ours*", "paper")]
+    out = runner.invoke(app, ["table", "t1-demo", "--format", "json"])
+    assert out.exit_code == 0
+    assert "Cited.json" in out.stderr
+
+
+def test_views_render_in_every_format(demo_spec):
+    spec = resolve("t1-demo")
+    results.write_result(_result("Ours*", Num=55.36, All=70.55), spec)
+    view = build_view(spec)
+
+    md = render_markdown(view)
+    assert "| Ours* | 54.86 | 55.36 | +0.50 | 71.05? | 70.55 | -0.50 |" in md
+    assert "| Cited [7] | 50.00 | – | – | 70.00 | – | – |" in md
+
+    rows = list(csv.DictReader(io.StringIO(render_csv(view))))
+    ours_all = next(r for r in rows if r["row"] == "Ours*" and r["column"] == "All")
+    assert ours_all["reported"] == "71.05" and ours_all["uncertain"] == "yes"
+    assert float(ours_all["delta"]) == pytest.approx(-0.5)
+
+    latex = render_latex(view)
+    assert r"\begin{tabular}{lrrrrrr}" in latex and r"Ours* & 54.86 & 55.36 & +0.50" in latex
+
+    data = json.loads(render_json(view))
+    assert data["id"] == "t1-demo" and data["paper"] == "mcan-pa" and data["table"] == "Table IX"
+    assert [c["name"] for c in data["columns"]] == ["Num", "All"]
+    cited, ours = data["rows"]
+    assert cited == {**cited, "name": "Cited", "cited": True, "reproduced": None}
+    assert ours["reproduced"] == {"Num": 55.36, "All": 70.55} and ours["scale"] == "paper"
+    assert ours["reported"] == {"Num": 54.86, "All": 71.05}
+
+
+def test_table_command_formats(demo_spec, runner):
+    for fmt in ("rich", "md", "csv", "latex", "json"):
+        out = runner.invoke(app, ["table", "t1-demo", "--format", fmt], env={"COLUMNS": "200"})
+        assert out.exit_code == 0, (fmt, out.output)
+        assert "Ours" in out.output
+    bad = runner.invoke(app, ["table", "t1-demo", "--format", "xml"])
+    assert bad.exit_code == 2 and "--format must be one of" in bad.output
+
+
+def test_table_never_mixes_scales(demo_spec, runner):
+    spec = resolve("t1-demo")
+    results.write_result(_result("Ours*", "smoke", Num=1.0, All=2.0), spec)
+    paper = json.loads(runner.invoke(app, ["table", "t1-demo", "--format", "json"]).output)
+    assert paper["rows"][1]["reproduced"] is None and paper["other_scales"] == ["smoke"]
+    smoke = json.loads(runner.invoke(app, ["table", "t1-demo", "--format", "json", "--scale", "smoke"]).output)
+    assert smoke["rows"][1]["reproduced"] == {"Num": 1.0, "All": 2.0} and smoke["scale"] == "smoke"
+
+
+def test_check_passes_within_tolerance(demo_spec, runner):
+    spec = resolve("t1-demo")
+    results.write_result(_result("Ours*", Num=55.3, All=71.2), spec)  # within 0.5 and 0.25
+    out = runner.invoke(app, ["check"], env={"COLUMNS": "200"})
+    assert out.exit_code == 0, out.output
+    assert "all 2 stored values within tolerance" in out.output
+
+
+def test_check_fails_outside_tolerance(demo_spec, runner):
+    spec = resolve("t1-demo")
+    results.write_result(_result("Ours*", Num=55.3, All=71.4), spec)  # All is 0.35 off, tolerance 0.25
+    out = runner.invoke(app, ["check", "t1-demo"], env={"COLUMNS": "200"})
+    assert out.exit_code == 1
+    assert "REGRESSION" in out.output and "1 regression(s)" in out.output
+
+
+def test_check_compares_other_scales_with_their_reference(demo_spec, runner):
+    spec = resolve("t1-demo")
+    results.write_result(_result("Ours*", "smoke", Num=10.0, All=20.0), spec)
+    assert runner.invoke(app, ["check"]).exit_code == 0
+    results.write_result(_result("Ours*", "smoke", Num=10.05, All=20.5), spec)  # All moved by 0.5 > 0.1
+    out = runner.invoke(app, ["check"], env={"COLUMNS": "200"})
+    assert out.exit_code == 1 and "reference" in out.output
+
+
+def test_check_fails_on_unreadable_result(demo_spec, runner, sandbox):
+    folder = sandbox / "results" / "mcan-pa" / "t1-demo"
+    folder.mkdir(parents=True)
+    (folder / "Ours-star.json").write_text(json.dumps({"spec": "t1-demo", "row": "Ours*", "scale": "paper",
+                                                        "metrics": {"All": "high"}}))
+    out = runner.invoke(app, ["check"])
+    assert out.exit_code == 1 and "unreadable" in out.output
