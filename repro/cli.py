@@ -5,6 +5,7 @@ import functools
 import json
 import sys
 import warnings
+from pathlib import Path
 from typing import Callable, Optional
 
 import typer
@@ -223,6 +224,82 @@ def check_command(
         raise typer.Exit(1)
     console.print(f"[green]all {len(checks)} stored values within tolerance[/]" if checks
                   else "no stored results to check")
+
+
+# --- running experiments -------------------------------------------------------------------------
+
+
+def _run(ident: str, rows: Optional[str], scale: str, seeds: Optional[str], dry_run: bool, resume: bool,
+         workdir: Optional[str]) -> None:
+    from rich.table import Table
+
+    from repro.paths import data_dir
+    from repro.report import build_view, render_rich
+    from repro.run import execute, format_hours, make_plan
+    from repro.specs import SCALES, resolve
+
+    if scale not in SCALES:
+        raise ReproError(f"--scale must be one of {', '.join(SCALES)}, not {scale!r}")
+    spec = resolve(ident)
+    seed_list = None
+    if seeds:
+        try:
+            seed_list = [int(s) for s in seeds.split(",") if s.strip()]
+        except ValueError:
+            raise ReproError(f"--seeds must be comma-separated integers, not {seeds!r}") from None
+    plan = make_plan(spec, scale, rows.split(",") if rows else None, seed_list)
+    steps = Table(title=f"plan: {spec.id} at scale {scale}")
+    for name in ("row", "step", "seeds", "what", "GPU-hours"):
+        steps.add_column(name)
+    for step in plan.steps:
+        steps.add_row(step.row, step.kind, ",".join(map(str, step.seeds)), step.detail,
+                      format_hours(step.gpu_hours) if scale == "paper" else "CPU")
+    console.print(steps)
+    for item in plan.data:
+        console.print(f"data: {item}", highlight=False)
+    if scale == "paper":
+        total = sum(s.gpu_hours or 0.0 for s in plan.steps for _ in s.seeds)
+        console.print(f"estimated GPU-hours (paper schedule): {total:.1f}")
+    if dry_run:
+        return
+    root = Path(workdir) if workdir else data_dir() / "runs"
+    execute(plan, root, resume=resume,
+            on_row=lambda r: console.print(f"[green]done[/] {r.row}: " + ", ".join(
+                f"{k} {v:.2f}" for k, v in r.metrics.items()), highlight=False))
+    console.print(render_rich(build_view(spec, scale)))
+
+
+@command("run")
+def run_command(
+    ident: str = typer.Argument(..., metavar="ID", help="Experiment id, e.g. table5-ablation."),
+    rows: Optional[str] = typer.Option(None, "--rows", help="Comma-separated row names (default: every runnable row)."),
+    scale: str = typer.Option("paper", "--scale", "-s", help="paper, synthetic or smoke."),
+    seeds: Optional[str] = typer.Option(None, "--seeds", help="Comma-separated seeds (default: the spec's)."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan (rows, data, steps, GPU-hours) and stop."),
+    resume: bool = typer.Option(False, "--resume", help="Continue each row from its last checkpoint."),
+    workdir: Optional[str] = typer.Option(None, "--workdir", help="Checkpoints and logs (default: $REPRO_DATA_DIR/runs)."),
+) -> None:
+    """Train and evaluate every runnable row of a table, write results, print the table.
+
+    Example: [bold]repro run table5-ablation --scale synthetic --rows MCAN,MCAN+POA[/]
+    """
+    _run(ident, rows, scale, seeds, dry_run, resume, workdir)
+
+
+@command("train")
+def train_command(
+    ident: str = typer.Argument(..., metavar="ID", help="Experiment id, e.g. table5-ablation."),
+    row: str = typer.Option(..., "--row", help="The row to train, e.g. 'MCAN+PA (ours)'."),
+    scale: str = typer.Option("paper", "--scale", "-s", help="paper, synthetic or smoke."),
+    seed: Optional[int] = typer.Option(None, "--seed", help="One seed (default: the spec's seeds)."),
+    resume: bool = typer.Option(False, "--resume", help="Continue from the last checkpoint."),
+    workdir: Optional[str] = typer.Option(None, "--workdir", help="Checkpoints and logs (default: $REPRO_DATA_DIR/runs)."),
+) -> None:
+    """Train and evaluate one row of a table.
+
+    Example: [bold]repro train table5-ablation --row MCAN --scale smoke --resume[/]
+    """
+    _run(ident, row, scale, None if seed is None else str(seed), False, resume, workdir)
 
 
 def main() -> None:

@@ -1,0 +1,167 @@
+"""Orchestration: from a spec's rows to result records.
+
+`repro run ID` takes each runnable row of a spec, makes sure its data is there (generating it at
+the smoke and synthetic scales), trains it for every seed, evaluates it on the split the toolkit can
+score locally, writes one result record per row, and returns them for the table. Rows with a
+`compute` mapping (model complexity, dataset statistics) run without training.
+
+Scale settings come from the spec's `scales.<scale>` mapping:
+  generator: parameters of the synthetic data generator (fixed before results are seen)
+  sizes:     model sizes that override the paper's (d_model, layers, heads, ...)
+  recipe:    overrides of the training recipe (epochs, batch_size, lr, ...)
+  seeds:     the seeds to run; results report mean and standard deviation across them
+"""
+from __future__ import annotations
+
+import json
+import math
+import statistics
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from repro.errors import ReproError
+from repro.results import Result, config_hash, git_commit, hardware, now_iso, write_result
+from repro.specs import Row, Spec
+
+# Paper-scale cost of one training run per architecture and dataset, in GPU-hours, for --dry-run.
+# mcan-pa Table VI: 4,150 s (MCAN) and 5,583 s (MCAN+PA) per epoch, 13 epochs.
+GPU_HOURS = {"mcan": 4150 * 13 / 3600, "mcan+pa": 5583 * 13 / 3600}
+
+
+@dataclass
+class Step:
+    row: str
+    kind: str  # "train" or "compute"
+    seeds: list[int]
+    detail: str
+    gpu_hours: float | None = None
+
+
+@dataclass
+class Plan:
+    spec: Spec
+    scale: str
+    rows: list[Row]
+    steps: list[Step] = field(default_factory=list)
+    data: list[str] = field(default_factory=list)
+
+
+def scale_settings(spec: Spec, scale: str) -> dict[str, Any]:
+    if scale == "paper":
+        return {}
+    if scale not in spec.scales:
+        runnable = ", ".join(sorted(spec.scales)) or "none"
+        raise ReproError(f"{spec.id} has no settings for scale {scale!r} (scales it defines: {runnable}); "
+                         f"add `scales: {{{scale}: ...}}` to {spec.path}")
+    return spec.scales[scale]
+
+
+def select_rows(spec: Spec, names: list[str] | None) -> list[Row]:
+    if not names:
+        rows = list(spec.runnable_rows)
+    else:
+        rows = [spec.row(n.strip()) for n in names if n.strip()]
+        for row in rows:
+            if row.cited:
+                raise ReproError(f"row {row.name!r} of {spec.id} is cited from {row.cited}: it is shown, never run")
+    if not rows:
+        raise ReproError(f"{spec.id} has no runnable rows")
+    return rows
+
+
+def make_plan(spec: Spec, scale: str, row_names: list[str] | None = None, seeds: list[int] | None = None) -> Plan:
+    settings = scale_settings(spec, scale)
+    rows = select_rows(spec, row_names)
+    seeds = seeds if seeds is not None else list(settings.get("seeds", [0]))
+    plan = Plan(spec=spec, scale=scale, rows=rows)
+    if any(r.model for r in rows):
+        if scale == "paper":
+            plan.data = [f"{d} (prepared: `repro download {d}` then `repro prepare {d}`)" for d in spec.datasets]
+        else:
+            plan.data = [f"generated {scale} data for {', '.join(spec.datasets)} "
+                         f"({settings.get('generator', {})})"]
+    for row in rows:
+        if row.compute is not None:
+            plan.steps.append(Step(row.name, "compute", [0], f"{row.compute.get('task')}"))
+            continue
+        gpu = None
+        if scale == "paper":
+            arch = "mcan+pa" if row.model.get("positional") else row.model.get("arch", "")
+            gpu = GPU_HOURS.get(arch)
+        recipe = spec.recipe or "(none)"
+        plan.steps.append(Step(row.name, "train", list(seeds), f"{recipe}: {json.dumps(row.model)}", gpu))
+    return plan
+
+
+# --- execution ------------------------------------------------------------------------------------
+
+
+TaskFn = Callable[..., dict[str, float]]
+
+
+def _task_for(spec: Spec, row: Row) -> TaskFn:
+    if row.compute is not None:
+        task = row.compute.get("task")
+        if task == "complexity":
+            from repro.tasks.complexity import run_complexity
+
+            return run_complexity
+        raise ReproError(f"{spec.id} row {row.name!r}: compute task {task!r} is not implemented yet")
+    arch = row.model.get("arch")
+    if arch == "mcan" and set(spec.datasets) & {"vqa2", "vqa1", "cocoqa"}:
+        from repro.tasks.vqa import run_vqa_row
+
+        return run_vqa_row
+    raise ReproError(f"{spec.id} row {row.name!r}: training arch {arch!r} on {', '.join(spec.datasets)} "
+                     f"is not implemented yet")
+
+
+def execute(plan: Plan, workdir: Path, *, resume: bool = False, on_row: Callable[[Result], None] | None = None,
+            progress=None) -> list[Result]:
+    """Run every step of a plan; write one result per row (mean and std across seeds)."""
+    spec, scale = plan.spec, plan.scale
+    settings = scale_settings(spec, scale)
+    out: list[Result] = []
+    for step in plan.steps:
+        row = spec.row(step.row)
+        task = _task_for(spec, row)
+        started = time.time()
+        per_seed: list[dict[str, float]] = []
+        extras: dict[str, Any] = {}
+        for seed in step.seeds:
+            row_dir = workdir / spec.id / scale / row.slug / f"seed{seed}"
+            metrics = task(spec=spec, row=row, scale=scale, settings=settings, seed=seed, workdir=row_dir,
+                           resume=resume, progress=progress, extras=extras)
+            per_seed.append(metrics)
+        result = Result(
+            spec=spec.id, paper=spec.paper, row=row.name, scale=scale,
+            split=extras.pop("split", spec.split), metrics=_mean(per_seed),
+            std=_std(per_seed) if len(per_seed) > 1 else {}, seeds=list(step.seeds),
+            config_hash=config_hash({"row": row.model or row.compute, "settings": settings,
+                                     "recipe": spec.recipe}),
+            git_commit=git_commit(), hardware=hardware(), wall_time_s=round(time.time() - started, 2),
+            date=now_iso(), extra={"per_seed": per_seed, **extras},
+        )
+        write_result(result, spec)
+        out.append(result)
+        if on_row:
+            on_row(result)
+    return out
+
+
+def _mean(runs: list[dict[str, float]]) -> dict[str, float]:
+    keys = [k for k in runs[0] if all(k in r for r in runs)]
+    return {k: statistics.fmean(r[k] for r in runs) for k in keys}
+
+
+def _std(runs: list[dict[str, float]]) -> dict[str, float]:
+    keys = [k for k in runs[0] if all(k in r for r in runs)]
+    return {k: statistics.stdev(r[k] for r in runs) if len(runs) > 1 else 0.0 for k in keys}
+
+
+def format_hours(hours: float | None) -> str:
+    if hours is None or math.isnan(hours):
+        return "?"
+    return f"{hours:.1f}"
