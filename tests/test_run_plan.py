@@ -1,0 +1,59 @@
+"""Planning `repro run`: rows, seeds, scales, dry-run output and refusals."""
+from __future__ import annotations
+
+import pytest
+
+from repro.cli import app
+from repro.errors import ReproError
+from repro.paths import REPO_DIR
+from repro.run import make_plan
+from repro.specs import resolve
+
+
+@pytest.fixture
+def table5():
+    return resolve("table5-ablation", REPO_DIR / "experiments")
+
+
+def test_plan_has_every_runnable_row(table5):
+    plan = make_plan(table5, "paper")
+    assert [s.row for s in plan.steps] == [r.name for r in table5.rows]
+    assert all(s.kind == "train" and s.seeds == [0] for s in plan.steps)
+    assert plan.steps[0].gpu_hours == pytest.approx(4150 * 13 / 3600)
+    assert plan.steps[-1].gpu_hours == pytest.approx(5583 * 13 / 3600)
+
+
+def test_plan_selects_rows_by_name_or_file_name(table5):
+    plan = make_plan(table5, "paper", ["MCAN", "MCAN+PA_ours", "MCAN+PA*"], seeds=[1, 2])
+    assert [s.row for s in plan.steps] == ["MCAN", "MCAN+PA (ours)", "MCAN+PA*"]
+    assert plan.steps[0].seeds == [1, 2]
+
+
+def test_unknown_row_suggests_names(table5):
+    with pytest.raises(ReproError, match="did you mean"):
+        make_plan(table5, "paper", ["MCAN+PWX"])
+
+
+def test_cited_rows_are_never_run():
+    spec = resolve("table3-vqa2", REPO_DIR / "experiments")
+    cited = next(r for r in spec.rows if r.cited)
+    with pytest.raises(ReproError, match="shown, never run"):
+        make_plan(spec, "paper", [cited.name])
+
+
+def test_scale_without_settings_is_refused():
+    spec = resolve("psac-table2-sota", REPO_DIR / "experiments")
+    with pytest.raises(ReproError, match="no settings for scale 'smoke'"):
+        make_plan(spec, "smoke")
+
+
+def test_dry_run_prints_plan_and_gpu_hours(runner):
+    out = runner.invoke(app, ["run", "table5-ablation", "--dry-run"], env={"COLUMNS": "200"})
+    assert out.exit_code == 0, out.output
+    assert "MCAN+PA (ours)" in out.output and "estimated GPU-hours" in out.output
+    assert "repro download vqa2" in out.output
+
+
+def test_bad_seeds_is_one_line(runner):
+    out = runner.invoke(app, ["run", "table5-ablation", "--dry-run", "--seeds", "a,b"])
+    assert out.exit_code == 2 and "--seeds must be comma-separated integers" in out.output
