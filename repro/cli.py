@@ -230,7 +230,7 @@ def check_command(
 
 
 def _run(ident: str, rows: Optional[str], scale: str, seeds: Optional[str], dry_run: bool, resume: bool,
-         workdir: Optional[str]) -> None:
+         workdir: Optional[str], rebaseline: bool = False) -> None:
     from rich.table import Table
 
     from repro.paths import data_dir
@@ -263,7 +263,7 @@ def _run(ident: str, rows: Optional[str], scale: str, seeds: Optional[str], dry_
     if dry_run:
         return
     root = Path(workdir) if workdir else data_dir() / "runs"
-    execute(plan, root, resume=resume,
+    execute(plan, root, resume=resume, rebaseline=rebaseline,
             on_row=lambda r: console.print(f"[green]done[/] {r.row}: " + ", ".join(
                 f"{k} {v:.2f}" for k, v in r.metrics.items()), highlight=False))
     console.print(render_rich(build_view(spec, scale)))
@@ -278,12 +278,13 @@ def run_command(
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan (rows, data, steps, GPU-hours) and stop."),
     resume: bool = typer.Option(False, "--resume", help="Continue each row from its last checkpoint."),
     workdir: Optional[str] = typer.Option(None, "--workdir", help="Checkpoints and logs (default: $REPRO_DATA_DIR/runs)."),
+    rebaseline: bool = typer.Option(False, "--rebaseline", help="Make these results the new reference (non-paper scales)."),
 ) -> None:
     """Train and evaluate every runnable row of a table, write results, print the table.
 
     Example: [bold]repro run table5-ablation --scale synthetic --rows MCAN,MCAN+POA[/]
     """
-    _run(ident, rows, scale, seeds, dry_run, resume, workdir)
+    _run(ident, rows, scale, seeds, dry_run, resume, workdir, rebaseline)
 
 
 @command("train")

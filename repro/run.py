@@ -118,8 +118,8 @@ def _task_for(spec: Spec, row: Row) -> TaskFn:
                      f"is not implemented yet")
 
 
-def execute(plan: Plan, workdir: Path, *, resume: bool = False, on_row: Callable[[Result], None] | None = None,
-            progress=None) -> list[Result]:
+def execute(plan: Plan, workdir: Path, *, resume: bool = False, rebaseline: bool = False,
+            on_row: Callable[[Result], None] | None = None, progress=None) -> list[Result]:
     """Run every step of a plan; write one result per row (mean and std across seeds)."""
     spec, scale = plan.spec, plan.scale
     settings = scale_settings(spec, scale)
@@ -144,7 +144,7 @@ def execute(plan: Plan, workdir: Path, *, resume: bool = False, on_row: Callable
             git_commit=git_commit(), hardware=hardware(), wall_time_s=round(time.time() - started, 2),
             date=now_iso(), extra={"per_seed": per_seed, **extras},
         )
-        write_result(result, spec)
+        write_result(result, spec, rebaseline=rebaseline)
         out.append(result)
         if on_row:
             on_row(result)
