@@ -303,6 +303,65 @@ def train_command(
     _run(ident, row, scale, None if seed is None else str(seed), False, resume, workdir)
 
 
+# --- data -----------------------------------------------------------------------------------------
+
+
+@command("download")
+def download_command(
+    names: Optional[list[str]] = typer.Argument(None, metavar="[NAME]...", help="Datasets to fetch (see --list)."),
+    list_: bool = typer.Option(False, "--list", "-l", help="Show every dataset, its size and what is verified."),
+    verify: bool = typer.Option(False, "--verify", help="Rehash files already recorded as verified."),
+    fmt: str = typer.Option("rich", "--format", "-f", help="For --list: rich or json."),
+) -> None:
+    """Fetch datasets into REPRO_DATA_DIR: resumable, checksummed, extracted safely.
+
+    Example: [bold]repro download vqa2 glove-840b[/]
+    """
+    from repro.data.catalog import get_dataset, load_catalog
+    from repro.data.download import download_dataset
+    from repro.data.listing import catalog_rows, catalog_table
+    from repro.data.progress import byte_progress
+    from repro.paths import data_dir
+
+    catalog, root = load_catalog(), data_dir()
+    if list_ or not names:
+        rows = catalog_rows(catalog, root)
+        if fmt == "json":
+            typer.echo(json.dumps(rows, indent=2))
+        else:
+            console.print(catalog_table(rows, root))
+        return
+    entries = [get_dataset(n, catalog) for n in names]
+    log = lambda message: err_console.print(f"[yellow]note:[/] {escape(message)}", highlight=False)  # noqa: E731
+    with byte_progress(console=err_console) as progress:
+        for entry in entries:
+            digests = download_dataset(entry, root, verify=verify, progress=progress, log=log)
+            progress.console.print(f"[green]{entry.name}[/]: {len(digests)} file(s) verified in {root / entry.name}")
+
+
+@command("prepare")
+def prepare_command(
+    name: str = typer.Argument(..., metavar="NAME", help="vqa2, vqa1, coco-qa, bottom-up-36, bottom-up-adaptive, "
+                                                          "openvqa-features or depth."),
+    source: Optional[Path] = typer.Option(None, "--source", help="Folder with the downloaded files "
+                                                                  "(default: REPRO_DATA_DIR/<dataset>)."),
+    glove: Optional[Path] = typer.Option(None, "--glove", help="glove.840B.300d.txt (default: from glove-840b)."),
+    store: Optional[Path] = typer.Option(None, "--store", help="For depth: the feature store to add depth to."),
+    force: bool = typer.Option(False, "--force", help="Rebuild even if the prepared files are current."),
+) -> None:
+    """Vocabularies, tokenised questions, soft-score targets, memory-mapped feature stores, depth.
+
+    Example: [bold]repro prepare vqa2[/]
+    """
+    from repro.data.prepare import prepare
+    from repro.data.progress import item_progress
+
+    with item_progress(console=err_console) as progress:
+        outputs = prepare(name, source=source, glove=glove, store=store, force=force, progress=progress)
+    for out in outputs:
+        console.print(f"[green]prepared[/] {out}")
+
+
 def main() -> None:
     """Console-script entry point."""
     app()

@@ -1,0 +1,93 @@
+"""A loopback HTTP file server for download tests: Range support, request log, one-shot connection cuts."""
+from __future__ import annotations
+
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+
+class FileServer:
+    """Serves `files` ({path: bytes}) on 127.0.0.1:<free port>. Use as a context manager.
+
+    `cut_once[path] = n` makes the next full or ranged GET of `path` announce the whole length but
+    close the connection after `n` body bytes; `ignore_range` makes it answer 200 to Range requests.
+    """
+
+    def __init__(self, files: dict[str, bytes]) -> None:
+        self.files = dict(files)
+        self.cut_once: dict[str, int] = {}
+        self.ignore_range = False
+        self.requests: list[tuple[str, str, str | None]] = []  # (method, path, Range header)
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args) -> None:  # keep test output clean
+                pass
+
+            def do_HEAD(self) -> None:
+                self._serve(body=False)
+
+            def do_GET(self) -> None:
+                self._serve(body=True)
+
+            def _serve(self, body: bool) -> None:
+                rng = self.headers.get("Range")
+                server.requests.append((self.command, self.path, rng))
+                data = server.files.get(self.path)
+                if data is None:
+                    self.send_response(404)
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
+                start, status = 0, 200
+                if rng and not server.ignore_range:
+                    start = int(rng.split("=")[1].split("-")[0])
+                    if start >= len(data):
+                        self.send_response(416)
+                        self.send_header("Content-Range", f"bytes */{len(data)}")
+                        self.send_header("Content-Length", "0")
+                        self.end_headers()
+                        return
+                    status = 206
+                payload = data[start:]
+                self.send_response(status)
+                self.send_header("Content-Length", str(len(payload)))
+                self.send_header("Accept-Ranges", "bytes")
+                if status == 206:
+                    self.send_header("Content-Range", f"bytes {start}-{len(data) - 1}/{len(data)}")
+                self.end_headers()
+                if not body:
+                    return
+                cut = server.cut_once.pop(self.path, None)
+                if cut is not None:
+                    self.wfile.write(payload[:cut])
+                    self.wfile.flush()
+                    self.close_connection = True
+                    self.connection.shutdown(2)
+                    return
+                self.wfile.write(payload)
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.02},
+                                       daemon=True)
+
+    @property
+    def base(self) -> str:
+        return f"http://127.0.0.1:{self.httpd.server_address[1]}"
+
+    def url(self, path: str) -> str:
+        return self.base + path
+
+    def gets(self, path: str) -> list[str | None]:
+        """Range headers of the GET requests for `path`, in order (None for a plain GET)."""
+        return [rng for method, p, rng in self.requests if method == "GET" and p == path]
+
+    def __enter__(self) -> "FileServer":
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
