@@ -37,7 +37,7 @@ def catalog_table(rows: list[dict[str, Any]], root: Path) -> Table:
     table = Table(title=f"{len(rows)} datasets in {root}")
     for col, justify in (("dataset", "left"), ("papers", "left"), ("size", "right"), ("on disk", "left"),
                          ("title", "left")):
-        table.add_column(col, justify=justify, overflow="fold")
+        table.add_column(col, justify=justify, overflow="fold", no_wrap=col in ("dataset", "size"))
     for r in rows:
         size = _size(r["size"]) if r["size_known"] else ("≥ " + _size(r["size"]) if r["size"] else "?")
         if r["verified"] == r["files"]:
