@@ -11,7 +11,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from _loopback import FileServer
+from tests._loopback import FileServer
 from repro.data import download as dl
 from repro.data.catalog import get_dataset, load_catalog
 from repro.data.download import FetchOptions, dataset_status, download_dataset

@@ -7,7 +7,7 @@ import json
 import numpy as np
 from typer.testing import CliRunner
 
-from _vqa_fixtures import write_glove, write_vqa2
+from tests._vqa_fixtures import write_glove, write_vqa2
 from repro.cli import app
 from repro.data.prepare import prepare
 from repro.data.store import FeatureStore

@@ -9,7 +9,7 @@ import pytest
 import torch
 from torch.utils.data import DataLoader
 
-from _vqa_fixtures import write_cocoqa, write_glove, write_vg, write_vqa2
+from tests._vqa_fixtures import write_cocoqa, write_glove, write_vg, write_vqa2
 from repro.data.store import FeatureStoreWriter, FeatureStore
 from repro.data.text import encode, normalize_answer, soft_score, tokenize
 from repro.data.vqa import load_split, prepare_vqa
