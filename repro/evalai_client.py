@@ -185,7 +185,7 @@ def _import_client() -> Any:
     try:
         import evalai.utils.auth as auth
         import evalai.utils.common  # noqa: F401
-        import evalai.utils.submissions  # noqa: F401
+        import evalai.utils.submissions  # noqa: F401  (the modules `submit` and `submission` use)
     except ImportError as exc:
         raise ReproError(f"the evalai client is not importable ({exc}); install it with "
                          "`pip install --no-deps evalai==1.3.18` (see the Makefile)") from None
@@ -243,7 +243,8 @@ def describe_http_failure(call: Call, host: str) -> ServerError:
         text = (f"EvalAI rejected the token (HTTP {status}: {message}); save a fresh token from your "
                 "EvalAI profile in ~/.evalai/token.json or pass --token")
     elif status >= 500:
-        text = f"EvalAI server error (HTTP {status} {message}); try again later"
+        text = (f"EvalAI server error (HTTP {status} {message}); try again later, after checking the phase's "
+                "submissions on the EvalAI page")
     elif status == 404:
         text = f"EvalAI has no such resource (HTTP 404: {message}) at {call.url.split('?')[0]}"
     else:
@@ -324,7 +325,7 @@ class EvalAI:
     def submit(self, challenge: int, phase: int, path: Path, large: bool, metadata: dict[str, str],
                on_read: Callable[[int], None] | None = None) -> int:
         """Send `path` to (challenge, phase) with the client's direct or presigned upload; the new id."""
-        auth = _import_client()  # noqa: F841  (fails early with a clear line when missing)
+        _import_client()  # a clear line when the client is missing
         from evalai.utils.common import upload_file_using_presigned_url
         from evalai.utils.submissions import make_submission
 
