@@ -65,6 +65,7 @@ def submit(opts: SubmitOptions, console: Console, err: Console, confirm: Callabl
     phase_name = detail.get("name") or phase_name
     limits = client.remaining(target.challenge, phase_id)
     upload = write_upload_file(check)
+    _check_file_type(detail, upload, phase_name)
     large = _is_large(check, opts)
     _summary(console, check, (phase_id, phase_name), large, limits, host=client.conn.host, detail=detail)
     _refuse_when_exhausted(limits, phase_name)
@@ -185,6 +186,16 @@ def _is_large(check: Preflight, opts: SubmitOptions) -> bool:
     return opts.large or check.size > check.target.direct_upload_max_mb * MB
 
 
+def _check_file_type(detail: dict, upload: Path, phase_name: str) -> None:
+    """The phase's `allowed_submission_file_types` (e.g. ".json, .zip"), when the server lists them."""
+    allowed = detail.get("allowed_submission_file_types")
+    if not isinstance(allowed, str) or not allowed.strip():
+        return
+    suffixes = [s.strip().lower() for s in allowed.split(",") if s.strip()]
+    if not any(upload.name.lower().endswith(suffix) for suffix in suffixes):
+        raise ReproError(f"phase {phase_name!r} accepts {', '.join(suffixes)} files, not {upload.name}; nothing sent")
+
+
 def _refuse_when_exhausted(limits: dict | None, phase_name: str) -> None:
     if not limits:
         return
@@ -238,8 +249,12 @@ def _summary(console: Console, check: Preflight, phase: tuple[int | None, str], 
 def _send(client: Any, target: Target, phase_id: int, upload: Path, large: bool, metadata: dict, err: Console) -> int:
     from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
 
+    # bound to the stream as it is now: the client's own output is captured while it runs, and the bar
+    # must keep drawing on the terminal meanwhile
+    bar_console = Console(file=err.file, force_terminal=err.is_terminal, width=err.width)
     with Progress(TextColumn("uploading {task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn(),
-                  console=err, transient=True, disable=not err.is_terminal) as progress:
+                  console=bar_console, transient=True, disable=not err.is_terminal,
+                  redirect_stdout=False, redirect_stderr=False) as progress:
         task = progress.add_task(upload.name, total=upload.stat().st_size)
         return client.submit(target.challenge, phase_id, upload, large, metadata,
                              on_read=lambda n: progress.advance(task, n))

@@ -8,6 +8,7 @@ the canonical JSON array; servers outside EvalAI get the exact file (zip, JSON, 
 """
 from __future__ import annotations
 
+import gc
 import hashlib
 import json
 import os
@@ -15,9 +16,10 @@ import re
 import tempfile
 import zipfile
 from collections import Counter
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import yaml
 
@@ -200,6 +202,35 @@ def read_question_ids(path: Path, source: QuestionSource, id_type: type) -> set:
     return set(ids)
 
 
+def cache_dir() -> Path:
+    return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "repro"
+
+
+def question_ids(path: Path, source: QuestionSource, id_type: type) -> set:
+    """`read_question_ids`, cached per file (path, size, mtime): GQA's question file is large and
+    parsing it whole for each submission costs tens of seconds; its ids alone load in one."""
+    try:
+        stat = path.stat()
+    except OSError:
+        return read_question_ids(path, source, id_type)
+    stamp = {"path": str(path.resolve()), "size": stat.st_size, "mtime_ns": stat.st_mtime_ns,
+             "layout": source.layout, "list_key": source.list_key, "id_key": source.id_key}
+    key = hashlib.sha256(json.dumps(stamp, sort_keys=True).encode()).hexdigest()[:24]
+    cached = cache_dir() / "question-ids" / f"{key}.json"
+    try:
+        data = json.loads(cached.read_text(encoding="utf-8"))
+        if data.get("stamp") == stamp and all(type(i) is id_type for i in data["ids"][:1]):
+            return set(data["ids"])
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        pass
+    ids = read_question_ids(path, source, id_type)
+    try:
+        write_bytes_atomic(cached, json.dumps({"stamp": stamp, "ids": sorted(ids)}).encode("utf-8"))
+    except OSError:
+        pass  # a cache that cannot be written only costs time
+    return ids
+
+
 def default_questions(target: Target) -> Path | None:
     return None if target.questions is None else data_dir() / target.questions.path
 
@@ -253,10 +284,11 @@ def check_entries(entries: list[Any], fmt: PredictionFormat, path: Path, kind: s
 
 def check_coverage(records: list[dict], fmt: PredictionFormat, required: set, path: Path, split: str) -> None:
     """Every required question answered exactly once, no unknown ids: else one line and exit 2."""
-    counts = Counter(record[fmt.id_key] for record in records)
-    duplicates = [i for i, n in counts.items() if n > 1]
-    missing = required.difference(counts)
-    unknown = set(counts).difference(required)
+    ids = [record[fmt.id_key] for record in records]
+    seen = set(ids)
+    duplicates = [] if len(seen) == len(ids) else [i for i, n in Counter(ids).items() if n > 1]
+    missing = required.difference(seen)
+    unknown = seen.difference(required)
     parts = []
     if missing:
         parts.append(f"{len(missing):,} of {len(required):,} {split} questions missing (e.g. {_sample(missing)})")
@@ -272,9 +304,25 @@ def canonical_bytes(records: list[dict]) -> bytes:
     return json.dumps(records, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
 
 
+@contextmanager
+def _no_gc() -> Iterator[None]:
+    """Millions of small dicts are built and none is garbage: collecting during the parse only costs time."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
 def preflight(target: Target, predictions: Path, questions: Path | None = None) -> Preflight:
     """All local checks; raises ReproError (one line, exit 2) on the first failure."""
-    predictions = Path(predictions)
+    with _no_gc():
+        return _preflight(target, Path(predictions), Path(questions) if questions else None)
+
+
+def _preflight(target: Target, predictions: Path, questions: Path | None) -> Preflight:
     entries, kind = read_predictions(predictions)
     if not entries:
         raise ReproError(f"{predictions}: no predictions in it; nothing sent")
@@ -286,7 +334,7 @@ def preflight(target: Target, predictions: Path, questions: Path | None = None) 
         if source is None:  # ids hidden by default; the user gave a list of them (JSON lines or a JSON array)
             layout = "lines" if question_path.suffix == ".jsonl" else "list"
             source = QuestionSource(str(question_path), layout, question_path.name, "", target.prediction.id_key)
-        required = read_question_ids(question_path, source, target.prediction.id_type)
+        required = question_ids(question_path, source, target.prediction.id_type)
         check_coverage(records, target.prediction, required, predictions, source.split)
         result.questions, result.question_count = question_path, len(required)
     else:

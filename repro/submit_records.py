@@ -10,7 +10,6 @@ Phase ids found by name are cached in `$XDG_CACHE_HOME/repro/evalai-phases.json`
 from __future__ import annotations
 
 import json
-import os
 import re
 from contextlib import contextmanager
 from pathlib import Path
@@ -18,7 +17,7 @@ from typing import Any, Iterator
 
 from repro.errors import ReproError
 from repro.paths import results_dir
-from repro.submit_check import Target, write_bytes_atomic
+from repro.submit_check import Target, cache_dir, write_bytes_atomic
 
 
 # --- submission records -------------------------------------------------------------------------
@@ -90,7 +89,7 @@ def _norm(name: Any) -> str:
 
 
 def phase_cache_path() -> Path:
-    return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "repro" / "evalai-phases.json"
+    return cache_dir() / "evalai-phases.json"
 
 
 def resolve_phase(target: Target, client: Any, override: int | None = None) -> tuple[int, str]:

@@ -4,7 +4,7 @@ Routes follow EVALAI.md §5 (plus the phase list and remaining-submissions calls
 list, direct multipart submission, the presigned flow (start, storage PUT, finish, enqueue),
 submission detail, and the result / error files. Every request is logged without its headers,
 except whether the bearer token matched. `fail[route] = (status, body)` makes a route answer an
-error; a dict body is sent as JSON, a str body as HTML.
+error (`fail_times[route] = n`: only the next n times); a dict body is sent as JSON, a str body as HTML.
 """
 from __future__ import annotations
 
@@ -45,6 +45,7 @@ class EvalAIStub:
         self.token = token
         self.log: list[Logged] = []
         self.fail: dict[str, tuple[int, Any]] = {}
+        self.fail_times: dict[str, int] = {}              # route -> failures left (absent: fail for good)
         self.submissions: dict[int, dict] = {}
         self.uploads: dict[int, dict[int, bytes]] = {}   # presigned: submission -> part -> bytes
         self.remaining: dict[int, dict] = {}             # phase -> limits
@@ -93,7 +94,8 @@ class EvalAIStub:
             if not found:
                 return "phase", 404, {"detail": "Not found."}
             return "phase", 200, dict(found[0], challenge=int(g[1]), is_active=True, submission_meta_attributes=[],
-                                      max_submissions_per_day=1, max_submissions=5)
+                                      max_submissions_per_day=1, max_submissions=5,
+                                      allowed_submission_file_types=".json, .zip, .txt")
         if method == "GET" and (g := m(r"/api/jobs/(\d+)/remaining_submissions/", path)):
             phases = [{"id": p["id"], "name": p["name"], "limits": self.remaining.get(p["id"], {
                 "remaining_submissions_today_count": 1, "remaining_submissions_this_month_count": 5,
@@ -159,6 +161,10 @@ class EvalAIStub:
                     status, payload = 401, {"detail": "Invalid token"}
                 elif route in stub.fail:
                     status, payload = stub.fail[route]
+                    if route in stub.fail_times:
+                        stub.fail_times[route] -= 1
+                        if stub.fail_times[route] <= 0:
+                            del stub.fail[route], stub.fail_times[route]
                 elif route == "s3":
                     sub_id, part = int(parsed.path.rsplit("/", 1)[1]), int(parse_qs(parsed.query)["partNumber"][0])
                     stub.uploads.setdefault(sub_id, {})[part] = body

@@ -299,6 +299,31 @@ def test_failed_evaluation_is_one_line_with_the_servers_error(runner, sandbox, s
     assert records(sandbox)[0]["status"] == "failed"
 
 
+def test_wait_retries_server_hiccups_and_gives_up_after_the_timeout(runner, sandbox, stub):
+    vqa_questions(sandbox)
+    preds = vqa_predictions(sandbox / "p.json")
+    stub.fail["poll"], stub.fail_times["poll"] = (503, "<html>Service Unavailable</html>"), 2
+    result = submit(runner, "vqa2-test-dev", "-p", str(preds), "--yes", "--wait", "--poll", "0.01")
+    assert result.exit_code == 0, result.output
+    assert "71.05" in result.stdout
+    stub.polls_before_done = 10 ** 6
+    result = submit(runner, "vqa2-test-dev", "-p", str(preds), "--yes", "--wait", "--poll", "0.01", "--timeout", "0.05")
+    assert result.exit_code == 1
+    sid = max(stub.submissions)
+    assert f"submission {sid} is still running" in one_line(result)
+    assert f"repro submit --status {sid} --wait" in one_line(result)
+    assert 2 <= len(stub.calls("GET", f"/api/jobs/submission/{sid}")) < 10     # backoff, not a busy loop
+
+
+def test_file_type_the_phase_does_not_accept(runner, sandbox, stub):
+    vqa_questions(sandbox)
+    preds = vqa_predictions(sandbox / "p.predictions")
+    result = submit(runner, "vqa2-test-dev", "-p", str(preds), "--yes")
+    assert result.exit_code == 2
+    assert "accepts .json, .zip, .txt files, not p.predictions" in one_line(result)
+    assert stub.calls("POST") == []
+
+
 def test_unknown_submission_status(runner, sandbox, stub):
     result = submit(runner, "--status", "424242")
     assert result.exit_code == 1 and "Submission 424242 does not exist" in one_line(result)

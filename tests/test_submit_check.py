@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import re
 from pathlib import Path
 
@@ -18,6 +19,12 @@ from repro.submit_check import (PredictionFormat, check_coverage, get_target, lo
 from repro.submit_records import add_record, read_records, records_path, update_record
 
 VQA = PredictionFormat("question_id", int, "answer")
+
+
+@pytest.fixture(autouse=True)
+def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    return tmp_path / "cache"
 
 
 def write(path: Path, text: str) -> Path:
@@ -141,6 +148,18 @@ def test_size_limit_and_upload_path(sandbox):
     tiny = dataclasses.replace(target, max_file_mb=check.size / 2 / 1024 / 1024)
     with pytest.raises(ReproError, match="over the server's .* limit; nothing sent"):
         preflight(tiny, source)
+
+
+def test_question_ids_are_cached_until_the_file_changes(sandbox, cache):
+    source = write(sandbox / "p.json", json.dumps([{"question_id": i, "answer": "a"} for i in range(5)]))
+    qfile = vqa_questions(sandbox, range(5))
+    assert preflight(get_target("vqa2-test-dev"), source).question_count == 5
+    (cached,) = (cache / "repro" / "question-ids").iterdir()
+    assert json.loads(cached.read_text())["ids"] == [0, 1, 2, 3, 4]
+    vqa_questions(sandbox, range(6))                      # the file changes: the cache is not trusted
+    os.utime(qfile, ns=(1, 1))
+    with pytest.raises(ReproError, match="1 of 6 test2015 questions missing"):
+        preflight(get_target("vqa2-test-dev"), source)
 
 
 def test_question_file_of_the_wrong_kind(sandbox):
