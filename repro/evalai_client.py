@@ -17,6 +17,7 @@ submissions, result files) use `requests` directly with the same bearer header.
 from __future__ import annotations
 
 import contextlib
+import importlib
 import io
 import json
 import os
@@ -182,14 +183,14 @@ class _Recorder:
 
 
 def _import_client() -> Any:
+    """The client's modules used here; a clear line when the client is not installed."""
     try:
-        import evalai.utils.auth as auth
-        import evalai.utils.common  # noqa: F401
-        import evalai.utils.submissions  # noqa: F401  (the modules `submit` and `submission` use)
+        for module in ("evalai.utils.common", "evalai.utils.submissions"):
+            importlib.import_module(module)
+        return importlib.import_module("evalai.utils.auth")
     except ImportError as exc:
         raise ReproError(f"the evalai client is not importable ({exc}); install it with "
                          "`pip install --no-deps evalai==1.3.18` (see the Makefile)") from None
-    return auth
 
 
 @contextlib.contextmanager

@@ -74,6 +74,7 @@ def submit(opts: SubmitOptions, console: Console, err: Console, confirm: Callabl
         return 1
     metadata = {"method_name": opts.method} if opts.method else {}
     submission_id = _send(client, target, phase_id, upload, large, metadata, err)
+    console.print(f"[green]submitted[/] {escape(upload.name)} as submission [bold]{submission_id}[/]", highlight=False)
     record = {
         "target": target.name, "challenge": target.challenge, "phase": phase_id, "phase_name": phase_name,
         "host": client.conn.host, "predictions": str(check.source), "file": str(upload),
@@ -81,9 +82,7 @@ def submit(opts: SubmitOptions, console: Console, err: Console, confirm: Callabl
         "upload": "presigned" if large else "direct", "submission_id": submission_id,
         "submitted_at": _now(), "status": "submitted",
     }
-    path = add_record(record)
-    console.print(f"[green]submitted[/] {escape(upload.name)} as submission [bold]{submission_id}[/] "
-                  f"(recorded in {escape(str(path))})", highlight=False)
+    console.print(f"recorded in {escape(str(add_record(record)))}", highlight=False)
     if not opts.wait:
         console.print(f"follow it with: repro submit --status {submission_id} --wait", highlight=False)
         return 0
@@ -112,7 +111,7 @@ def follow(client: Any, submission_id: int, console: Console, err: Console, poll
     from repro.evalai_client import TERMINAL, ServerError
 
     start, delay, retries = time.monotonic(), max(poll_s, 0.001), 0
-    with err.status(f"waiting for submission {submission_id}…") as spinner:
+    with _pinned(err).status(f"waiting for submission {submission_id}…") as spinner:
         while True:
             try:
                 data = client.submission(submission_id)
@@ -246,14 +245,17 @@ def _summary(console: Console, check: Preflight, phase: tuple[int | None, str], 
     console.print(table)
 
 
+def _pinned(err: Console) -> Console:
+    """A console bound to the stream `err` writes to now. The client's output is captured (stdout and
+    stderr swapped) while it runs; progress drawn meanwhile must still reach the terminal."""
+    return Console(file=err.file, force_terminal=err.is_terminal, width=err.width)
+
+
 def _send(client: Any, target: Target, phase_id: int, upload: Path, large: bool, metadata: dict, err: Console) -> int:
     from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
 
-    # bound to the stream as it is now: the client's own output is captured while it runs, and the bar
-    # must keep drawing on the terminal meanwhile
-    bar_console = Console(file=err.file, force_terminal=err.is_terminal, width=err.width)
     with Progress(TextColumn("uploading {task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn(),
-                  console=bar_console, transient=True, disable=not err.is_terminal,
+                  console=_pinned(err), transient=True, disable=not err.is_terminal,
                   redirect_stdout=False, redirect_stderr=False) as progress:
         task = progress.add_task(upload.name, total=upload.stat().st_size)
         return client.submit(target.challenge, phase_id, upload, large, metadata,

@@ -5,6 +5,7 @@ import dataclasses
 import json
 import os
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -209,3 +210,11 @@ def test_connection_follows_the_clients_configuration(tmp_path, monkeypatch):
     (tmp_path / ".evalai" / "token.json").write_text("[]")
     with pytest.raises(ReproError, match=r"token.json: no \"token\" string"):
         resolve_connection()
+
+
+def test_missing_client_is_one_line(monkeypatch):
+    from repro.evalai_client import _import_client
+
+    monkeypatch.setitem(sys.modules, "evalai.utils.common", None)   # as if the client were not installed
+    with pytest.raises(ReproError, match=r"evalai client is not importable .* pip install --no-deps evalai==1.3.18"):
+        _import_client()
