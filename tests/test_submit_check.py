@@ -216,5 +216,5 @@ def test_missing_client_is_one_line(monkeypatch):
     from repro.evalai_client import _import_client
 
     monkeypatch.setitem(sys.modules, "evalai.utils.common", None)   # as if the client were not installed
-    with pytest.raises(ReproError, match=r"evalai client is not importable .* pip install --no-deps evalai==1.3.18"):
+    with pytest.raises(ReproError, match=r"evalai client is not importable .*pip install --no-deps evalai==1.3.18"):
         _import_client()
