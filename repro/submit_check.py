@@ -334,6 +334,10 @@ def _preflight(target: Target, predictions: Path, questions: Path | None) -> Pre
         if source is None:  # ids hidden by default; the user gave a list of them (JSON lines or a JSON array)
             layout = "lines" if question_path.suffix == ".jsonl" else "list"
             source = QuestionSource(str(question_path), layout, question_path.name, "", target.prediction.id_key)
+        if not questions and not question_path.exists():
+            dataset = source.path.split("/")[0]
+            raise ReproError(f"question file {question_path} not found; run `repro download {dataset}` "
+                             "or pass --questions FILE")
         required = question_ids(question_path, source, target.prediction.id_type)
         check_coverage(records, target.prediction, required, predictions, source.split)
         result.questions, result.question_count = question_path, len(required)

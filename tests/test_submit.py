@@ -179,7 +179,7 @@ def test_missing_question_file_is_refused_before_any_request(runner, sandbox, st
     preds = vqa_predictions(sandbox / "p.json")
     result = submit(runner, "vqa2-test-dev", "-p", str(preds), "--yes")
     assert result.exit_code == 2
-    assert "v2_OpenEnded_mscoco_test2015_questions.json not found" in one_line(result)
+    assert "v2_OpenEnded_mscoco_test2015_questions.json not found; run `repro download vqa2`" in one_line(result)
     assert stub.log == []
 
 
