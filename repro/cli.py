@@ -362,6 +362,49 @@ def prepare_command(
         console.print(f"[green]prepared[/] {out}")
 
 
+@command("submit")
+def submit_command(
+    target: Optional[str] = typer.Argument(None, metavar="TARGET", help="vqa2-test-dev, vqa2-test-std, textvqa-test, "
+                                           "gqa-test-dev, gqa-test, ... (omit to list them)."),
+    predictions: Optional[str] = typer.Option(None, "--predictions", "-p", help="Prediction file: JSON array or JSON lines."),
+    questions: Optional[str] = typer.Option(None, "--questions", help="Question file (default: the downloaded one)."),
+    wait: bool = typer.Option(False, "--wait", help="Poll until evaluated and print the result."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Check the file only; no network, nothing sent."),
+    yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation."),
+    host: Optional[str] = typer.Option(None, "--host", help="EvalAI API URL (default: ~/.evalai/host_url, EVALAI_API_URL)."),
+    token: Optional[str] = typer.Option(None, "--token", help="EvalAI token or token.json path (default: ~/.evalai/token.json)."),
+    phase: Optional[int] = typer.Option(None, "--phase", help="EvalAI phase id, overriding the catalog and the lookup."),
+    large: bool = typer.Option(False, "--large", help="Use the presigned large-file upload whatever the size."),
+    method: Optional[str] = typer.Option(None, "--method", help="Method name shown on the leaderboard / in file names."),
+    status: Optional[int] = typer.Option(None, "--status", metavar="ID", help="Show (with --wait: follow) a submission."),
+    poll: float = typer.Option(5.0, "--poll", help="First polling interval in seconds (grows to 60)."),
+    timeout: float = typer.Option(3600.0, "--timeout", help="Give up waiting after this many seconds."),
+) -> None:
+    """Check a test-set prediction file, then submit it to its evaluation server.
+
+    Everything is checked before any network call: format, every required question answered once,
+    no unknown ids, size. EvalAI targets are sent with the evalai client; others get the exact file
+    their server needs and upload instructions.
+
+    Example: [bold]repro submit vqa2-test-std -p results/mcan-pa/table3/MCAN+PA.test-std.json --wait[/]
+    """
+    from pathlib import Path
+
+    from repro.submit import SubmitOptions, show_status, submit, targets_table
+
+    if status is not None:
+        raise typer.Exit(show_status(status, console, err_console, wait, host, token, poll, timeout))
+    if target is None:
+        console.print(targets_table())
+        return
+    if predictions is None:
+        raise ReproError("--predictions FILE is required to submit")
+    opts = SubmitOptions(target=target, predictions=Path(predictions), questions=Path(questions) if questions else None,
+                         wait=wait, dry_run=dry_run, yes=yes, host=host, token=token, phase=phase, large=large, method=method, poll_s=poll,
+                         timeout_s=timeout)
+    raise typer.Exit(submit(opts, console, err_console, lambda text: typer.confirm(text, default=False)))
+
+
 def main() -> None:
     """Console-script entry point."""
     app()

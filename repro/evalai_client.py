@@ -1,0 +1,410 @@
+"""Talking to an EvalAI server: files go through the `evalai` client library, never its console script.
+
+The console script (`evalai.main`) asks PyPI for a newer version before anything else, so it is not
+used. The client's submission functions are called directly, inside `_client_session`, which
+- points the client at the resolved host and token by replacing the lookups of `evalai.utils.auth`
+  (`get_user_auth_token`, `HOST_URL_FILE_PATH`, `API_HOST_URL`) for the duration of the call, so the
+  token never touches the disk and the user's `~/.evalai/` is read when the command runs, not when the
+  client is imported;
+- captures what the client prints (it reports ids and errors with `click.echo`, and exits with
+  `sys.exit`) so the user sees one clear line instead;
+- records every HTTP call the client makes (status and body, never headers), which gives the new
+  submission's id (the client returns None) and the server's own error text.
+
+Read-only calls the client has no quiet function for (phase list, phase detail, remaining
+submissions, result files) use `requests` directly with the same bearer header.
+"""
+from __future__ import annotations
+
+import contextlib
+import importlib
+import io
+import json
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import requests
+
+from repro.errors import ReproError
+
+DEFAULT_HOST = "https://eval.ai"
+TIMEOUT_S = 60
+TERMINAL = ("finished", "failed", "cancelled", "archived")
+
+
+class ServerError(ReproError):
+    """The server refused or failed; the message is one line. Exit code 1: the input was fine."""
+
+    exit_code = 1
+
+    def __init__(self, message: str, status: int | None = None):
+        super().__init__(message)
+        self.status = status
+
+    @property
+    def transient(self) -> bool:
+        return self.status is None or self.status >= 500
+
+
+# --- configuration ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Connection:
+    """Host and token. The token is kept out of repr so it cannot leak into a log or traceback."""
+
+    host: str
+    token: str = field(repr=False)
+
+    def redact(self, text: str) -> str:
+        return text.replace(self.token, "***") if self.token else text
+
+    @property
+    def headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.token}"}
+
+
+def evalai_dir() -> Path:
+    return Path.home() / ".evalai"
+
+
+def resolve_connection(host: str | None = None, token: str | None = None) -> Connection:
+    """The user's EvalAI configuration, as the client resolves it, with `--host`/`--token` overriding.
+
+    Host: `--host`, else `~/.evalai/host_url` (raw URL), else `$EVALAI_API_URL`, else https://eval.ai.
+    Token: `--token` (the token itself, or a path to a token.json), else `~/.evalai/token.json`.
+    """
+    if not host:
+        host_file = evalai_dir() / "host_url"
+        if host_file.is_file():
+            host = host_file.read_text(encoding="utf-8").strip()
+        else:
+            host = os.environ.get("EVALAI_API_URL", DEFAULT_HOST)
+    host = host.strip().rstrip("/")
+    if not re.match(r"^https?://[^/\s]+", host):
+        raise ReproError(f"EvalAI host {host!r} is not an http(s) URL (from --host, ~/.evalai/host_url or EVALAI_API_URL)")
+    if token and Path(token).is_file():
+        token = _token_from_file(Path(token))
+    if not token:
+        path = evalai_dir() / "token.json"
+        if not path.is_file():
+            raise ReproError(f"no EvalAI token: save the token from your EvalAI profile page as {path} "
+                             "({\"token\": \"...\"}) or pass --token")
+        token = _token_from_file(path)
+    return Connection(host=host, token=token.strip())
+
+
+def _token_from_file(path: Path) -> str:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ReproError(f"{path}: not a readable token file ({type(exc).__name__})") from None
+    token = data.get("token") if isinstance(data, dict) else None
+    if not isinstance(token, str) or not token.strip():
+        raise ReproError(f"{path}: no \"token\" string in it")
+    return token
+
+
+# --- recording the client's HTTP calls ------------------------------------------------------------
+
+
+@dataclass
+class Call:
+    method: str
+    url: str
+    status: int | None = None
+    body: Any = None          # parsed JSON, or text
+    json_body: bool = False
+    reason: str = ""
+    error: str = ""           # connection-level failure
+    etag: str | None = None
+
+    @property
+    def failed(self) -> bool:
+        return bool(self.error) or (self.status is not None and self.status >= 400)
+
+
+class UploadAborted(BaseException):
+    """Raised into the client after a failed storage upload so it cannot queue an incomplete file.
+
+    A BaseException, because the client catches only `requests` exceptions around these calls.
+    """
+
+
+class _Recorder:
+    """Wraps `requests.get/post/put` (looked up by the client at call time) and keeps each call."""
+
+    def __init__(self) -> None:
+        self.calls: list[Call] = []
+        self.storage_upload_failed = False
+        self._saved: dict[str, Callable] = {}
+
+    def __enter__(self) -> "_Recorder":
+        for name in ("get", "post", "put"):
+            self._saved[name] = getattr(requests, name)
+            setattr(requests, name, self._wrap(name, self._saved[name]))
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        for name, fn in self._saved.items():
+            setattr(requests, name, fn)
+
+    def _wrap(self, method: str, fn: Callable) -> Callable:
+        def call(url: str, *args: Any, **kwargs: Any) -> requests.Response:
+            if self.storage_upload_failed and method == "post":
+                raise UploadAborted()
+            kwargs.setdefault("timeout", TIMEOUT_S)
+            record = Call(method.upper(), url)
+            self.calls.append(record)
+            try:
+                response = fn(url, *args, **kwargs)
+            except requests.RequestException as exc:
+                record.error = type(exc).__name__
+                if method == "put":
+                    self.storage_upload_failed = True
+                raise
+            record.status, record.reason = response.status_code, response.reason or ""
+            record.etag = response.headers.get("ETag")
+            try:
+                record.body, record.json_body = response.json(), True
+            except ValueError:
+                record.body = response.text[:500]
+            if method == "put" and (response.status_code != 200 or not record.etag):
+                self.storage_upload_failed = True
+            return response
+
+        return call
+
+
+# --- the client --------------------------------------------------------------------------------
+
+
+def _import_client() -> Any:
+    """The client's modules used here; a clear line when the client is not installed."""
+    try:
+        for module in ("evalai.utils.common", "evalai.utils.submissions"):
+            importlib.import_module(module)
+        return importlib.import_module("evalai.utils.auth")
+    except ImportError as exc:
+        raise ReproError(f"the evalai client is not importable ({exc}); install it with "
+                         "`pip install --no-deps evalai==1.3.18` (see the Makefile)") from None
+
+
+@contextlib.contextmanager
+def _client_session(conn: Connection) -> Iterator[tuple[_Recorder, io.StringIO]]:
+    auth = _import_client()
+    saved = {name: getattr(auth, name) for name in ("get_user_auth_token", "HOST_URL_FILE_PATH", "API_HOST_URL")}
+    output = io.StringIO()
+    auth.get_user_auth_token = lambda: conn.token
+    auth.HOST_URL_FILE_PATH = os.path.join(os.devnull, "no-host-file")   # never exists: API_HOST_URL is used
+    auth.API_HOST_URL = conn.host
+    try:
+        with _Recorder() as recorder, contextlib.redirect_stdout(output), contextlib.redirect_stderr(output):
+            yield recorder, output
+    finally:
+        for name, value in saved.items():
+            setattr(auth, name, value)
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def _clean_output(text: str) -> str:
+    lines = [_ANSI.sub("", line).strip() for line in text.splitlines()]
+    lines = [line for line in lines if line and not line.startswith("Use `evalai") and "%|" not in line]
+    return " ".join(lines)
+
+
+def _server_message(call: Call) -> str:
+    body = call.body
+    if call.json_body and isinstance(body, dict):
+        for key in ("error", "detail", "message"):
+            if isinstance(body.get(key), str) and body[key].strip():
+                return body[key].strip()
+        parts = []
+        for key, value in body.items():
+            text = "; ".join(str(v) for v in value) if isinstance(value, list) else str(value)
+            parts.append(f"{key}: {text}")
+        return "; ".join(parts)
+    if call.json_body and isinstance(body, (list, str)):
+        return str(body)[:200]
+    return call.reason or "no explanation"
+
+
+def describe_http_failure(call: Call, host: str) -> ServerError:
+    """One line for a failed call: what the server said and what the user can do."""
+    if call.error:
+        return ServerError(f"could not reach EvalAI at {host} ({call.error})")
+    message = _server_message(call).replace("\n", " ")
+    status = call.status or 0
+    if status == 401 or ("token" in message.lower() and status in (400, 403)):
+        text = (f"EvalAI rejected the token (HTTP {status}: {message}); save a fresh token from your "
+                "EvalAI profile in ~/.evalai/token.json or pass --token")
+    elif status >= 500:
+        text = (f"EvalAI server error (HTTP {status} {message}); try again later, after checking the phase's "
+                "submissions on the EvalAI page")
+    elif status == 404:
+        text = f"EvalAI has no such resource (HTTP 404: {message}) at {call.url.split('?')[0]}"
+    else:
+        text = f"EvalAI refused (HTTP {status}): {message}"
+    return ServerError(text, status=status)
+
+
+class EvalAI:
+    """One server, one token. Methods raise ServerError (one line, token redacted) on any failure."""
+
+    def __init__(self, conn: Connection):
+        self.conn = conn
+
+    # read-only calls ------------------------------------------------------------------------
+
+    def _get(self, path: str, params: dict | None = None) -> Any:
+        url = path if path.startswith("http") else f"{self.conn.host}{path}"
+        call = Call("GET", url)
+        try:
+            response = requests.get(url, headers=self.conn.headers, params=params, timeout=TIMEOUT_S)
+        except requests.RequestException as exc:
+            call.error = type(exc).__name__
+            raise self._redacted(describe_http_failure(call, self.conn.host)) from None
+        call.status, call.reason = response.status_code, response.reason or ""
+        try:
+            call.body, call.json_body = response.json(), True
+        except ValueError:
+            call.body = response.text[:500]
+        if call.failed:
+            raise self._redacted(describe_http_failure(call, self.conn.host))
+        if not call.json_body:
+            raise ServerError(f"EvalAI at {self.conn.host} answered {path} with something that is not JSON")
+        return call.body
+
+    def _redacted(self, error: ServerError) -> ServerError:
+        return ServerError(self.conn.redact(str(error)), status=error.status)
+
+    def phases(self, challenge: int) -> list[dict]:
+        """Every phase of a challenge (follows pagination)."""
+        found: list[dict] = []
+        url: str | None = f"/api/challenges/challenge/{challenge}/challenge_phase"
+        while url:
+            page = self._get(url)
+            if isinstance(page, list):
+                return found + page
+            found += page.get("results") or []
+            url = page.get("next")
+        return found
+
+    def phase(self, challenge: int, phase: int) -> dict:
+        return self._get(f"/api/challenges/challenge/{challenge}/challenge_phase/{phase}")
+
+    def remaining(self, challenge: int, phase: int) -> dict | None:
+        """The `limits` of one phase from `remaining_submissions`, or None when the server does not say."""
+        try:
+            data = self._get(f"/api/jobs/{challenge}/remaining_submissions/")
+        except ServerError:
+            return None
+        for entry in data.get("phases", []) if isinstance(data, dict) else []:
+            if entry.get("id") == phase and isinstance(entry.get("limits"), dict):
+                return entry["limits"]
+        return None
+
+    def result_file(self, url: str) -> Any:
+        """The evaluated result: fetched without the auth header, as the client does."""
+        try:
+            response = requests.get(url, timeout=TIMEOUT_S)
+            response.raise_for_status()
+        except requests.RequestException as exc:
+            raise ServerError(f"could not fetch the result file ({type(exc).__name__})") from None
+        try:
+            return response.json()
+        except ValueError:
+            return response.text
+
+    # through the client ---------------------------------------------------------------------
+
+    def submit(self, challenge: int, phase: int, path: Path, large: bool, metadata: dict[str, str],
+               on_read: Callable[[int], None] | None = None) -> int:
+        """Send `path` to (challenge, phase) with the client's direct or presigned upload; the new id."""
+        _import_client()  # a clear line when the client is missing
+        from evalai.utils.common import upload_file_using_presigned_url
+        from evalai.utils.submissions import make_submission
+
+        handle = _ReadCounter(path, on_read)
+        failure: BaseException | None = None
+        with _client_session(self.conn) as (recorder, output):
+            try:
+                if large:
+                    upload_file_using_presigned_url(phase, handle, "submission", dict(metadata))
+                else:
+                    make_submission(challenge, phase, handle, dict(metadata), {})
+            except (SystemExit, UploadAborted, Exception) as exc:  # the client exits or trips on bad bodies
+                failure = exc
+            finally:
+                handle.close()
+        return self._submitted_id(recorder, output.getvalue(), failure, large)
+
+    def _submitted_id(self, recorder: _Recorder, output: str, failure: BaseException | None, large: bool) -> int:
+        calls = recorder.calls
+        created = next((c for c in calls if c.method == "POST" and c.json_body and isinstance(c.body, dict)
+                        and c.status in (200, 201) and ("submission_pk" in c.body or "id" in c.body)), None)
+        sid = None
+        if created is not None:
+            sid = created.body.get("submission_pk", created.body.get("id"))
+        if recorder.storage_upload_failed:
+            put = next((c for c in reversed(calls) if c.method == "PUT"), None)
+            why = (put.error or f"HTTP {put.status}" + ("" if put.etag else ", no ETag")) if put else "no upload"
+            queued = "" if sid is None else f"; submission {sid} was created but not queued for evaluation"
+            raise ServerError(f"uploading the file to EvalAI's storage failed ({why}){queued}")
+        failed = next((c for c in reversed(calls) if c.failed), None)
+        if failed is not None:
+            raise self._redacted(describe_http_failure(failed, self.conn.host))
+        if failure is not None or sid is None:
+            said = _clean_output(output) or (type(failure).__name__ if failure else "no submission id returned")
+            raise ServerError(self.conn.redact(f"the evalai client did not complete the submission: {said}"))
+        return int(sid)
+
+    def submission(self, submission_id: int) -> dict:
+        """`GET /api/jobs/submission/{id}` through the client's `submission_details_request`."""
+        _import_client()
+        from evalai.utils.submissions import submission_details_request
+
+        with _client_session(self.conn) as (recorder, output):
+            try:
+                response = submission_details_request(submission_id)
+            except (SystemExit, Exception):
+                response = None
+        if response is None or not recorder.calls or recorder.calls[-1].failed:
+            failed = next((c for c in reversed(recorder.calls) if c.failed), None)
+            if failed is not None:
+                raise self._redacted(describe_http_failure(failed, self.conn.host))
+            said = _clean_output(output.getvalue()) or "no answer"
+            raise ServerError(self.conn.redact(f"could not read submission {submission_id}: {said}"))
+        try:
+            data = response.json()
+        except ValueError:
+            raise ServerError(f"EvalAI answered submission {submission_id} with something that is not JSON") from None
+        if not isinstance(data, dict) or "status" not in data:
+            raise ServerError(f"EvalAI's answer for submission {submission_id} has no status")
+        return data
+
+
+class _ReadCounter:
+    """A binary file opened for reading that reports the bytes read (drives the upload progress bar).
+
+    Keeps the real path as `.name`: the client stats it for the size and sends its base name.
+    """
+
+    def __init__(self, path: Path, on_read: Callable[[int], None] | None):
+        self._file = open(path, "rb")
+        self.name = str(path)
+        self._on_read = on_read
+
+    def read(self, size: int = -1) -> bytes:
+        data = self._file.read(size)
+        if self._on_read is not None and data:
+            self._on_read(len(data))
+        return data
+
+    def close(self) -> None:
+        self._file.close()
