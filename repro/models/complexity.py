@@ -24,7 +24,7 @@ PAPER_NUM_ANSWERS = 3129
 
 
 def example_batch(batch_size: int = 1, sizes: dict[str, Any] | None = None, *, seed: int = 0,
-                  device: torch.device | str = "cpu") -> dict[str, torch.Tensor]:
+                  num_tokens: int = PAPER_NUM_TOKENS, device: torch.device | str = "cpu") -> dict[str, torch.Tensor]:
     """A batch in the data interface's format, every token and region present, boxes inside a 640x480 image."""
     from repro.models import paper_sizes
 
@@ -36,7 +36,7 @@ def example_batch(batch_size: int = 1, sizes: dict[str, Any] | None = None, *, s
     xy = torch.rand(batch_size, n, 2, generator=g) * torch.tensor([width * 0.8, height * 0.8])
     wh = 8.0 + torch.rand(batch_size, n, 2, generator=g) * torch.tensor([width * 0.2, height * 0.2])
     batch = {
-        "tokens": torch.randint(1, 100, (batch_size, t), generator=g),
+        "tokens": torch.randint(1, min(100, num_tokens), (batch_size, t), generator=g),
         "features": torch.rand(batch_size, n, s["feature_dim"], generator=g) + 0.01,
         "boxes": torch.cat([xy, xy + wh], dim=-1),
         "box_count": torch.full((batch_size,), n, dtype=torch.long),
@@ -106,7 +106,7 @@ def complexity(config: dict, *, num_tokens: int = PAPER_NUM_TOKENS, num_answers:
     torch.manual_seed(seed)
     model = build_model(config, num_tokens, num_answers, sizes=sizes)
     params = count_parameters(model)
-    batch = example_batch(1, sizes, seed=seed)
+    batch = example_batch(1, sizes, seed=seed, num_tokens=num_tokens)
     flops = count_flops(model, batch)
     dev = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
     model.to(dev)
