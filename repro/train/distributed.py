@@ -1,0 +1,110 @@
+"""Multi-GPU and multi-node training through torchrun: process group, DDP wrapping, sharded sampling.
+
+Launch with `torchrun --nproc_per_node=G [--nnodes=N ...] <script>`; torchrun sets RANK, WORLD_SIZE
+and LOCAL_RANK, which `init_from_env` reads. The recipe's batch size is the global batch: each of
+the W processes takes batch/W samples per step, so the paper's batch holds whatever the GPU count.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel
+from torch.utils.data import DistributedSampler
+
+from repro.errors import ReproError
+
+
+@dataclass(frozen=True)
+class DistEnv:
+    rank: int = 0
+    world_size: int = 1
+    local_rank: int = 0
+    backend: str | None = None
+
+    @property
+    def distributed(self) -> bool:
+        return self.world_size > 1
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+
+def init_from_env(backend: str | None = None) -> DistEnv:
+    """Join the torchrun job described by RANK/WORLD_SIZE/LOCAL_RANK (nccl on GPUs, gloo on CPUs).
+
+    Without those variables, or with WORLD_SIZE=1, this is a single process and nothing is initialised.
+    """
+    try:
+        world = int(os.environ.get("WORLD_SIZE", "1"))
+        rank = int(os.environ.get("RANK", "0"))
+        local = int(os.environ.get("LOCAL_RANK", "0"))
+    except ValueError:
+        raise ReproError("RANK, WORLD_SIZE and LOCAL_RANK must be integers (they are set by torchrun)") from None
+    if world <= 1:
+        return DistEnv()
+    if dist.is_initialized():
+        return DistEnv(dist.get_rank(), dist.get_world_size(), local, dist.get_backend())
+    backend = backend or ("nccl" if torch.cuda.is_available() else "gloo")
+    if backend == "nccl":
+        torch.cuda.set_device(local)
+    dist.init_process_group(backend=backend)
+    return DistEnv(rank, world, local, backend)
+
+
+def device_for(env: DistEnv, device: str | torch.device | None = None) -> torch.device:
+    """The device this process trains on: the requested one, else its local GPU, else the CPU."""
+    if device is not None:
+        return torch.device(device)
+    if torch.cuda.is_available():
+        return torch.device("cuda", env.local_rank)
+    return torch.device("cpu")
+
+
+def per_device_batch(global_batch: int, env: DistEnv) -> int:
+    """Global batch / world size; the global batch must split evenly."""
+    if global_batch % env.world_size:
+        raise ReproError(f"the global batch {global_batch} does not split over {env.world_size} processes; "
+                         f"use a process count that divides it")
+    return global_batch // env.world_size
+
+
+def wrap(model: nn.Module, env: DistEnv, device: torch.device) -> nn.Module:
+    """DistributedDataParallel around `model` when there are several processes, else the model itself."""
+    if not env.distributed:
+        return model
+    ids = [device.index] if device.type == "cuda" else None
+    return DistributedDataParallel(model, device_ids=ids)
+
+
+def sampler(dataset, env: DistEnv, *, seed: int, shuffle: bool = True) -> DistributedSampler:
+    """A DistributedSampler (also used with one process, so the sample order is the same code path)."""
+    return DistributedSampler(dataset, num_replicas=env.world_size, rank=env.rank, shuffle=shuffle,
+                              seed=seed, drop_last=False)
+
+
+def barrier(env: DistEnv) -> None:
+    if env.distributed:
+        dist.barrier()
+
+
+def all_reduce_mean(value: float, env: DistEnv, device: torch.device) -> float:
+    if not env.distributed:
+        return value
+    t = torch.tensor([value], dtype=torch.float64, device=device)
+    dist.all_reduce(t)
+    return float(t.item()) / env.world_size
+
+
+def gpu_count(env: DistEnv, device: torch.device) -> int:
+    """GPUs taking part in training (0 on CPU)."""
+    return env.world_size if device.type == "cuda" else 0
+
+
+def shutdown(env: DistEnv) -> None:
+    if env.distributed and dist.is_initialized():
+        dist.destroy_process_group()

@@ -1,0 +1,327 @@
+"""The training loop shared by every paper: `fit` trains a model on a dataset by a recipe, `predict` scores one.
+
+fit(model, dataset, recipe, workdir) writes into `workdir`:
+  last.pt      checkpoint after every epoch and on SIGINT/SIGTERM (see repro.train.checkpoint)
+  train.jsonl  one line per optimisation step: epoch, step, loss, lr, samples/s, elapsed seconds
+  state.json   the returned TrainState once training ends
+`resume=True` continues from last.pt (mid-epoch too: the sample order of an epoch is a function of
+the seed and the epoch, and the RNG states are restored), and ends with the same weights as an
+uninterrupted run on the same hardware.
+Batches are dicts of tensors; training needs a `target` entry.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import signal
+import threading
+import time
+from contextlib import contextmanager, nullcontext
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, Dataset
+
+from repro.errors import ReproError
+from repro.results import write_json_atomic
+from repro.train import checkpoint as ckpt
+from repro.train import distributed as dist_utils
+from repro.train.losses import compute_loss, is_summed
+from repro.train.recipe import Recipe
+from repro.train.schedule import learning_rate
+
+LOG_NAME = "train.jsonl"
+STATE_NAME = "state.json"
+
+
+class TrainingInterrupted(ReproError):
+    """SIGINT/SIGTERM arrived; a checkpoint was saved and `--resume` continues from it."""
+
+    exit_code = 130
+
+
+@dataclass
+class TrainState:
+    epochs_done: int
+    step: int
+    world_size: int
+    gpu_count: int
+    global_batch: int
+    per_device_batch: int
+    device: str
+    precision: str
+    final_loss: float | None
+    wall_time_s: float
+    samples_seen: int
+    checkpoint: str
+    log: str
+    resumed_from: dict[str, int] | None = None
+    recipe: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def seed_everything(seed: int) -> None:
+    """Seed Python, NumPy and torch (call before building the model so its initial weights are fixed)."""
+    import random
+
+    import numpy as np
+
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+
+
+def build_optimizer(recipe: Recipe, params) -> torch.optim.Optimizer:
+    opt = dict(recipe.optimizer)
+    name = opt.pop("name")
+    lr = learning_rate(recipe.schedule, 0)
+    if "betas" in opt:
+        opt["betas"] = tuple(opt["betas"])
+    kinds = {"adam": torch.optim.Adam, "adamw": torch.optim.AdamW, "adamax": torch.optim.Adamax,
+             "sgd": torch.optim.SGD}
+    return kinds[name](params, lr=lr, **opt)
+
+
+def resolve_precision(precision: str, device: torch.device) -> str:
+    """auto -> bf16 on a GPU that supports it, fp16 on an older GPU, fp32 on a CPU."""
+    if precision != "auto":
+        if precision == "fp16" and device.type != "cuda":
+            raise ReproError("precision fp16 needs a GPU; use fp32 or bf16 on a CPU")
+        return precision
+    if device.type == "cuda":
+        return "bf16" if torch.cuda.is_bf16_supported() else "fp16"
+    return "fp32"
+
+
+def _autocast(precision: str, device: torch.device):
+    if precision == "fp32":
+        return nullcontext()
+    return torch.autocast(device_type=device.type, dtype=torch.bfloat16 if precision == "bf16" else torch.float16)
+
+
+def to_device(batch: dict[str, Any], device: torch.device) -> dict[str, Any]:
+    return {k: v.to(device, non_blocking=True) if isinstance(v, torch.Tensor) else v for k, v in batch.items()}
+
+
+class _StopFlag:
+    """Set by SIGINT/SIGTERM while training; the loop checks it after every step."""
+
+    def __init__(self) -> None:
+        self.signal: int | None = None
+
+    def __call__(self, signum, frame) -> None:
+        self.signal = signum
+
+
+@contextmanager
+def _catch_signals(flag: _StopFlag) -> Iterator[None]:
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {s: signal.signal(s, flag) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+
+
+def _rewrite_log(path: Path, keep_until_step: int) -> None:
+    """On resume, drop log lines of steps after the checkpoint (they will be run again)."""
+    if not path.exists():
+        return
+    kept = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            if json.loads(line).get("step", 0) <= keep_until_step:
+                kept.append(line)
+        except json.JSONDecodeError:
+            break  # a line cut by the interruption: everything after it is dropped
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text("".join(f"{line}\n" for line in kept), encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def _progress(enabled: bool):
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+    return Progress(
+        TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+        TextColumn("loss {task.fields[loss]}"), TextColumn("lr {task.fields[lr]}"),
+        TextColumn("{task.fields[rate]} samples/s"), TimeElapsedColumn(), TimeRemainingColumn(),
+        disable=not enabled, transient=False,
+    )
+
+
+def fit(model: nn.Module, train_dataset: Dataset, recipe: Recipe, workdir: Path, *, resume: bool = False,
+        device: str | torch.device | None = None, log_every: int = 1, progress: bool = True,
+        collate_fn: Callable | None = None, on_step: Callable[[int], None] | None = None) -> TrainState:
+    """Train `model` on `train_dataset` by `recipe`; checkpoints and logs go to `workdir`.
+
+    Runs as one process, or as one rank of a torchrun job (DDP, per-process batch = global / world).
+    `on_step(step)` is called after every optimisation step (hooks for tests and tools).
+    """
+    workdir = Path(workdir)
+    env = dist_utils.init_from_env()
+    dev = dist_utils.device_for(env, device)
+    precision = resolve_precision(recipe.precision, dev)
+    local_batch = dist_utils.per_device_batch(recipe.batch_size, env)
+    if len(train_dataset) == 0:
+        raise ReproError("the training set is empty")
+    if log_every < 1:
+        raise ReproError(f"log_every must be at least 1, got {log_every}")
+    started = time.perf_counter()
+    ckpt_path = workdir / ckpt.LAST
+    log_path = workdir / LOG_NAME
+
+    model.to(dev)
+    optimizer = build_optimizer(recipe, model.parameters())
+    scaler = torch.amp.GradScaler(dev.type) if precision == "fp16" else None
+    sampler = dist_utils.sampler(train_dataset, env, seed=recipe.seed)
+    steps_per_epoch = math.ceil(len(sampler) / local_batch)
+
+    start_epoch, start_step_in_epoch, step, resumed_from = 0, 0, 0, None
+    if resume and ckpt_path.exists():
+        state = ckpt.load_checkpoint(ckpt_path, map_location=dev)
+        saved = state["extra"]
+        if saved.get("global_batch") != recipe.batch_size or saved.get("dataset_size") != len(train_dataset):
+            raise ReproError(f"{ckpt_path}: saved with global batch {saved.get('global_batch')} on "
+                             f"{saved.get('dataset_size')} samples; this run has {recipe.batch_size} on "
+                             f"{len(train_dataset)}; start again without --resume")
+        ckpt.restore(state, model=model, optimizer=optimizer, scaler=scaler)
+        start_epoch, start_step_in_epoch, step = state["epoch"], state["step_in_epoch"], state["step"]
+        resumed_from = {"epoch": start_epoch, "step": step}
+        if env.is_main:
+            _rewrite_log(log_path, step)
+    else:
+        torch.manual_seed(recipe.seed + env.rank)  # dropout streams; the weights come from the caller
+        if env.is_main:
+            workdir.mkdir(parents=True, exist_ok=True)
+            log_path.write_text("", encoding="utf-8")
+    dist_utils.barrier(env)
+
+    net = dist_utils.wrap(model, env, dev)
+    loss_scale = env.world_size if is_summed(recipe.loss) else 1
+    extra = {"global_batch": recipe.batch_size, "dataset_size": len(train_dataset), "world_size": env.world_size,
+             "recipe": recipe.name}
+    flag = _StopFlag()
+    last_loss: float | None = None
+    samples = step * recipe.batch_size
+    total_steps = steps_per_epoch * recipe.epochs
+
+    with _catch_signals(flag), _progress(progress and env.is_main) as bar, \
+            open(log_path, "a", encoding="utf-8") if env.is_main else nullcontext() as log:
+        task = bar.add_task(recipe.name, total=total_steps, completed=step, loss="–", lr="–", rate="–")
+        for epoch in range(start_epoch, recipe.epochs):
+            sampler.set_epoch(epoch)
+            order = list(iter(sampler))
+            first = start_step_in_epoch if epoch == start_epoch else 0
+            batches = [order[i:i + local_batch] for i in range(first * local_batch, len(order), local_batch)]
+            loader = DataLoader(train_dataset, batch_sampler=batches, num_workers=recipe.num_workers,
+                                collate_fn=collate_fn, generator=torch.Generator().manual_seed(recipe.seed + epoch))
+            net.train()
+            tick = time.perf_counter()
+            for i, batch in enumerate(loader, start=first):
+                lr = learning_rate(recipe.schedule, epoch, i, steps_per_epoch)
+                for group in optimizer.param_groups:
+                    group["lr"] = lr
+                batch = to_device(batch, dev)
+                if "target" not in batch:
+                    raise ReproError("training batches need a 'target' entry")
+                with _autocast(precision, dev):
+                    logits = net(batch)
+                loss = compute_loss(recipe.loss, logits, batch["target"])
+                optimizer.zero_grad(set_to_none=True)
+                scaled = loss * loss_scale
+                if scaler is not None:
+                    scaler.scale(scaled).backward()
+                    scaler.unscale_(optimizer)
+                else:
+                    scaled.backward()
+                if recipe.grad_clip is not None:
+                    nn.utils.clip_grad_norm_(model.parameters(), recipe.grad_clip)
+                if scaler is not None:
+                    scaler.step(optimizer)
+                    scaler.update()
+                else:
+                    optimizer.step()
+                step += 1
+                samples += recipe.batch_size
+                value = float(loss.detach())
+                last_loss = (dist_utils.all_reduce_mean(value, env, dev) * (env.world_size if loss_scale > 1 else 1))
+                now = time.perf_counter()
+                rate = recipe.batch_size / max(now - tick, 1e-9)
+                tick = now
+                if log is not None and (step % log_every == 0 or i + 1 == steps_per_epoch):
+                    log.write(json.dumps({"epoch": epoch + 1, "step": step, "loss": last_loss, "lr": lr,
+                                          "samples_per_s": round(rate, 3), "elapsed_s": round(now - started, 3)}) + "\n")
+                    log.flush()
+                bar.update(task, advance=1, loss=f"{last_loss:.4g}", lr=f"{lr:.3g}", rate=f"{rate:.1f}")
+                if on_step is not None:
+                    on_step(step)
+                stop = flag.signal is not None
+                if env.distributed:
+                    stop = dist_utils.all_reduce_mean(float(stop), env, dev) > 0
+                if stop:
+                    if env.is_main:
+                        ckpt.save_checkpoint(ckpt_path, model=model, optimizer=optimizer, scaler=scaler,
+                                             epoch=epoch, step=step, step_in_epoch=i + 1, extra=extra)
+                    dist_utils.barrier(env)
+                    name = signal.Signals(flag.signal).name if flag.signal else "a signal on another rank"
+                    raise TrainingInterrupted(f"training interrupted by {name} at epoch {epoch + 1}, step {step}; "
+                                              f"checkpoint saved to {ckpt_path}; run again with --resume to continue")
+            if env.is_main:
+                ckpt.save_checkpoint(ckpt_path, model=model, optimizer=optimizer, scaler=scaler,
+                                     epoch=epoch + 1, step=step, step_in_epoch=0, extra=extra)
+            dist_utils.barrier(env)
+
+    result = TrainState(
+        epochs_done=recipe.epochs, step=step, world_size=env.world_size, gpu_count=dist_utils.gpu_count(env, dev),
+        global_batch=recipe.batch_size, per_device_batch=local_batch,
+        device=str(dev) if dev.type == "cpu" else torch.cuda.get_device_name(dev), precision=precision,
+        final_loss=last_loss, wall_time_s=round(time.perf_counter() - started, 3), samples_seen=samples,
+        checkpoint=str(ckpt_path), log=str(log_path), resumed_from=resumed_from, recipe=recipe.to_json(),
+    )
+    if env.is_main:
+        write_json_atomic(workdir / STATE_NAME, result.to_json())
+    return result
+
+
+@torch.no_grad()
+def predict(model: nn.Module, dataset: Dataset, batch_size: int, *, device: str | torch.device | None = None,
+            collate_fn: Callable | None = None, top_k: int | None = None, progress: bool = True,
+            precision: str = "fp32") -> tuple[torch.Tensor, torch.Tensor]:
+    """Score every sample in order: (question_ids [N], logits [N, A]) or, with top_k, (ids, indices [N, k]).
+
+    Runs in one process (evaluation needs no DDP); results are on the CPU.
+    """
+    if batch_size < 1:
+        raise ReproError(f"batch size must be at least 1, got {batch_size}")
+    dev = torch.device(device) if device is not None else (torch.device("cuda") if torch.cuda.is_available()
+                                                            else torch.device("cpu"))
+    precision = resolve_precision(precision, dev)
+    model.to(dev).eval()
+    loader = DataLoader(dataset, batch_size=batch_size, shuffle=False, collate_fn=collate_fn)
+    ids, outs = [], []
+    with _progress(progress) as bar:
+        task = bar.add_task("predict", total=len(loader), loss="–", lr="–", rate="–")
+        for batch in loader:
+            tick = time.perf_counter()
+            batch = to_device(batch, dev)
+            with _autocast(precision, dev):
+                logits = model(batch).float()
+            outs.append(logits.topk(top_k, dim=-1).indices.cpu() if top_k else logits.cpu())
+            if "question_id" not in batch:
+                raise ReproError("prediction batches need a 'question_id' entry")
+            ids.append(batch["question_id"].cpu())
+            rate = len(logits) / max(time.perf_counter() - tick, 1e-9)
+            bar.update(task, advance=1, rate=f"{rate:.1f}")
+    if not outs:
+        return torch.zeros(0, dtype=torch.long), torch.zeros(0)
+    return torch.cat(ids), torch.cat(outs)

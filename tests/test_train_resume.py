@@ -1,0 +1,116 @@
+"""Checkpoints and resume: an interrupted run continued with resume=True ends exactly where an uninterrupted one does."""
+import json
+import os
+import signal
+
+import pytest
+import torch
+
+from repro.errors import ReproError
+from repro.models import build_model
+from repro.train import TrainingInterrupted, fit, load_recipe, predict
+from repro.train.checkpoint import load_checkpoint
+from tests.tiny_vqa import NUM_ANSWERS, NUM_TOKENS, TABLE5_CONFIGS, TINY_SIZES, TinyVQA
+
+RECIPE = """\
+optimizer: {name: adam, betas: [0.9, 0.98], eps: 1.0e-9}
+schedule: {name: mcan, base_lr: 0.001, warmup_epochs: 1, decay_epochs: [2], decay_rate: 0.2}
+epochs: 3
+batch_size: 8
+loss: bce-sum
+seed: 5
+"""
+
+
+@pytest.fixture
+def recipe(tmp_path):
+    path = tmp_path / "tiny.yaml"
+    path.write_text(RECIPE)
+    return load_recipe(str(path))
+
+
+def new_model():
+    torch.manual_seed(0)
+    return build_model(TABLE5_CONFIGS["MCAN+PA"], NUM_TOKENS, NUM_ANSWERS, sizes=TINY_SIZES)  # dropout 0.1
+
+
+def read_log(workdir):
+    return [json.loads(line) for line in (workdir / "train.jsonl").read_text().splitlines()]
+
+
+def interrupt_at(stop_step, signum):
+    def hook(step):
+        if step == stop_step:
+            os.kill(os.getpid(), signum)
+    return hook
+
+
+@pytest.mark.parametrize("stop_step, signum", [(4, signal.SIGINT), (6, signal.SIGTERM)])
+def test_resume_equals_uninterrupted(tmp_path, recipe, stop_step, signum):
+    data = TinyVQA(22)  # 3 steps per epoch, the last one short
+    full = new_model()
+    state = fit(full, data, recipe, tmp_path / "full", progress=False)
+    assert state.step == 9 and state.global_batch == 8 and state.world_size == 1 and state.gpu_count == 0
+
+    part = new_model()
+    with pytest.raises(TrainingInterrupted, match="--resume"):
+        fit(part, data, recipe, tmp_path / "part", progress=False, on_step=interrupt_at(stop_step, signum))
+    saved = load_checkpoint(tmp_path / "part" / "last.pt")
+    assert saved["step"] == stop_step
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # handlers restored
+
+    resumed = new_model()  # fresh weights: everything must come from the checkpoint
+    state = fit(resumed, data, recipe, tmp_path / "part", resume=True, progress=False)
+    assert state.resumed_from == {"epoch": saved["epoch"], "step": stop_step}
+    for (name, a), b in zip(full.state_dict().items(), resumed.state_dict().values()):
+        assert torch.equal(a, b), name
+    log_full, log_part = read_log(tmp_path / "full"), read_log(tmp_path / "part")
+    assert [r["step"] for r in log_part] == list(range(1, 10))
+    assert [r["loss"] for r in log_part] == [r["loss"] for r in log_full]
+    assert [r["lr"] for r in log_full] == pytest.approx([5e-4] * 3 + [1e-3] * 3 + [2e-4] * 3)
+
+
+def test_training_changes_weights_and_lowers_the_loss(tmp_path, recipe):
+    data = TinyVQA(16)
+    model = new_model()
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    fit(model, data, recipe.replace(epochs=6), tmp_path, progress=False)
+    assert any(not torch.equal(before[k], v) for k, v in model.state_dict().items())
+    losses = [r["loss"] for r in read_log(tmp_path)]
+    assert sum(losses[-2:]) < sum(losses[:2])
+    state = json.loads((tmp_path / "state.json").read_text())
+    assert state["step"] == 12 and state["global_batch"] == 8
+
+
+def test_resume_of_a_finished_run_trains_nothing_more(tmp_path, recipe):
+    data = TinyVQA(8)
+    model = new_model()
+    fit(model, data, recipe.replace(epochs=1), tmp_path, progress=False)
+    weights = {k: v.clone() for k, v in model.state_dict().items()}
+    state = fit(model, data, recipe.replace(epochs=1), tmp_path, resume=True, progress=False)
+    assert state.step == 1 and all(torch.equal(weights[k], v) for k, v in model.state_dict().items())
+
+
+def test_resume_with_a_different_batch_is_refused(tmp_path, recipe):
+    data = TinyVQA(8)
+    fit(new_model(), data, recipe.replace(epochs=1), tmp_path, progress=False)
+    with pytest.raises(ReproError, match="global batch"):
+        fit(new_model(), data, recipe.replace(epochs=2, batch_size=4), tmp_path, resume=True, progress=False)
+
+
+def test_corrupt_checkpoint_is_a_clear_error(tmp_path, recipe):
+    (tmp_path / "last.pt").write_bytes(b"not a checkpoint")
+    with pytest.raises(ReproError, match="last.pt"):
+        fit(new_model(), TinyVQA(8), recipe, tmp_path, resume=True, progress=False)
+
+
+def test_predict_returns_ids_and_logits_in_order():
+    data = TinyVQA(5)
+    model = new_model()
+    ids, logits = predict(model, data, batch_size=2, progress=False)
+    assert ids.tolist() == [1000, 1001, 1002, 1003, 1004] and logits.shape == (5, NUM_ANSWERS)
+    model.eval()
+    with torch.no_grad():
+        assert torch.allclose(logits[:2], model({k: torch.stack([data[i][k] for i in range(2)]) for k in data[0]}))
+    ids, top = predict(model, data, batch_size=3, top_k=1, progress=False)
+    assert top[:, 0].tolist() == logits.argmax(-1).tolist()
