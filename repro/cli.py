@@ -148,11 +148,13 @@ def show_command(ident: str = typer.Argument(..., metavar="ID", help="Experiment
     console.print(rows)
     for row in spec.rows:
         for col, note in row.uncertain.items():
-            console.print(f"[yellow]uncertain[/] {row.name} / {col}: {note}", highlight=False)
+            console.print(f"[yellow]uncertain[/] {row.name} / {col}: {escape(note)}", highlight=False)
+        for col, why in row.deviation.items():
+            console.print(f"[magenta]deviation[/] {row.name} / {col}: {escape(why)}", highlight=False)
         if row.note:
-            console.print(f"[dim]note[/] {row.name}: {row.note}", highlight=False)
+            console.print(f"[dim]note[/] {row.name}: {escape(row.note)}", highlight=False)
     if spec.notes:
-        console.print(f"[dim]notes:[/] {spec.notes.strip()}", highlight=False)
+        console.print(f"[dim]notes:[/] {escape(spec.notes.strip())}", highlight=False)
 
 
 @command("table")

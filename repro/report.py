@@ -12,6 +12,7 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
@@ -27,6 +28,7 @@ class Cell:
     reproduced: float | None = None
     std: float | None = None
     uncertain: str | None = None  # what the PDF shows, when the reported value is not confirmed
+    deviation: str | None = None  # why a faithful run differs from the paper here
 
     @property
     def delta(self) -> float | None:
@@ -69,6 +71,7 @@ def build_view(spec: Spec, scale: str = "paper", results_root: Path | None = Non
                 reproduced=None if result is None else result.metrics.get(col.name),
                 std=None if result is None else result.std.get(col.name),
                 uncertain=row.uncertain.get(col.name),
+                deviation=row.deviation.get(col.name),
             )
         view.rows.append(RowView(name=row.name, cited=row.cited, runnable=row.runnable, cells=cells, result=result))
     return view
@@ -90,13 +93,13 @@ def fmt_reported(cell: Cell, digits: int = 2) -> str:
     return text + "?" if cell.uncertain else text
 
 
-def fmt_reproduced(cell: Cell) -> str:
+def fmt_reproduced(cell: Cell, digits: int = 2) -> str:
     if cell.reproduced is None:
         return "–"
-    text = fmt(cell.reproduced)
+    text = fmt(cell.reproduced, max(digits, 2))
     if cell.std is not None:
         text += f" ± {fmt(cell.std)}"
-    return text
+    return text + "!" if cell.deviation else text
 
 
 def fmt_delta(cell: Cell) -> str:
@@ -133,7 +136,7 @@ def _body_cells(view: TableView) -> list[list[str]]:
         line = [_row_label(row)]
         for col in view.columns:
             cell = row.cells[col]
-            line += [fmt_reported(cell, digits[col]), fmt_reproduced(cell), fmt_delta(cell)]
+            line += [fmt_reported(cell, digits[col]), fmt_reproduced(cell, digits[col]), fmt_delta(cell)]
         body.append(line)
     return body
 
@@ -147,6 +150,8 @@ def _footnotes(view: TableView) -> list[str]:
     notes = []
     if any(c.uncertain for r in view.rows for c in r.cells.values()):
         notes.append("? = value not confirmed: the PDF conversion garbled it (see `repro show`).")
+    if any(c.deviation and c.reproduced is not None for r in view.rows for c in r.cells.values()):
+        notes.append("! = an explained deviation from the paper (see `repro show`); checked against its own reference.")
     if any(r.cited for r in view.rows):
         notes.append("Rows with a reference such as [16] are cited from other papers: shown, never run.")
     if view.scale != "paper":
@@ -164,7 +169,7 @@ def render_rich(view: TableView) -> Table:
     table.add_column("Row", style="bold")
     for col in view.columns:
         unit = view.spec.column(col).unit
-        label = f"{col} [{unit}]" if unit and unit != "%" else col
+        label = escape(f"{col} [{unit}]" if unit and unit != "%" else col)
         table.add_column(f"{label}\nreported", justify="right")
         scale_label = "ours" if view.scale == "paper" else view.scale
         table.add_column(f"{label}\n{scale_label}", justify="right")
@@ -179,7 +184,7 @@ def render_rich(view: TableView) -> Table:
             cell = row.cells[col]
             better = view.spec.column(col).better
             reported = Text(fmt_reported(cell, digits[col]), style="yellow" if cell.uncertain else "")
-            reproduced = Text(fmt_reproduced(cell)) if not row.cited else Text("cited", style="dim")
+            reproduced = Text(fmt_reproduced(cell, digits[col])) if not row.cited else Text("cited", style="dim")
             cells += [reported, reproduced, _delta_text(cell, better)]
         table.add_row(*cells, style="dim" if row.cited else None)
     return table
@@ -294,10 +299,10 @@ def check_spec(spec: Spec, results_root: Path | None = None) -> list[Check]:
     checks = []
     for (row_name, scale), result in sorted(read_results(spec, root=results_root).items()):
         row = spec.row(row_name)
-        expected_values = row.reported if scale == "paper" else (result.reference or {})
-        against = "reported" if scale == "paper" else "reference"
         for col in spec.columns:
-            expected, actual = expected_values.get(col.name), result.metrics.get(col.name)
+            against = "reported" if scale == "paper" and col.name not in row.deviation else "reference"
+            expected = (row.reported if against == "reported" else (result.reference or {})).get(col.name)
+            actual = result.metrics.get(col.name)
             if expected is None or actual is None:
                 continue
             checks.append(Check(spec.id, row_name, scale, col.name, float(expected), float(actual),

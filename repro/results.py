@@ -2,8 +2,9 @@
 
 A record says what produced it: spec id, row, scale, split, metrics (keyed by the spec's column
 names), config hash, git commit, seed(s), hardware, wall time and date. Records at a scale other
-than `paper` also carry a `reference`: the metrics of the run that first produced the record, kept
-when a later run rewrites it, so `repro check` can tell when a change moves a number.
+carries a `reference`: the metrics of the run that first produced the record, kept when a later run
+rewrites it, so `repro check` can tell when a change moves a number that is not compared with the
+paper (other scales, and columns with an explained deviation from the paper).
 """
 from __future__ import annotations
 
@@ -90,14 +91,13 @@ def write_json_atomic(path: Path, data: Any) -> None:
 
 
 def write_result(result: Result, spec: Spec, root: Path | None = None, rebaseline: bool = False) -> Path:
-    """Store a result. At scales other than paper, keep the reference of an existing record."""
+    """Store a result, keeping the reference of an existing record unless `rebaseline`."""
     path = result_path(spec, result.row, result.scale, root)
-    if result.scale != "paper":
-        previous = _read_one(path) if path.exists() else None
-        if previous is not None and previous.reference and not rebaseline:
-            result.reference = previous.reference
-        elif result.reference is None:
-            result.reference = dict(result.metrics)
+    previous = _read_one(path) if path.exists() and not rebaseline else None
+    if previous is not None and previous.reference:
+        result.reference = previous.reference
+    elif result.reference is None:
+        result.reference = dict(result.metrics)
     write_json_atomic(path, result.to_json())
     return path
 

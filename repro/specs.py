@@ -58,6 +58,7 @@ class Row:
     model: dict[str, Any] | None = None  # model configuration for rows this toolkit trains
     compute: dict[str, Any] | None = None  # non-training runs: dataset statistics, complexity
     uncertain: dict[str, str] = field(default_factory=dict)  # column -> what the PDF shows
+    deviation: dict[str, str] = field(default_factory=dict)  # column -> why a faithful run differs from the paper
     note: str | None = None
 
     @property
@@ -184,7 +185,7 @@ _SPEC_KEYS = {
     "tolerance", "scales", "notes",
 }
 _COLUMN_KEYS = {"name", "metric", "better", "key", "split", "dataset", "unit"}
-_ROW_KEYS = {"name", "reported", "cited", "model", "compute", "uncertain", "note"}
+_ROW_KEYS = {"name", "reported", "cited", "model", "compute", "uncertain", "deviation", "note"}
 
 
 def _expect(loc: _Located, where: tuple, value: Any, kind: type | tuple, what: str) -> Any:
@@ -310,6 +311,12 @@ def _parse_rows(loc: _Located, raw: list, column_names: set[str]) -> list[Row]:
                 raise loc.error(where + ("uncertain", col), f"row {name!r}: uncertain column {col!r} has no reported value")
             if not isinstance(note, str) or not note.strip():
                 raise loc.error(where + ("uncertain", col), f"row {name!r}: uncertain {col!r} needs a note saying what the PDF shows")
+        deviation = _expect(loc, where + ("deviation",), item.get("deviation", {}), dict, "deviation")
+        for col, why in deviation.items():
+            if col not in reported:
+                raise loc.error(where + ("deviation", col), f"row {name!r}: deviation column {col!r} has no reported value")
+            if not isinstance(why, str) or not why.strip():
+                raise loc.error(where + ("deviation", col), f"row {name!r}: deviation {col!r} needs a note saying why")
         cited, model, compute = item.get("cited"), item.get("model"), item.get("compute")
         if cited is not None:
             _expect(loc, where + ("cited",), cited, str, "cited")
@@ -328,7 +335,8 @@ def _parse_rows(loc: _Located, raw: list, column_names: set[str]) -> list[Row]:
         rows.append(Row(
             name=name, reported={str(k): (None if v is None else float(v)) for k, v in reported.items()},
             cited=cited, model=model, compute=compute,
-            uncertain={str(k): v for k, v in uncertain.items()}, note=item.get("note"),
+            uncertain={str(k): v for k, v in uncertain.items()},
+            deviation={str(k): v for k, v in deviation.items()}, note=item.get("note"),
         ))
     if not rows:
         raise loc.error(("rows",), "a spec needs at least one row")

@@ -144,3 +144,22 @@ def test_check_fails_on_unreadable_result(demo_spec, runner, sandbox):
                                                         "metrics": {"All": "high"}}))
     out = runner.invoke(app, ["check"])
     assert out.exit_code == 1 and "unreadable" in out.output
+
+
+def test_explained_deviation_is_checked_against_its_own_reference(sandbox, runner):
+    from tests.conftest import SPEC_TEXT, write_spec
+
+    write_spec(sandbox, SPEC_TEXT.replace(
+        "    uncertain: {All: \"PDF shows '71.0/'\"}",
+        "    uncertain: {All: \"PDF shows '71.0/'\"}\n    deviation: {Num: \"the paper's own accounting gives 60\"}"))
+    spec = resolve("t1-demo")
+    results.write_result(_result("Ours*", Num=60.0, All=71.1), spec)  # Num is 5 points off the paper
+    out = runner.invoke(app, ["check"], env={"COLUMNS": "200"})
+    assert out.exit_code == 0, out.output
+    assert "60 (reference)" in out.output
+    results.write_result(_result("Ours*", Num=61.0, All=71.1), spec)  # moved from its reference
+    assert runner.invoke(app, ["check"]).exit_code == 1
+    md = render_markdown(build_view(spec))
+    assert "61.00!" in md and "explained deviation" in md
+    shown = runner.invoke(app, ["show", "t1-demo"], env={"COLUMNS": "200"})
+    assert "deviation Ours* / Num: the paper's own accounting gives 60" in shown.output
