@@ -1,8 +1,10 @@
 """From files to a MetricResult: read with `repro.metrics.io`, check the values fit the metric, score."""
 from __future__ import annotations
 
+import gc
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Iterator, Optional
 
 from repro.errors import ReproError
 from repro.metrics import get, io
@@ -37,27 +39,57 @@ def _single(gold: io.Gold, metric: str) -> list:
     return out
 
 
+@contextmanager
+def paused_gc() -> Iterator[None]:
+    """Millions of small answer objects make the cyclic collector run again and again; none of
+    them form cycles, so it is paused while they are built and scored."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
 def evaluate_files(metric: str, annotations: Path, predictions: Path, questions: Optional[Path] = None,
                    threshold: float = 0.9, variant: Optional[str] = None,
                    step: Callable[[str], None] = lambda name: None) -> MetricResult:
     """Read, align and score. `step(name)` is called as each phase starts (for a progress display)."""
-    module = get(metric)
-    variant = variant or DEFAULT_VARIANT.get(metric)
     if variant is not None and metric not in DEFAULT_VARIANT:
         raise ReproError(f"--variant applies to {', '.join(DEFAULT_VARIANT)}, not {metric}")
-    step("reading annotations")
-    gold = io.load_annotations(metric, Path(annotations), questions)
-    step("reading predictions")
-    if metric == "recall" and "txt2img" in gold.fields:
-        i2t, t2i = io.load_score_matrices(Path(predictions))
+    get(metric)
+    with paused_gc():
+        step("reading annotations")
+        gold = io.load_annotations(metric, Path(annotations), questions)
+        step("reading predictions")
+        if metric == "recall" and "txt2img" in gold.fields:
+            i2t, t2i = io.load_score_matrices(Path(predictions))
+            step("scoring")
+            return get(metric).evaluate(i2t, t2i, gold.values, gold.fields["txt2img"])
+        preds = io.load_predictions(Path(predictions))
         step("scoring")
-        return module.evaluate(i2t, t2i, gold.values, gold.fields["txt2img"])
-    preds = io.align(gold, io.load_predictions(Path(predictions)), Path(predictions))
-    step("scoring")
+        return score(metric, gold, preds, Path(predictions), threshold, variant)
+
+
+def evaluate_data(metric: str, annotations: Any, predictions: Any, threshold: float = 0.9,
+                  variant: Optional[str] = None) -> MetricResult:
+    """The same from already-parsed JSON (what a caller holding the data in memory uses)."""
+    with paused_gc():
+        gold = io.annotations_from_data(metric, annotations, Path("<annotations>"))
+        preds = io.predictions_from_data(predictions, Path("<predictions>"))
+        return score(metric, gold, preds, Path("<predictions>"), threshold, variant)
+
+
+def score(metric: str, gold: io.Gold, predictions: dict, where: Path, threshold: float = 0.9,
+          variant: Optional[str] = None) -> MetricResult:
+    """Align predictions to the gold order, check the values fit the metric, and score."""
+    module = get(metric)
+    variant = variant or DEFAULT_VARIANT.get(metric)
+    preds = io.align(gold, predictions, where)
     f = gold.fields
-    if metric == "vqa":
-        _strings(preds, metric, gold.ids, "the prediction")
-        return module.evaluate(_answer_lists(gold, metric), preds, gold.ids, f.get("answer_type"),
+    if metric == "vqa":  # vqa.evaluate checks its own inputs, on distinct strings only (fast)
+        return module.evaluate(gold.values, preds, gold.ids, f.get("answer_type"),
                                f.get("question_type"), variant=variant)
     if metric in ("textvqa", "anls"):
         _strings(preds, metric, gold.ids, "the prediction")

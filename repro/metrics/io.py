@@ -99,7 +99,27 @@ def _answer_text(value: Any, path: Path, qid: Any) -> Any:
 # --- ground truth ------------------------------------------------------------------------------
 
 
+def _fast_items(items: list) -> Gold | None:
+    """The common, well-formed case in bulk comprehensions; None sends it to the checking path."""
+    try:
+        ids = [item["question_id"] for item in items]
+        if "answers" in items[0]:
+            values = [[a["answer"] for a in item["answers"]] for item in items]
+        else:
+            return None
+        fields = {name: [item[name] for item in items] for name in ("answer_type", "question_type", "type", "split")
+                  if name in items[0]}
+    except (TypeError, KeyError, IndexError):
+        return None
+    if len(set(ids)) != len(ids) or any(not isinstance(v, list) for v in values):
+        return None
+    return Gold(ids, values, fields)
+
+
 def _generic_items(items: list, path: Path) -> Gold:
+    fast = _fast_items(items) if items else None
+    if fast is not None:
+        return fast
     ids, values = [], []
     fields: dict[str, list] = {}
     optional = ("answer_type", "question_type", "type", "split")
@@ -110,7 +130,10 @@ def _generic_items(items: list, path: Path) -> Gold:
             raw = item["answers"]
             if not isinstance(raw, list):
                 raise ReproError(f"{path}: question {qid}: 'answers' must be a list")
-            value = [_answer_text(a, path, qid) for a in raw]
+            try:  # the official layout: answer objects
+                value = [a["answer"] for a in raw]
+            except (TypeError, KeyError, IndexError):
+                value = [_answer_text(a, path, qid) for a in raw]
         elif "answer" in item:
             value = item["answer"]
         elif "bbox" in item:
@@ -193,7 +216,11 @@ def load_annotations(metric: str, path: Path, questions: Path | None = None) -> 
         return _cocoqa(path)
     if suffix in (".csv", ".tsv"):
         return _tgif(path, metric)
-    data = read_json(path)
+    return annotations_from_data(metric, read_json(path), path, questions)
+
+
+def annotations_from_data(metric: str, data: Any, path: Path, questions: Path | None = None) -> Gold:
+    """The ground truth from already-parsed JSON (`path` is named in errors)."""
     if isinstance(data, dict) and "annotations" in data:
         gold = _generic_items(_as_list(data["annotations"], path, "annotations"), path)
         if questions is not None:
@@ -242,19 +269,33 @@ def _albef_retrieval(items: list, path: Path) -> Gold:
 # --- predictions -------------------------------------------------------------------------------
 
 
-def load_predictions(path: Path) -> dict[str, tuple[Hashable, Any]]:
-    """{id text: (id, answer)}; a .txt file gives one answer per line keyed by line number."""
+class Predictions(dict):
+    """{question id: answer}, ids as the file gives them."""
+
+
+def load_predictions(path: Path) -> Predictions:
+    """Predictions by id; a .txt file gives one answer per line keyed by line number."""
     path = Path(path)
     if path.suffix.lower() == ".txt":
         lines = [line.strip() for line in _lines(path)]
         while lines and not lines[-1]:
             lines.pop()
-        return {str(i): (i, a) for i, a in enumerate(lines)}
-    data = read_json(path)
+        return Predictions(dict(enumerate(lines)))
+    return predictions_from_data(read_json(path), path)
+
+
+def predictions_from_data(data: Any, path: Path) -> Predictions:
+    """Predictions from already-parsed JSON (`path` is named in errors)."""
     if isinstance(data, dict) and isinstance(data.get("data"), list):
         data = data["data"]
     if not isinstance(data, list):
         raise ReproError(f"{path}: expected a list of {{question_id, answer}}")
+    try:  # the common case: well-formed and no duplicates
+        fast = {item["question_id"]: item["answer"] for item in data}
+        if len(fast) == len(data):
+            return Predictions(fast)
+    except (TypeError, KeyError):
+        pass
     out: dict[str, tuple[Hashable, Any]] = {}
     dups = []
     for index, item in enumerate(data):
@@ -266,20 +307,26 @@ def load_predictions(path: Path) -> dict[str, tuple[Hashable, Any]]:
         out[_key(qid)] = (qid, item["answer"])
     if dups:
         raise ReproError(f"{path}: {len(dups)} duplicate prediction id(s): {_few(dups)}")
-    return out
+    return Predictions({qid: answer for qid, answer in out.values()})
 
 
-def align(gold: Gold, predictions: dict[str, tuple[Hashable, Any]], path: Path) -> list[Any]:
+def align(gold: Gold, predictions: dict, path: Path) -> list[Any]:
     """Predictions in gold order; unknown or missing ids are errors that list a few of them."""
+    if len(predictions) == len(gold.ids):
+        try:
+            return [predictions[q] for q in gold.ids]
+        except (KeyError, TypeError):
+            pass  # ids differ in type or do not match: compare their text below
+    by_text = {_key(q): (q, a) for q, a in predictions.items()}
     known = {_key(q) for q in gold.ids}
-    unknown = [qid for k, (qid, _) in predictions.items() if k not in known]
+    unknown = [qid for k, (qid, _) in by_text.items() if k not in known]
     if unknown:
         raise ReproError(f"{path}: {len(unknown)} prediction(s) for unknown question(s): {_few(unknown)}")
-    missing = [q for q in gold.ids if _key(q) not in predictions]
+    missing = [q for q in gold.ids if _key(q) not in by_text]
     if missing:
         raise ReproError(f"{path}: missing predictions for {len(missing)} of {len(gold.ids)} question(s): "
                          f"{_few(missing)}")
-    return [predictions[_key(q)][1] for q in gold.ids]
+    return [by_text[_key(q)][1] for q in gold.ids]
 
 
 def load_score_matrices(path: Path):

@@ -45,10 +45,10 @@ by the pattern of matching human answers, so they are bit-identical to a per-que
 from __future__ import annotations
 
 import re
+from itertools import chain
 from typing import Hashable, Sequence
 
 import numpy as np
-import pandas as pd
 
 from repro.errors import ReproError
 from repro.metrics.base import MetricResult
@@ -61,6 +61,7 @@ PUNCTUATION = (";", "/", "[", "]", '"', "{", "}", "(", ")", "=", "+", "\\", "_",
 DIGIT_COMMA_DIGIT = re.compile(r"(\d)(,)(\d)")
 PERIOD = re.compile(r"(?!<=\d)(\.)(?!\d)")
 PERIOD_COUNT = 32  # the script passes re.UNICODE (== 32) as re.sub's `count`
+_HAS_PUNCT_OR_PERIOD = re.compile("[" + re.escape("".join(PUNCTUATION)) + ".]")
 NUMBER_WORDS = {"none": "0", "zero": "0", "one": "1", "two": "2", "three": "3", "four": "4", "five": "5",
                 "six": "6", "seven": "7", "eight": "8", "nine": "9", "ten": "10"}
 ARTICLES = frozenset({"a", "an", "the"})
@@ -100,6 +101,8 @@ def clean_whitespace(text: str) -> str:
 
 def strip_punctuation(text: str, digit_comma: re.Pattern = DIGIT_COMMA_DIGIT) -> str:
     """The script's punctuation rule, then its period rule (see the module docstring)."""
+    if not _HAS_PUNCT_OR_PERIOD.search(text):
+        return text  # nothing for either rule to do
     delete_all = digit_comma.search(text) is not None
     out = text
     for p in PUNCTUATION:
@@ -113,12 +116,9 @@ def strip_punctuation(text: str, digit_comma: re.Pattern = DIGIT_COMMA_DIGIT) ->
 
 def digits_and_articles(text: str) -> str:
     """Lower-case, number words to digits, drop articles, expand contractions, re-join on spaces."""
-    words = []
-    for word in text.lower().split():
-        word = NUMBER_WORDS.get(word, word)
-        if word not in ARTICLES:
-            words.append(CONTRACTIONS.get(word, word))
-    return " ".join(words)
+    # number words map to digits, never to articles, so dropping articles after the mapping is the same
+    mapped = (NUMBER_WORDS.get(word, word) for word in text.lower().split())
+    return " ".join([CONTRACTIONS.get(word, word) for word in mapped if word not in ARTICLES])
 
 
 def normalize(text: str) -> str:
@@ -160,52 +160,77 @@ def round_like_official(value: float, digits: int = 2) -> float:
     return round(value, digits)
 
 
-class _Interner:
-    """Integer ids for strings, shared by raw and normalised forms."""
+def _codes(*parts: Sequence[Sequence[str]] | Sequence[str], nested: tuple[bool, ...] = ()) -> tuple[np.ndarray, list[str]]:
+    """Integer codes for strings (equal strings, equal codes) and the distinct strings in order of
+    first appearance. Each part is a list of strings, or of lists of strings when `nested` says so;
+    two C-speed passes (`dict.fromkeys`, `map`) do the work."""
+    flat = chain.from_iterable(chain.from_iterable(p) if (nested and nested[k]) else p for k, p in enumerate(parts))
+    index = dict.fromkeys(flat)
+    for code, text in enumerate(index):
+        index[text] = code
+    flat = chain.from_iterable(chain.from_iterable(p) if (nested and nested[k]) else p for k, p in enumerate(parts))
+    return np.fromiter(map(index.__getitem__, flat), dtype=np.int64), list(index)
 
-    def __init__(self) -> None:
-        self.ids: dict[str, int] = {}
 
-    def of(self, strings) -> np.ndarray:
-        ids = self.ids
-        return np.fromiter((ids.setdefault(s, len(ids)) for s in strings), dtype=np.int64)
+def _extend_ids(known: list[str], known_ids: np.ndarray, new: list[str]) -> np.ndarray:
+    """Ids for `new` strings in the space of `known` ones; unseen strings get fresh ids."""
+    lookup = dict(zip(known, known_ids.tolist()))
+    fresh = int(known_ids.max()) + 1 if len(known_ids) else 0
+    out = np.empty(len(new), dtype=np.int64)
+    for k, text in enumerate(new):
+        value = lookup.get(text)
+        if value is None:
+            value = lookup[text] = fresh
+            fresh += 1
+        out[k] = value
+    return out
 
 
-def _match_matrix(answers: list[str], predictions: list[str], n: int, variant: str) -> np.ndarray:
+def _match_matrix(rows: Sequence[Sequence[str]], predictions: Sequence[str], variant: str) -> np.ndarray:
     """(n, 10) booleans: human answer j of question i equals its prediction, under the variant's rules."""
-    codes, uniques = pd.factorize(pd.Series(answers + predictions, dtype=object), sort=False)
-    uniques = list(uniques)
+    n = len(predictions)
+    try:
+        codes, uniques = _codes(rows, predictions, nested=(True, False))
+    except TypeError:  # an unhashable answer (a list, an object)
+        uniques = [a for a in chain(chain.from_iterable(rows), predictions) if not isinstance(a, str)]
+    bad = next((u for u in uniques if not isinstance(u, str)), None)
+    if bad is not None:
+        k = next((i for i, row in enumerate(rows) if any(a is bad or a == bad for a in row)), None)
+        where = f"a human answer of question #{k}" if k is not None else "a prediction"
+        raise ReproError(f"vqa: {where} is {type(bad).__name__} {bad!r}, not a string")
     gt_codes = codes[: n * N_ANSWERS].reshape(n, N_ANSWERS)
     pred_codes = codes[n * N_ANSWERS:]
-    interner = _Interner()
+    needed = np.zeros(len(uniques), dtype=bool)
     if variant == "2021":
         cleaned = [clean_whitespace(u) for u in uniques]
-        clean_id = interner.of(cleaned)
+        if any(c != u for c, u in zip(cleaned, uniques)):
+            clean_id, _ = _codes(cleaned)
+        else:
+            clean_id = np.arange(len(uniques), dtype=np.int64)
         gt_clean = clean_id[gt_codes]
         uniform = (gt_clean == gt_clean[:, :1]).all(axis=1)
         # normalise only the strings of questions whose human answers disagree, each string once
-        needed = np.zeros(len(uniques), dtype=bool)
         needed[gt_codes[~uniform].ravel()] = True
         needed[pred_codes[~uniform]] = True
-        norm_id = clean_id.copy()
         where = np.flatnonzero(needed)
-        norm_id[where] = interner.of(normalize(cleaned[i]) for i in where)
+        norm_id = clean_id.copy()
+        norm_id[where] = _extend_ids(cleaned, clean_id, [normalize(cleaned[i]) for i in where])
         gt_eff = np.where(uniform[:, None], gt_clean, norm_id[gt_codes])
         pred_eff = np.where(uniform, clean_id[pred_codes], norm_id[pred_codes])
     else:  # 2016
-        raw_id = interner.of(uniques)
-        gt_raw = raw_id[gt_codes]
-        uniform = (gt_raw == gt_raw[:, :1]).all(axis=1)
-        needed = np.zeros(len(uniques), dtype=bool)
+        raw_id = np.arange(len(uniques), dtype=np.int64)  # factorize codes: equal strings, equal codes
+        uniform = (gt_codes == gt_codes[:, :1]).all(axis=1)
         needed[gt_codes[~uniform].ravel()] = True
-        punct_id = raw_id.copy()
         where = np.flatnonzero(needed)
-        punct_id[where] = interner.of(strip_punctuation(uniques[i]) for i in where)
-        gt_eff = np.where(uniform[:, None], gt_raw, punct_id[gt_codes])
-        pred_unique = np.unique(pred_codes)
-        pred_norm = np.zeros(len(uniques), dtype=np.int64)
-        pred_norm[pred_unique] = interner.of(normalize(clean_whitespace(uniques[i])) for i in pred_unique)
-        pred_eff = pred_norm[pred_codes]
+        in_preds = np.unique(pred_codes)
+        punct_id = raw_id.copy()
+        punct_id[where] = _extend_ids(uniques, raw_id, [strip_punctuation(uniques[i]) for i in where])
+        pred_id = np.zeros(len(uniques), dtype=np.int64)
+        pred_id[in_preds] = _extend_ids(uniques + [uniques[i] for i in where],
+                                        np.concatenate([raw_id, punct_id[where]]),
+                                        [normalize(clean_whitespace(uniques[i])) for i in in_preds])
+        gt_eff = np.where(uniform[:, None], gt_codes, punct_id[gt_codes])
+        pred_eff = pred_id[pred_codes]
     return gt_eff == pred_eff[:, None]
 
 
@@ -216,25 +241,26 @@ def scores(answers: Sequence[Sequence[str]], predictions: Sequence[str], variant
     n = len(predictions)
     if len(answers) != n:
         raise ReproError(f"vqa: {len(answers)} annotated questions but {n} predictions")
-    flat: list[str] = []
-    for i, row in enumerate(answers):
-        if len(row) != N_ANSWERS:
-            raise ReproError(f"vqa: question #{i} has {len(row)} human answers; the VQA score needs {N_ANSWERS}")
-        flat.extend(row)
+    bad = next((i for i, row in enumerate(answers) if len(row) != N_ANSWERS), None)
+    if bad is not None:
+        raise ReproError(f"vqa: question #{bad} has {len(answers[bad])} human answers; the VQA score needs {N_ANSWERS}")
     if n == 0:
         return np.zeros(0)
-    match = _match_matrix(flat, list(predictions), n, variant)
+    match = _match_matrix(answers, predictions, variant)
     patterns = match.astype(np.int64) @ (1 << np.arange(N_ANSWERS, dtype=np.int64))
     distinct, inverse = np.unique(patterns, return_inverse=True)
     table = np.array([leave_one_out([(int(p) >> j) & 1 for j in range(N_ANSWERS)]) for p in distinct])
     return table[inverse.reshape(-1)]
 
 
-def _group_percent(values: list[float], groups: Sequence[str]) -> dict[str, float]:
-    buckets: dict[str, list[float]] = {}
-    for value, group in zip(values, groups):
-        buckets.setdefault(group, []).append(value)
-    return {g: 100 * float(sum(v)) / len(v) for g, v in buckets.items()}
+def _group_percent(values: np.ndarray, groups: Sequence[str]) -> dict[str, float]:
+    """100 * mean per group, each a Python float sum in question order (as the script sums lists)."""
+    codes, names = _codes(groups)
+    order = np.argsort(codes, kind="stable")
+    bounds = np.searchsorted(codes[order], np.arange(len(names) + 1))
+    ordered = values[order].tolist()
+    return {str(name): 100 * float(sum(ordered[bounds[k]:bounds[k + 1]])) / int(bounds[k + 1] - bounds[k])
+            for k, name in enumerate(names)}
 
 
 def evaluate(
@@ -248,13 +274,15 @@ def evaluate(
     """VQA accuracy: `overall`, one key per answer type ("yes/no", "number", "other") and
     `per_question_type`; all percentages, unrounded, averaged in the given question order."""
     ids = list(question_ids) if question_ids is not None else list(range(len(predictions)))
-    for qid, row in zip(ids, answers):
-        if len(row) != N_ANSWERS:
-            raise ReproError(f"vqa: question {qid} has {len(row)} human answers; the VQA score needs {N_ANSWERS}")
-    per_q = scores(answers, predictions, variant).tolist()
-    aggregate: dict = {"overall": 100 * float(sum(per_q)) / len(per_q) if per_q else float("nan")}
-    if answer_types is not None:
+    bad = next((k for k, row in enumerate(answers) if len(row) != N_ANSWERS), None)
+    if bad is not None:
+        raise ReproError(f"vqa: question {ids[bad]} has {len(answers[bad])} human answers; "
+                         f"the VQA score needs {N_ANSWERS}")
+    per_q = scores(answers, predictions, variant)
+    as_list = per_q.tolist()
+    aggregate: dict = {"overall": 100 * float(sum(as_list)) / len(as_list) if as_list else float("nan")}
+    if answer_types is not None and as_list:
         aggregate.update(_group_percent(per_q, answer_types))
-    if question_types is not None:
+    if question_types is not None and as_list:
         aggregate["per_question_type"] = _group_percent(per_q, question_types)
-    return MetricResult("vqa", aggregate, {q: 100 * s for q, s in zip(ids, per_q)}, len(per_q))
+    return MetricResult("vqa", aggregate, dict(zip(ids, (100 * per_q).tolist())), len(as_list))
