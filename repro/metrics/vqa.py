@@ -224,9 +224,10 @@ def _match_matrix(rows: Sequence[Sequence[str]], predictions: Sequence[str], var
         where = np.flatnonzero(needed)
         in_preds = np.unique(pred_codes)
         punct_id = raw_id.copy()
-        punct_id[where] = _extend_ids(uniques, raw_id, [strip_punctuation(uniques[i]) for i in where])
+        punctuated = [strip_punctuation(uniques[i]) for i in where]
+        punct_id[where] = _extend_ids(uniques, raw_id, punctuated)
         pred_id = np.zeros(len(uniques), dtype=np.int64)
-        pred_id[in_preds] = _extend_ids(uniques + [uniques[i] for i in where],
+        pred_id[in_preds] = _extend_ids(uniques + punctuated,
                                         np.concatenate([raw_id, punct_id[where]]),
                                         [normalize(clean_whitespace(uniques[i])) for i in in_preds])
         gt_eff = np.where(uniform[:, None], gt_codes, punct_id[gt_codes])

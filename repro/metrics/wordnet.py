@@ -99,11 +99,17 @@ def _open(root: str):
     import nltk
     from nltk.corpus.reader.wordnet import WordNetCorpusReader
 
+    class WordNet30Reader(WordNetCorpusReader):
+        def map_wn(self, version="wordnet"):
+            # NLTK maps a WordNet found outside its own corpus onto its "wordnet" corpus for the
+            # multilingual (OMW) data, which WUPS does not use; this folder *is* WordNet 3.0
+            return None
+
     if root not in nltk.data.path:
         nltk.data.path.append(root)  # NLTK reads only inside its data path
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # "multilingual functions not available": not needed here
-        reader = WordNetCorpusReader(root, None)
+        reader = WordNet30Reader(root, None)
     version = reader.get_version()
     if version != "3.0":
         raise ReproError(f"{root}: WordNet {version}, WUPS needs WordNet 3.0")
