@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any, Hashable
 
 from repro.errors import ReproError
+from repro.metrics.vqa import AnswerTable
 
 SHOW_IDS = 5
 
@@ -40,7 +41,7 @@ SHOW_IDS = 5
 @dataclass
 class Gold:
     ids: list[Hashable]
-    values: list[Any]  # a list of answers per item, or one value per item
+    values: Any  # per item a list of answers or one value (an AnswerTable for official answer lists)
     fields: dict[str, list[Any]] = field(default_factory=dict)  # answer_type, question_type, type, split
 
 
@@ -103,10 +104,18 @@ def _fast_items(items: list) -> Gold | None:
     """The common, well-formed case in bulk comprehensions; None sends it to the checking path."""
     try:
         ids = [item["question_id"] for item in items]
-        if "answers" in items[0]:
-            values = [[a["answer"] for a in item["answers"]] for item in items]
-        else:
+        if "answers" not in items[0]:
             return None
+        if isinstance(items[0]["answers"], list) and items[0]["answers"] and isinstance(items[0]["answers"][0], dict):
+            # the official layout: codes for every answer without a Python loop per answer
+            table = AnswerTable.from_items(items)
+            if table is not None:
+                if len(set(ids)) != len(ids):
+                    return None
+                fields = {name: [item[name] for item in items]
+                          for name in ("answer_type", "question_type", "type", "split") if name in items[0]}
+                return Gold(ids, table, fields)
+        values = [[a["answer"] for a in item["answers"]] for item in items]
         fields = {name: [item[name] for item in items] for name in ("answer_type", "question_type", "type", "split")
                   if name in items[0]}
     except (TypeError, KeyError, IndexError):

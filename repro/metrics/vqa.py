@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import re
 from itertools import chain
+from operator import itemgetter
 from typing import Hashable, Sequence
 
 import numpy as np
@@ -92,6 +93,36 @@ you'dve you'd've|youll you'll|youre you're|youve you've
 """
 CONTRACTIONS = dict(
     tuple(pair.split(" ")) for pair in _CONTRACTION_PAIRS.replace("\n", "|").split("|") if pair.strip())
+
+
+class AnswerTable:
+    """Human answers of n questions, all with the same count, as integer codes into `strings`.
+
+    What the file reader builds for the official layout without a Python loop per answer; it also
+    reads as a sequence of answer lists, so every scorer accepts it."""
+
+    def __init__(self, codes: np.ndarray, strings: list):
+        self.codes, self.strings = codes, strings
+
+    def __len__(self) -> int:
+        return len(self.codes)
+
+    def __getitem__(self, i):
+        return [self.strings[c] for c in self.codes[i]]
+
+    @classmethod
+    def from_items(cls, items: list, answers_key: str = "answers", text_key: str = "answer"):
+        """From [{answers_key: [{text_key: str}, ...]}, ...]; None when the counts differ."""
+        lists = list(map(itemgetter(answers_key), items))
+        counts = np.fromiter(map(len, lists), dtype=np.int64, count=len(lists))
+        if len(counts) == 0 or (counts != counts[0]).any():
+            return None
+        texts = lambda: map(itemgetter(text_key), chain.from_iterable(lists))  # noqa: E731
+        index = dict.fromkeys(texts())
+        for code, text in enumerate(index):
+            index[text] = code
+        codes = np.fromiter(map(index.__getitem__, texts()), dtype=np.int64, count=int(counts.sum()))
+        return cls(codes.reshape(len(lists), int(counts[0])), list(index))
 
 
 def clean_whitespace(text: str) -> str:
@@ -186,11 +217,29 @@ def _extend_ids(known: list[str], known_ids: np.ndarray, new: list[str]) -> np.n
     return out
 
 
+def _append_codes(strings: list[str], new: Sequence[str]) -> tuple[np.ndarray, list[str]]:
+    """Codes of `new` strings after those of `strings` (which already hold codes 0..len-1)."""
+    lookup = dict(zip(strings, range(len(strings))))
+    uniques = list(strings)
+    out = np.empty(len(new), dtype=np.int64)
+    for k, text in enumerate(new):
+        code = lookup.get(text)
+        if code is None:
+            code = lookup[text] = len(uniques)
+            uniques.append(text)
+        out[k] = code
+    return out, uniques
+
+
 def _match_matrix(rows: Sequence[Sequence[str]], predictions: Sequence[str], variant: str) -> np.ndarray:
     """(n, 10) booleans: human answer j of question i equals its prediction, under the variant's rules."""
     n = len(predictions)
     try:
-        codes, uniques = _codes(rows, predictions, nested=(True, False))
+        if isinstance(rows, AnswerTable):
+            pred_codes, uniques = _append_codes(rows.strings, predictions)
+            codes = np.concatenate([rows.codes.ravel(), pred_codes])
+        else:
+            codes, uniques = _codes(rows, predictions, nested=(True, False))
     except TypeError:  # an unhashable answer (a list, an object)
         uniques = [a for a in chain(chain.from_iterable(rows), predictions) if not isinstance(a, str)]
     bad = next((u for u in uniques if not isinstance(u, str)), None)
@@ -235,6 +284,12 @@ def _match_matrix(rows: Sequence[Sequence[str]], predictions: Sequence[str], var
     return gt_eff == pred_eff[:, None]
 
 
+def _first_wrong_count(answers) -> int | None:
+    if isinstance(answers, AnswerTable):
+        return None if answers.codes.shape[1] == N_ANSWERS or len(answers) == 0 else 0
+    return next((i for i, row in enumerate(answers) if len(row) != N_ANSWERS), None)
+
+
 def scores(answers: Sequence[Sequence[str]], predictions: Sequence[str], variant: str = "2021") -> np.ndarray:
     """Per-question scores as fractions in [0, 1], vectorised; bit-identical to `score_one`."""
     if variant not in VARIANTS:
@@ -242,7 +297,7 @@ def scores(answers: Sequence[Sequence[str]], predictions: Sequence[str], variant
     n = len(predictions)
     if len(answers) != n:
         raise ReproError(f"vqa: {len(answers)} annotated questions but {n} predictions")
-    bad = next((i for i, row in enumerate(answers) if len(row) != N_ANSWERS), None)
+    bad = _first_wrong_count(answers)
     if bad is not None:
         raise ReproError(f"vqa: question #{bad} has {len(answers[bad])} human answers; the VQA score needs {N_ANSWERS}")
     if n == 0:
@@ -275,7 +330,7 @@ def evaluate(
     """VQA accuracy: `overall`, one key per answer type ("yes/no", "number", "other") and
     `per_question_type`; all percentages, unrounded, averaged in the given question order."""
     ids = list(question_ids) if question_ids is not None else list(range(len(predictions)))
-    bad = next((k for k, row in enumerate(answers) if len(row) != N_ANSWERS), None)
+    bad = _first_wrong_count(answers)
     if bad is not None:
         raise ReproError(f"vqa: question {ids[bad]} has {len(answers[bad])} human answers; "
                          f"the VQA score needs {N_ANSWERS}")
