@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 REPRO := $(VENV)/bin/repro
 
-.PHONY: demo test bench clean-venv
+.PHONY: demo test bench clean-venv wordnet
 
 $(VENV)/.installed: pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
@@ -20,8 +20,22 @@ demo: $(VENV)/.installed
 	$(REPRO) list
 	$(REPRO) table table5-ablation
 
-test: $(VENV)/.installed
+test: $(VENV)/.installed wordnet
 	$(PY) -m pytest -q
+
+# WordNet 3.0 for the WUPS tests: Debian's wordnet-base (/usr/share/wordnet). Idempotent: nothing
+# happens when the files are there; installs only as root with apt-get; otherwise says why and
+# the WUPS tests skip with the same reason.
+wordnet:
+	@if [ -f /usr/share/wordnet/data.noun ]; then \
+		echo "wordnet: /usr/share/wordnet present"; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		(apt-get install -y -q --no-install-recommends wordnet-base >/dev/null 2>&1 \
+		 || (apt-get update -q >/dev/null && apt-get install -y -q --no-install-recommends wordnet-base >/dev/null)) \
+		&& echo "wordnet: installed wordnet-base"; \
+	else \
+		echo "wordnet: skipped (not root or no apt-get); WUPS tests will skip. Get it with 'repro download wordnet'"; \
+	fi
 
 bench: $(VENV)/.installed
 	$(PY) -m benchmarks

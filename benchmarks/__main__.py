@@ -1,5 +1,7 @@
-"""`python -m benchmarks`: run every benchmark with its quick settings."""
-from benchmarks import bench_train
+"""`python -m benchmarks`: run every benchmark with quick settings (each module has its full-size options)."""
+from benchmarks import bench_feature_store, bench_train, bench_vqa_eval
 
 if __name__ == "__main__":
+    bench_vqa_eval.main(["--n", "20000"])
+    bench_feature_store.main(["--images", "1000"])
     bench_train.main(["--quick"])

@@ -407,6 +407,36 @@ def submit_command(
     raise typer.Exit(submit(opts, console, err_console, lambda text: typer.confirm(text, default=False)))
 
 
+# --- metrics --------------------------------------------------------------------------------------
+
+
+@command("eval")
+def eval_command(
+    metric: str = typer.Option(..., "--metric", "-m", help="vqa, textvqa, anls, wups, mse, accuracy, recall or grounding."),
+    annotations: Path = typer.Option(..., "--annotations", "-a", help="Ground truth: an official file or [{question_id, answers}]."),
+    predictions: Path = typer.Option(..., "--predictions", "-p", help="Predictions: [{question_id, answer}] (or score matrices for recall)."),
+    questions: Optional[Path] = typer.Option(None, "--questions", help="VQA questions file, checked against the annotations."),
+    threshold: float = typer.Option(0.9, "--threshold", help="WUPS threshold (0.9, 0.0; -1 = exact match)."),
+    variant: Optional[str] = typer.Option(None, "--variant", help="Reference version: vqa 2021|2016, anls rrc|mmf|pypi, wups cocoqa|malinowski, mse psac|tgif."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object: metric, aggregate, n."),
+    per_item: Optional[Path] = typer.Option(None, "--per-item", help="Write {question_id: score} to this file."),
+    digits: Optional[int] = typer.Option(None, "--round", help="Round like the official script (vqa: --round 2)."),
+) -> None:
+    """Score predictions with a metric identical to the official scorer.
+
+    Example: [bold]repro eval --metric vqa --annotations v2_mscoco_val2014_annotations.json --predictions results.json[/]
+    """
+    from repro.metrics.report import evaluate_with_progress, render_table, to_json, write_per_item
+
+    result = evaluate_with_progress(metric, annotations, predictions, questions, threshold, variant, err_console)
+    if per_item is not None:
+        write_per_item(per_item, result, digits)
+    if as_json:
+        typer.echo(json.dumps(to_json(result, digits)))
+    else:
+        console.print(render_table(result, digits))
+
+
 def main() -> None:
     """Console-script entry point."""
     app()

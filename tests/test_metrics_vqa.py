@@ -1,0 +1,171 @@
+"""VQA accuracy: every rule of vqaEval.py pinned by hand-computed cases, plus properties."""
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from repro.errors import ReproError
+from repro.metrics import vqa
+
+
+# --- leave-one-out averaging over the 10 answers ---------------------------------------------------
+
+@pytest.mark.parametrize("m, expected", [(0, 0.0), (1, 0.3), (2, 0.6), (3, 0.9), (4, 1.0), (10, 1.0)])
+def test_leave_one_out_by_number_of_matching_humans(m, expected):
+    # m matching humans: m of them see m-1 others agree, 10-m see m; each capped at 3 agreeing
+    assert vqa.leave_one_out([True] * m + [False] * (10 - m)) == pytest.approx(expected)
+
+
+def test_per_question_score_is_the_python_float_expression():
+    # 3 matches: seven values of min(1, 3/3) and three of 2/3, summed in answer order
+    matches = [False, True, False, True, False, False, True, False, False, False]
+    accs = [min(1, float(3 - h) / 3) for h in matches]
+    assert vqa.leave_one_out(matches) == float(sum(accs)) / 10
+
+
+# --- punctuation --------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("text, expected", [
+    ("a-b", "a b"),               # no space next to it: becomes a space
+    ("a - b", "a  b"),             # a space beside it somewhere: deleted
+    ("hello, world", "hello world"),
+    ("yes!", "yes "),
+    ("1,000 a-b", "1000 ab"),      # a digit-comma-digit anywhere: every mark deleted
+    ("dog's", "dog's"),            # apostrophe is not in the list
+    ("3:00", "3:00"),              # nor is the colon
+    ("(a)b", " a b"),
+])
+def test_punctuation_rule(text, expected):
+    assert vqa.strip_punctuation(text) == expected
+
+
+def test_space_test_reads_the_input_not_the_rewritten_text():
+    # "," has a space after it in the input, so every "," is deleted, including the one in "a,b"
+    assert vqa.strip_punctuation("a,b, c") == "ab c"
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("5.", "5"), ("3.5", "3.5"), (".5", ".5"), ("a.b", "ab"), ("e.g.", "eg"), ("1.2.", "1.2"),
+])
+def test_period_rule_removes_periods_not_followed_by_a_digit(text, expected):
+    assert vqa.strip_punctuation(text) == expected
+
+
+def test_period_rule_removes_at_most_32_periods():
+    # re.UNICODE (32) is passed where re.sub takes `count`
+    assert vqa.strip_punctuation("." * 40) == "." * 8
+
+
+# --- digits, articles, contractions -----------------------------------------------------------
+
+@pytest.mark.parametrize("text, expected", [
+    ("The Two dogs", "2 dogs"), ("none", "0"), ("ten", "10"), ("eleven", "eleven"), ("an apple", "apple"),
+    ("a", ""), ("dont", "don't"), ("whats up", "what's up"), ("Im", "im"), ("Ive", "ive"),
+    ("somebody'd", "somebodyd"), ("  many   spaces ", "many spaces"),
+])
+def test_digits_articles_contractions(text, expected):
+    assert vqa.digits_and_articles(text) == expected
+
+
+def test_contraction_table_is_complete():
+    assert len(vqa.CONTRACTIONS) == 120
+    assert vqa.CONTRACTIONS["yall'd've"] == "y'all'd've" and vqa.CONTRACTIONS["twas"] == "'twas"
+
+
+# --- when the rules apply: 2021 head vs 2016 -------------------------------------------------------
+
+def test_2021_all_humans_agree_means_exact_comparison():
+    assert vqa.score_one("Yes", ["yes"] * 10) == 0.0
+    assert vqa.score_one("yes", ["yes"] * 10) == 1.0
+    assert vqa.score_one(" yes\n", ["yes"] * 10) == 1.0  # whitespace is still cleaned
+
+
+def test_2021_disagreement_normalises_both_sides():
+    assert vqa.score_one("Yes.", ["yes"] * 9 + ["no"]) == 1.0
+    assert vqa.score_one("two", ["2"] * 3 + ["dog"] * 7) == pytest.approx(0.9)
+
+
+def test_2016_always_normalises_the_prediction():
+    assert vqa.score_one("Yes", ["yes"] * 10, "2016") == 1.0
+
+
+def test_2016_gives_human_answers_the_punctuation_rule_only():
+    # "two" stays "two" on the human side, the prediction becomes "2"
+    assert vqa.score_one("two", ["two"] * 3 + ["dog"] * 7, "2016") == 0.0
+    assert vqa.score_one("two", ["two"] * 3 + ["dog"] * 7, "2021") == pytest.approx(0.9)
+    # and the human side is not whitespace-cleaned in 2016
+    assert vqa.score_one("dog", [" dog"] * 5 + ["cat"] * 5, "2016") == 0.0
+
+
+def test_unknown_variant_is_an_error():
+    with pytest.raises(ReproError):
+        vqa.score_one("a", ["a"] * 10, "2015")
+
+
+# --- evaluate: aggregates and checks -------------------------------------------------------------
+
+def test_evaluate_overall_and_per_type():
+    answers = [["yes"] * 10, ["2"] * 4 + ["3"] * 6, ["red"] * 2 + ["blue"] * 8]
+    preds = ["yes", "two", "red"]
+    result = vqa.evaluate(answers, preds, [11, 12, 13], ["yes/no", "number", "other"], ["is", "how many", "what"])
+    assert result.per_item == {11: 100.0, 12: 100.0, 13: pytest.approx(60.0)}
+    assert result.aggregate["overall"] == pytest.approx((100 + 100 + 60) / 3)
+    assert result.aggregate["number"] == 100.0 and result.aggregate["other"] == pytest.approx(60.0)
+    assert result.aggregate["per_question_type"]["what"] == pytest.approx(60.0)
+    assert result.n == 3
+
+
+def test_wrong_answer_count_is_an_error_naming_the_question():
+    with pytest.raises(ReproError, match="question 7 has 9 human answers"):
+        vqa.evaluate([["a"] * 9], ["a"], [7])
+
+
+def test_non_string_answer_is_an_error():
+    with pytest.raises(ReproError, match="not a string"):
+        vqa.evaluate([["a"] * 9 + [3]], ["a"], [7])
+
+
+def test_official_rounding():
+    assert vqa.round_like_official(100 * 2 / 3) == 66.67
+
+
+# --- properties ----------------------------------------------------------------------------------
+
+ALPHABET = st.sampled_from(["yes", "Yes", "no", "two", "2", "the dog", "dog", "dog.", "a-b", "a - b",
+                            "1,000", "1000", "dont", "don't", " yes", "yes\n", "3.5", "none", "0", "(x)"])
+ROWS = st.lists(st.tuples(st.lists(ALPHABET, min_size=10, max_size=10), ALPHABET), min_size=1, max_size=25)
+
+
+@settings(max_examples=150, deadline=None)
+@given(ROWS, st.sampled_from(vqa.VARIANTS))
+def test_vectorised_scores_equal_the_scalar_path_bit_for_bit(rows, variant):
+    answers = [r[0] for r in rows]
+    preds = [r[1] for r in rows]
+    fast = vqa.scores(answers, preds, variant).tolist()
+    assert fast == [vqa.score_one(p, a, variant) for a, p in zip(answers, preds)]
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(ALPHABET, min_size=10, max_size=10), st.integers(4, 10), ALPHABET)
+def test_an_answer_given_by_four_or_more_humans_scores_one(others, k, answer):
+    humans = [answer] * k + others[k:]
+    assert vqa.score_one(answer, humans, "2021") == 1.0
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(ALPHABET, min_size=10, max_size=10), ALPHABET, st.sampled_from(vqa.VARIANTS))
+def test_scores_take_only_the_five_possible_values(humans, pred, variant):
+    s = vqa.score_one(pred, humans, variant)
+    assert any(math.isclose(s, v) for v in (0.0, 0.3, 0.6, 0.9, 1.0))
+
+
+@settings(max_examples=100, deadline=None)
+@given(ROWS)
+def test_question_order_does_not_change_per_question_scores(rows):
+    answers = [r[0] for r in rows]
+    preds = [r[1] for r in rows]
+    forward = vqa.scores(answers, preds)
+    backward = vqa.scores(answers[::-1], preds[::-1])
+    assert np.array_equal(forward, backward[::-1])
