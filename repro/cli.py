@@ -232,7 +232,7 @@ def check_command(
 
 
 def _run(ident: str, rows: Optional[str], scale: str, seeds: Optional[str], dry_run: bool, resume: bool,
-         workdir: Optional[str], rebaseline: bool = False) -> None:
+         workdir: Optional[str], rebaseline: bool = False, jobs: Optional[int] = None) -> None:
     from rich.table import Table
 
     from repro.paths import data_dir
@@ -265,9 +265,11 @@ def _run(ident: str, rows: Optional[str], scale: str, seeds: Optional[str], dry_
     if dry_run:
         return
     root = Path(workdir) if workdir else data_dir() / "runs"
-    execute(plan, root, resume=resume, rebaseline=rebaseline,
-            on_row=lambda r: console.print(f"[green]done[/] {r.row}: " + ", ".join(
-                f"{k} {v:.2f}" for k, v in r.metrics.items()), highlight=False))
+    def finished_run(row: str, seed: int, metrics: dict, seconds: float) -> None:
+        values = ", ".join(f"{k} {v:.2f}" for k, v in metrics.items())
+        console.print(f"[green]done[/] {row} seed {seed} in {seconds:.0f}s: {values}", highlight=False)
+
+    execute(plan, root, resume=resume, rebaseline=rebaseline, jobs=jobs, on_unit=finished_run)
     console.print(render_rich(build_view(spec, scale)))
 
 
@@ -280,13 +282,14 @@ def run_command(
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan (rows, data, steps, GPU-hours) and stop."),
     resume: bool = typer.Option(False, "--resume", help="Continue each row from its last checkpoint."),
     workdir: Optional[str] = typer.Option(None, "--workdir", help="Checkpoints and logs (default: $REPRO_DATA_DIR/runs)."),
-    rebaseline: bool = typer.Option(False, "--rebaseline", help="Make these results the new reference (non-paper scales)."),
+    rebaseline: bool = typer.Option(False, "--rebaseline", help="Make these results the new reference for `repro check`."),
+    jobs: Optional[int] = typer.Option(None, "--jobs", "-j", min=1, help="Runs at a time, each in its own process (default: the spec's scale setting, else 1)."),
 ) -> None:
     """Train and evaluate every runnable row of a table, write results, print the table.
 
     Example: [bold]repro run table5-ablation --scale synthetic --rows MCAN,MCAN+POA[/]
     """
-    _run(ident, rows, scale, seeds, dry_run, resume, workdir, rebaseline)
+    _run(ident, rows, scale, seeds, dry_run, resume, workdir, rebaseline, jobs)
 
 
 @command("train")

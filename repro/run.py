@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import statistics
 import time
 from dataclasses import dataclass, field
@@ -118,30 +119,82 @@ def _task_for(spec: Spec, row: Row) -> TaskFn:
                      f"is not implemented yet")
 
 
-def execute(plan: Plan, workdir: Path, *, resume: bool = False, rebaseline: bool = False,
-            on_row: Callable[[Result], None] | None = None, progress=None) -> list[Result]:
-    """Run every step of a plan; write one result per row (mean and std across seeds)."""
+def _run_unit(spec: Spec, row_name: str, scale: str, seed: int, workdir: Path, resume: bool,
+              progress: bool) -> tuple[dict[str, float], dict[str, Any], float]:
+    """Train/compute one (row, seed); returns its metrics, extras and seconds. Runs in any process."""
+    row = spec.row(row_name)
+    extras: dict[str, Any] = {}
+    started = time.time()
+    metrics = _task_for(spec, row)(spec=spec, row=row, scale=scale, settings=scale_settings(spec, scale),
+                                   seed=seed, workdir=workdir, resume=resume, progress=progress, extras=extras)
+    return metrics, extras, time.time() - started
+
+
+def _init_worker(threads: int) -> None:
+    import torch
+
+    torch.set_num_threads(threads)
+
+
+def execute(plan: Plan, workdir: Path, *, resume: bool = False, rebaseline: bool = False, jobs: int | None = None,
+            on_row: Callable[[Result], None] | None = None,
+            on_unit: Callable[[str, int, dict[str, float], float], None] | None = None) -> list[Result]:
+    """Run every (row, seed) of a plan, `jobs` at a time; write one result per row (mean, std over seeds).
+
+    With jobs > 1 each run is a separate process using cpu_count / jobs threads, and progress bars
+    give way to one line per finished run.
+    """
     spec, scale = plan.spec, plan.scale
     settings = scale_settings(spec, scale)
+    jobs = max(1, int(jobs or settings.get("jobs", 1)))
+    units = [(step, seed) for step in plan.steps for seed in step.seeds]
+    if any(spec.row(step.row).model is not None for step, _ in units):
+        from repro.tasks.vqa import prepare_data  # generated once, before runs start in parallel
+
+        prepare_data(spec, scale, settings)
+
+    def unit_dir(step: Step, seed: int) -> Path:
+        return workdir / spec.id / scale / spec.row(step.row).slug / f"seed{seed}"
+
+    done: dict[tuple[str, int], tuple[dict[str, float], dict[str, Any], float]] = {}
+    if jobs == 1:
+        for step, seed in units:
+            done[(step.row, seed)] = _run_unit(spec, step.row, scale, seed, unit_dir(step, seed), resume, True)
+            if on_unit:
+                on_unit(step.row, seed, *done[(step.row, seed)][::2])
+    else:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor, as_completed
+
+        threads = max(1, (os.cpu_count() or 1) // jobs)
+        with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn"),
+                                 initializer=_init_worker, initargs=(threads,)) as pool:
+            futures = {pool.submit(_run_unit, spec, step.row, scale, seed, unit_dir(step, seed), resume, False):
+                       (step.row, seed) for step, seed in units}
+            for future in as_completed(futures):
+                done[futures[future]] = future.result()
+                if on_unit:
+                    on_unit(*futures[future], *done[futures[future]][::2])
+
     out: list[Result] = []
     for step in plan.steps:
         row = spec.row(step.row)
-        task = _task_for(spec, row)
-        started = time.time()
-        per_seed: list[dict[str, float]] = []
+        per_seed = [done[(step.row, seed)][0] for seed in step.seeds]
         extras: dict[str, Any] = {}
         for seed in step.seeds:
-            row_dir = workdir / spec.id / scale / row.slug / f"seed{seed}"
-            metrics = task(spec=spec, row=row, scale=scale, settings=settings, seed=seed, workdir=row_dir,
-                           resume=resume, progress=progress, extras=extras)
-            per_seed.append(metrics)
+            for key, value in done[(step.row, seed)][1].items():
+                if isinstance(value, list):
+                    extras.setdefault(key, []).extend(value)
+                else:
+                    extras[key] = value
         result = Result(
             spec=spec.id, paper=spec.paper, row=row.name, scale=scale,
             split=extras.pop("split", spec.split), metrics=_mean(per_seed),
             std=_std(per_seed) if len(per_seed) > 1 else {}, seeds=list(step.seeds),
             config_hash=config_hash({"row": row.model or row.compute, "settings": settings,
                                      "recipe": spec.recipe}),
-            git_commit=git_commit(), hardware=hardware(), wall_time_s=round(time.time() - started, 2),
+            git_commit=git_commit(), hardware=hardware(),
+            wall_time_s=round(sum(done[(step.row, seed)][2] for seed in step.seeds), 2),
             date=now_iso(), extra={"per_seed": per_seed, **extras},
         )
         write_result(result, spec, rebaseline=rebaseline)

@@ -14,7 +14,7 @@ from repro.specs import Row, Spec
 
 
 def run_complexity(*, spec: Spec, row: Row, scale: str, settings: dict[str, Any], seed: int, workdir: Path,
-                   resume: bool, progress=None, extras: dict[str, Any]) -> dict[str, float]:
+                   resume: bool, progress: bool = True, extras: dict[str, Any]) -> dict[str, float]:
     from repro.models.complexity import compute_row
 
     measured = compute_row(row.compute, seed=seed)

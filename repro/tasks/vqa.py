@@ -2,10 +2,12 @@
 
 At the synthetic and smoke scales the data is generated (`repro.data.synthetic`) in the official
 VQA v2 layout and prepared by the same code as the real files; the model is trained on train and
-scored on val with the VQA soft accuracy. At paper scale the prepared real data is required.
+scored on val with the VQA soft accuracy (`repro.metrics.vqa`, the official rules). At paper
+scale the prepared real data is required; the toolkit says how to get it.
 """
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -13,54 +15,57 @@ from repro.errors import ReproError
 from repro.paths import data_dir
 from repro.specs import Row, Spec
 
-VQA_KEYS = {"overall", "yes/no", "number", "other"}
+VQA_KEYS = ("overall", "yes/no", "number", "other")
 
 
-def synthetic_data(scale: str, settings: dict[str, Any]) -> tuple[Path, dict[str, Path]]:
-    """Generate (once) and prepare the synthetic VQA v2 files; return the prepared folder and sources."""
+def prepare_data(spec: Spec, scale: str, settings: dict[str, Any]) -> dict[str, Path]:
+    """Make sure the row's data exists (generate and prepare it at synthetic/smoke scale)."""
+    if scale == "paper":
+        raise ReproError(f"{spec.id}: paper-scale training needs the prepared {', '.join(spec.datasets)} data and "
+                         f"features; run `repro download vqa2 bottom-up-trainval-36` and `repro prepare vqa2` first "
+                         f"(`repro download --list` shows what is present)")
     from repro.data.synthetic import GeneratorConfig, generate
     from repro.data.vqa import prepare_vqa
 
     cfg = GeneratorConfig.from_mapping(settings.get("generator"))
-    root = data_dir() / "synthetic" / f"vqa2-{scale}-{cfg.key()}"
+    root = data_dir() / "synthetic" / f"vqa2-{cfg.key()}"
     sources = generate(root / "raw", cfg)
-    prepared = root / "prepared"
-    prepare_vqa("vqa2", root / "raw", prepared, glove=None)
-    return prepared, sources
+    prepare_vqa("vqa2", root / "raw", root / "prepared", glove=None)
+    return {**sources, "prepared": root / "prepared"}
+
+
+def _val_annotations(path: Path) -> dict[int, dict[str, Any]]:
+    return {a["question_id"]: a for a in json.loads(path.read_text())["annotations"]}
 
 
 def run_vqa_row(*, spec: Spec, row: Row, scale: str, settings: dict[str, Any], seed: int, workdir: Path,
-                resume: bool, progress=None, extras: dict[str, Any]) -> dict[str, float]:
-    import torch
-
+                resume: bool, progress: bool = True, extras: dict[str, Any]) -> dict[str, float]:
     from repro.data.store import FeatureStore
     from repro.data.vqa_dataset import VQADataset
     from repro.metrics import vqa as vqa_metric
     from repro.models import build_model
-    from repro.train.recipe import load_recipe
-    from repro.train.trainer import fit, predict
+    from repro.train import fit, load_recipe, predict
+    from repro.train.trainer import seed_everything
 
-    if scale == "paper":
-        raise ReproError(f"{spec.id}: paper-scale training needs the prepared {', '.join(spec.datasets)} data; "
-                         f"run `repro download vqa2` and `repro prepare vqa2` first")
-    prepared, sources = synthetic_data(scale, settings)
-    train = VQADataset(prepared, "train", FeatureStore.open(sources["train_features"]))
-    val = VQADataset(prepared, "val", FeatureStore.open(sources["val_features"]))
+    data = prepare_data(spec, scale, settings)
+    train = VQADataset(data["prepared"], "train", FeatureStore.open(data["train_features"]))
+    val = VQADataset(data["prepared"], "val", FeatureStore.open(data["val_features"]))
 
-    torch.manual_seed(seed)
-    model = build_model(row.model, train.num_tokens, train.num_answers, embeddings=None,
-                        sizes=settings.get("sizes"))
-    recipe = load_recipe(spec.recipe, overrides={**settings.get("recipe", {}), "seed": seed})
-    fit(model, train, recipe, workdir, resume=resume)
-    question_ids, logits = predict(model, val, batch_size=recipe.batch_size)
-    answers = [train.answer_vocab[i] for i in logits.argmax(dim=1).tolist()]
-    predictions = [{"question_id": int(q), "answer": a} for q, a in zip(question_ids, answers)]
+    recipe = load_recipe(spec.recipe).replace(**{**settings.get("recipe", {}), "seed": seed,
+                                                 "train_splits": ("train",)})
+    seed_everything(seed)
+    model = build_model(row.model, train.num_tokens, train.num_answers, sizes=settings.get("sizes"))
+    state = fit(model, train, recipe, workdir, resume=resume, progress=progress)
+    question_ids, logits = predict(model, val, recipe.eval_batch_size or recipe.batch_size)
+    predicted = [train.answer_vocab[i] for i in logits.argmax(dim=1).tolist()]
 
-    scores = vqa_metric.evaluate_files(sources["val_annotations"], sources["val_questions"], predictions)
+    gold = _val_annotations(data["val_annotations"])
+    ids = [int(q) for q in question_ids]
+    result = vqa_metric.evaluate([[a["answer"] for a in gold[q]["answers"]] for q in ids], predicted, ids,
+                                 [gold[q]["answer_type"] for q in ids], [gold[q]["question_type"] for q in ids])
     extras["split"] = "val"
-    out: dict[str, float] = {}
-    for col in spec.columns:
-        if col.metric != "vqa" or col.key not in VQA_KEYS:
-            continue
-        out[col.name] = float(scores[col.key])
-    return out
+    extras.setdefault("per_question_type", []).append(result.aggregate.get("per_question_type", {}))
+    extras.setdefault("train", []).append({"steps": state.step, "final_loss": state.final_loss,
+                                           "global_batch": state.global_batch, "gpus": state.gpu_count})
+    return {col.name: float(result.aggregate[col.key]) for col in spec.columns
+            if col.metric == "vqa" and col.key in VQA_KEYS}
