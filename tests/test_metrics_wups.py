@@ -135,3 +135,13 @@ def test_missing_wordnet_says_how_to_get_it(tmp_path, monkeypatch):
     monkeypatch.setattr(nltk.data, "path", [str(tmp_path / "nltk")])
     with pytest.raises(ReproError, match="repro download wordnet"):
         wordnet.load()
+
+
+def test_downloaded_nltk_zip_layout_is_found(tmp_path, monkeypatch):
+    """`repro download wordnet` unpacks NLTK's wordnet.zip, which holds a `wordnet/` folder."""
+    if not (wordnet.DEBIAN_DIR / "data.noun").is_file():
+        pytest.skip("Debian's wordnet-base is not installed (make wordnet installs it as root)")
+    monkeypatch.setenv("REPRO_DATA_DIR", str(tmp_path))
+    wordnet.stage_debian(dest=tmp_path / "wordnet" / "wordnet")
+    monkeypatch.setattr(wordnet, "DEBIAN_DIR", tmp_path / "nowhere")
+    assert wordnet.locate() == tmp_path / "wordnet" / "wordnet"

@@ -2,7 +2,8 @@
 
 Search order (first hit wins):
 
-1. `$REPRO_DATA_DIR/wordnet` — a WordNet 3.0 `dict/` folder (what `stage_debian` writes there);
+1. `$REPRO_DATA_DIR/wordnet` — a WordNet 3.0 `dict/` folder (what `stage_debian` writes there), or
+   its `wordnet/` subfolder (what `repro download wordnet` unpacks from NLTK's wordnet.zip);
 2. NLTK's data path (`nltk.download("wordnet")` puts WordNet 3.0 there);
 3. `/usr/share/wordnet` — Debian's `wordnet-base` package. It lacks the small `lexnames` file that
    NLTK's reader opens, so its files are copied into `$REPRO_DATA_DIR/wordnet` with `lexnames`
@@ -79,8 +80,9 @@ def stage_debian(source: Path = DEBIAN_DIR, dest: Path | None = None) -> Path:
 def locate() -> Path | None:
     """The first WordNet dict folder found, staging Debian's copy when that is the only one."""
     own = data_dir() / "wordnet"
-    if is_dict_dir(own):
-        return own
+    for candidate in (own, own / "wordnet"):  # staged here, or unpacked by `repro download wordnet`
+        if is_dict_dir(candidate):
+            return candidate
     import nltk
 
     for root in nltk.data.path:
