@@ -269,8 +269,13 @@ def _run(ident: str, rows: Optional[str], scale: str, seeds: Optional[str], dry_
         values = ", ".join(f"{k} {v:.2f}" for k, v in metrics.items())
         console.print(f"[green]done[/] {row} seed {seed} in {seconds:.0f}s: {values}", highlight=False)
 
-    execute(plan, root, resume=resume, rebaseline=rebaseline, jobs=jobs, on_unit=finished_run)
+    results = execute(plan, root, resume=resume, rebaseline=rebaseline, jobs=jobs, on_unit=finished_run)
     console.print(render_rich(build_view(spec, scale)))
+    for result in results:
+        for path in result.extra.get("predictions", []):
+            target = "vqa2-test-dev" if "vqa2" in spec.datasets else "vqa1-test-dev"
+            console.print(f"{result.row}: only the server scores {spec.split}; submit with "
+                          f"`repro submit {target} --predictions {path}`", highlight=False, soft_wrap=True)
 
 
 @command("run")

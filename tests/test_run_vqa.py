@@ -84,3 +84,55 @@ def test_table6_complexity_runs_without_data(sandbox, runner):
     assert record["metrics"]["Params"] == pytest.approx(57.8, rel=0.005)
     assert record["metrics"]["FLOPs"] == pytest.approx(5.35, rel=0.05)
     assert record["extra"]["params"] == 57_812_491
+
+
+def _bottom_up_tsv(path, image_ids, dim=2048, boxes=10, seed=0):
+    import base64
+
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    lines = []
+    for image_id in image_ids:
+        feats = rng.random((boxes, dim), dtype=np.float32)
+        xy = rng.random((boxes, 2), dtype=np.float32) * 400
+        box = np.concatenate([xy, xy + 50], axis=1).astype(np.float32)
+        lines.append("\t".join([str(image_id), "640", "480", str(boxes), base64.b64encode(box.tobytes()).decode(),
+                                base64.b64encode(feats.tobytes()).decode()]))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(lines) + "\n")
+
+
+def test_paper_scale_trains_on_prepared_data_and_writes_server_predictions(table5_sandbox, runner, monkeypatch):
+    """The paper's protocol on tiny files in the official layouts: train + val + VG, then predictions for
+    every test2015 question, in the array format the server takes, and no local metric claimed.
+    (The model is shrunk and trained one epoch so that the test takes seconds; the protocol is the paper's.)"""
+    from repro.models import mcan
+    import repro.train
+    from tests._vqa_fixtures import write_vg, write_vqa2
+
+    monkeypatch.setitem(mcan.PAPER_SIZES, "d_model", 32)
+    monkeypatch.setitem(mcan.PAPER_SIZES, "layers", 1)
+    monkeypatch.setitem(mcan.PAPER_SIZES, "ffn", 64)
+    monkeypatch.setitem(mcan.PAPER_SIZES, "geometry_dim", 32)
+    real_load = repro.train.load_recipe
+    monkeypatch.setattr(repro.train, "load_recipe", lambda name, root=None: real_load(name, root).replace(epochs=1))
+
+    data = table5_sandbox / "data"
+    fixture = write_vqa2(data / "vqa2")
+    write_vg(data / "vg-qa")
+    _bottom_up_tsv(data / "bottom-up-36" / "trainval_resnet101_faster_rcnn_genome_36.tsv", range(1, 7))
+    _bottom_up_tsv(data / "bottom-up-36" / "test2015_resnet101_faster_rcnn_genome_36.tsv", range(1, 4))
+    for name in ("vqa2", "bottom-up-36"):
+        assert runner.invoke(app, ["prepare", name]).exit_code == 0
+
+    out = runner.invoke(app, ["run", "table5-ablation", "--rows", "MCAN"], env={"COLUMNS": "200"})
+    assert out.exit_code == 0, out.output
+    predictions = table5_sandbox / "results" / "mcan-pa" / "table5-ablation" / "predictions" / "MCAN.seed0.test2015.json"
+    answers = json.loads(predictions.read_text())
+    assert sorted(a["question_id"] for a in answers) == sorted(q for q, _, _ in fixture["test"])
+    assert all(isinstance(a["answer"], str) for a in answers)
+    assert "repro submit vqa2-test-dev --predictions" in out.output
+    record = json.loads((table5_sandbox / "results" / "mcan-pa" / "table5-ablation" / "MCAN.json").read_text())
+    assert record["metrics"] == {} and record["split"] == "test-dev"
+    assert record["extra"]["train"][0]["global_batch"] == 64
