@@ -13,7 +13,6 @@ import json
 import os
 import platform
 import subprocess
-import tempfile
 import warnings
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
@@ -21,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from repro import __version__
+from repro.atomic import atomic_open
 from repro.paths import REPO_DIR, results_dir
 from repro.specs import Row, Spec, row_slug
 
@@ -75,19 +75,10 @@ def result_path(spec: Spec, row: Row | str, scale: str, root: Path | None = None
 
 
 def write_json_atomic(path: Path, data: Any) -> None:
-    """Write JSON to a temp file in the same folder, fsync, then rename over `path`."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(data, handle, indent=2, sort_keys=True)
-            handle.write("\n")
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    """Write JSON so that `path` is either the old file or the complete new one (repro.atomic)."""
+    with atomic_open(path) as handle:
+        json.dump(data, handle, indent=2, sort_keys=True)
+        handle.write("\n")
 
 
 def write_result(result: Result, spec: Spec, root: Path | None = None, rebaseline: bool = False) -> Path:

@@ -8,7 +8,6 @@ the canonical JSON array; servers outside EvalAI get the exact file (zip, JSON, 
 """
 from __future__ import annotations
 
-import gc
 import hashlib
 import json
 import os
@@ -16,14 +15,15 @@ import re
 import tempfile
 import zipfile
 from collections import Counter
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import yaml
 
+from repro.atomic import atomic_open
 from repro.errors import ReproError
+from repro.metrics.files import paused_gc
 from repro.paths import PACKAGE_DIR, data_dir
 
 TARGETS_FILE = PACKAGE_DIR / "catalog" / "targets.yaml"
@@ -304,21 +304,9 @@ def canonical_bytes(records: list[dict]) -> bytes:
     return json.dumps(records, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
 
 
-@contextmanager
-def _no_gc() -> Iterator[None]:
-    """Millions of small dicts are built and none is garbage: collecting during the parse only costs time."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
-
-
 def preflight(target: Target, predictions: Path, questions: Path | None = None) -> Preflight:
     """All local checks; raises ReproError (one line, exit 2) on the first failure."""
-    with _no_gc():
+    with paused_gc():
         return _preflight(target, Path(predictions), Path(questions) if questions else None)
 
 
@@ -368,17 +356,8 @@ def write_upload_file(check: Preflight) -> Path:
 
 
 def write_bytes_atomic(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with atomic_open(path, "wb") as handle:
+        handle.write(data)
 
 
 def sha256(path: Path) -> str:

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import hashlib
 import io
-import os
 import zipfile
 from pathlib import Path
 

@@ -1,6 +1,5 @@
 """WUPS: the threshold rule and the directions, on a small fake taxonomy and on the real WordNet 3.0."""
 import os
-from pathlib import Path
 
 import pytest
 

@@ -5,15 +5,14 @@ signal during the save never leaves a truncated file under the name that `--resu
 """
 from __future__ import annotations
 
-import os
 import random
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
+from repro.atomic import atomic_open
 from repro.errors import ReproError
 
 LAST = "last.pt"
@@ -51,17 +50,8 @@ def save_checkpoint(path: Path, *, model: torch.nn.Module, optimizer: torch.opti
         "rng": rng_state(),
         "extra": extra or {},
     }
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            torch.save(state, handle)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with atomic_open(path, "wb") as handle:
+        torch.save(state, handle)
     return path
 
 
