@@ -256,3 +256,34 @@ def test_per_question_scores_are_built_when_first_read():
     assert result.per_item["q2"] == pytest.approx(60.0) and result.per_item._items is not None
     assert dict(result.per_item) == {"q1": 100.0, "q2": pytest.approx(60.0)} and len(result.per_item) == 2
     assert list(result.per_item.items())[0] == ("q1", 100.0) and "q1" in result.per_item
+
+
+def test_labels_read_as_the_plain_sequence_and_give_the_same_breakdown():
+    items = [{"answer_type": t} for t in ["other", "yes/no", "other", "number", "yes/no"]]
+    labels = vqa.Labels.from_items(items, "answer_type")
+    plain = [item["answer_type"] for item in items]
+    assert list(labels) == plain and labels[1:3] == plain[1:3] and len(labels) == 5 and labels[-1] == "yes/no"
+    answers = [["a"] * 10, ["b"] * 10, ["a"] * 3 + ["b"] * 7, ["c"] * 10, ["a"] * 10]
+    preds = ["a", "b", "a", "c", "b"]
+    assert (vqa.evaluate(answers, preds, answer_types=labels, question_types=labels).aggregate
+            == vqa.evaluate(answers, preds, answer_types=plain, question_types=plain).aggregate)
+    with pytest.raises(KeyError):
+        vqa.Labels.from_items([{"answer_type": "other"}, {}], "answer_type")
+
+
+def test_official_file_layout_scores_like_plain_lists():
+    from repro.metrics.files import evaluate_data
+
+    answers = [["yes"] * 10, ["2"] * 3 + ["two"] * 7, ["red"] * 2 + ["Red."] * 8, ["dog"] * 10]
+    preds = ["yes", "2", "red", "Dog"]
+    atypes, qtypes = ["yes/no", "number", "other", "other"], ["is", "how many", "what", "what"]
+    items = [{"question_id": 10 + i, "answer_type": a, "question_type": q, **row}
+             for i, (a, q, row) in enumerate(zip(atypes, qtypes, _official(answers)))]
+    results = [{"question_id": 10 + i, "answer": p} for i, p in enumerate(preds)]
+    plain = vqa.evaluate(answers, preds, [10, 11, 12, 13], atypes, qtypes)
+    got = evaluate_data("vqa", {"annotations": items}, results)
+    assert got.aggregate == plain.aggregate and dict(got.per_item) == dict(plain.per_item)
+    del items[1]["question_type"]  # the checking reader takes over, and the type is empty
+    got = evaluate_data("vqa", {"annotations": items}, results)
+    assert got.aggregate["per_question_type"][""] == plain.per_item[11]
+    assert got.aggregate["overall"] == plain.aggregate["overall"]

@@ -144,6 +144,30 @@ class AnswerTable:
         return cls(codes.reshape(len(lists), width), list(index), index)
 
 
+class Labels(Sequence):
+    """One label per question (its answer type, its question type) as integer codes into `names`:
+    what the file reader builds for the official layout, hashing each label once; it reads as the
+    plain sequence of labels."""
+
+    def __init__(self, codes: np.ndarray, names: list):
+        self.codes, self.names = codes, names
+
+    def __len__(self) -> int:
+        return len(self.codes)
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self.names[c] for c in self.codes[i]]
+        return self.names[self.codes[i]]
+
+    @classmethod
+    def from_items(cls, items: list, key: str) -> "Labels":
+        """From [{key: label}, ...]; KeyError or TypeError when an item has none or an unhashable one."""
+        names: dict = {}
+        codes = factorize(map(itemgetter(key), items), len(items), names)
+        return cls(codes, list(names))
+
+
 def clean_whitespace(text: str) -> str:
     """Newlines and tabs to spaces, then strip."""
     return text.replace("\n", " ").replace("\t", " ").strip()
@@ -338,8 +362,11 @@ def scores(answers: Sequence[Sequence[str]], predictions: Sequence[str], variant
 
 def _group_percent(values: np.ndarray, groups: Sequence[str]) -> dict[str, float]:
     """100 * mean per group, each a Python float sum in question order (as the script sums lists)."""
-    names: dict = {}
-    codes = factorize(groups, len(groups), names)
+    if isinstance(groups, Labels):
+        codes, names = groups.codes, groups.names
+    else:
+        index: dict = {}
+        codes, names = factorize(groups, len(groups), index), list(index)
     if len(names) <= np.iinfo(np.uint16).max:
         codes = codes.astype(np.uint16)  # a stable sort of 16-bit keys is a radix sort
     order = np.argsort(codes, kind="stable")
