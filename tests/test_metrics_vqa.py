@@ -232,7 +232,7 @@ def test_official_table_and_plain_lists_score_like_the_scalar_path(rows, variant
     expected = [vqa.score_one(p, a, variant) for a, p in zip(answers, preds)]
     assert vqa.scores(table, preds, variant).tolist() == expected
     assert vqa.scores(answers, preds, variant).tolist() == expected
-    assert table.index == dict(zip(table.strings, range(len(table.strings))))  # scoring leaves it as it was
+    assert [table[i] for i in range(len(table))] == answers  # scoring leaves the table as it was
 
 
 def test_official_table_needs_one_answer_count():
@@ -259,16 +259,21 @@ def test_per_question_scores_are_built_when_first_read():
 
 
 def test_labels_read_as_the_plain_sequence_and_give_the_same_breakdown():
-    items = [{"answer_type": t} for t in ["other", "yes/no", "other", "number", "yes/no"]]
-    labels = vqa.Labels.from_items(items, "answer_type")
+    items = [{"answer_type": t, "question_type": f"what {t}"} for t in ["other", "yes/no", "other", "number", "yes/no"]]
+    labels = vqa.Labels.from_items(items, ["answer_type"])["answer_type"]
     plain = [item["answer_type"] for item in items]
     assert list(labels) == plain and labels[1:3] == plain[1:3] and len(labels) == 5 and labels[-1] == "yes/no"
+    both = vqa.Labels.from_items(items, ["question_type", "answer_type"])
+    assert list(both["answer_type"]) == plain and list(both["question_type"]) == [f"what {t}" for t in plain]
+    assert vqa.Labels.from_items(items, []) == {}
     answers = [["a"] * 10, ["b"] * 10, ["a"] * 3 + ["b"] * 7, ["c"] * 10, ["a"] * 10]
     preds = ["a", "b", "a", "c", "b"]
     assert (vqa.evaluate(answers, preds, answer_types=labels, question_types=labels).aggregate
             == vqa.evaluate(answers, preds, answer_types=plain, question_types=plain).aggregate)
     with pytest.raises(KeyError):
-        vqa.Labels.from_items([{"answer_type": "other"}, {}], "answer_type")
+        vqa.Labels.from_items([{"answer_type": "other"}, {}], ["answer_type"])
+    with pytest.raises(TypeError):
+        vqa.Labels.from_items([{"answer_type": "other", "question_type": ["what"]}], ["answer_type", "question_type"])
 
 
 def test_official_file_layout_scores_like_plain_lists():

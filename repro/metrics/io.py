@@ -112,9 +112,8 @@ def _fast_items(items: list) -> Gold | None:
             if table is not None:
                 if len(set(ids)) != len(ids):
                     return None
-                fields = {name: Labels.from_items(items, name)
-                          for name in ("answer_type", "question_type", "type", "split") if name in items[0]}
-                return Gold(ids, table, fields)
+                names = [name for name in ("answer_type", "question_type", "type", "split") if name in items[0]]
+                return Gold(ids, table, Labels.from_items(items, names))
         values = [[a["answer"] for a in item["answers"]] for item in items]
         fields = {name: [item[name] for item in items] for name in ("answer_type", "question_type", "type", "split")
                   if name in items[0]}

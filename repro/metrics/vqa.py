@@ -48,7 +48,7 @@ per-question mapping is built only when it is read.
 from __future__ import annotations
 
 import re
-from itertools import chain, compress, repeat
+from itertools import chain, compress, islice, repeat
 from operator import itemgetter
 from typing import Hashable, Iterable, Sequence
 
@@ -111,19 +111,18 @@ def factorize(values: Iterable[Hashable], n: int, index: dict) -> np.ndarray:
     `index` maps each value seen so far to its code 0..len(index)-1 and is extended in place; new
     values are numbered on in order of first appearance. One C-speed pass: `index.setdefault` is
     handed `len(index)` as the default, read just before each call, which is the next free code."""
-    return np.fromiter(map(index.setdefault, values, map(len, repeat(index))), dtype=np.int64, count=n)
+    dtype = np.int32 if len(index) + n < 2**31 else np.int64
+    return np.fromiter(map(index.setdefault, values, map(len, repeat(index))), dtype=dtype, count=n)
 
 
 class AnswerTable:
-    """Human answers of n questions, all with the same count, as integer codes into `strings`
-    (`index` maps each string to its code).
+    """Human answers of n questions, all with the same count, as integer codes into `strings`.
 
     What the file reader builds for the official layout without a Python loop per answer; it also
     reads as a sequence of answer lists, so every scorer accepts it."""
 
-    def __init__(self, codes: np.ndarray, strings: list, index: dict | None = None):
+    def __init__(self, codes: np.ndarray, strings: list):
         self.codes, self.strings = codes, strings
-        self.index = index if index is not None else dict(zip(strings, range(len(strings))))
 
     def __len__(self) -> int:
         return len(self.codes)
@@ -141,7 +140,7 @@ class AnswerTable:
         width = counts.pop()
         index: dict = {}
         codes = factorize(map(itemgetter(text_key), chain.from_iterable(lists)), len(lists) * width, index)
-        return cls(codes.reshape(len(lists), width), list(index), index)
+        return cls(codes.reshape(len(lists), width), list(index))
 
 
 class Labels(Sequence):
@@ -161,11 +160,21 @@ class Labels(Sequence):
         return self.names[self.codes[i]]
 
     @classmethod
-    def from_items(cls, items: list, key: str) -> "Labels":
-        """From [{key: label}, ...]; KeyError or TypeError when an item has none or an unhashable one."""
-        names: dict = {}
-        codes = factorize(map(itemgetter(key), items), len(items), names)
-        return cls(codes, list(names))
+    def from_items(cls, items: list, keys: Sequence[str]) -> dict[str, "Labels"]:
+        """{key: Labels} from [{key: label, ...}, ...] in one pass over the items: each item's
+        combination of labels is hashed once, then each key's labels among the few combinations.
+        KeyError or TypeError when an item lacks a label or has an unhashable one."""
+        if not keys:
+            return {}
+        get = itemgetter(*keys)
+        combos: dict = {}
+        codes = factorize(map(get, items) if len(keys) > 1 else zip(map(get, items)), len(items), combos)
+        out = {}
+        for k, key in enumerate(keys):
+            names: dict = {}
+            of = factorize([combo[k] for combo in combos], len(combos), names)
+            out[key] = cls(of[codes], list(names))
+        return out
 
 
 def clean_whitespace(text: str) -> str:
@@ -229,10 +238,11 @@ def digits_and_articles_many(texts: list[str]) -> list[str]:
     spaces, so lower-casing, splitting, the word map and re-joining each run once over all of them;
     the spaces keep every text's words (and `str.lower`'s final-sigma context) its own."""
     words = f" {_SEP} ".join(texts).lower().split()
-    pieces = " ".join(filter(None, map(_WORD_MAP.get, words, words))).split(_SEP)
+    joined = " ".join(filter(None, map(_WORD_MAP.get, words, words)))
+    pieces = joined.replace(" " + _SEP, _SEP).replace(_SEP + " ", _SEP).split(_SEP)
     if len(pieces) != len(texts):  # some text holds the separator
         return [digits_and_articles(t) for t in texts]
-    return list(map(str.strip, pieces))
+    return pieces
 
 
 def normalize_many(texts: list[str]) -> list[str]:
@@ -283,54 +293,83 @@ def _answer_and_prediction_codes(rows, predictions: Sequence) -> tuple[np.ndarra
     """Codes of the human answers (n, 10) and of the predictions (n,), and the distinct strings they
     number. Anything but a string is an error naming where it is.
 
-    The strings come back as fresh copies, side by side in memory: the parsed JSON strings lie
-    scattered over the whole document, and every later pass over them would wait on memory."""
+    The answers' strings are copied side by side in memory before the predictions are looked up
+    and the rules run on them: the parsed JSON strings lie scattered over the whole document, and
+    every pass that touches them again waits on memory."""
     n = len(predictions)
     try:
         if isinstance(rows, AnswerTable):
-            index = dict(rows.index)  # extended below; the table's own stays as it is
-            gt_codes = rows.codes
+            gt_codes, strings = rows.codes, rows.strings
         else:
-            index = {}
+            index: dict = {}
             gt_codes = factorize(chain.from_iterable(rows), n * N_ANSWERS, index).reshape(n, N_ANSWERS)
+            strings = list(index)
+        copies = _SEP.join(strings).split(_SEP)  # join raises TypeError on anything but a string
+        if len(copies) != len(strings):  # some string holds the separator
+            copies = list(strings)
+        index = dict(zip(copies, range(len(copies))))
         pred_codes = factorize(predictions, n, index)
-        copies = _SEP.join(index).split(_SEP)  # join raises TypeError on anything but a string
+        _SEP.join(islice(index, len(copies), None))  # the predictions no answer has: strings too?
     except TypeError:  # not a string, or not even hashable (a list, an object)
         bad = next(a for a in chain(chain.from_iterable(rows), predictions) if not isinstance(a, str))
         k = next((i for i, row in enumerate(rows) if any(a is bad or a == bad for a in row)), None)
         where = f"a human answer of question #{k}" if k is not None else "a prediction"
         raise ReproError(f"vqa: {where} is {type(bad).__name__} {bad!r}, not a string") from None
-    return gt_codes, pred_codes, copies if len(copies) == len(index) else list(index)
+    return gt_codes, pred_codes, list(index)
 
 
-def _match_matrix(rows: Sequence[Sequence[str]], predictions: Sequence[str], variant: str) -> np.ndarray:
-    """(n, 10) booleans: human answer j of question i equals its prediction, under the variant's rules.
+BLOCK = 1 << 14  # questions matched at a time: the temporaries stay small and in cache
 
-    Strings are compared by code, and each rule runs once per distinct string. Where all ten
-    human answers agree, the ten comparisons are one: the first answer's against the prediction."""
+
+def _match_patterns(gt_codes: np.ndarray, pred_codes: np.ndarray, mixed_of: np.ndarray, pred_mixed_of: np.ndarray,
+                    agree_of: np.ndarray, pred_agree_of: np.ndarray) -> np.ndarray:
+    """Which human answers equal the prediction, per question as a 10-bit number (bit j: answer j).
+
+    Codes are compared after a lookup: `agree_of` gives the strings that decide whether all human
+    answers agree and that are compared where they do (the first answer's against the prediction,
+    through `pred_agree_of`); `mixed_of` and `pred_mixed_of` give the strings compared where they
+    disagree. The work goes in blocks of questions: fresh arrays as large as all the answers would
+    cost more in page faults than the comparisons themselves."""
+    n = len(pred_codes)
+    patterns = np.empty(n, dtype=np.uint16)
+    for start in range(0, n, BLOCK):
+        gt, pred = gt_codes[start:start + BLOCK], pred_codes[start:start + BLOCK]
+        agree_codes = agree_of[gt]
+        agree = (agree_codes == agree_codes[:, :1]).all(axis=1)
+        match = mixed_of[gt] == pred_mixed_of[pred][:, None]
+        match[agree] = (agree_codes[agree, 0] == pred_agree_of[pred[agree]])[:, None]
+        # the ten bits of each row, least significant first, as one little-endian 16-bit number
+        patterns[start:start + BLOCK] = np.packbits(match, axis=1, bitorder="little").view("<u2")[:, 0]
+    return patterns
+
+
+def _match(rows: Sequence[Sequence[str]], predictions: Sequence[str], variant: str) -> np.ndarray:
+    """Per question, which human answers equal its prediction under the variant's rules (as in
+    `_match_patterns`). Each rule runs once per distinct string."""
     gt_codes, pred_codes, strings = _answer_and_prediction_codes(rows, predictions)
     if variant == "2021":
-        # whitespace-cleaned strings decide agreement; questions whose answers disagree compare
-        # normalised strings (normalising the few strings seen only where all agree costs less
-        # than finding them)
-        clean: dict = {}
-        clean_of = factorize(clean_whitespace_many(strings), len(strings), clean)
-        norm_of = factorize(normalize_many(list(clean)), len(clean), {})
-        gt, pred = clean_of[gt_codes], clean_of[pred_codes]
-        match = norm_of[gt] == norm_of[pred][:, None]
-    else:  # 2016: raw, punctuated and normalised strings share one numbering
-        space = dict(zip(strings, range(len(strings))))
-        punct_of = factorize(strip_punctuation_many(strings), len(strings), space)
-        predicted = np.zeros(len(strings), dtype=bool)
-        predicted[pred_codes] = True  # only predictions are normalised: each distinct one once
-        norm_of = np.zeros(len(strings), dtype=np.int64)
-        norm_of[predicted] = factorize(normalize_many(clean_whitespace_many(_pick(strings, predicted))),
-                                       int(predicted.sum()), space)
-        gt, pred = gt_codes, norm_of[pred_codes]
-        match = punct_of[gt] == pred[:, None]
-    uniform = (gt == gt[:, :1]).all(axis=1)
-    match[uniform] = (gt[uniform, 0] == pred[uniform])[:, None]
-    return match
+        # whitespace-cleaned strings decide agreement and are compared where all agree; where they
+        # disagree, normalised strings are compared (normalising the few strings seen only where all
+        # agree costs less than finding them)
+        cleaned = clean_whitespace_many(strings)
+        if cleaned == strings:  # the common case: no string had whitespace to clean
+            clean_of = np.arange(len(strings), dtype=np.int32)
+        else:
+            clean: dict = {}
+            clean_of, cleaned = factorize(cleaned, len(cleaned), clean), list(clean)
+        norm_of = factorize(normalize_many(cleaned), len(cleaned), {})[clean_of]
+        return _match_patterns(gt_codes, pred_codes, norm_of, norm_of, clean_of, clean_of)
+    # 2016: raw, punctuated and normalised strings share one numbering; raw human answers decide
+    # agreement, punctuated ones are compared where they disagree, and the prediction is normalised
+    space = dict(zip(strings, range(len(strings))))
+    punct_of = factorize(strip_punctuation_many(strings), len(strings), space)
+    predicted = np.zeros(len(strings), dtype=bool)
+    predicted[pred_codes] = True  # only predictions are normalised: each distinct one once
+    norm_of = np.zeros(len(strings), dtype=punct_of.dtype)
+    norm_of[predicted] = factorize(normalize_many(clean_whitespace_many(_pick(strings, predicted))),
+                                   int(predicted.sum()), space)
+    raw_of = np.arange(len(strings), dtype=punct_of.dtype)
+    return _match_patterns(gt_codes, pred_codes, punct_of, norm_of, raw_of, norm_of)
 
 
 def _first_wrong_count(answers) -> int | None:
@@ -351,9 +390,8 @@ def scores(answers: Sequence[Sequence[str]], predictions: Sequence[str], variant
         raise ReproError(f"vqa: question #{bad} has {len(answers[bad])} human answers; the VQA score needs {N_ANSWERS}")
     if n == 0:
         return np.zeros(0)
-    match = _match_matrix(answers, predictions, variant)
-    # which human answers match, as a 10-bit number; each pattern present is scored once
-    patterns = match.astype(np.int64) @ (1 << np.arange(N_ANSWERS, dtype=np.int64))
+    patterns = _match(answers, predictions, variant)
+    # each pattern of matching human answers present is scored once
     present = np.flatnonzero(np.bincount(patterns, minlength=1 << N_ANSWERS))
     table = np.zeros(1 << N_ANSWERS)
     table[present] = [leave_one_out([(int(p) >> j) & 1 for j in range(N_ANSWERS)]) for p in present]
