@@ -214,7 +214,10 @@ def normalize(text: str) -> str:
 
 def clean_whitespace_many(texts: list[str]) -> list[str]:
     """`clean_whitespace` of each text: the replacements run once over all texts joined."""
-    pieces = _SEP.join(texts).replace("\n", " ").replace("\t", " ").split(_SEP)
+    joined = _SEP.join(texts)
+    if "\n" not in joined and "\t" not in joined:
+        return list(map(str.strip, texts))  # a text with nothing to strip comes back as itself
+    pieces = joined.replace("\n", " ").replace("\t", " ").split(_SEP)
     if len(pieces) != len(texts):  # some text holds the separator
         return [clean_whitespace(t) for t in texts]
     return list(map(str.strip, pieces))
