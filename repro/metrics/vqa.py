@@ -133,14 +133,15 @@ class AnswerTable:
     @classmethod
     def from_items(cls, items: list, answers_key: str = "answers", text_key: str = "answer"):
         """From [{answers_key: [{text_key: str}, ...]}, ...]; None when the counts differ."""
-        lists = list(map(itemgetter(answers_key), items))
-        counts = set(map(len, lists))
+        answer_lists = itemgetter(answers_key)
+        counts = set(map(len, map(answer_lists, items)))
         if len(counts) != 1:
             return None
         width = counts.pop()
         index: dict = {}
-        codes = factorize(map(itemgetter(text_key), chain.from_iterable(lists)), len(lists) * width, index)
-        return cls(codes.reshape(len(lists), width), list(index))
+        texts = map(itemgetter(text_key), chain.from_iterable(map(answer_lists, items)))
+        codes = factorize(texts, len(items) * width, index)
+        return cls(codes.reshape(len(items), width), list(index))
 
 
 class Labels(Sequence):
@@ -241,7 +242,9 @@ def digits_and_articles_many(texts: list[str]) -> list[str]:
     spaces, so lower-casing, splitting, the word map and re-joining each run once over all of them;
     the spaces keep every text's words (and `str.lower`'s final-sigma context) its own."""
     words = f" {_SEP} ".join(texts).lower().split()
-    joined = " ".join(filter(None, map(_WORD_MAP.get, words, words)))
+    joined = " ".join(filter(None, map(_WORD_MAP.get, words, words)))  # "" (an article) is dropped
+    # the words of each text stand between separator words: without the spaces around those, the
+    # separators cut the texts apart
     pieces = joined.replace(" " + _SEP, _SEP).replace(_SEP + " ", _SEP).split(_SEP)
     if len(pieces) != len(texts):  # some text holds the separator
         return [digits_and_articles(t) for t in texts]
