@@ -209,12 +209,14 @@ def test_one_word_map_is_the_three_rules_in_turn():
 
 
 def test_factorize_numbers_in_order_of_first_appearance_and_extends_the_index():
-    index: dict = {}
+    index = vqa.numbering()
     assert vqa.factorize(["b", "a", "b", "c"], 4, index).tolist() == [0, 1, 0, 2]
     assert index == {"b": 0, "a": 1, "c": 2}
     assert vqa.factorize(iter(["c", "d", "a", "d"]), 4, index).tolist() == [2, 3, 1, 3]
     assert list(index) == ["b", "a", "c", "d"]
-    assert vqa.factorize([], 0, {}).tolist() == []
+    assert vqa.factorize([], 0, vqa.numbering()).tolist() == []
+    known = vqa.numbering(["x", "y"])
+    assert vqa.factorize(["y", "z", "x", "z"], 4, known).tolist() == [1, 2, 0, 2] and known["z"] == 2
 
 
 def _official(rows):

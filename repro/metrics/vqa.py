@@ -38,7 +38,7 @@ Variants (the two differ only in *when* the rules apply):
   digits/articles; the human answers are never whitespace-cleaned and, only when the raw answers
   are not all identical, get the punctuation rule alone (no lower-casing, no number words).
 
-Speed: answers and predictions become integer codes in one C-speed hashing pass (`factorize`);
+Speed: answers and predictions become integer codes in one C-speed pass of dict lookups (`factorize`);
 each rule runs once per distinct string, over all of them joined into one string where it can (the
 `*_many` functions, tested against the one-string rules); matching is done on codes with numpy;
 per-question scores come from the exact Python expression the script evaluates, looked up by the
@@ -48,7 +48,8 @@ per-question mapping is built only when it is read.
 from __future__ import annotations
 
 import re
-from itertools import chain, compress, islice, repeat
+from collections import defaultdict
+from itertools import chain, compress, count, islice
 from operator import itemgetter
 from typing import Hashable, Iterable, Sequence
 
@@ -105,14 +106,20 @@ _WORD_MAP = {**CONTRACTIONS, **NUMBER_WORDS, **dict.fromkeys(ARTICLES, "")}
 _SEP = "\x00"  # joins many texts into one string; a text that holds it is handled on its own
 
 
-def factorize(values: Iterable[Hashable], n: int, index: dict) -> np.ndarray:
-    """Integer codes of `n` values (equal values, equal codes) in the numbering of `index`.
+def numbering(values: Iterable[Hashable] = ()) -> defaultdict:
+    """{value: code} with the distinct `values` numbered 0, 1, ...; a value looked up later for the
+    first time is given the next code (what `factorize` relies on)."""
+    index = defaultdict(None, zip(values, count()))
+    index.default_factory = count(len(index)).__next__
+    return index
 
-    `index` maps each value seen so far to its code 0..len(index)-1 and is extended in place; new
-    values are numbered on in order of first appearance. One C-speed pass: `index.setdefault` is
-    handed `len(index)` as the default, read just before each call, which is the next free code."""
+
+def factorize(values: Iterable[Hashable], n: int, index: defaultdict) -> np.ndarray:
+    """Integer codes of `n` values (equal values, equal codes) in `index`, a `numbering`, which is
+    extended in place: new values are numbered on in order of first appearance. One C-speed pass
+    of dict lookups; only a new value costs a call (to the numbering's counter)."""
     dtype = np.int32 if len(index) + n < 2**31 else np.int64
-    return np.fromiter(map(index.setdefault, values, map(len, repeat(index))), dtype=dtype, count=n)
+    return np.fromiter(map(index.__getitem__, values), dtype=dtype, count=n)
 
 
 class AnswerTable:
@@ -138,7 +145,7 @@ class AnswerTable:
         if len(counts) != 1:
             return None
         width = counts.pop()
-        index: dict = {}
+        index = numbering()
         texts = map(itemgetter(text_key), chain.from_iterable(map(answer_lists, items)))
         codes = factorize(texts, len(items) * width, index)
         return cls(codes.reshape(len(items), width), list(index))
@@ -168,11 +175,11 @@ class Labels(Sequence):
         if not keys:
             return {}
         get = itemgetter(*keys)
-        combos: dict = {}
+        combos = numbering()
         codes = factorize(map(get, items) if len(keys) > 1 else zip(map(get, items)), len(items), combos)
         out = {}
         for k, key in enumerate(keys):
-            names: dict = {}
+            names = numbering()
             of = factorize([combo[k] for combo in combos], len(combos), names)
             out[key] = cls(of[codes], list(names))
         return out
@@ -307,13 +314,13 @@ def _answer_and_prediction_codes(rows, predictions: Sequence) -> tuple[np.ndarra
         if isinstance(rows, AnswerTable):
             gt_codes, strings = rows.codes, rows.strings
         else:
-            index: dict = {}
+            index = numbering()
             gt_codes = factorize(chain.from_iterable(rows), n * N_ANSWERS, index).reshape(n, N_ANSWERS)
             strings = list(index)
         copies = _SEP.join(strings).split(_SEP)  # join raises TypeError on anything but a string
         if len(copies) != len(strings):  # some string holds the separator
             copies = list(strings)
-        index = dict(zip(copies, range(len(copies))))
+        index = numbering(copies)
         pred_codes = factorize(predictions, n, index)
         _SEP.join(islice(index, len(copies), None))  # the predictions no answer has: strings too?
     except TypeError:  # not a string, or not even hashable (a list, an object)
@@ -361,13 +368,13 @@ def _match(rows: Sequence[Sequence[str]], predictions: Sequence[str], variant: s
         if cleaned == strings:  # the common case: no string had whitespace to clean
             clean_of = np.arange(len(strings), dtype=np.int32)
         else:
-            clean: dict = {}
+            clean = numbering()
             clean_of, cleaned = factorize(cleaned, len(cleaned), clean), list(clean)
-        norm_of = factorize(normalize_many(cleaned), len(cleaned), {})[clean_of]
+        norm_of = factorize(normalize_many(cleaned), len(cleaned), numbering())[clean_of]
         return _match_patterns(gt_codes, pred_codes, norm_of, norm_of, clean_of, clean_of)
     # 2016: raw, punctuated and normalised strings share one numbering; raw human answers decide
     # agreement, punctuated ones are compared where they disagree, and the prediction is normalised
-    space = dict(zip(strings, range(len(strings))))
+    space = numbering(strings)
     punct_of = factorize(strip_punctuation_many(strings), len(strings), space)
     predicted = np.zeros(len(strings), dtype=bool)
     predicted[pred_codes] = True  # only predictions are normalised: each distinct one once
@@ -409,7 +416,7 @@ def _group_percent(values: np.ndarray, groups: Sequence[str]) -> dict[str, float
     if isinstance(groups, Labels):
         codes, names = groups.codes, groups.names
     else:
-        index: dict = {}
+        index = numbering()
         codes, names = factorize(groups, len(groups), index), list(index)
     if len(names) <= np.iinfo(np.uint16).max:
         codes = codes.astype(np.uint16)  # a stable sort of 16-bit keys is a radix sort
