@@ -335,22 +335,24 @@ BLOCK = 1 << 14  # questions matched at a time: the temporaries stay small and i
 
 
 def _match_patterns(gt_codes: np.ndarray, pred_codes: np.ndarray, mixed_of: np.ndarray, pred_mixed_of: np.ndarray,
-                    agree_of: np.ndarray, pred_agree_of: np.ndarray) -> np.ndarray:
+                    agree_of: np.ndarray | None, pred_agree_of: np.ndarray | None) -> np.ndarray:
     """Which human answers equal the prediction, per question as a 10-bit number (bit j: answer j).
 
     Codes are compared after a lookup: `agree_of` gives the strings that decide whether all human
     answers agree and that are compared where they do (the first answer's against the prediction,
     through `pred_agree_of`); `mixed_of` and `pred_mixed_of` give the strings compared where they
-    disagree. The work goes in blocks of questions: fresh arrays as large as all the answers would
-    cost more in page faults than the comparisons themselves."""
+    disagree. A lookup of None leaves the codes as they are. The work goes in blocks of
+    questions: fresh arrays as large as all the answers would cost more in page faults than the
+    comparisons themselves."""
     n = len(pred_codes)
     patterns = np.empty(n, dtype=np.uint16)
     for start in range(0, n, BLOCK):
         gt, pred = gt_codes[start:start + BLOCK], pred_codes[start:start + BLOCK]
-        agree_codes = agree_of[gt]
+        agree_codes = gt if agree_of is None else agree_of[gt]
         agree = (agree_codes == agree_codes[:, :1]).all(axis=1)
         match = mixed_of[gt] == pred_mixed_of[pred][:, None]
-        match[agree] = (agree_codes[agree, 0] == pred_agree_of[pred[agree]])[:, None]
+        pred_agree = pred[agree] if pred_agree_of is None else pred_agree_of[pred[agree]]
+        match[agree] = (agree_codes[agree, 0] == pred_agree)[:, None]
         # the ten bits of each row, least significant first, as one little-endian 16-bit number
         patterns[start:start + BLOCK] = np.packbits(match, axis=1, bitorder="little").view("<u2")[:, 0]
     return patterns
@@ -366,11 +368,12 @@ def _match(rows: Sequence[Sequence[str]], predictions: Sequence[str], variant: s
         # agree costs less than finding them)
         cleaned = clean_whitespace_many(strings)
         if cleaned == strings:  # the common case: no string had whitespace to clean
-            clean_of = np.arange(len(strings), dtype=np.int32)
+            clean_of = None
+            norm_of = factorize(normalize_many(strings), len(strings), numbering())
         else:
             clean = numbering()
             clean_of, cleaned = factorize(cleaned, len(cleaned), clean), list(clean)
-        norm_of = factorize(normalize_many(cleaned), len(cleaned), numbering())[clean_of]
+            norm_of = factorize(normalize_many(cleaned), len(cleaned), numbering())[clean_of]
         return _match_patterns(gt_codes, pred_codes, norm_of, norm_of, clean_of, clean_of)
     # 2016: raw, punctuated and normalised strings share one numbering; raw human answers decide
     # agreement, punctuated ones are compared where they disagree, and the prediction is normalised
@@ -381,8 +384,7 @@ def _match(rows: Sequence[Sequence[str]], predictions: Sequence[str], variant: s
     norm_of = np.zeros(len(strings), dtype=punct_of.dtype)
     norm_of[predicted] = factorize(normalize_many(clean_whitespace_many(_pick(strings, predicted))),
                                    int(predicted.sum()), space)
-    raw_of = np.arange(len(strings), dtype=punct_of.dtype)
-    return _match_patterns(gt_codes, pred_codes, punct_of, norm_of, raw_of, norm_of)
+    return _match_patterns(gt_codes, pred_codes, punct_of, norm_of, None, norm_of)
 
 
 def _first_wrong_count(answers) -> int | None:
@@ -421,7 +423,7 @@ def _group_percent(values: np.ndarray, groups: Sequence[str]) -> dict[str, float
     if len(names) <= np.iinfo(np.uint16).max:
         codes = codes.astype(np.uint16)  # a stable sort of 16-bit keys is a radix sort
     order = np.argsort(codes, kind="stable")
-    bounds = np.searchsorted(codes[order], np.arange(len(names) + 1))
+    bounds = np.concatenate([[0], np.cumsum(np.bincount(codes, minlength=len(names)))])
     ordered = values[order].tolist()
     return {str(name): 100 * float(sum(ordered[bounds[k]:bounds[k + 1]])) / int(bounds[k + 1] - bounds[k])
             for k, name in enumerate(names)}
