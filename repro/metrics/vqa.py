@@ -390,7 +390,9 @@ def _match(rows: Sequence[Sequence[str]], predictions: Sequence[str], variant: s
 def _first_wrong_count(answers) -> int | None:
     if isinstance(answers, AnswerTable):
         return None if answers.codes.shape[1] == N_ANSWERS or len(answers) == 0 else 0
-    return next((i for i, row in enumerate(answers) if len(row) != N_ANSWERS), None)
+    if set(map(len, answers)) <= {N_ANSWERS}:
+        return None
+    return next(i for i, row in enumerate(answers) if len(row) != N_ANSWERS)
 
 
 def scores(answers: Sequence[Sequence[str]], predictions: Sequence[str], variant: str = "2021") -> np.ndarray:
