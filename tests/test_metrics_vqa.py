@@ -169,3 +169,128 @@ def test_question_order_does_not_change_per_question_scores(rows):
     forward = vqa.scores(answers, preds)
     backward = vqa.scores(answers[::-1], preds[::-1])
     assert np.array_equal(forward, backward[::-1])
+
+
+# --- the vectorised path: many strings at once, codes, the official-layout table -------------------
+
+TOKENS = st.sampled_from(["yes", "Yes", "two", "Two", "none", "the", "a", "an", "dont", "Im", "somebody'd",
+                          "dog", "3", "5", ".", ",", "-", "!", "?", "(", ")", "/", "1,000", "3.5", ":", "'",
+                          " ", "  ", "\n", "\t", "\x0b", "\u3000", "\x00", "Σ", "ΟΔΟΣ", "İ", "é", "ß"])
+TEXTS = st.lists(TOKENS, max_size=8).map("".join)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(TEXTS, max_size=30))
+def test_rules_over_many_strings_equal_the_rules_one_by_one(texts):
+    assert vqa.clean_whitespace_many(texts) == [vqa.clean_whitespace(t) for t in texts]
+    assert vqa.strip_punctuation_many(texts) == [vqa.strip_punctuation(t) for t in texts]
+    assert vqa.digits_and_articles_many(texts) == [vqa.digits_and_articles(t) for t in texts]
+    assert vqa.normalize_many(texts) == [vqa.normalize(t) for t in texts]
+
+
+@pytest.mark.parametrize("texts", [
+    ["ΟΔΟΣ", "Σ", "aΣ", "Σa", "ΑΣ Β"],      # the final sigma depends on the neighbours within each text
+    ["a\x00b", "the dog"],                     # a text holding the separator: each on its own
+    ["", " ", "a", "the"],                     # empty results keep their place
+    [],
+])
+def test_rules_over_many_strings_edge_cases(texts):
+    assert vqa.digits_and_articles_many(texts) == [vqa.digits_and_articles(t) for t in texts]
+    assert vqa.clean_whitespace_many(texts) == [vqa.clean_whitespace(t) for t in texts]
+    assert vqa.normalize_many(texts) == [vqa.normalize(t) for t in texts]
+
+
+def test_one_word_map_is_the_three_rules_in_turn():
+    # numbers, then articles, then contractions: one lookup is the same when no word is in two
+    # tables and no digit a number word becomes is an article or a contraction
+    keys = [set(vqa.NUMBER_WORDS), set(vqa.ARTICLES), set(vqa.CONTRACTIONS)]
+    assert all(not (a & b) for i, a in enumerate(keys) for b in keys[i + 1:])
+    assert not set(vqa.NUMBER_WORDS.values()) & (vqa.ARTICLES | set(vqa.CONTRACTIONS))
+
+
+def test_factorize_numbers_in_order_of_first_appearance_and_extends_the_index():
+    index = vqa.numbering()
+    assert vqa.factorize(["b", "a", "b", "c"], 4, index).tolist() == [0, 1, 0, 2]
+    assert index == {"b": 0, "a": 1, "c": 2}
+    assert vqa.factorize(iter(["c", "d", "a", "d"]), 4, index).tolist() == [2, 3, 1, 3]
+    assert list(index) == ["b", "a", "c", "d"]
+    assert vqa.factorize([], 0, vqa.numbering()).tolist() == []
+    known = vqa.numbering(["x", "y"])
+    assert vqa.factorize(["y", "z", "x", "z"], 4, known).tolist() == [1, 2, 0, 2] and known["z"] == 2
+
+
+def _official(rows):
+    return [{"answers": [{"answer": a, "answer_id": j + 1} for j, a in enumerate(row)]} for row in rows]
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.tuples(st.lists(TEXTS, min_size=10, max_size=10), TEXTS), min_size=1, max_size=20),
+       st.sampled_from(vqa.VARIANTS))
+def test_official_table_and_plain_lists_score_like_the_scalar_path(rows, variant):
+    answers = [r[0] for r in rows]
+    preds = [r[1] for r in rows]
+    table = vqa.AnswerTable.from_items(_official(answers))
+    assert [table[i] for i in range(len(table))] == answers
+    expected = [vqa.score_one(p, a, variant) for a, p in zip(answers, preds)]
+    assert vqa.scores(table, preds, variant).tolist() == expected
+    assert vqa.scores(answers, preds, variant).tolist() == expected
+    assert [table[i] for i in range(len(table))] == answers  # scoring leaves the table as it was
+
+
+def test_official_table_needs_one_answer_count():
+    assert vqa.AnswerTable.from_items(_official([["a"] * 10, ["a"] * 9])) is None
+    assert vqa.AnswerTable.from_items([]) is None
+
+
+def test_non_string_prediction_is_an_error():
+    with pytest.raises(ReproError, match="a prediction is int 3"):
+        vqa.evaluate([["a"] * 10], [3])
+    with pytest.raises(ReproError, match="a prediction is list"):
+        vqa.evaluate([["a"] * 10], [["a"]])
+    with pytest.raises(ReproError, match="human answer of question #0 is NoneType"):
+        vqa.evaluate(vqa.AnswerTable.from_items(_official([["a"] * 9 + [None]])), ["a"])
+
+
+def test_per_question_scores_are_built_when_first_read():
+    result = vqa.evaluate([["a"] * 10, ["b"] * 2 + ["c"] * 8], ["a", "b"], ["q1", "q2"])
+    assert result.per_item._items is None  # the aggregate alone never builds them
+    assert result.aggregate["overall"] == pytest.approx(80.0)
+    assert result.per_item["q2"] == pytest.approx(60.0) and result.per_item._items is not None
+    assert dict(result.per_item) == {"q1": 100.0, "q2": pytest.approx(60.0)} and len(result.per_item) == 2
+    assert list(result.per_item.items())[0] == ("q1", 100.0) and "q1" in result.per_item
+
+
+def test_labels_read_as_the_plain_sequence_and_give_the_same_breakdown():
+    items = [{"answer_type": t, "question_type": f"what {t}"} for t in ["other", "yes/no", "other", "number", "yes/no"]]
+    labels = vqa.Labels.from_items(items, ["answer_type"])["answer_type"]
+    plain = [item["answer_type"] for item in items]
+    assert list(labels) == plain and labels[1:3] == plain[1:3] and len(labels) == 5 and labels[-1] == "yes/no"
+    both = vqa.Labels.from_items(items, ["question_type", "answer_type"])
+    assert list(both["answer_type"]) == plain and list(both["question_type"]) == [f"what {t}" for t in plain]
+    assert vqa.Labels.from_items(items, []) == {}
+    answers = [["a"] * 10, ["b"] * 10, ["a"] * 3 + ["b"] * 7, ["c"] * 10, ["a"] * 10]
+    preds = ["a", "b", "a", "c", "b"]
+    assert (vqa.evaluate(answers, preds, answer_types=labels, question_types=labels).aggregate
+            == vqa.evaluate(answers, preds, answer_types=plain, question_types=plain).aggregate)
+    with pytest.raises(KeyError):
+        vqa.Labels.from_items([{"answer_type": "other"}, {}], ["answer_type"])
+    with pytest.raises(TypeError):
+        vqa.Labels.from_items([{"answer_type": "other", "question_type": ["what"]}], ["answer_type", "question_type"])
+
+
+def test_official_file_layout_scores_like_plain_lists():
+    from repro.metrics.files import evaluate_data
+
+    answers = [["yes"] * 10, ["2"] * 3 + ["two"] * 7, ["red"] * 2 + ["Red."] * 8, ["dog"] * 10]
+    preds = ["yes", "2", "red", "Dog"]
+    atypes, qtypes = ["yes/no", "number", "other", "other"], ["is", "how many", "what", "what"]
+    items = [{"question_id": 10 + i, "answer_type": a, "question_type": q, **row}
+             for i, (a, q, row) in enumerate(zip(atypes, qtypes, _official(answers)))]
+    results = [{"question_id": 10 + i, "answer": p} for i, p in enumerate(preds)]
+    plain = vqa.evaluate(answers, preds, [10, 11, 12, 13], atypes, qtypes)
+    got = evaluate_data("vqa", {"annotations": items}, results)
+    assert got.aggregate == plain.aggregate and dict(got.per_item) == dict(plain.per_item)
+    del items[1]["question_type"]  # the checking reader takes over, and the type is empty
+    got = evaluate_data("vqa", {"annotations": items}, results)
+    assert got.aggregate["per_question_type"][""] == plain.per_item[11]
+    assert got.aggregate["overall"] == plain.aggregate["overall"]

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any, Hashable
 
 from repro.errors import ReproError
-from repro.metrics.vqa import AnswerTable
+from repro.metrics.vqa import AnswerTable, Labels
 
 SHOW_IDS = 5
 
@@ -42,7 +42,7 @@ SHOW_IDS = 5
 class Gold:
     ids: list[Hashable]
     values: Any  # per item a list of answers or one value (an AnswerTable for official answer lists)
-    fields: dict[str, list[Any]] = field(default_factory=dict)  # answer_type, question_type, type, split
+    fields: dict[str, Any] = field(default_factory=dict)  # answer_type, question_type, type, split (lists or Labels)
 
 
 def read_json(path: Path) -> Any:
@@ -112,9 +112,8 @@ def _fast_items(items: list) -> Gold | None:
             if table is not None:
                 if len(set(ids)) != len(ids):
                     return None
-                fields = {name: [item[name] for item in items]
-                          for name in ("answer_type", "question_type", "type", "split") if name in items[0]}
-                return Gold(ids, table, fields)
+                names = [name for name in ("answer_type", "question_type", "type", "split") if name in items[0]]
+                return Gold(ids, table, Labels.from_items(items, names))
         values = [[a["answer"] for a in item["answers"]] for item in items]
         fields = {name: [item[name] for item in items] for name in ("answer_type", "question_type", "type", "split")
                   if name in items[0]}

@@ -38,21 +38,25 @@ Variants (the two differ only in *when* the rules apply):
   digits/articles; the human answers are never whitespace-cleaned and, only when the raw answers
   are not all identical, get the punctuation rule alone (no lower-casing, no number words).
 
-Speed: every distinct answer string is normalised once, and matching is done on integer codes with
-numpy; per-question scores come from the exact Python expression the script evaluates, looked up
-by the pattern of matching human answers, so they are bit-identical to a per-question loop.
+Speed: answers and predictions become integer codes in one C-speed pass of dict lookups (`factorize`);
+each rule runs once per distinct string, over all of them joined into one string where it can (the
+`*_many` functions, tested against the one-string rules); matching is done on codes with numpy;
+per-question scores come from the exact Python expression the script evaluates, looked up by the
+pattern of matching human answers, so they are bit-identical to a per-question loop; the
+per-question mapping is built only when it is read.
 """
 from __future__ import annotations
 
 import re
-from itertools import chain
+from collections import defaultdict
+from itertools import chain, compress, count, islice
 from operator import itemgetter
-from typing import Hashable, Sequence
+from typing import Hashable, Iterable, Sequence
 
 import numpy as np
 
 from repro.errors import ReproError
-from repro.metrics.base import MetricResult
+from repro.metrics.base import LazyPerItem, MetricResult
 
 VARIANTS = ("2021", "2016")
 N_ANSWERS = 10
@@ -95,6 +99,29 @@ CONTRACTIONS = dict(
     tuple(pair.split(" ")) for pair in _CONTRACTION_PAIRS.replace("\n", "|").split("|") if pair.strip())
 
 
+# One map for `digits_and_articles_many`: number words to digits, articles to "" (dropped), contractions
+# expanded. No word is in two of the tables and no digit is an article or a contraction, so one lookup
+# per word gives what the three rules give in turn.
+_WORD_MAP = {**CONTRACTIONS, **NUMBER_WORDS, **dict.fromkeys(ARTICLES, "")}
+_SEP = "\x00"  # joins many texts into one string; a text that holds it is handled on its own
+
+
+def numbering(values: Iterable[Hashable] = ()) -> defaultdict:
+    """{value: code} with the distinct `values` numbered 0, 1, ...; a value looked up later for the
+    first time is given the next code (what `factorize` relies on)."""
+    index = defaultdict(None, zip(values, count()))
+    index.default_factory = count(len(index)).__next__
+    return index
+
+
+def factorize(values: Iterable[Hashable], n: int, index: defaultdict) -> np.ndarray:
+    """Integer codes of `n` values (equal values, equal codes) in `index`, a `numbering`, which is
+    extended in place: new values are numbered on in order of first appearance. One C-speed pass
+    of dict lookups; only a new value costs a call (to the numbering's counter)."""
+    dtype = np.int32 if len(index) + n < 2**31 else np.int64
+    return np.fromiter(map(index.__getitem__, values), dtype=dtype, count=n)
+
+
 class AnswerTable:
     """Human answers of n questions, all with the same count, as integer codes into `strings`.
 
@@ -113,16 +140,49 @@ class AnswerTable:
     @classmethod
     def from_items(cls, items: list, answers_key: str = "answers", text_key: str = "answer"):
         """From [{answers_key: [{text_key: str}, ...]}, ...]; None when the counts differ."""
-        lists = list(map(itemgetter(answers_key), items))
-        counts = np.fromiter(map(len, lists), dtype=np.int64, count=len(lists))
-        if len(counts) == 0 or (counts != counts[0]).any():
+        answer_lists = itemgetter(answers_key)
+        counts = set(map(len, map(answer_lists, items)))
+        if len(counts) != 1:
             return None
-        texts = lambda: map(itemgetter(text_key), chain.from_iterable(lists))  # noqa: E731
-        index = dict.fromkeys(texts())
-        for code, text in enumerate(index):
-            index[text] = code
-        codes = np.fromiter(map(index.__getitem__, texts()), dtype=np.int64, count=int(counts.sum()))
-        return cls(codes.reshape(len(lists), int(counts[0])), list(index))
+        width = counts.pop()
+        index = numbering()
+        texts = map(itemgetter(text_key), chain.from_iterable(map(answer_lists, items)))
+        codes = factorize(texts, len(items) * width, index)
+        return cls(codes.reshape(len(items), width), list(index))
+
+
+class Labels(Sequence):
+    """One label per question (its answer type, its question type) as integer codes into `names`:
+    what the file reader builds for the official layout, hashing each label once; it reads as the
+    plain sequence of labels."""
+
+    def __init__(self, codes: np.ndarray, names: list):
+        self.codes, self.names = codes, names
+
+    def __len__(self) -> int:
+        return len(self.codes)
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self.names[c] for c in self.codes[i]]
+        return self.names[self.codes[i]]
+
+    @classmethod
+    def from_items(cls, items: list, keys: Sequence[str]) -> dict[str, "Labels"]:
+        """{key: Labels} from [{key: label, ...}, ...] in one pass over the items: each item's
+        combination of labels is hashed once, then each key's labels among the few combinations.
+        KeyError or TypeError when an item lacks a label or has an unhashable one."""
+        if not keys:
+            return {}
+        get = itemgetter(*keys)
+        combos = numbering()
+        codes = factorize(map(get, items) if len(keys) > 1 else zip(map(get, items)), len(items), combos)
+        out = {}
+        for k, key in enumerate(keys):
+            names = numbering()
+            of = factorize([combo[k] for combo in combos], len(combos), names)
+            out[key] = cls(of[codes], list(names))
+        return out
 
 
 def clean_whitespace(text: str) -> str:
@@ -155,6 +215,52 @@ def digits_and_articles(text: str) -> str:
 def normalize(text: str) -> str:
     """Punctuation, then digits and articles: what the script applies to a compared answer."""
     return digits_and_articles(strip_punctuation(text))
+
+
+# --- the same rules over many distinct strings at once ---------------------------------------------
+
+
+def clean_whitespace_many(texts: list[str]) -> list[str]:
+    """`clean_whitespace` of each text: the replacements run once over all texts joined."""
+    joined = _SEP.join(texts)
+    if "\n" not in joined and "\t" not in joined:
+        return list(map(str.strip, texts))  # a text with nothing to strip comes back as itself
+    pieces = joined.replace("\n", " ").replace("\t", " ").split(_SEP)
+    if len(pieces) != len(texts):  # some text holds the separator
+        return [clean_whitespace(t) for t in texts]
+    return list(map(str.strip, pieces))
+
+
+def strip_punctuation_many(texts: list[str]) -> list[str]:
+    """`strip_punctuation` of each text. Only texts holding a mark or a period need the rule; one
+    regex scan over all texts joined finds them (a hit at offset p lies in the text whose end,
+    counting its separator, is the first one past p)."""
+    out = list(texts)
+    hits = [m.start() for m in _HAS_PUNCT_OR_PERIOD.finditer(_SEP.join(texts))]
+    if hits:
+        ends = np.cumsum(np.fromiter(map(len, texts), dtype=np.int64, count=len(texts)) + 1)
+        for i in dict.fromkeys(np.searchsorted(ends, hits, side="right").tolist()):
+            out[i] = strip_punctuation(out[i])
+    return out
+
+
+def digits_and_articles_many(texts: list[str]) -> list[str]:
+    """`digits_and_articles` of each text. The texts are joined with a separator word between
+    spaces, so lower-casing, splitting, the word map and re-joining each run once over all of them;
+    the spaces keep every text's words (and `str.lower`'s final-sigma context) its own."""
+    words = f" {_SEP} ".join(texts).lower().split()
+    joined = " ".join(filter(None, map(_WORD_MAP.get, words, words)))  # "" (an article) is dropped
+    # the words of each text stand between separator words: without the spaces around those, the
+    # separators cut the texts apart
+    pieces = joined.replace(" " + _SEP, _SEP).replace(_SEP + " ", _SEP).split(_SEP)
+    if len(pieces) != len(texts):  # some text holds the separator
+        return [digits_and_articles(t) for t in texts]
+    return pieces
+
+
+def normalize_many(texts: list[str]) -> list[str]:
+    """`normalize` of each text."""
+    return digits_and_articles_many(strip_punctuation_many(texts))
 
 
 def leave_one_out(matches: Sequence[bool]) -> float:
@@ -191,97 +297,92 @@ def round_like_official(value: float, digits: int = 2) -> float:
     return round(value, digits)
 
 
-def _codes(*parts: Sequence[Sequence[str]] | Sequence[str], nested: tuple[bool, ...] = ()) -> tuple[np.ndarray, list[str]]:
-    """Integer codes for strings (equal strings, equal codes) and the distinct strings in order of
-    first appearance. Each part is a list of strings, or of lists of strings when `nested` says so;
-    two C-speed passes (`dict.fromkeys`, `map`) do the work."""
-    flat = chain.from_iterable(chain.from_iterable(p) if (nested and nested[k]) else p for k, p in enumerate(parts))
-    index = dict.fromkeys(flat)
-    for code, text in enumerate(index):
-        index[text] = code
-    flat = chain.from_iterable(chain.from_iterable(p) if (nested and nested[k]) else p for k, p in enumerate(parts))
-    return np.fromiter(map(index.__getitem__, flat), dtype=np.int64), list(index)
+def _pick(strings: list[str], mask: np.ndarray) -> list[str]:
+    """The strings whose entry in the boolean `mask` is set, in order."""
+    return list(compress(strings, mask.tolist()))
 
 
-def _extend_ids(known: list[str], known_ids: np.ndarray, new: list[str]) -> np.ndarray:
-    """Ids for `new` strings in the space of `known` ones; unseen strings get fresh ids."""
-    lookup = dict(zip(known, known_ids.tolist()))
-    fresh = int(known_ids.max()) + 1 if len(known_ids) else 0
-    out = np.empty(len(new), dtype=np.int64)
-    for k, text in enumerate(new):
-        value = lookup.get(text)
-        if value is None:
-            value = lookup[text] = fresh
-            fresh += 1
-        out[k] = value
-    return out
+def _answer_and_prediction_codes(rows, predictions: Sequence) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """Codes of the human answers (n, 10) and of the predictions (n,), and the distinct strings they
+    number. Anything but a string is an error naming where it is.
 
-
-def _append_codes(strings: list[str], new: Sequence[str]) -> tuple[np.ndarray, list[str]]:
-    """Codes of `new` strings after those of `strings` (which already hold codes 0..len-1)."""
-    lookup = dict(zip(strings, range(len(strings))))
-    uniques = list(strings)
-    out = np.empty(len(new), dtype=np.int64)
-    for k, text in enumerate(new):
-        code = lookup.get(text)
-        if code is None:
-            code = lookup[text] = len(uniques)
-            uniques.append(text)
-        out[k] = code
-    return out, uniques
-
-
-def _match_matrix(rows: Sequence[Sequence[str]], predictions: Sequence[str], variant: str) -> np.ndarray:
-    """(n, 10) booleans: human answer j of question i equals its prediction, under the variant's rules."""
+    The answers' strings are copied side by side in memory before the predictions are looked up
+    and the rules run on them: the parsed JSON strings lie scattered over the whole document, and
+    every pass that touches them again waits on memory."""
     n = len(predictions)
     try:
         if isinstance(rows, AnswerTable):
-            pred_codes, uniques = _append_codes(rows.strings, predictions)
-            codes = np.concatenate([rows.codes.ravel(), pred_codes])
+            gt_codes, strings = rows.codes, rows.strings
         else:
-            codes, uniques = _codes(rows, predictions, nested=(True, False))
-    except TypeError:  # an unhashable answer (a list, an object)
-        uniques = [a for a in chain(chain.from_iterable(rows), predictions) if not isinstance(a, str)]
-    bad = next((u for u in uniques if not isinstance(u, str)), None)
-    if bad is not None:
+            index = numbering()
+            gt_codes = factorize(chain.from_iterable(rows), n * N_ANSWERS, index).reshape(n, N_ANSWERS)
+            strings = list(index)
+        copies = _SEP.join(strings).split(_SEP)  # join raises TypeError on anything but a string
+        if len(copies) != len(strings):  # some string holds the separator
+            copies = list(strings)
+        index = numbering(copies)
+        pred_codes = factorize(predictions, n, index)
+        _SEP.join(islice(index, len(copies), None))  # the predictions no answer has: strings too?
+    except TypeError:  # not a string, or not even hashable (a list, an object)
+        bad = next(a for a in chain(chain.from_iterable(rows), predictions) if not isinstance(a, str))
         k = next((i for i, row in enumerate(rows) if any(a is bad or a == bad for a in row)), None)
         where = f"a human answer of question #{k}" if k is not None else "a prediction"
-        raise ReproError(f"vqa: {where} is {type(bad).__name__} {bad!r}, not a string")
-    gt_codes = codes[: n * N_ANSWERS].reshape(n, N_ANSWERS)
-    pred_codes = codes[n * N_ANSWERS:]
-    needed = np.zeros(len(uniques), dtype=bool)
+        raise ReproError(f"vqa: {where} is {type(bad).__name__} {bad!r}, not a string") from None
+    return gt_codes, pred_codes, list(index)
+
+
+BLOCK = 1 << 14  # questions matched at a time: the temporaries stay small and in cache
+
+
+def _match_patterns(gt_codes: np.ndarray, pred_codes: np.ndarray, mixed_of: np.ndarray, pred_mixed_of: np.ndarray,
+                    agree_of: np.ndarray, pred_agree_of: np.ndarray) -> np.ndarray:
+    """Which human answers equal the prediction, per question as a 10-bit number (bit j: answer j).
+
+    Codes are compared after a lookup: `agree_of` gives the strings that decide whether all human
+    answers agree and that are compared where they do (the first answer's against the prediction,
+    through `pred_agree_of`); `mixed_of` and `pred_mixed_of` give the strings compared where they
+    disagree. The work goes in blocks of questions: fresh arrays as large as all the answers would
+    cost more in page faults than the comparisons themselves."""
+    n = len(pred_codes)
+    patterns = np.empty(n, dtype=np.uint16)
+    for start in range(0, n, BLOCK):
+        gt, pred = gt_codes[start:start + BLOCK], pred_codes[start:start + BLOCK]
+        agree_codes = agree_of[gt]
+        agree = (agree_codes == agree_codes[:, :1]).all(axis=1)
+        match = mixed_of[gt] == pred_mixed_of[pred][:, None]
+        match[agree] = (agree_codes[agree, 0] == pred_agree_of[pred[agree]])[:, None]
+        # the ten bits of each row, least significant first, as one little-endian 16-bit number
+        patterns[start:start + BLOCK] = np.packbits(match, axis=1, bitorder="little").view("<u2")[:, 0]
+    return patterns
+
+
+def _match(rows: Sequence[Sequence[str]], predictions: Sequence[str], variant: str) -> np.ndarray:
+    """Per question, which human answers equal its prediction under the variant's rules (as in
+    `_match_patterns`). Each rule runs once per distinct string."""
+    gt_codes, pred_codes, strings = _answer_and_prediction_codes(rows, predictions)
     if variant == "2021":
-        cleaned = [clean_whitespace(u) for u in uniques]
-        if any(c != u for c, u in zip(cleaned, uniques)):
-            clean_id, _ = _codes(cleaned)
+        # whitespace-cleaned strings decide agreement and are compared where all agree; where they
+        # disagree, normalised strings are compared (normalising the few strings seen only where all
+        # agree costs less than finding them)
+        cleaned = clean_whitespace_many(strings)
+        if cleaned == strings:  # the common case: no string had whitespace to clean
+            clean_of = np.arange(len(strings), dtype=np.int32)
         else:
-            clean_id = np.arange(len(uniques), dtype=np.int64)
-        gt_clean = clean_id[gt_codes]
-        uniform = (gt_clean == gt_clean[:, :1]).all(axis=1)
-        # normalise only the strings of questions whose human answers disagree, each string once
-        needed[gt_codes[~uniform].ravel()] = True
-        needed[pred_codes[~uniform]] = True
-        where = np.flatnonzero(needed)
-        norm_id = clean_id.copy()
-        norm_id[where] = _extend_ids(cleaned, clean_id, [normalize(cleaned[i]) for i in where])
-        gt_eff = np.where(uniform[:, None], gt_clean, norm_id[gt_codes])
-        pred_eff = np.where(uniform, clean_id[pred_codes], norm_id[pred_codes])
-    else:  # 2016
-        raw_id = np.arange(len(uniques), dtype=np.int64)  # factorize codes: equal strings, equal codes
-        uniform = (gt_codes == gt_codes[:, :1]).all(axis=1)
-        needed[gt_codes[~uniform].ravel()] = True
-        where = np.flatnonzero(needed)
-        in_preds = np.unique(pred_codes)
-        punct_id = raw_id.copy()
-        punctuated = [strip_punctuation(uniques[i]) for i in where]
-        punct_id[where] = _extend_ids(uniques, raw_id, punctuated)
-        pred_id = np.zeros(len(uniques), dtype=np.int64)
-        pred_id[in_preds] = _extend_ids(uniques + punctuated,
-                                        np.concatenate([raw_id, punct_id[where]]),
-                                        [normalize(clean_whitespace(uniques[i])) for i in in_preds])
-        gt_eff = np.where(uniform[:, None], gt_codes, punct_id[gt_codes])
-        pred_eff = pred_id[pred_codes]
-    return gt_eff == pred_eff[:, None]
+            clean = numbering()
+            clean_of, cleaned = factorize(cleaned, len(cleaned), clean), list(clean)
+        norm_of = factorize(normalize_many(cleaned), len(cleaned), numbering())[clean_of]
+        return _match_patterns(gt_codes, pred_codes, norm_of, norm_of, clean_of, clean_of)
+    # 2016: raw, punctuated and normalised strings share one numbering; raw human answers decide
+    # agreement, punctuated ones are compared where they disagree, and the prediction is normalised
+    space = numbering(strings)
+    punct_of = factorize(strip_punctuation_many(strings), len(strings), space)
+    predicted = np.zeros(len(strings), dtype=bool)
+    predicted[pred_codes] = True  # only predictions are normalised: each distinct one once
+    norm_of = np.zeros(len(strings), dtype=punct_of.dtype)
+    norm_of[predicted] = factorize(normalize_many(clean_whitespace_many(_pick(strings, predicted))),
+                                   int(predicted.sum()), space)
+    raw_of = np.arange(len(strings), dtype=punct_of.dtype)
+    return _match_patterns(gt_codes, pred_codes, punct_of, norm_of, raw_of, norm_of)
 
 
 def _first_wrong_count(answers) -> int | None:
@@ -302,16 +403,23 @@ def scores(answers: Sequence[Sequence[str]], predictions: Sequence[str], variant
         raise ReproError(f"vqa: question #{bad} has {len(answers[bad])} human answers; the VQA score needs {N_ANSWERS}")
     if n == 0:
         return np.zeros(0)
-    match = _match_matrix(answers, predictions, variant)
-    patterns = match.astype(np.int64) @ (1 << np.arange(N_ANSWERS, dtype=np.int64))
-    distinct, inverse = np.unique(patterns, return_inverse=True)
-    table = np.array([leave_one_out([(int(p) >> j) & 1 for j in range(N_ANSWERS)]) for p in distinct])
-    return table[inverse.reshape(-1)]
+    patterns = _match(answers, predictions, variant)
+    # each pattern of matching human answers present is scored once
+    present = np.flatnonzero(np.bincount(patterns, minlength=1 << N_ANSWERS))
+    table = np.zeros(1 << N_ANSWERS)
+    table[present] = [leave_one_out([(int(p) >> j) & 1 for j in range(N_ANSWERS)]) for p in present]
+    return table[patterns]
 
 
 def _group_percent(values: np.ndarray, groups: Sequence[str]) -> dict[str, float]:
     """100 * mean per group, each a Python float sum in question order (as the script sums lists)."""
-    codes, names = _codes(groups)
+    if isinstance(groups, Labels):
+        codes, names = groups.codes, groups.names
+    else:
+        index = numbering()
+        codes, names = factorize(groups, len(groups), index), list(index)
+    if len(names) <= np.iinfo(np.uint16).max:
+        codes = codes.astype(np.uint16)  # a stable sort of 16-bit keys is a radix sort
     order = np.argsort(codes, kind="stable")
     bounds = np.searchsorted(codes[order], np.arange(len(names) + 1))
     ordered = values[order].tolist()
@@ -341,4 +449,4 @@ def evaluate(
         aggregate.update(_group_percent(per_q, answer_types))
     if question_types is not None and as_list:
         aggregate["per_question_type"] = _group_percent(per_q, question_types)
-    return MetricResult("vqa", aggregate, dict(zip(ids, (100 * per_q).tolist())), len(as_list))
+    return MetricResult("vqa", aggregate, LazyPerItem(ids, per_q, 100), len(as_list))
