@@ -167,7 +167,7 @@ def table_command(
 
     Example: [bold]repro table table5-ablation --scale smoke --format md[/]
     """
-    from repro.report import FORMATS, build_view, render_rich, render_text
+    from repro.report import FORMATS, build_view, render_claims_rich, render_rich, render_text
     from repro.specs import SCALES, resolve
 
     if fmt_name not in FORMATS:
@@ -177,6 +177,9 @@ def table_command(
     view = build_view(resolve(ident), scale)
     if fmt_name == "rich":
         console.print(render_rich(view))
+        claims = render_claims_rich(view)
+        if claims is not None:
+            console.print(claims)
     else:
         sys.stdout.write(render_text(view, fmt_name))
 
@@ -236,7 +239,7 @@ def _run(ident: str, rows: Optional[str], scale: str, seeds: Optional[str], dry_
     from rich.table import Table
 
     from repro.paths import data_dir
-    from repro.report import build_view, render_rich
+    from repro.report import build_view, render_claims_rich, render_rich
     from repro.run import execute, format_hours, make_plan
     from repro.specs import SCALES, resolve
 
@@ -270,7 +273,10 @@ def _run(ident: str, rows: Optional[str], scale: str, seeds: Optional[str], dry_
         console.print(f"[green]done[/] {row} seed {seed} in {seconds:.0f}s: {values}", highlight=False)
 
     results = execute(plan, root, resume=resume, rebaseline=rebaseline, jobs=jobs, on_unit=finished_run)
-    console.print(render_rich(build_view(spec, scale)))
+    view = build_view(spec, scale)
+    console.print(render_rich(view))
+    if render_claims_rich(view) is not None:
+        console.print(render_claims_rich(view))
     for result in results:
         for path in result.extra.get("predictions", []):
             target = "vqa2-test-dev" if "vqa2" in spec.datasets else "vqa1-test-dev"

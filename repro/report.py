@@ -47,11 +47,21 @@ class RowView:
 
 
 @dataclass
+class ClaimView:
+    text: str
+    paper: bool | None  # does the paper's own table support it
+    verdict: str  # at the view's scale: holds, within seed spread, not reproduced, no results
+    margin: float | None = None  # reproduced difference, in the column's better direction
+    spread: float | None = None  # std of the two rows added
+
+
+@dataclass
 class TableView:
     spec: Spec
     scale: str
     rows: list[RowView] = field(default_factory=list)
     other_scales: list[str] = field(default_factory=list)
+    claims: list[ClaimView] = field(default_factory=list)
 
     @property
     def columns(self) -> list[str]:
@@ -74,7 +84,27 @@ def build_view(spec: Spec, scale: str = "paper", results_root: Path | None = Non
                 deviation=row.deviation.get(col.name),
             )
         view.rows.append(RowView(name=row.name, cited=row.cited, runnable=row.runnable, cells=cells, result=result))
+    view.claims = [judge_claim(spec, claim, view) for claim in spec.claims]
     return view
+
+
+def judge_claim(spec: Spec, claim, view: "TableView") -> ClaimView:
+    """Does `claim.row` beat `claim.over` on `claim.column`? In the paper, and at the view's scale.
+
+    At a scale with several seeds the claim holds when the margin exceeds the two rows' standard
+    deviations added (their mean ± std intervals do not overlap), is "within seed spread" when it is
+    positive but smaller, and "not reproduced" when it is zero or negative.
+    """
+    sign = -1.0 if spec.column(claim.column).better == "lower" else 1.0
+    cells = {r.name: r.cells[claim.column] for r in view.rows}
+    a, b = cells[claim.row], cells[claim.over]
+    paper = None if a.reported is None or b.reported is None else sign * (a.reported - b.reported) > 0
+    if a.reproduced is None or b.reproduced is None:
+        return ClaimView(claim.text, paper, "no results")
+    margin = sign * (a.reproduced - b.reproduced)
+    spread = (a.std or 0.0) + (b.std or 0.0)
+    verdict = "holds" if margin > spread else "within seed spread" if margin > 0 else "not reproduced"
+    return ClaimView(claim.text, paper, verdict, margin, spread)
 
 
 # --- formatting helpers ---------------------------------------------------------------------------
@@ -164,6 +194,20 @@ def _footnotes(view: TableView) -> list[str]:
 # --- renderers ------------------------------------------------------------------------------------
 
 
+def render_claims_rich(view: TableView) -> Table | None:
+    if not view.claims:
+        return None
+    table = Table(title=f"the paper's claims, at scale {view.scale}", title_justify="left")
+    for name, justify in (("claim", "left"), ("in the paper", "left"), (view.scale, "left"), ("margin", "right")):
+        table.add_column(name, justify=justify)
+    styles = {"holds": "green", "within seed spread": "yellow", "not reproduced": "bold red", "no results": "dim"}
+    for c in view.claims:
+        margin = "–" if c.margin is None else f"{c.margin:+.2f}" + (f" (spread {c.spread:.2f})" if c.spread else "")
+        table.add_row(c.text, {True: "yes", False: "no", None: "–"}[c.paper],
+                      Text(c.verdict, style=styles[c.verdict]), margin)
+    return table
+
+
 def render_rich(view: TableView) -> Table:
     table = Table(title=_caption(view), caption="\n".join(_footnotes(view)) or None, caption_justify="left")
     table.add_column("Row", style="bold")
@@ -207,6 +251,11 @@ def render_markdown(view: TableView) -> str:
     notes = _footnotes(view)
     if notes:
         lines += [""] + [f"_{n}_" for n in notes]
+    if view.claims:
+        lines += ["", f"| claim | in the paper | at scale {view.scale} | margin |", "| --- | --- | --- | ---: |"]
+        for c in view.claims:
+            margin = "–" if c.margin is None else f"{c.margin:+.2f}" + (f" (spread {c.spread:.2f})" if c.spread else "")
+            lines.append(f"| {c.text} | {({True: 'yes', False: 'no', None: '–'})[c.paper]} | {c.verdict} | {margin} |")
     return "\n".join(lines) + "\n"
 
 
@@ -263,6 +312,8 @@ def view_to_json(view: TableView) -> dict:
             "scale": None if row.result is None else view.scale,
         } for row in view.rows],
         "other_scales": view.other_scales,
+        "claims": [{"text": c.text, "paper": c.paper, "verdict": c.verdict, "margin": c.margin, "spread": c.spread}
+                   for c in view.claims],
     }
 
 

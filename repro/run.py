@@ -84,15 +84,20 @@ def make_plan(spec: Spec, scale: str, row_names: list[str] | None = None, seeds:
             plan.data = [f"generated {scale} data for {', '.join(spec.datasets)} "
                          f"({settings.get('generator', {})})"]
     for row in rows:
+        try:
+            _task_for(spec, row)
+            missing = ""
+        except ReproError:
+            missing = " (not implemented yet)"
         if row.compute is not None:
-            plan.steps.append(Step(row.name, "compute", [0], f"{row.compute.get('task')}"))
+            plan.steps.append(Step(row.name, "compute", [0], f"{row.compute.get('task')}{missing}"))
             continue
         gpu = None
         if scale == "paper":
             arch = "mcan+pa" if row.model.get("positional") else row.model.get("arch", "")
             gpu = GPU_HOURS.get(arch)
         recipe = spec.recipe or "(none)"
-        plan.steps.append(Step(row.name, "train", list(seeds), f"{recipe}: {json.dumps(row.model)}", gpu))
+        plan.steps.append(Step(row.name, "train", list(seeds), f"{recipe}: {json.dumps(row.model)}{missing}", gpu))
     return plan
 
 
@@ -148,7 +153,8 @@ def execute(plan: Plan, workdir: Path, *, resume: bool = False, rebaseline: bool
     settings = scale_settings(spec, scale)
     jobs = max(1, int(jobs or settings.get("jobs", 1)))
     units = [(step, seed) for step in plan.steps for seed in step.seeds]
-    if any(spec.row(step.row).model is not None for step, _ in units):
+    tasks = {step.row: _task_for(spec, spec.row(step.row)) for step in plan.steps}  # fail before any training
+    if any(getattr(task, "__module__", "") == "repro.tasks.vqa" for task in tasks.values()):
         from repro.tasks.vqa import prepare_data  # generated once, before runs start in parallel
 
         prepare_data(spec, scale, settings)

@@ -71,6 +71,16 @@ class Row:
 
 
 @dataclass(frozen=True)
+class Claim:
+    """A statement of the paper about its table: `row` beats `over` on `column` (in its better direction)."""
+
+    text: str
+    row: str
+    over: str
+    column: str
+
+
+@dataclass(frozen=True)
 class Spec:
     id: str
     paper: str
@@ -84,6 +94,7 @@ class Spec:
     recipe: str | None = None
     tolerance: dict[str, float] = field(default_factory=dict)  # paper scale: column -> points
     scales: dict[str, dict[str, Any]] = field(default_factory=dict)  # per-scale settings
+    claims: tuple[Claim, ...] = ()
     notes: str | None = None
 
     def column(self, name: str) -> Column:
@@ -182,8 +193,9 @@ def _read_yaml(path: Path) -> tuple[Any, _Located]:
 
 _SPEC_KEYS = {
     "id", "paper", "table", "title", "datasets", "split", "columns", "rows", "recipe",
-    "tolerance", "scales", "notes",
+    "tolerance", "scales", "claims", "notes",
 }
+_CLAIM_KEYS = {"text", "row", "over", "column"}
 _COLUMN_KEYS = {"name", "metric", "better", "key", "split", "dataset", "unit"}
 _ROW_KEYS = {"name", "reported", "cited", "model", "compute", "uncertain", "deviation", "note"}
 
@@ -242,6 +254,7 @@ def parse_spec(path: Path) -> Spec:
         if "tolerance" in settings:
             _parse_tolerance(loc, ("scales", scale, "tolerance"), settings["tolerance"], column_names)
 
+    claims = _parse_claims(loc, data.get("claims", []), {r.name for r in rows}, column_names)
     recipe = data.get("recipe")
     if recipe is not None:
         _expect(loc, ("recipe",), recipe, str, "recipe")
@@ -251,8 +264,26 @@ def parse_spec(path: Path) -> Spec:
     return Spec(
         id=data["id"], paper=data["paper"], table=data["table"], title=data["title"],
         datasets=tuple(str(d) for d in datasets), split=data["split"], columns=tuple(columns),
-        rows=tuple(rows), path=path, recipe=recipe, tolerance=tolerance, scales=scales, notes=notes,
+        rows=tuple(rows), path=path, recipe=recipe, tolerance=tolerance, scales=scales, claims=claims,
+        notes=notes,
     )
+
+
+def _parse_claims(loc: _Located, raw: Any, row_names: set[str], column_names: set[str]) -> tuple[Claim, ...]:
+    _expect(loc, ("claims",), raw, list, "claims")
+    claims = []
+    for i, item in enumerate(raw):
+        where = ("claims", i)
+        _expect(loc, where, item, dict, "a claim")
+        _unknown_keys(loc, where, item, _CLAIM_KEYS, "claim")
+        missing = sorted(_CLAIM_KEYS - set(item))
+        if missing:
+            raise loc.error(where, f"claim is missing {', '.join(missing)}")
+        for key, known in (("row", row_names), ("over", row_names), ("column", column_names)):
+            if item[key] not in known:
+                raise loc.error(where + (key,), f"claim names unknown {'column' if key == 'column' else 'row'} {item[key]!r}")
+        claims.append(Claim(text=str(item["text"]), row=item["row"], over=item["over"], column=item["column"]))
+    return tuple(claims)
 
 
 def _parse_columns(loc: _Located, raw: list) -> list[Column]:

@@ -163,3 +163,38 @@ def test_explained_deviation_is_checked_against_its_own_reference(sandbox, runne
     assert "61.00!" in md and "explained deviation" in md
     shown = runner.invoke(app, ["show", "t1-demo"], env={"COLUMNS": "200"})
     assert "deviation Ours* / Num: the paper's own accounting gives 60" in shown.output
+
+
+def _claims_spec(sandbox, claim: str):
+    from tests.conftest import SPEC_TEXT, write_spec
+
+    return write_spec(sandbox, SPEC_TEXT + "claims:\n" + claim)
+
+
+def test_claims_are_judged_against_the_seed_spread(sandbox):
+    _claims_spec(sandbox, '  - {text: "ours beats cited on Num", row: Ours*, over: Cited, column: Num}\n')
+    spec = resolve("t1-demo")
+
+    def judged(ours, ours_std, cited, cited_std):
+        for row, value, std in (("Ours*", ours, ours_std), ("Cited", cited, cited_std)):
+            r = _result(row, "synthetic", Num=value, All=1.0)
+            r.std = {"Num": std, "All": 0.0}
+            results.write_result(r, spec)
+        return build_view(spec, "synthetic").claims[0]
+
+    claim = judged(60.0, 1.0, 55.0, 1.0)
+    assert claim.paper is True and claim.verdict == "holds" and claim.margin == pytest.approx(5.0)
+    assert judged(56.0, 1.0, 55.0, 1.0).verdict == "within seed spread"
+    assert judged(54.0, 1.0, 55.0, 1.0).verdict == "not reproduced"
+    assert build_view(spec, "smoke").claims[0].verdict == "no results"
+    md = render_markdown(build_view(spec, "synthetic"))
+    assert "| ours beats cited on Num | yes | not reproduced | -1.00 (spread 2.00) |" in md
+
+
+def test_claim_naming_an_unknown_row_is_a_spec_error(sandbox):
+    path = _claims_spec(sandbox, '  - {text: "x", row: Nope, over: Cited, column: Num}\n')
+    from repro.errors import ReproError
+    from repro.specs import parse_spec
+
+    with pytest.raises(ReproError, match=r"t1-demo.yaml:2\d: claim names unknown row 'Nope'"):
+        parse_spec(path)

@@ -57,3 +57,10 @@ def test_dry_run_prints_plan_and_gpu_hours(runner):
 def test_bad_seeds_is_one_line(runner):
     out = runner.invoke(app, ["run", "table5-ablation", "--dry-run", "--seeds", "a,b"])
     assert out.exit_code == 2 and "--seeds must be comma-separated integers" in out.output
+
+
+def test_rows_without_an_implementation_are_planned_and_refused_before_training(runner):
+    out = runner.invoke(app, ["run", "psac-table2-sota", "--dry-run"], env={"COLUMNS": "200"})
+    assert out.exit_code == 0 and "not implemented yet" in out.output
+    out = runner.invoke(app, ["run", "psac-table2-sota"])
+    assert out.exit_code == 2 and "is not implemented yet" in out.output and "Traceback" not in out.output

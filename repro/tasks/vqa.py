@@ -91,7 +91,7 @@ def run_vqa_row(*, spec: Spec, row: Row, scale: str, settings: dict[str, Any], s
     model = build_model(row.model, train.num_tokens, train.num_answers, sizes=settings.get("sizes"))
     state = fit(model, train, recipe, workdir, resume=resume, progress=progress)
     _record_training(extras, state)
-    result = _score(model, val, train.answer_vocab, data["val_annotations"], recipe)
+    result = _score(model, val, train.answer_vocab, data["val_annotations"], recipe, progress)
     extras["split"] = "val"
     extras.setdefault("per_question_type", []).append(result.aggregate.get("per_question_type", {}))
     return _columns(spec, result.aggregate)
@@ -106,12 +106,12 @@ def _record_training(extras: dict[str, Any], state) -> None:
                                            "global_batch": state.global_batch, "gpus": state.gpu_count})
 
 
-def _score(model, dataset, answer_vocab: list[str], annotations: Path, recipe):
+def _score(model, dataset, answer_vocab: list[str], annotations: Path, recipe, progress: bool = True):
     """VQA accuracy of `model` on a split with the official annotation file."""
     from repro.metrics import vqa as vqa_metric
     from repro.train import predict
 
-    question_ids, logits = predict(model, dataset, recipe.eval_batch_size or recipe.batch_size)
+    question_ids, logits = predict(model, dataset, recipe.eval_batch_size or recipe.batch_size, progress=progress)
     predicted = [answer_vocab[i] for i in logits.argmax(dim=1).tolist()]
     gold = _val_annotations(annotations)
     ids = [int(q) for q in question_ids]
@@ -150,10 +150,11 @@ def _run_paper(spec: Spec, row: Row, settings: dict[str, Any], seed: int, workdi
         annotations = find_file(data_dir() / spec.datasets[0], ANNOTATIONS[spec.datasets[0]])
         if annotations is not None:
             val = VQADataset(prepared, "val", paper_store("val"))
-            extras.setdefault("val", []).append(_score(model, val, first.answer_vocab, annotations, recipe).aggregate)
+            extras.setdefault("val", []).append(
+                _score(model, val, first.answer_vocab, annotations, recipe, progress).aggregate)
 
     test = VQADataset(prepared, "test", paper_store("test"))
-    question_ids, logits = predict(model, test, recipe.eval_batch_size or recipe.batch_size)
+    question_ids, logits = predict(model, test, recipe.eval_batch_size or recipe.batch_size, progress=progress)
     answers = [first.answer_vocab[i] for i in logits.argmax(dim=1).tolist()]
     out = results_dir() / spec.paper / spec.id / "predictions" / f"{row.slug}.seed{seed}.test2015.json"
     write_json_atomic(out, [{"question_id": int(q), "answer": a} for q, a in zip(question_ids, answers)])
