@@ -107,13 +107,15 @@ def _fast_items(items: list) -> Gold | None:
         if "answers" not in items[0]:
             return None
         if isinstance(items[0]["answers"], list) and items[0]["answers"] and isinstance(items[0]["answers"][0], dict):
-            # the official layout: codes for every answer without a Python loop per answer
+            # the official layout: codes for every answer without a Python loop per answer (ids
+            # and labels first, while the items just read may still be in cache)
+            if len(set(ids)) != len(ids):
+                return None
+            names = [name for name in ("answer_type", "question_type", "type", "split") if name in items[0]]
+            labels = Labels.from_items(items, names)
             table = AnswerTable.from_items(items)
             if table is not None:
-                if len(set(ids)) != len(ids):
-                    return None
-                names = [name for name in ("answer_type", "question_type", "type", "split") if name in items[0]]
-                return Gold(ids, table, Labels.from_items(items, names))
+                return Gold(ids, table, labels)
         values = [[a["answer"] for a in item["answers"]] for item in items]
         fields = {name: [item[name] for item in items] for name in ("answer_type", "question_type", "type", "split")
                   if name in items[0]}
