@@ -248,13 +248,16 @@ def digits_and_articles_many(texts: list[str]) -> list[str]:
     """`digits_and_articles` of each text. The texts are joined with a separator word between
     spaces, so lower-casing, splitting, the word map and re-joining each run once over all of them;
     the spaces keep every text's words (and `str.lower`'s final-sigma context) its own."""
-    words = f" {_SEP} ".join(texts).lower().split()
-    joined = " ".join(filter(None, map(_WORD_MAP.get, words, words)))  # "" (an article) is dropped
-    # the words of each text stand between separator words: without the spaces around those, the
-    # separators cut the texts apart
-    pieces = joined.replace(" " + _SEP, _SEP).replace(_SEP + " ", _SEP).split(_SEP)
-    if len(pieces) != len(texts):  # some text holds the separator
+    between = f" {_SEP} "
+    text = between.join(texts)
+    if text.count(_SEP) != len(texts) - 1:  # some text holds the separator
         return [digits_and_articles(t) for t in texts]
+    words = text.lower().split()
+    joined = " ".join(filter(None, map(_WORD_MAP.get, words, words)))  # "" (an article) is dropped
+    pieces = joined.split(between)
+    if len(pieces) != len(texts):  # a text came out empty, and two separators share a space:
+        # without the spaces around them, the separators cut the texts apart
+        pieces = joined.replace(" " + _SEP, _SEP).replace(_SEP + " ", _SEP).split(_SEP)
     return pieces
 
 
