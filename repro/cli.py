@@ -275,8 +275,9 @@ def _run(ident: str, rows: Optional[str], scale: str, seeds: Optional[str], dry_
     results = execute(plan, root, resume=resume, rebaseline=rebaseline, jobs=jobs, on_unit=finished_run)
     view = build_view(spec, scale)
     console.print(render_rich(view))
-    if render_claims_rich(view) is not None:
-        console.print(render_claims_rich(view))
+    claims = render_claims_rich(view)
+    if claims is not None:
+        console.print(claims)
     for result in results:
         for path in result.extra.get("predictions", []):
             target = "vqa2-test-dev" if "vqa2" in spec.datasets else "vqa1-test-dev"

@@ -123,10 +123,6 @@ def read_results(spec: Spec, scale: str | None = None, root: Path | None = None)
     return found
 
 
-def scales_present(spec: Spec, root: Path | None = None) -> list[str]:
-    return sorted({scale for (_, scale) in read_results(spec, root=root)})
-
-
 # --- provenance -------------------------------------------------------------------------------
 
 

@@ -154,10 +154,10 @@ def execute(plan: Plan, workdir: Path, *, resume: bool = False, rebaseline: bool
     jobs = max(1, int(jobs or settings.get("jobs", 1)))
     units = [(step, seed) for step in plan.steps for seed in step.seeds]
     tasks = {step.row: _task_for(spec, spec.row(step.row)) for step in plan.steps}  # fail before any training
-    if any(getattr(task, "__module__", "") == "repro.tasks.vqa" for task in tasks.values()):
-        from repro.tasks.vqa import prepare_data  # generated once, before runs start in parallel
+    from repro.tasks import vqa
 
-        prepare_data(spec, scale, settings)
+    if vqa.run_vqa_row in tasks.values():
+        vqa.prepare_data(spec, scale, settings)  # generated once, before runs start in parallel
 
     def unit_dir(step: Step, seed: int) -> Path:
         return workdir / spec.id / scale / spec.row(step.row).slug / f"seed{seed}"

@@ -336,18 +336,8 @@ def _parse_rows(loc: _Located, raw: list, column_names: set[str]) -> list[Row]:
             if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
                 raise loc.error(where + ("reported", col),
                                 f"row {name!r} column {col!r}: reported value must be a number or null, got {value!r}")
-        uncertain = _expect(loc, where + ("uncertain",), item.get("uncertain", {}), dict, "uncertain")
-        for col, note in uncertain.items():
-            if col not in reported:
-                raise loc.error(where + ("uncertain", col), f"row {name!r}: uncertain column {col!r} has no reported value")
-            if not isinstance(note, str) or not note.strip():
-                raise loc.error(where + ("uncertain", col), f"row {name!r}: uncertain {col!r} needs a note saying what the PDF shows")
-        deviation = _expect(loc, where + ("deviation",), item.get("deviation", {}), dict, "deviation")
-        for col, why in deviation.items():
-            if col not in reported:
-                raise loc.error(where + ("deviation", col), f"row {name!r}: deviation column {col!r} has no reported value")
-            if not isinstance(why, str) or not why.strip():
-                raise loc.error(where + ("deviation", col), f"row {name!r}: deviation {col!r} needs a note saying why")
+        uncertain = _column_notes(loc, where, item, "uncertain", reported, "what the PDF shows")
+        deviation = _column_notes(loc, where, item, "deviation", reported, "why")
         cited, model, compute = item.get("cited"), item.get("model"), item.get("compute")
         if cited is not None:
             _expect(loc, where + ("cited",), cited, str, "cited")
@@ -372,6 +362,18 @@ def _parse_rows(loc: _Located, raw: list, column_names: set[str]) -> list[Row]:
     if not rows:
         raise loc.error(("rows",), "a spec needs at least one row")
     return rows
+
+
+def _column_notes(loc: _Located, where: tuple, item: dict, key: str, reported: dict, needs: str) -> dict:
+    """A row's {column: note} mapping (`uncertain`, `deviation`): each column reported, each note non-empty."""
+    name = item["name"]
+    notes = _expect(loc, where + (key,), item.get(key, {}), dict, key)
+    for col, note in notes.items():
+        if col not in reported:
+            raise loc.error(where + (key, col), f"row {name!r}: {key} column {col!r} has no reported value")
+        if not isinstance(note, str) or not note.strip():
+            raise loc.error(where + (key, col), f"row {name!r}: {key} {col!r} needs a note saying {needs}")
+    return notes
 
 
 def _parse_tolerance(loc: _Located, where: tuple, raw: Any, column_names: set[str]) -> dict[str, float]:
