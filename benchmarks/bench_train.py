@@ -18,8 +18,9 @@ from pathlib import Path
 
 import torch
 
-from repro.models import build_model
-from repro.models.complexity import PAPER_NUM_ANSWERS, PAPER_NUM_TOKENS, count_flops, example_batch
+from repro.families.mcan_pa.family import build_model
+from repro.families.mcan_pa.family import PAPER_NUM_ANSWERS, PAPER_NUM_TOKENS, example_batch
+from repro.nn.measure import count_flops
 from repro.train.losses import compute_loss
 from repro.train.trainer import _autocast, build_optimizer, resolve_precision
 from repro.train.recipe import load_recipe
@@ -124,7 +125,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
                       f"{r['utilisation']:.1%}", f"{r['relative_speed']:.2f}")
     console.print(table)
     if args.json:
-        from repro.results import write_json_atomic
+        from repro.utils import write_json_atomic
 
         write_json_atomic(args.json, {"device": where, "precision": precision, "matmul_peak_flops": peak, "rows": rows})
     return rows

@@ -14,6 +14,10 @@ from rich.markup import escape
 
 from repro import __version__
 from repro.errors import ReproError
+from repro.metrics import REGISTRY as METRIC_REGISTRY
+from repro.metrics import VARIANTS as METRIC_VARIANTS
+
+METRIC_NAMES = tuple(METRIC_REGISTRY)
 
 app = typer.Typer(
     name="repro",
@@ -63,7 +67,7 @@ def _version(value: bool) -> None:
 @app.callback()
 def _root(version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
                                        help="Print the version and exit.")) -> None:
-    """Reproduce the tables of MCAN+PA, SA-M4C, PSAC, DSGANet and ACE-RPE."""
+    """Reproduce the tables of five papers on positional and spatial attention (`repro list` shows them)."""
 
 
 # --- experiments ----------------------------------------------------------------------------------
@@ -71,22 +75,24 @@ def _root(version: bool = typer.Option(False, "--version", callback=_version, is
 
 @command("list")
 def list_command(
-    paper: Optional[str] = typer.Option(None, "--paper", "-p", help="Only this paper (mcan-pa, sa-m4c, psac, dsganet, ace-rpe)."),
+    paper: Optional[str] = typer.Option(None, "--paper", "-p", help="Only this paper (an id `repro list` shows)."),
     fmt: str = typer.Option("rich", "--format", "-f", help="rich or json."),
 ) -> None:
     """List every experiment: id, paper, table, title, rows, runnable rows, rows with results.
 
-    Example: [bold]repro list --paper mcan-pa[/]
-    """
-    from rich.table import Table
+    A spec that does not load is named with its file:line and the command exits 2; the others are listed.
 
+    Example: [bold]repro list --format json[/]
+    """
+    from repro.families import papers
     from repro.results import read_results
-    from repro.specs import PAPERS, load_all
+    from repro.run import family_of
+    from repro.specs import broken_specs, load_all
 
     if fmt not in ("rich", "json"):
         raise ReproError(f"--format must be rich or json, not {fmt!r}")
-    if paper is not None and paper not in PAPERS:
-        raise ReproError(f"unknown paper {paper!r}; one of {', '.join(PAPERS)}")
+    if paper is not None and paper not in papers():
+        raise ReproError(f"unknown paper {paper!r}; one of {', '.join(papers())}")
     specs = [s for s in load_all() if paper is None or s.paper == paper]
     entries = []
     for spec in specs:
@@ -94,12 +100,24 @@ def list_command(
         entries.append({
             "id": spec.id, "paper": spec.paper, "table": spec.table, "title": spec.title,
             "rows": len(spec.rows), "runnable": len(spec.runnable_rows),
+            "implemented": sum(1 for r in spec.runnable_rows if r.config is None or family_of(r) is not None),
             "with_results": len({name for (name, _) in results}),
             "scales": sorted({scale for (_, scale) in results}),
         })
+    broken = broken_specs()
     if fmt == "json":
         typer.echo(json.dumps(entries, indent=2))
-        return
+    else:
+        _experiments_table(entries)
+    for _, message in broken:
+        err_console.print(f"[bold red]broken spec:[/] {escape(message)}", highlight=False)
+    if broken:
+        raise typer.Exit(2)
+
+
+def _experiments_table(entries: list[dict]) -> None:
+    from rich.table import Table
+
     table = Table(title=f"{len(entries)} experiments")
     for name, justify in (("id", "left"), ("paper", "left"), ("table", "left"), ("title", "left"),
                           ("rows", "right"), ("runnable", "right"), ("with results", "right")):
@@ -240,7 +258,7 @@ def _run(ident: str, rows: Optional[str], scale: str, seeds: Optional[str], dry_
 
     from repro.paths import data_dir
     from repro.report import build_view, render_claims_rich, render_rich
-    from repro.run import execute, format_hours, make_plan
+    from repro.run import execute, family_of, format_hours, make_plan
     from repro.specs import SCALES, resolve
 
     if scale not in SCALES:
@@ -254,11 +272,12 @@ def _run(ident: str, rows: Optional[str], scale: str, seeds: Optional[str], dry_
             raise ReproError(f"--seeds must be comma-separated integers, not {seeds!r}") from None
     plan = make_plan(spec, scale, rows.split(",") if rows else None, seed_list)
     steps = Table(title=f"plan: {spec.id} at scale {scale}")
-    for name in ("row", "step", "seeds", "what", "GPU-hours"):
-        steps.add_column(name)
+    for name in ("row", "step", "seeds", "what", "GPU-hours", "status"):
+        steps.add_column(name, overflow="fold")
     for step in plan.steps:
-        steps.add_row(step.row, step.kind, ",".join(map(str, step.seeds)), step.detail,
-                      format_hours(step.gpu_hours) if scale == "paper" else "CPU")
+        steps.add_row(step.row.name, step.kind, ",".join(map(str, step.seeds)), step.detail,
+                      format_hours(step.gpu_hours) if scale == "paper" else "CPU",
+                      "ready" if step.ready else "[yellow]not implemented yet[/]")
     console.print(steps)
     for item in plan.data:
         console.print(f"data: {item}", highlight=False)
@@ -279,10 +298,11 @@ def _run(ident: str, rows: Optional[str], scale: str, seeds: Optional[str], dry_
     if claims is not None:
         console.print(claims)
     for result in results:
+        family = family_of(spec.row(result.row))
+        target = family.submission_target(spec) if family is not None else None
         for path in result.extra.get("predictions", []):
-            target = "vqa2-test-dev" if "vqa2" in spec.datasets else "vqa1-test-dev"
             console.print(f"{result.row}: only the server scores {spec.split}; submit with "
-                          f"`repro submit {target} --predictions {path}`", highlight=False, soft_wrap=True)
+                          f"`repro submit {target or 'TARGET'} --predictions {path}`", highlight=False, soft_wrap=True)
 
 
 @command("run")
@@ -299,7 +319,7 @@ def run_command(
 ) -> None:
     """Train and evaluate every runnable row of a table, write results, print the table.
 
-    Example: [bold]repro run table5-ablation --scale synthetic --rows MCAN,MCAN+POA[/]
+    Example: [bold]repro run table5-ablation --scale synthetic --seeds 0,1[/]
     """
     _run(ident, rows, scale, seeds, dry_run, resume, workdir, rebaseline, jobs)
 
@@ -307,7 +327,7 @@ def run_command(
 @command("train")
 def train_command(
     ident: str = typer.Argument(..., metavar="ID", help="Experiment id, e.g. table5-ablation."),
-    row: str = typer.Option(..., "--row", help="The row to train, e.g. 'MCAN+PA (ours)'."),
+    row: str = typer.Option(..., "--row", help="The row to train (a name `repro show ID` lists)."),
     scale: str = typer.Option("paper", "--scale", "-s", help="paper, synthetic or smoke."),
     seed: Optional[int] = typer.Option(None, "--seed", help="One seed (default: the spec's seeds)."),
     resume: bool = typer.Option(False, "--resume", help="Continue from the last checkpoint."),
@@ -315,9 +335,59 @@ def train_command(
 ) -> None:
     """Train and evaluate one row of a table.
 
-    Example: [bold]repro train table5-ablation --row MCAN --scale smoke --resume[/]
+    Example: [bold]repro train table5-ablation --row ROW --scale smoke --resume[/]
     """
     _run(ident, row, scale, None if seed is None else str(seed), False, resume, workdir)
+
+
+@command("model")
+def model_command(
+    ident: str = typer.Argument(..., metavar="ID", help="Experiment id, e.g. table6-complexity."),
+    row: str = typer.Option(..., "--row", "-r", help="The row (a name `repro show ID` lists)."),
+    fmt: str = typer.Option("rich", "--format", "-f", help="rich or json."),
+) -> None:
+    """What a row trains, without data: each model's task, parameters and FLOPs per sample at the paper's sizes.
+
+    Example: [bold]repro model table6-complexity --row ROW --format json[/]
+    """
+    from rich.table import Table
+
+    from repro import families
+    from repro.specs import resolve
+
+    if fmt not in ("rich", "json"):
+        raise ReproError(f"--format must be rich or json, not {fmt!r}")
+    spec = resolve(ident)
+    the_row = spec.row(row)
+    if the_row.cited:
+        raise ReproError(f"row {the_row.name!r} of {spec.id} is cited from {the_row.cited}: no model of ours")
+    if the_row.config is None:
+        raise ReproError(f"row {the_row.name!r} of {spec.id} trains no model ({the_row.compute.get('task')} row)")
+    family = families.require(families.by_arch(the_row.config.arch))
+    if the_row.config.arch not in family.ARCHS:
+        raise ReproError(f"row {the_row.name!r} of {spec.id}: arch {the_row.config.arch!r} is not implemented yet")
+    models = family.describe(the_row.config)
+    if fmt == "json":
+        typer.echo(json.dumps({"spec": spec.id, "row": the_row.name, "family": family_paper(the_row),
+                               "models": [m.to_json() for m in models]}, indent=2))
+        return
+    console.print(f"[bold]{spec.id}[/] / {the_row.name}: {the_row.config.model_dump_json(exclude_defaults=True)}",
+                  highlight=False)
+    for m in models:
+        flops = "? " if m.flops_per_sample is None else f"{m.flops_per_sample / 1e9:.2f} G"
+        table = Table(title=f"{m.name} ({m.task}): {m.trainable_params:,} trainable of {m.total_params:,} "
+                            f"parameters, {flops}FLOPs per sample")
+        table.add_column("module")
+        table.add_column("trainable parameters", justify="right")
+        for name, count in m.modules:
+            table.add_row(name, f"{count:,}")
+        console.print(table)
+
+
+def family_paper(row) -> str:
+    from repro import families
+
+    return families.by_arch(row.config.arch).paper
 
 
 # --- data -----------------------------------------------------------------------------------------
@@ -332,7 +402,7 @@ def download_command(
 ) -> None:
     """Fetch datasets into REPRO_DATA_DIR: resumable, checksummed, extracted safely.
 
-    Example: [bold]repro download vqa2 glove-840b[/]
+    Example: [bold]repro download --list[/]
     """
     from repro.data.catalog import get_dataset, load_catalog
     from repro.data.download import download_dataset
@@ -358,8 +428,8 @@ def download_command(
 
 @command("prepare")
 def prepare_command(
-    name: str = typer.Argument(..., metavar="NAME", help="vqa2, vqa1, coco-qa, bottom-up-36, bottom-up-adaptive, "
-                                                          "openvqa-features or depth."),
+    name: str = typer.Argument(..., metavar="NAME", help="A downloaded dataset or feature set with a preparation "
+                                                          "step, or depth."),
     source: Optional[Path] = typer.Option(None, "--source", help="Folder with the downloaded files "
                                                                   "(default: REPRO_DATA_DIR/<dataset>)."),
     glove: Optional[Path] = typer.Option(None, "--glove", help="glove.840B.300d.txt (default: from glove-840b)."),
@@ -368,9 +438,9 @@ def prepare_command(
 ) -> None:
     """Vocabularies, tokenised questions, soft-score targets, memory-mapped feature stores, depth.
 
-    Example: [bold]repro prepare vqa2[/]
+    Example: [bold]repro prepare NAME --force[/]
     """
-    from repro.data.prepare import prepare
+    from repro.datasets.prepare import prepare
     from repro.data.progress import item_progress
 
     with item_progress(console=err_console) as progress:
@@ -381,8 +451,7 @@ def prepare_command(
 
 @command("submit")
 def submit_command(
-    target: Optional[str] = typer.Argument(None, metavar="TARGET", help="vqa2-test-dev, vqa2-test-std, textvqa-test, "
-                                           "gqa-test-dev, gqa-test, ... (omit to list them)."),
+    target: Optional[str] = typer.Argument(None, metavar="TARGET", help="An evaluation target (omit to list them)."),
     predictions: Optional[str] = typer.Option(None, "--predictions", "-p", help="Prediction file: JSON array or JSON lines."),
     questions: Optional[str] = typer.Option(None, "--questions", help="Question file (default: the downloaded one)."),
     wait: bool = typer.Option(False, "--wait", help="Poll until evaluated and print the result."),
@@ -403,7 +472,7 @@ def submit_command(
     no unknown ids, size. EvalAI targets are sent with the evalai client; others get the exact file
     their server needs and upload instructions.
 
-    Example: [bold]repro submit vqa2-test-std -p results/mcan-pa/table3/MCAN+PA.test-std.json --wait[/]
+    Example: [bold]repro submit TARGET --predictions FILE --dry-run[/]
     """
     from pathlib import Path
 
@@ -427,19 +496,19 @@ def submit_command(
 
 @command("eval")
 def eval_command(
-    metric: str = typer.Option(..., "--metric", "-m", help="vqa, textvqa, anls, wups, mse, accuracy, recall or grounding."),
+    metric: str = typer.Option(..., "--metric", "-m", help=f"One of {', '.join(METRIC_NAMES)}."),
     annotations: Path = typer.Option(..., "--annotations", "-a", help="Ground truth: an official file or [{question_id, answers}]."),
     predictions: Path = typer.Option(..., "--predictions", "-p", help="Predictions: [{question_id, answer}] (or score matrices for recall)."),
-    questions: Optional[Path] = typer.Option(None, "--questions", help="VQA questions file, checked against the annotations."),
+    questions: Optional[Path] = typer.Option(None, "--questions", help="Questions file, checked against the annotations."),
     threshold: float = typer.Option(0.9, "--threshold", help="WUPS threshold (0.9, 0.0; -1 = exact match)."),
-    variant: Optional[str] = typer.Option(None, "--variant", help="Reference version: vqa 2021|2016, anls rrc|mmf|pypi, wups cocoqa|malinowski, mse psac|tgif."),
+    variant: Optional[str] = typer.Option(None, "--variant", help="Reference version: " + "; ".join(f"{m} {'|'.join(v)}" for m, v in METRIC_VARIANTS.items()) + "."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object: metric, aggregate, n."),
     per_item: Optional[Path] = typer.Option(None, "--per-item", help="Write {question_id: score} to this file."),
-    digits: Optional[int] = typer.Option(None, "--round", help="Round like the official script (vqa: --round 2)."),
+    digits: Optional[int] = typer.Option(None, "--round", help="Round like the official script (e.g. --round 2)."),
 ) -> None:
     """Score predictions with a metric identical to the official scorer.
 
-    Example: [bold]repro eval --metric vqa --annotations v2_mscoco_val2014_annotations.json --predictions results.json[/]
+    Example: [bold]repro eval --metric anls --annotations gold.json --predictions predictions.json --json[/]
     """
     from repro.metrics.report import evaluate_with_progress, render_table, to_json, write_per_item
 

@@ -15,12 +15,11 @@ import platform
 import subprocess
 import warnings
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from repro import __version__
-from repro.atomic import atomic_open
+from repro.utils import now_iso, write_json_atomic  # noqa: F401 (re-exported until every caller imports utils)
 from repro.paths import REPO_DIR, results_dir
 from repro.specs import Row, Spec, row_slug
 
@@ -72,13 +71,6 @@ def result_path(spec: Spec, row: Row | str, scale: str, root: Path | None = None
     name = row_slug(row if isinstance(row, str) else row.name)
     suffix = "" if scale == "paper" else f".{scale}"
     return (root or results_dir()) / spec.paper / spec.id / f"{name}{suffix}.json"
-
-
-def write_json_atomic(path: Path, data: Any) -> None:
-    """Write JSON so that `path` is either the old file or the complete new one (repro.atomic)."""
-    with atomic_open(path) as handle:
-        json.dump(data, handle, indent=2, sort_keys=True)
-        handle.write("\n")
 
 
 def write_result(result: Result, spec: Spec, root: Path | None = None, rebaseline: bool = False) -> Path:
@@ -156,7 +148,3 @@ def hardware() -> dict[str, Any]:
     except ImportError:
         pass
     return info
-
-
-def now_iso() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")

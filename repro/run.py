@@ -1,9 +1,10 @@
 """Orchestration: from a spec's rows to result records.
 
-`repro run ID` takes each runnable row of a spec, makes sure its data is there (generating it at
-the smoke and synthetic scales), trains it for every seed, evaluates it on the split the toolkit can
-score locally, writes one result record per row, and returns them for the table. Rows with a
-`compute` mapping (model complexity, dataset statistics) run without training.
+`repro run ID` takes each runnable row of a spec, lets the row's family make sure its data is there
+(generating it at the smoke and synthetic scales), trains it for every seed, evaluates it on the
+split the toolkit can score locally, writes one result record per row, and returns them for the
+table. Rows with a `compute` mapping (model complexity, dataset statistics) run without training.
+Everything about a paper goes through its family (repro.families): this module names none.
 
 Scale settings come from the spec's `scales.<scale>` mapping:
   generator: parameters of the synthetic data generator (fixed before results are seen)
@@ -13,31 +14,31 @@ Scale settings come from the spec's `scales.<scale>` mapping:
 """
 from __future__ import annotations
 
-import json
 import math
 import os
 import statistics
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import ModuleType
 from typing import Any, Callable
 
+from repro import families
 from repro.errors import ReproError
-from repro.results import Result, config_hash, git_commit, hardware, now_iso, write_result
+from repro.families.base import RowRun, RunContext
+from repro.results import Result, config_hash, git_commit, hardware, write_result
 from repro.specs import Row, Spec
-
-# Paper-scale cost of one training run per architecture and dataset, in GPU-hours, for --dry-run.
-# mcan-pa Table VI: 4,150 s (MCAN) and 5,583 s (MCAN+PA) per epoch, 13 epochs.
-GPU_HOURS = {"mcan": 4150 * 13 / 3600, "mcan+pa": 5583 * 13 / 3600}
+from repro.utils import now_iso
 
 
 @dataclass
 class Step:
-    row: str
+    row: Row
     kind: str  # "train" or "compute"
     seeds: list[int]
     detail: str
     gpu_hours: float | None = None
+    ready: bool = True  # False while the row's family or compute task is not implemented
 
 
 @dataclass
@@ -72,6 +73,25 @@ def select_rows(spec: Spec, names: list[str] | None) -> list[Row]:
     return rows
 
 
+def family_of(row: Row) -> ModuleType | None:
+    """The implementation of the family that runs a row (None while its family or arch is not implemented)."""
+    if row.config is None:
+        return None
+    module = families.implementation(families.by_arch(row.config.arch))
+    return module if module is not None and row.config.arch in module.ARCHS else None
+
+
+def data_commands(spec: Spec) -> list[str]:
+    """The commands that fetch and prepare a spec's datasets at paper scale (each one a catalog name)."""
+    from repro.datasets.prepare import TARGETS
+
+    lines = []
+    for name in spec.datasets:
+        prepare = f" then `repro prepare {name}`" if name in TARGETS else ""
+        lines.append(f"{name}: `repro download {name}`{prepare}")
+    return lines
+
+
 def make_plan(spec: Spec, scale: str, row_names: list[str] | None = None, seeds: list[int] | None = None) -> Plan:
     settings = scale_settings(spec, scale)
     rows = select_rows(spec, row_names)
@@ -79,60 +99,47 @@ def make_plan(spec: Spec, scale: str, row_names: list[str] | None = None, seeds:
     plan = Plan(spec=spec, scale=scale, rows=rows)
     if any(r.model for r in rows):
         if scale == "paper":
-            plan.data = [f"{d} (prepared: `repro download {d}` then `repro prepare {d}`)" for d in spec.datasets]
+            plan.data = data_commands(spec)
         else:
             plan.data = [f"generated {scale} data for {', '.join(spec.datasets)} "
                          f"({settings.get('generator', {})})"]
     for row in rows:
-        try:
-            _task_for(spec, row)
-            missing = ""
-        except ReproError:
-            missing = " (not implemented yet)"
         if row.compute is not None:
-            plan.steps.append(Step(row.name, "compute", [0], f"{row.compute.get('task')}{missing}"))
+            ready = _compute_task(row) is not None
+            plan.steps.append(Step(row, "compute", [0], row.compute["task"], ready=ready))
             continue
-        gpu = None
-        if scale == "paper":
-            arch = "mcan+pa" if row.model.get("positional") else row.model.get("arch", "")
-            gpu = GPU_HOURS.get(arch)
-        recipe = spec.recipe or "(none)"
-        plan.steps.append(Step(row.name, "train", list(seeds), f"{recipe}: {json.dumps(row.model)}{missing}", gpu))
+        family = family_of(row)
+        gpu = family.gpu_hours(row.config) if family is not None and scale == "paper" else None
+        detail = f"{spec.recipe or '(no recipe)'}: {row.config.model_dump_json(exclude_defaults=True)}"
+        plan.steps.append(Step(row, "train", list(seeds), detail, gpu, ready=family is not None))
     return plan
 
 
 # --- execution ------------------------------------------------------------------------------------
 
-
-TaskFn = Callable[..., dict[str, float]]
-
-
-def _task_for(spec: Spec, row: Row) -> TaskFn:
-    if row.compute is not None:
-        task = row.compute.get("task")
-        if task == "complexity":
-            from repro.tasks.complexity import run_complexity
-
-            return run_complexity
-        raise ReproError(f"{spec.id} row {row.name!r}: compute task {task!r} is not implemented yet")
-    arch = row.model.get("arch")
-    if arch == "mcan" and set(spec.datasets) & {"vqa2", "vqa1", "cocoqa"}:
-        from repro.tasks.vqa import run_vqa_row
-
-        return run_vqa_row
-    raise ReproError(f"{spec.id} row {row.name!r}: training arch {arch!r} on {', '.join(spec.datasets)} "
-                     f"is not implemented yet")
+ComputeFn = Callable[[RunContext], RowRun]
 
 
-def _run_unit(spec: Spec, row_name: str, scale: str, seed: int, workdir: Path, resume: bool,
-              progress: bool) -> tuple[dict[str, float], dict[str, Any], float]:
-    """Train/compute one (row, seed); returns its metrics, extras and seconds. Runs in any process."""
-    row = spec.row(row_name)
-    extras: dict[str, Any] = {}
+def _compute_task(row: Row) -> ComputeFn | None:
+    """Rows with `compute:` run a generic task; None while the task (or its model's family) is not implemented."""
+    task = row.compute.get("task") if row.compute else None
+    if task == "complexity":
+        if row.config is None or family_of(row) is None:
+            return None
+        from repro.complexity import run_complexity
+
+        return run_complexity
+    return None
+
+
+def _run_unit(ctx: RunContext) -> tuple[RowRun, float]:
+    """Train/compute one (row, seed); returns what it produced and its seconds. Runs in any process."""
     started = time.time()
-    metrics = _task_for(spec, row)(spec=spec, row=row, scale=scale, settings=scale_settings(spec, scale),
-                                   seed=seed, workdir=workdir, resume=resume, progress=progress, extras=extras)
-    return metrics, extras, time.time() - started
+    if ctx.row.compute is not None:
+        run = _compute_task(ctx.row)(ctx)
+    else:
+        run = family_of(ctx.row).run_row(ctx)
+    return run, time.time() - started
 
 
 def _init_worker(threads: int) -> None:
@@ -152,22 +159,25 @@ def execute(plan: Plan, workdir: Path, *, resume: bool = False, rebaseline: bool
     spec, scale = plan.spec, plan.scale
     settings = scale_settings(spec, scale)
     jobs = max(1, int(jobs or settings.get("jobs", 1)))
+    for step in plan.steps:  # fail before any training
+        if not step.ready:
+            raise ReproError(f"{spec.id} row {step.row.name!r} ({step.kind}: {step.detail}) is not implemented yet")
+    for family in {family_of(s.row) for s in plan.steps if s.kind == "train"}:
+        family.prepare_data(spec, scale, settings)  # generated once, before runs start in parallel
+
+    def context(step: Step, seed: int, progress: bool) -> RunContext:
+        return RunContext(spec=spec, row=step.row, config=step.row.config, scale=scale, settings=settings, seed=seed,
+                          workdir=workdir / spec.id / scale / step.row.slug / f"seed{seed}", resume=resume,
+                          progress=progress)
+
     units = [(step, seed) for step in plan.steps for seed in step.seeds]
-    tasks = {step.row: _task_for(spec, spec.row(step.row)) for step in plan.steps}  # fail before any training
-    from repro.tasks import vqa
-
-    if vqa.run_vqa_row in tasks.values():
-        vqa.prepare_data(spec, scale, settings)  # generated once, before runs start in parallel
-
-    def unit_dir(step: Step, seed: int) -> Path:
-        return workdir / spec.id / scale / spec.row(step.row).slug / f"seed{seed}"
-
-    done: dict[tuple[str, int], tuple[dict[str, float], dict[str, Any], float]] = {}
+    done: dict[tuple[str, int], tuple[RowRun, float]] = {}
     if jobs == 1:
         for step, seed in units:
-            done[(step.row, seed)] = _run_unit(spec, step.row, scale, seed, unit_dir(step, seed), resume, True)
+            done[(step.row.name, seed)] = _run_unit(context(step, seed, True))
             if on_unit:
-                on_unit(step.row, seed, *done[(step.row, seed)][::2])
+                run, seconds = done[(step.row.name, seed)]
+                on_unit(step.row.name, seed, run.metrics, seconds)
     else:
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -175,33 +185,38 @@ def execute(plan: Plan, workdir: Path, *, resume: bool = False, rebaseline: bool
         threads = max(1, (os.cpu_count() or 1) // jobs)
         with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn"),
                                  initializer=_init_worker, initargs=(threads,)) as pool:
-            futures = {pool.submit(_run_unit, spec, step.row, scale, seed, unit_dir(step, seed), resume, False):
-                       (step.row, seed) for step, seed in units}
+            futures = {pool.submit(_run_unit, context(step, seed, False)): (step.row.name, seed)
+                       for step, seed in units}
             for future in as_completed(futures):
                 done[futures[future]] = future.result()
                 if on_unit:
-                    on_unit(*futures[future], *done[futures[future]][::2])
+                    run, seconds = done[futures[future]]
+                    on_unit(*futures[future], run.metrics, seconds)
 
     out: list[Result] = []
     for step in plan.steps:
-        row = spec.row(step.row)
-        per_seed = [done[(step.row, seed)][0] for seed in step.seeds]
-        extras: dict[str, Any] = {}
-        for seed in step.seeds:
-            for key, value in done[(step.row, seed)][1].items():
-                if isinstance(value, list):
-                    extras.setdefault(key, []).extend(value)
-                else:
-                    extras[key] = value
+        row = step.row
+        runs = [done[(row.name, seed)][0] for seed in step.seeds]
+        per_seed = [run.metrics for run in runs]
+        extra: dict[str, Any] = {"per_seed": per_seed}
+        if any(run.training for run in runs):
+            extra["train"] = [run.training for run in runs]
+        for key in sorted({k for run in runs for k in run.extra}):
+            extra[key] = [run.extra.get(key) for run in runs]
+        for run in runs:
+            extra.update(run.info)
+        predictions = [path for run in runs for path in run.predictions]
+        if predictions:
+            extra["predictions"] = predictions
         result = Result(
             spec=spec.id, paper=spec.paper, row=row.name, scale=scale,
-            split=extras.pop("split", spec.split), metrics=_mean(per_seed),
+            split=runs[0].split if runs else spec.split, metrics=_mean(per_seed),
             std=_std(per_seed) if len(per_seed) > 1 else {}, seeds=list(step.seeds),
             config_hash=config_hash({"row": row.model or row.compute, "settings": settings,
                                      "recipe": spec.recipe}),
             git_commit=git_commit(), hardware=hardware(),
-            wall_time_s=round(sum(done[(step.row, seed)][2] for seed in step.seeds), 2),
-            date=now_iso(), extra={"per_seed": per_seed, **extras},
+            wall_time_s=round(sum(done[(row.name, seed)][1] for seed in step.seeds), 2),
+            date=now_iso(), extra=extra,
         )
         write_result(result, spec, rebaseline=rebaseline)
         out.append(result)

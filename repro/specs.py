@@ -7,18 +7,19 @@ from other papers (`cited`). Every validation error names `file:line`.
 from __future__ import annotations
 
 import difflib
+import os
 import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from repro.errors import ReproError
+from repro.families import papers
 from repro.paths import experiments_dir
+from repro.utils import Located, read_yaml, unknown_keys
 
-PAPERS = ("mcan-pa", "sa-m4c", "psac", "dsganet", "ace-rpe")
+COMPUTE_TASKS = ("complexity", "statistics")
 SCALES = ("paper", "synthetic", "smoke")
 METRICS = (
     "vqa",  # VQA soft accuracy (key: overall, yes/no, number, other)
@@ -60,6 +61,7 @@ class Row:
     uncertain: dict[str, str] = field(default_factory=dict)  # column -> what the PDF shows
     deviation: dict[str, str] = field(default_factory=dict)  # column -> why a faithful run differs from the paper
     note: str | None = None
+    config: Any = field(default=None, compare=False)  # the typed config of `model` (or of compute.model)
 
     @property
     def runnable(self) -> bool:
@@ -131,64 +133,6 @@ def row_slug(name: str) -> str:
     return text or "row"
 
 
-# --- YAML with line numbers -------------------------------------------------------------------
-
-
-class _Located:
-    """Line numbers of every mapping key and sequence item of one YAML document."""
-
-    def __init__(self, path: Path):
-        self.path = path
-        self.lines: dict[tuple, int] = {}
-
-    def error(self, where: tuple, message: str) -> ReproError:
-        line = self.lines.get(where)
-        while line is None and where:
-            where = where[:-1]
-            line = self.lines.get(where)
-        return ReproError(f"{self.path}:{line or 1}: {message}")
-
-    def to_python(self, node: yaml.Node, where: tuple = ()) -> Any:
-        self.lines.setdefault(where, node.start_mark.line + 1)
-        if isinstance(node, yaml.MappingNode):
-            out: dict[Any, Any] = {}
-            for key_node, value_node in node.value:
-                key = self.to_python(key_node, where + ("<key>",))
-                if key in out:
-                    raise ReproError(f"{self.path}:{key_node.start_mark.line + 1}: duplicate key {key!r}")
-                self.lines[where + (key,)] = key_node.start_mark.line + 1
-                out[key] = self.to_python(value_node, where + (key,))
-            return out
-        if isinstance(node, yaml.SequenceNode):
-            items = []
-            for i, item in enumerate(node.value):
-                self.lines[where + (i,)] = item.start_mark.line + 1
-                items.append(self.to_python(item, where + (i,)))
-            return items
-        return yaml.SafeLoader.construct_object(_SCALAR_LOADER, node)
-
-
-_SCALAR_LOADER = yaml.SafeLoader("")
-
-
-def _read_yaml(path: Path) -> tuple[Any, _Located]:
-    located = _Located(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ReproError(f"{path}: cannot read: {exc.strerror}") from None
-    try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = mark.line + 1 if mark else 1
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise ReproError(f"{path}:{line}: invalid YAML: {problem}") from None
-    if node is None:
-        raise ReproError(f"{path}:1: empty spec")
-    return located.to_python(node), located
-
-
 # --- validation --------------------------------------------------------------------------------
 
 _SPEC_KEYS = {
@@ -200,7 +144,7 @@ _COLUMN_KEYS = {"name", "metric", "better", "key", "split", "dataset", "unit"}
 _ROW_KEYS = {"name", "reported", "cited", "model", "compute", "uncertain", "deviation", "note"}
 
 
-def _expect(loc: _Located, where: tuple, value: Any, kind: type | tuple, what: str) -> Any:
+def _expect(loc: Located, where: tuple, value: Any, kind: type | tuple, what: str) -> Any:
     if not isinstance(value, kind) or isinstance(value, bool) and kind is not bool:
         raise loc.error(where, f"{what} must be {_kind_name(kind)}, got {type(value).__name__}")
     return value
@@ -213,26 +157,18 @@ def _kind_name(kind: type | tuple) -> str:
     return names.get(kind, kind.__name__)
 
 
-def _unknown_keys(loc: _Located, where: tuple, data: dict, allowed: set[str], what: str) -> None:
-    for key in data:
-        if key not in allowed:
-            close = difflib.get_close_matches(str(key), sorted(allowed), n=1)
-            hint = f" (did you mean {close[0]!r}?)" if close else ""
-            raise loc.error(where + (key,), f"unknown {what} key {key!r}{hint}")
-
-
 def parse_spec(path: Path) -> Spec:
     """Load and validate one spec file; raise ReproError with `file:line: message` when it is wrong."""
-    data, loc = _read_yaml(path)
+    data, loc = read_yaml(path, "spec")
     _expect(loc, (), data, dict, "a spec")
-    _unknown_keys(loc, (), data, _SPEC_KEYS, "spec")
+    unknown_keys(loc, (), data, _SPEC_KEYS, "spec")
     for key in ("id", "paper", "table", "title", "split", "columns", "rows", "datasets"):
         if key not in data:
             raise loc.error((), f"missing required key {key!r}")
     for key in ("id", "paper", "table", "title", "split"):
         _expect(loc, (key,), data[key], str, key)
-    if data["paper"] not in PAPERS:
-        raise loc.error(("paper",), f"unknown paper {data['paper']!r}; one of {', '.join(PAPERS)}")
+    if data["paper"] not in papers():
+        raise loc.error(("paper",), f"unknown paper {data['paper']!r}; one of {', '.join(papers())}")
     if path.parent.name != data["paper"] or path.stem != data["id"]:
         raise loc.error(("id",), f"spec {data['id']!r} of {data['paper']!r} must live at "
                                  f"experiments/{data['paper']}/{data['id']}.yaml")
@@ -255,9 +191,11 @@ def parse_spec(path: Path) -> Spec:
             _parse_tolerance(loc, ("scales", scale, "tolerance"), settings["tolerance"], column_names)
 
     claims = _parse_claims(loc, data.get("claims", []), {r.name for r in rows}, column_names)
+    _check_datasets(loc, datasets)
     recipe = data.get("recipe")
     if recipe is not None:
         _expect(loc, ("recipe",), recipe, str, "recipe")
+        _check_recipe(loc, recipe)
     notes = data.get("notes")
     if notes is not None:
         _expect(loc, ("notes",), notes, str, "notes")
@@ -269,13 +207,46 @@ def parse_spec(path: Path) -> Spec:
     )
 
 
-def _parse_claims(loc: _Located, raw: Any, row_names: set[str], column_names: set[str]) -> tuple[Claim, ...]:
+def _check_datasets(loc: Located, datasets: list) -> None:
+    """Every dataset a spec names is a catalog name, so the commands printed for it work."""
+    known = _catalog_names(os.environ.get("REPRO_CATALOG", ""))
+    for i, name in enumerate(datasets):
+        if name not in known:
+            close = difflib.get_close_matches(str(name), sorted(known), n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise loc.error(("datasets", i), f"unknown dataset {name!r}{hint}; `repro download --list` shows the catalog")
+
+
+@lru_cache(maxsize=4)
+def _catalog_names(extra: str) -> frozenset[str]:
+    """Dataset names of the catalog (the built-in one when the user's file is broken: `repro download` says why)."""
+    from repro.data.catalog import BUILTIN_CATALOG, load_catalog
+
+    try:
+        return frozenset(load_catalog())
+    except ReproError:
+        return frozenset(load_catalog(BUILTIN_CATALOG))
+
+
+def _check_recipe(loc: Located, recipe: str) -> None:
+    from repro.train.recipe import available_recipes, recipe_path
+
+    try:
+        path = recipe_path(recipe)
+    except ReproError as exc:
+        raise loc.error(("recipe",), str(exc)) from None
+    if not path.is_file():
+        raise loc.error(("recipe",), f"no recipe {recipe!r} (looked for {path}); known: "
+                                     f"{', '.join(available_recipes()) or 'none'}")
+
+
+def _parse_claims(loc: Located, raw: Any, row_names: set[str], column_names: set[str]) -> tuple[Claim, ...]:
     _expect(loc, ("claims",), raw, list, "claims")
     claims = []
     for i, item in enumerate(raw):
         where = ("claims", i)
         _expect(loc, where, item, dict, "a claim")
-        _unknown_keys(loc, where, item, _CLAIM_KEYS, "claim")
+        unknown_keys(loc, where, item, _CLAIM_KEYS, "claim")
         missing = sorted(_CLAIM_KEYS - set(item))
         if missing:
             raise loc.error(where, f"claim is missing {', '.join(missing)}")
@@ -286,13 +257,13 @@ def _parse_claims(loc: _Located, raw: Any, row_names: set[str], column_names: se
     return tuple(claims)
 
 
-def _parse_columns(loc: _Located, raw: list) -> list[Column]:
+def _parse_columns(loc: Located, raw: list) -> list[Column]:
     columns: list[Column] = []
     seen: set[str] = set()
     for i, item in enumerate(raw):
         where = ("columns", i)
         _expect(loc, where, item, dict, "a column")
-        _unknown_keys(loc, where, item, _COLUMN_KEYS, "column")
+        unknown_keys(loc, where, item, _COLUMN_KEYS, "column")
         for key in ("name", "metric"):
             if key not in item:
                 raise loc.error(where, f"column is missing {key!r}")
@@ -315,13 +286,13 @@ def _parse_columns(loc: _Located, raw: list) -> list[Column]:
     return columns
 
 
-def _parse_rows(loc: _Located, raw: list, column_names: set[str]) -> list[Row]:
+def _parse_rows(loc: Located, raw: list, column_names: set[str]) -> list[Row]:
     rows: list[Row] = []
     seen: dict[str, str] = {}
     for i, item in enumerate(raw):
         where = ("rows", i)
         _expect(loc, where, item, dict, "a row")
-        _unknown_keys(loc, where, item, _ROW_KEYS, "row")
+        unknown_keys(loc, where, item, _ROW_KEYS, "row")
         if "name" not in item:
             raise loc.error(where, "row is missing 'name'")
         name = str(item["name"])
@@ -345,26 +316,56 @@ def _parse_rows(loc: _Located, raw: list, column_names: set[str]) -> list[Row]:
                 raise loc.error(where + ("cited",), f"row {name!r} is cited and so cannot name a model or compute")
         elif model is None and compute is None:
             raise loc.error(where, f"row {name!r} needs one of: cited (from another paper), model, compute")
+        config = None
         if model is not None:
-            _expect(loc, where + ("model",), model, dict, "model")
-            if "arch" not in model:
-                raise loc.error(where + ("model",), f"row {name!r}: model needs an 'arch'")
+            config = _model_config(loc, where + ("model",), model, name)
         if compute is not None:
             _expect(loc, where + ("compute",), compute, dict, "compute")
-            if "task" not in compute:
-                raise loc.error(where + ("compute",), f"row {name!r}: compute needs a 'task'")
+            if compute.get("task") not in COMPUTE_TASKS:
+                raise loc.error(where + ("compute",), f"row {name!r}: compute needs a 'task', one of "
+                                                      f"{', '.join(COMPUTE_TASKS)}; got {compute.get('task')!r}")
+            if "model" in compute:
+                config = _model_config(loc, where + ("compute", "model"), compute["model"], name)
         rows.append(Row(
             name=name, reported={str(k): (None if v is None else float(v)) for k, v in reported.items()},
             cited=cited, model=model, compute=compute,
             uncertain={str(k): v for k, v in uncertain.items()},
-            deviation={str(k): v for k, v in deviation.items()}, note=item.get("note"),
+            deviation={str(k): v for k, v in deviation.items()}, note=item.get("note"), config=config,
         ))
     if not rows:
         raise loc.error(("rows",), "a spec needs at least one row")
     return rows
 
 
-def _column_notes(loc: _Located, where: tuple, item: dict, key: str, reported: dict, needs: str) -> dict:
+def _model_config(loc: Located, where: tuple, model: Any, row: str) -> Any:
+    """A `model:` mapping checked against its family's typed config (repro.families)."""
+    from pydantic import ValidationError
+
+    from repro.families import config_classes
+
+    _expect(loc, where, model, dict, "model")
+    classes = config_classes()
+    arch = model.get("arch")
+    if arch not in classes:
+        raise loc.error(where + (("arch",) if "arch" in model else ()),
+                        f"row {row!r}: model needs an 'arch', one of {', '.join(sorted(classes))}; got {arch!r}")
+    try:
+        return classes[arch].model_validate(model)
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        path = tuple(error["loc"])
+        key = path[0] if path else None
+        if error["type"] == "extra_forbidden":
+            close = difflib.get_close_matches(str(key), sorted(classes[arch].model_fields), n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            message = f"unknown model key {key!r} for arch {arch!r}{hint}"
+        else:
+            field_name = ".".join(str(p) for p in path) or "model"
+            message = f"model {field_name}: {error['msg']}"
+        raise loc.error(where + ((key,) if key in model else ()), f"row {row!r}: {message}") from None
+
+
+def _column_notes(loc: Located, where: tuple, item: dict, key: str, reported: dict, needs: str) -> dict:
     """A row's {column: note} mapping (`uncertain`, `deviation`): each column reported, each note non-empty."""
     name = item["name"]
     notes = _expect(loc, where + (key,), item.get(key, {}), dict, key)
@@ -376,7 +377,7 @@ def _column_notes(loc: _Located, where: tuple, item: dict, key: str, reported: d
     return notes
 
 
-def _parse_tolerance(loc: _Located, where: tuple, raw: Any, column_names: set[str]) -> dict[str, float]:
+def _parse_tolerance(loc: Located, where: tuple, raw: Any, column_names: set[str]) -> dict[str, float]:
     _expect(loc, where, raw, dict, "tolerance")
     for col, value in raw.items():
         if col != "default" and col not in column_names:
@@ -395,20 +396,51 @@ def spec_files(root: Path | None = None) -> list[Path]:
 
 
 @lru_cache(maxsize=None)
-def _load_all(root: Path) -> tuple[Spec, ...]:
-    specs = [parse_spec(p) for p in spec_files(root)]
+def _load_all(root: Path) -> tuple[tuple[Spec, ...], tuple[tuple[Path, str], ...]]:
+    specs, broken = [], []
+    for path in spec_files(root):
+        try:
+            specs.append(parse_spec(path))
+        except ReproError as exc:
+            broken.append((path, str(exc)))
     seen: dict[str, Path] = {}
-    for spec in specs:
+    for spec in list(specs):
         if spec.id in seen:
-            raise ReproError(f"{spec.path}:1: id {spec.id!r} is also used by {seen[spec.id]}")
-        seen[spec.id] = spec.path
-    return tuple(specs)
+            broken.append((spec.path, f"{spec.path}:1: id {spec.id!r} is also used by {seen[spec.id]}"))
+            specs.remove(spec)
+        else:
+            seen[spec.id] = spec.path
+    return tuple(specs), tuple(broken)
 
 
 def load_all(root: Path | None = None) -> tuple[Spec, ...]:
-    """Every spec under `experiments/`, validated, sorted by paper order then id."""
-    specs = _load_all((root or experiments_dir()).resolve())
-    return tuple(sorted(specs, key=lambda s: (PAPERS.index(s.paper), _table_order(s), s.id)))
+    """Every valid spec under `experiments/`, sorted by paper order then id (broken ones: `broken_specs`)."""
+    specs, _ = _load_all(_root(root))
+    return tuple(sorted(specs, key=lambda s: (papers().index(s.paper), _table_order(s), s.id)))
+
+
+def broken_specs(root: Path | None = None) -> list[tuple[Path, str]]:
+    """(file, `file:line: message`) of every spec that does not load; one never hides the others."""
+    return list(_load_all(_root(root))[1])
+
+
+def _root(root: Path | None) -> Path:
+    root = (root or experiments_dir()).resolve()
+    if not root.is_dir():
+        raise ReproError(f"{root}: no such experiments folder (REPRO_EXPERIMENTS or the checkout's experiments/)")
+    return root
+
+
+def _aliases(spec: Spec) -> list[str]:
+    """Other names of an experiment: `<paper>-<id>` for ids that do not start with their paper
+    (`mcan-pa-table5-ablation`), and the short paper prefixes in use (`sam4c-`, `acerpe-`) spelled
+    with the paper id (`sa-m4c-table1-textvqa`, `ace-rpe-table1-pe`)."""
+    short = spec.paper.replace("-", "")
+    if spec.id.startswith(short + "-"):
+        return [spec.paper + spec.id[len(short):]]
+    if not spec.id.startswith(spec.paper + "-"):
+        return [f"{spec.paper}-{spec.id}"]
+    return []
 
 
 def _table_order(spec: Spec) -> tuple[int, str]:
@@ -424,8 +456,12 @@ def resolve(ident: str, root: Path | None = None) -> Spec:
     specs = load_all(root)
     by_id = {s.id: s for s in specs}
     by_id.update({f"{s.paper}/{s.id}": s for s in specs})
+    by_id.update({alias: s for s in specs for alias in _aliases(s)})
     if ident in by_id:
         return by_id[ident]
+    for path, message in broken_specs(root):
+        if ident in (path.stem, f"{path.parent.name}/{path.stem}"):
+            raise ReproError(message)
     lowered = {k.lower(): v for k, v in by_id.items()}
     if ident.lower() in lowered:
         return lowered[ident.lower()]

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import torch
 
-from repro.models import build_model
+from repro.families.mcan_pa.family import build_model
 from repro.train import fit, load_recipe
 from tests.tiny_vqa import NUM_ANSWERS, NUM_TOKENS, TABLE5_CONFIGS, TINY_SIZES, TinyVQA
 

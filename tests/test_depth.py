@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from repro.data.depth import (add_depth_to_store, box_histograms, grid_histograms, load_depth_map,
+from repro.datasets.depth import (add_depth_to_store, box_histograms, grid_histograms, load_depth_map,
                               peak_gray_value)
 from repro.data.store import FeatureStore, FeatureStoreWriter
 from repro.errors import ReproError

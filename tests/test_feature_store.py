@@ -7,7 +7,7 @@ import pickle
 import numpy as np
 import pytest
 
-from repro.data.features import read_bottom_up_tsv, read_openvqa_npz, store_from_npz_dir, store_from_tsv
+from repro.datasets.features import read_bottom_up_tsv, read_openvqa_npz, store_from_npz_dir, store_from_tsv
 from repro.data.store import FeatureStore, FeatureStoreWriter
 from repro.errors import ReproError
 

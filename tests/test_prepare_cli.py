@@ -9,7 +9,7 @@ from typer.testing import CliRunner
 
 from tests._vqa_fixtures import write_glove, write_vqa2
 from repro.cli import app
-from repro.data.prepare import prepare
+from repro.datasets.prepare import prepare
 from repro.data.store import FeatureStore
 
 

@@ -17,7 +17,7 @@ def table5():
 
 def test_plan_has_every_runnable_row(table5):
     plan = make_plan(table5, "paper")
-    assert [s.row for s in plan.steps] == [r.name for r in table5.rows]
+    assert [s.row.name for s in plan.steps] == [r.name for r in table5.rows]
     assert all(s.kind == "train" and s.seeds == [0] for s in plan.steps)
     assert plan.steps[0].gpu_hours == pytest.approx(4150 * 13 / 3600)
     assert plan.steps[-1].gpu_hours == pytest.approx(5583 * 13 / 3600)
@@ -25,7 +25,7 @@ def test_plan_has_every_runnable_row(table5):
 
 def test_plan_selects_rows_by_name_or_file_name(table5):
     plan = make_plan(table5, "paper", ["MCAN", "MCAN+PA_ours", "MCAN+PA*"], seeds=[1, 2])
-    assert [s.row for s in plan.steps] == ["MCAN", "MCAN+PA (ours)", "MCAN+PA*"]
+    assert [s.row.name for s in plan.steps] == ["MCAN", "MCAN+PA (ours)", "MCAN+PA*"]
     assert plan.steps[0].seeds == [1, 2]
 
 
@@ -63,4 +63,14 @@ def test_rows_without_an_implementation_are_planned_and_refused_before_training(
     out = runner.invoke(app, ["run", "psac-table2-sota", "--dry-run"], env={"COLUMNS": "200"})
     assert out.exit_code == 0 and "not implemented yet" in out.output
     out = runner.invoke(app, ["run", "psac-table2-sota"])
-    assert out.exit_code == 2 and "is not implemented yet" in out.output and "Traceback" not in out.output
+    assert out.exit_code == 2 and "not implemented yet" in out.output and "Traceback" not in out.output
+
+
+def test_dry_run_download_commands_name_catalog_datasets(runner):
+    from repro.data.catalog import load_catalog
+
+    out = runner.invoke(app, ["run", "table1-cocoqa", "--dry-run"], env={"COLUMNS": "200"})
+    assert out.exit_code == 0, out.output
+    assert "repro download coco-qa" in out.output and "coco-qa" in load_catalog()
+    out = runner.invoke(app, ["run", "table2-vqa1", "--dry-run"], env={"COLUMNS": "200"})
+    assert "repro download vg-qa" in out.output and "repro prepare vg-qa" not in out.output

@@ -13,11 +13,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from repro.errors import ReproError
-from repro.evalai_client import Connection, resolve_connection
+from repro.submit.evalai import Connection, resolve_connection
 from repro.submit import SubmitOptions, _is_large
-from repro.submit_check import (PredictionFormat, check_coverage, get_target, load_targets, preflight,
+from repro.submit.check import (PredictionFormat, check_coverage, get_target, load_targets, preflight,
                                 read_predictions, write_upload_file)
-from repro.submit_records import add_record, read_records, records_path, update_record
+from repro.submit.records import add_record, read_records, records_path, update_record
 
 VQA = PredictionFormat("question_id", int, "answer")
 
@@ -213,7 +213,7 @@ def test_connection_follows_the_clients_configuration(tmp_path, monkeypatch):
 
 
 def test_missing_client_is_one_line(monkeypatch):
-    from repro.evalai_client import _import_client
+    from repro.submit.evalai import _import_client
 
     monkeypatch.setitem(sys.modules, "evalai.utils.common", None)   # as if the client were not installed
     with pytest.raises(ReproError, match=r"evalai client is not importable .*pip install --no-deps evalai==1.3.18"):

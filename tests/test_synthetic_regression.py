@@ -10,6 +10,7 @@ from repro.cli import app
 from repro.paths import REPO_DIR
 from repro.report import check_spec
 from repro.results import read_results
+from repro.families.base import RunContext
 from repro.run import _run_unit
 from repro.specs import load_all, resolve
 
@@ -46,7 +47,11 @@ def test_one_synthetic_row_reproduces_its_stored_value(sandbox):
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        metrics, _, _ = _run_unit(spec, "MCAN", "synthetic", 0, sandbox / "run", False, False)
+        row = spec.row("MCAN")
+        run, _ = _run_unit(RunContext(spec=spec, row=row, config=row.config, scale="synthetic",
+                                      settings=spec.scales["synthetic"], seed=0, workdir=sandbox / "run",
+                                      progress=False))
+        metrics = run.metrics
     finally:
         torch.set_num_threads(threads)
     for column, value in expected.items():

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from repro.errors import ReproError
-from repro.models import build_model
+from repro.families.mcan_pa.family import build_model
 from repro.train import TrainingInterrupted, fit, load_recipe, predict
 from repro.train.checkpoint import load_checkpoint
 from tests.tiny_vqa import NUM_ANSWERS, NUM_TOKENS, TABLE5_CONFIGS, TINY_SIZES, TinyVQA

@@ -11,9 +11,9 @@ from torch.utils.data import DataLoader
 
 from tests._vqa_fixtures import write_cocoqa, write_glove, write_vg, write_vqa2
 from repro.data.store import FeatureStoreWriter, FeatureStore
-from repro.data.text import encode, normalize_answer, soft_score, tokenize
-from repro.data.vqa import load_split, prepare_vqa
-from repro.data.vqa_dataset import VQADataset
+from repro.datasets.vqa_text import encode, normalize_answer, soft_score, tokenize
+from repro.datasets.vqa import load_split, prepare_vqa
+from repro.datasets.vqa_dataset import VQADataset
 from repro.errors import ReproError
 
 

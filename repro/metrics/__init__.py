@@ -23,7 +23,15 @@ REGISTRY = {
     "grounding": "repro.metrics.grounding",
 }
 
-__all__ = ["REGISTRY", "MetricResult", "get"]
+# The reference versions a metric can follow (`--variant`); the first is the default.
+VARIANTS = {
+    "vqa": ("2021", "2016"),
+    "anls": ("rrc", "mmf", "pypi"),
+    "wups": ("cocoqa", "malinowski"),
+    "mse": ("psac", "tgif"),
+}
+
+__all__ = ["REGISTRY", "VARIANTS", "MetricResult", "get"]
 
 
 def get(name: str) -> ModuleType:

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from repro.atomic import atomic_open
+from repro.utils import atomic_open
 from repro.errors import ReproError
 
 LAST = "last.pt"

@@ -13,6 +13,7 @@ import torch.nn.functional as F
 from repro.errors import ReproError
 
 REDUCTIONS = {"bce-sum": "sum", "bce-mean": "mean", "cross-entropy": "mean"}
+FAMILY_LOSSES = ("decoding-bce", "per-task")  # computed by the family's loss step
 
 
 def compute_loss(name: str, logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
@@ -22,6 +23,8 @@ def compute_loss(name: str, logits: torch.Tensor, target: torch.Tensor) -> torch
         return F.binary_cross_entropy_with_logits(logits.float(), target.float(), reduction="mean")
     if name == "cross-entropy":
         return F.cross_entropy(logits.float(), target)
+    if name in FAMILY_LOSSES:
+        raise ReproError(f"loss {name!r} is computed by its family's loss step, not by the shared losses")
     raise ReproError(f"unknown loss {name!r}; one of {', '.join(REDUCTIONS)}")
 
 

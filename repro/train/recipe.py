@@ -1,4 +1,4 @@
-"""Training recipes: `repro/train/recipes/<name>.yaml`, validated with `file:line` errors.
+"""Training recipes: `<paper>/<name>` is `repro/families/<family>/recipes/<name>.yaml`, validated with `file:line` errors.
 
 A recipe is everything about *how* a row is trained that the paper fixes: optimiser, learning-rate
 schedule, epochs, batch size (global, whatever the GPU count), gradient clipping, precision, loss,
@@ -12,18 +12,19 @@ from pathlib import Path
 from typing import Any
 
 from repro.errors import ReproError
-from repro.specs import _Located, _read_yaml, _unknown_keys
-
-RECIPES_DIR = Path(__file__).resolve().parent / "recipes"
+from repro.utils import Located, read_yaml, unknown_keys
 
 OPTIMIZERS = {"adam": {"betas", "eps", "weight_decay"}, "adamw": {"betas", "eps", "weight_decay"},
               "adamax": {"betas", "eps", "weight_decay"}, "sgd": {"momentum", "weight_decay"}}
 SCHEDULES = {
     "mcan": {"base_lr", "warmup_epochs", "decay_epochs", "decay_rate"},
+    "linear-warmup-step": {"base_lr", "start_lr", "warmup_epochs", "decay_epochs", "decay_rate"},
+    "m4c": {"base_lr", "warmup_iterations", "warmup_factor", "decay_iterations", "decay_rate"},
     "constant": {"base_lr"},
 }
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")
-LOSSES = ("bce-sum", "bce-mean", "cross-entropy")
+# The last two are computed by their family's loss step (repro.families.base), not by repro.train.losses.
+LOSSES = ("bce-sum", "bce-mean", "cross-entropy", "decoding-bce", "per-task")
 _KEYS = {"description", "optimizer", "schedule", "epochs", "batch_size", "eval_batch_size", "grad_clip",
          "precision", "loss", "seed", "train_splits", "num_workers"}
 _REQUIRED = ("optimizer", "schedule", "epochs", "batch_size", "loss")
@@ -63,12 +64,23 @@ class Recipe:
 
 
 def recipe_path(name: str, root: Path | None = None) -> Path:
-    return (root or RECIPES_DIR) / f"{name}.yaml"
+    """`<paper>/<name>` -> the family folder's `recipes/<name>.yaml` (or `root/<paper>/<name>.yaml`)."""
+    if root is not None:
+        return root / f"{name}.yaml"
+    from repro.families import recipes_dir
+
+    paper, _, short = name.partition("/")
+    if not short or "/" in short or short.startswith("."):
+        raise ReproError(f"recipe name {name!r} must be <paper>/<name>, e.g. mcan-pa/vqa2")
+    return recipes_dir(paper) / f"{short}.yaml"
 
 
 def available_recipes(root: Path | None = None) -> list[str]:
-    root = root or RECIPES_DIR
-    return sorted(str(p.relative_to(root).with_suffix("")) for p in root.glob("**/*.yaml"))
+    if root is not None:
+        return sorted(str(p.relative_to(root).with_suffix("")) for p in root.glob("**/*.yaml"))
+    from repro.families import FAMILIES, recipes_dir
+
+    return sorted(f"{f.paper}/{p.stem}" for f in FAMILIES for p in recipes_dir(f.paper).glob("*.yaml"))
 
 
 def load_recipe(name: str, root: Path | None = None) -> Recipe:
@@ -81,10 +93,10 @@ def load_recipe(name: str, root: Path | None = None) -> Recipe:
 
 
 def parse_recipe(path: Path, name: str) -> Recipe:
-    data, loc = _read_yaml(path)
+    data, loc = read_yaml(path, "recipe")
     if not isinstance(data, dict):
         raise loc.error((), "a recipe must be a mapping")
-    _unknown_keys(loc, (), data, _KEYS, "recipe")
+    unknown_keys(loc, (), data, _KEYS, "recipe")
     for key in _REQUIRED:
         if key not in data:
             raise loc.error((), f"recipe is missing {key!r}")
@@ -116,13 +128,13 @@ def parse_recipe(path: Path, name: str) -> Recipe:
     return recipe
 
 
-def _section(loc: _Located, data: dict, key: str, kinds: dict[str, set[str]]) -> None:
+def _section(loc: Located, data: dict, key: str, kinds: dict[str, set[str]]) -> None:
     section = data[key]
     if not isinstance(section, dict) or "name" not in section:
         raise loc.error((key,), f"{key} must be a mapping with a 'name' ({', '.join(kinds)})")
     if section["name"] not in kinds:
         raise loc.error((key, "name"), f"unknown {key} {section['name']!r}; one of {', '.join(kinds)}")
-    _unknown_keys(loc, (key,), section, kinds[section["name"]] | {"name"}, f"{section['name']} {key}")
+    unknown_keys(loc, (key,), section, kinds[section["name"]] | {"name"}, f"{section['name']} {key}")
     for name, value in section.items():
         if name != "name" and not _numeric(value):
             raise loc.error((key, name), f"{key}.{name} must be a number or a list of numbers, got {value!r}")

@@ -3,6 +3,10 @@
 `mcan`: MCAN's warm-up and step decay (MODELS.md §1.1; mcan-pa §IV-B). With base 1e-4, 3 warm-up
 epochs and decay ×0.2 at 0-indexed epochs 10 and 12, epochs 1..13 get
 2.5e-5, 5e-5, 7.5e-5, 1e-4 ×7, 2e-5, 2e-5, 4e-6. The rate is constant within an epoch.
+`linear-warmup-step`: DSGANet's (dsganet §IV-B): linear from start_lr at the first epoch to base_lr
+at 0-indexed epoch warmup_epochs - 1, then ×decay_rate at each of decay_epochs. Constant within an epoch.
+`m4c`: M4C's and SA-M4C's, per iteration (MODELS.md §2): the factor rises linearly from warmup_factor
+to 1 over warmup_iterations, then ×decay_rate at each of decay_iterations.
 `constant`: base_lr throughout.
 """
 from __future__ import annotations
@@ -20,15 +24,34 @@ def mcan_lr(epoch: int, base_lr: float, warmup_epochs: int = 3, decay_epochs: tu
     return base_lr * decay_rate ** sum(1 for e in decay_epochs if epoch >= e)
 
 
+def linear_warmup_step_lr(epoch: int, base_lr: float, start_lr: float, warmup_epochs: int = 4,
+                          decay_epochs: tuple[int, ...] | list[int] = (10, 12), decay_rate: float = 0.2) -> float:
+    if epoch < warmup_epochs:
+        return start_lr + (base_lr - start_lr) * epoch / max(warmup_epochs - 1, 1)
+    return base_lr * decay_rate ** sum(1 for e in decay_epochs if epoch >= e)
+
+
+def m4c_lr(iteration: int, base_lr: float, warmup_iterations: int = 1000, warmup_factor: float = 0.2,
+           decay_iterations: tuple[int, ...] | list[int] = (14000, 19000), decay_rate: float = 0.1) -> float:
+    if iteration < warmup_iterations:
+        alpha = iteration / warmup_iterations
+        return base_lr * (warmup_factor * (1 - alpha) + alpha)
+    return base_lr * decay_rate ** sum(1 for i in decay_iterations if iteration >= i)
+
+
 def learning_rate(schedule: dict[str, Any], epoch: int, step_in_epoch: int = 0, steps_per_epoch: int = 1) -> float:
     """The learning rate a recipe's `schedule` gives at (0-indexed epoch, step within it)."""
     name = schedule.get("name")
     params = {k: v for k, v in schedule.items() if k != "name"}
     if name == "mcan":
         return mcan_lr(epoch, **params)
+    if name == "linear-warmup-step":
+        return linear_warmup_step_lr(epoch, **params)
+    if name == "m4c":
+        return m4c_lr(epoch * steps_per_epoch + step_in_epoch, **params)
     if name == "constant":
         return float(params["base_lr"])
-    raise ReproError(f"unknown schedule {name!r}; one of mcan, constant")
+    raise ReproError(f"unknown schedule {name!r}; one of mcan, linear-warmup-step, m4c, constant")
 
 
 def epoch_rates(schedule: dict[str, Any], epochs: int) -> list[float]:

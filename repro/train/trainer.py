@@ -7,7 +7,9 @@ fit(model, dataset, recipe, workdir) writes into `workdir`:
 `resume=True` continues from last.pt (mid-epoch too: the sample order of an epoch is a function of
 the seed and the epoch, and the RNG states are restored), and ends with the same weights as an
 uninterrupted run on the same hardware.
-Batches are dicts of tensors; training needs a `target` entry.
+Batches are dicts of tensors. What a batch's loss is comes from the caller: `loss_step(model, batch)`
+(each family has its own: repro.families.base), by default the recipe's loss of `model(batch)`
+against `batch["target"]`; `predict(..., predict_step=...)` likewise.
 """
 from __future__ import annotations
 
@@ -27,12 +29,12 @@ from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
 from repro.errors import ReproError
-from repro.results import write_json_atomic
 from repro.train import checkpoint as ckpt
 from repro.train import distributed as dist_utils
 from repro.train.losses import compute_loss, is_summed
 from repro.train.recipe import Recipe
 from repro.train.schedule import learning_rate
+from repro.utils import write_json_atomic
 
 LOG_NAME = "train.jsonl"
 STATE_NAME = "state.json"
@@ -159,9 +161,29 @@ def _progress(enabled: bool):
     )
 
 
+LossStep = Callable[[nn.Module, dict[str, Any]], torch.Tensor]
+PredictStep = Callable[[nn.Module, dict[str, Any]], torch.Tensor]
+
+
+def recipe_loss_step(loss_name: str) -> LossStep:
+    """The default loss step: the recipe's loss of `model(batch)` against `batch["target"]`."""
+
+    def step(model: nn.Module, batch: dict[str, Any]) -> torch.Tensor:
+        if "target" not in batch:
+            raise ReproError("training batches need a 'target' entry (or the family's own loss step)")
+        return compute_loss(loss_name, model(batch), batch["target"])
+
+    return step
+
+
+def logits_predict_step(model: nn.Module, batch: dict[str, Any]) -> torch.Tensor:
+    return model(batch)
+
+
 def fit(model: nn.Module, train_dataset: Dataset, recipe: Recipe, workdir: Path, *, resume: bool = False,
         device: str | torch.device | None = None, log_every: int = 1, progress: bool = True,
-        collate_fn: Callable | None = None, on_step: Callable[[int], None] | None = None) -> TrainState:
+        collate_fn: Callable | None = None, on_step: Callable[[int], None] | None = None,
+        loss_step: LossStep | None = None) -> TrainState:
     """Train `model` on `train_dataset` by `recipe`; checkpoints and logs go to `workdir`.
 
     Runs as one process, or as one rank of a torchrun job (DDP, per-process batch = global / world).
@@ -207,6 +229,7 @@ def fit(model: nn.Module, train_dataset: Dataset, recipe: Recipe, workdir: Path,
     dist_utils.barrier(env)
 
     net = dist_utils.wrap(model, env, dev)
+    loss_step = loss_step or recipe_loss_step(recipe.loss)
     loss_scale = env.world_size if is_summed(recipe.loss) else 1
     extra = {"global_batch": recipe.batch_size, "dataset_size": len(train_dataset), "world_size": env.world_size,
              "recipe": recipe.name}
@@ -232,11 +255,8 @@ def fit(model: nn.Module, train_dataset: Dataset, recipe: Recipe, workdir: Path,
                 for group in optimizer.param_groups:
                     group["lr"] = lr
                 batch = to_device(batch, dev)
-                if "target" not in batch:
-                    raise ReproError("training batches need a 'target' entry")
                 with _autocast(precision, dev):
-                    logits = net(batch)
-                loss = compute_loss(recipe.loss, logits, batch["target"])
+                    loss = loss_step(net, batch)
                 optimizer.zero_grad(set_to_none=True)
                 scaled = loss * loss_scale
                 if scaler is not None:
@@ -296,7 +316,7 @@ def fit(model: nn.Module, train_dataset: Dataset, recipe: Recipe, workdir: Path,
 @torch.no_grad()
 def predict(model: nn.Module, dataset: Dataset, batch_size: int, *, device: str | torch.device | None = None,
             collate_fn: Callable | None = None, top_k: int | None = None, progress: bool = True,
-            precision: str = "fp32") -> tuple[torch.Tensor, torch.Tensor]:
+            precision: str = "fp32", predict_step: PredictStep | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """Score every sample in order: (question_ids [N], logits [N, A]) or, with top_k, (ids, indices [N, k]).
 
     Runs in one process (evaluation needs no DDP); results are on the CPU.
@@ -315,7 +335,7 @@ def predict(model: nn.Module, dataset: Dataset, batch_size: int, *, device: str 
             tick = time.perf_counter()
             batch = to_device(batch, dev)
             with _autocast(precision, dev):
-                logits = model(batch).float()
+                logits = (predict_step or logits_predict_step)(model, batch).float()
             outs.append(logits.topk(top_k, dim=-1).indices.cpu() if top_k else logits.cpu())
             if "question_id" not in batch:
                 raise ReproError("prediction batches need a 'question_id' entry")

@@ -1,0 +1,85 @@
+"""`repro prepare NAME`: find the downloaded files, run the right preparation, skip what is current.
+
+Outputs under `<data_dir>/prepared/`:
+- `vqa2/`, `vqa1/`, `coco-qa/`                 questions, vocabularies, targets (repro.datasets.vqa)
+- `features/<source>/<split>.store/`            feature stores (repro.data.store), where <source> is
+  `bottom-up-36`, `bottom-up-adaptive` (from the TSVs) or `openvqa-features` (from the npz folders)
+  and <split> `trainval`/`test2015` (TSV) or `train2014`/`val2014`/`test2015` (npz)
+- `depth`: adds DSGANet depth histograms to an existing store (`--store`, maps in `--source`)
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from rich.progress import Progress
+
+from repro.datasets.features import store_from_npz_dir, store_from_tsv, tsv_split_name
+from repro.data.manifest import build_manifest, file_digest, folder_digest, is_current, read_manifest
+from repro.datasets.vqa import DATASETS as VQA_DATASETS
+from repro.datasets.vqa import find_file, prepare_vqa
+from repro.errors import ReproError
+from repro.paths import data_dir
+
+TSV_SOURCES = ("bottom-up-36", "bottom-up-adaptive")
+NPZ_SOURCES = ("openvqa-features",)
+TARGETS = (*VQA_DATASETS, *TSV_SOURCES, *NPZ_SOURCES, "depth")
+GLOVE_FILE = "glove.840B.300d.txt"
+
+
+def prepared_dir(name: str, root: Path | None = None) -> Path:
+    return (root or data_dir()) / "prepared" / name
+
+
+def feature_store_dir(source: str, root: Path | None = None) -> Path:
+    return (root or data_dir()) / "prepared" / "features" / source
+
+
+def _visible(path: Path, base: Path) -> bool:
+    return not any(part.startswith(".") for part in path.relative_to(base).parts)
+
+
+def prepare(name: str, source: Path | None = None, glove: Path | None = None, store: Path | None = None,
+            force: bool = False, max_boxes: int = 100, dim: int = 2048,
+            progress: Progress | None = None) -> list[Path]:
+    root = data_dir()
+    if name not in TARGETS:
+        raise ReproError(f"cannot prepare {name!r}; one of {', '.join(TARGETS)}")
+    if name in VQA_DATASETS:
+        if glove is None and (root / "glove-840b").is_dir():
+            glove = find_file(root / "glove-840b", GLOVE_FILE)
+        vg_dir = root / "vg-qa" if name == "vqa2" and (root / "vg-qa").is_dir() else None
+        return [prepare_vqa(name, source or root / name, prepared_dir(name, root), glove, vg_dir=vg_dir,
+                            force=force, progress=progress)]
+    if name == "depth":
+        from repro.datasets.depth import add_depth_to_store
+
+        if store is None or source is None:
+            raise ReproError("prepare depth needs --store (a feature store) and --source (a folder of depth PNGs)")
+        return [add_depth_to_store(store, source, progress)]
+    src = source or root / name
+    if not src.is_dir():
+        raise ReproError(f"{src}: no such folder; run repro download {name} first (or pass --source)")
+    out_dir = feature_store_dir(name, root)
+    outputs = []
+    if name in TSV_SOURCES:
+        tsvs = [p for p in sorted(src.rglob("*.tsv")) if _visible(p, src)]
+        if not tsvs:
+            raise ReproError(f"{src}: no bottom-up .tsv files (is the zip extracted? run repro download {name})")
+        for tsv in tsvs:
+            out = out_dir / f"{tsv_split_name(tsv)}.store"
+            manifest = build_manifest("feature-store", [file_digest(tsv)], {"max_boxes": max_boxes, "dim": dim})
+            if force or not is_current((read_manifest(out / "meta.json") or {}).get("manifest"), manifest):
+                store_from_tsv(tsv, out, max_boxes, dim, meta={"manifest": manifest}, progress=progress)
+            outputs.append(out)
+    else:
+        folders = sorted({p.parent for p in src.rglob("*.npz") if _visible(p, src)})
+        if not folders:
+            raise ReproError(f"{src}: no .npz feature files (are the archives extracted? run repro download {name})")
+        for folder in folders:
+            out = out_dir / f"{folder.name}.store"
+            manifest = build_manifest("feature-store", [folder_digest(folder, "*.npz")],
+                                      {"max_boxes": max_boxes, "dim": dim})
+            if force or not is_current((read_manifest(out / "meta.json") or {}).get("manifest"), manifest):
+                store_from_npz_dir(folder, out, max_boxes, dim, meta={"manifest": manifest}, progress=progress)
+            outputs.append(out)
+    return outputs

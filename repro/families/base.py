@@ -1,0 +1,78 @@
+"""What `repro run`, `repro model` and `repro submit` ask of a family: the protocol of its `family.py`.
+
+A family's `family.py` is a module with these functions (no base class to inherit), and `ARCHS`,
+the `arch:` values it can build and run so far:
+
+  build_model(config, sizes=None) -> nn.Module
+      the model a typed config names, at the paper's sizes unless `sizes` overrides some
+  prepare_data(spec, scale, settings) -> None
+      once before any unit runs: generate (smoke, synthetic) or check (paper) the data
+  loss_step(...) -> (model, batch) -> Tensor
+      the training loss of one batch (passed to `repro.train.fit`)
+  predict_step(model, batch) -> Tensor
+      the outputs that are decoded into answers (passed to `repro.train.predict`)
+  run_row(ctx: RunContext) -> RowRun
+      train and evaluate one (row, seed): data -> fit -> predict -> metrics -> test-set files
+  describe(config) -> list[ModelInfo]
+      what a row trains, without data: one entry per model (a multi-task row trains several)
+  gpu_hours(config) -> float | None
+      paper-scale GPU-hours of one training run, for --dry-run
+  submission_target(spec) -> str | None
+      the `repro submit` target for the test-set predictions the family writes
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from repro.specs import Row, Spec
+
+
+@dataclass(frozen=True)
+class RunContext:
+    """Everything one (row, seed) unit needs; built by `repro.run`, the same in every process."""
+
+    spec: Spec
+    row: Row
+    config: Any  # the row's typed model config
+    scale: str  # "paper", "synthetic" or "smoke"
+    settings: dict[str, Any]  # the spec's scales.<scale> mapping (generator, sizes, recipe, seeds)
+    seed: int
+    workdir: Path
+    resume: bool = False
+    progress: bool = True
+
+    @property
+    def generated(self) -> bool:
+        """True at the scales whose data the toolkit generates (everything but paper)."""
+        return self.scale != "paper"
+
+
+@dataclass
+class RowRun:
+    """What one unit produced: the spec's columns, the split they were measured on, and extras per seed."""
+
+    metrics: dict[str, float]
+    split: str
+    training: dict[str, Any] | None = None  # steps, final loss, batch, GPUs
+    extra: dict[str, Any] = field(default_factory=dict)  # per seed, kept as lists: per-type scores, val scores
+    info: dict[str, Any] = field(default_factory=dict)  # the same for every seed (exact counts, device)
+    predictions: list[str] = field(default_factory=list)  # test-set files written for the server
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    """One model of a row, at the paper's sizes (`repro model ID --row ROW`)."""
+
+    name: str
+    task: str
+    trainable_params: int
+    total_params: int
+    flops_per_sample: int | None
+    modules: list[tuple[str, int]]  # (top-level module, trainable parameters)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "task": self.task, "trainable_params": self.trainable_params,
+                "total_params": self.total_params, "flops_per_sample": self.flops_per_sample,
+                "modules": [{"name": n, "trainable_params": p} for n, p in self.modules]}

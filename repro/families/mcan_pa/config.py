@@ -1,0 +1,64 @@
+"""Typed model configs of mcan-pa: MCAN with PWA/POA/PMA (Tables I-VI) and VL-BERT+PA (Table IV).
+
+Spec rows name them in their `model:` mapping:
+  {arch: mcan}                                   MCAN
+  {arch: mcan, position_embedding: bert}         MCAN+PE
+  {arch: mcan, positional: [pwa, poa]}           any subset of PWA, POA, PMA (fusion Eq. 8)
+  {arch: mcan, positional: [pwa, poa, pma], fusion: relation-network}   MCAN+PA*
+  {arch: mcan, positional: [pwa, poa, pma], fusion: eq8}                MCAN+PA
+"""
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+Positional = Literal["pwa", "poa", "pma"]
+POSITIONAL: tuple[str, ...] = ("pwa", "poa", "pma")
+
+
+def _positional_in_order(value: Any) -> Any:
+    """A single name is a one-item list; the modules are kept in the paper's order (PWA, POA, PMA)."""
+    if isinstance(value, str):
+        value = [value]
+    if isinstance(value, (list, tuple)):
+        if len(set(value)) != len(value):
+            raise ValueError(f"names a module twice: {list(value)}")
+        return tuple(p for p in POSITIONAL if p in value) + tuple(p for p in value if p not in POSITIONAL)
+    return value
+
+
+class McanConfig(BaseModel):
+    """MCAN (encoder-decoder, 6 layers) and its positional variants (mcan-pa §III)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    arch: Literal["mcan"]
+    positional: tuple[Positional, ...] = Field(
+        (), description="PWA (Eq. 11, encoder), POA (Eq. 12, decoder self-attention), PMA (Eq. 13, guided)")
+    fusion: Literal["eq8", "relation-network"] | None = Field(
+        None, description="how content and positional scores combine: Eq. 8, or the relation-network form (PA*)")
+    position_embedding: Literal["none", "bert"] = Field("none", description="MCAN+PE: added embeddings (Eq. 15)")
+
+    _order = field_validator("positional", mode="before")(_positional_in_order)
+
+    @model_validator(mode="after")
+    def _fusion_needs_positional(self) -> McanConfig:
+        if self.fusion is not None and not self.positional:
+            raise ValueError(f"fusion {self.fusion!r} needs positional modules (pwa, poa, pma)")
+        return self
+
+
+class VlBertConfig(BaseModel):
+    """VL-BERT_BASE without visual-linguistic pre-training, with PA in its attention (mcan-pa Table IV)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    arch: Literal["vl-bert"]
+    size: Literal["base"] = Field("base", description="VL-BERT_BASE: BERT-base, 12 layers, d = 768")
+    pretrained: bool = Field(False, description="visual-linguistic pre-training (the paper's † rows: none)")
+    positional: tuple[Positional, ...] = Field((), description="PWA word-word, POA region-region, PMA word-region")
+    fusion: Literal["eq8", "relation-network"] | None = None
+
+    _order = field_validator("positional", mode="before")(_positional_in_order)
+
+
+CONFIGS = (McanConfig, VlBertConfig)

@@ -1,0 +1,269 @@
+"""Synthetic scenes for `mcan-pa`: a task on which positional attention can matter, small enough for a CPU.
+
+Each image is a scene of objects with a class and a colour. An object's region feature encodes its
+class and colour (plus noise) and nothing about where it is: position reaches a model only through
+the boxes, as with bottom-up-attention features and the POA/PMA modules. Questions come in four
+families, each in the three VQA v2 answer types:
+
+- position-free controls: "what color is the cube?", "how many spheres are there?", "is there a red cone?"
+- relative position: "what is left of the red cube?", "is the red cube left of the blue cone?"
+- counting in a region: "how many circles are at the top?"
+- word order: "what is on the red cube?" versus "what is the red cube on?" (same words, other order)
+
+The generator is seeded and deterministic, and writes the official VQA v2 files
+(`v2_OpenEnded_mscoco_<split>_questions.json`, `v2_mscoco_<split>_annotations.json`) and one feature
+store per split, so the same loaders, models, metrics and tables run on it as on the real data.
+Its parameters live in the spec (`scales.synthetic.generator`), fixed before any result is seen.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+
+CLASSES = ("cube", "sphere", "cylinder", "cone", "circle", "ring")
+PLURALS = {"cube": "cubes", "sphere": "spheres", "cylinder": "cylinders", "cone": "cones",
+           "circle": "circles", "ring": "rings"}
+COLOURS = ("red", "green", "blue", "yellow", "purple", "gray")
+NUMBER_WORDS = ("0", "1", "2", "3", "4", "5", "6", "7", "8")
+SPLITS = {"train": "train2014", "val": "val2014"}
+
+
+@dataclass(frozen=True)
+class GeneratorConfig:
+    """What a synthetic dataset is made of. Changing any field changes the data (and its folder)."""
+
+    seed: int = 0
+    train_images: int = 1200
+    val_images: int = 300
+    questions_per_image: int = 6
+    min_objects: int = 3
+    max_objects: int = 8
+    feature_dim: int = 64
+    feature_noise: float = 0.3
+    stack_probability: float = 0.5  # chance that a scene has one object resting on another
+    annotator_error: float = 0.1  # chance that one of the 10 annotators gives another answer
+
+    @classmethod
+    def from_mapping(cls, data: dict | None) -> "GeneratorConfig":
+        data = dict(data or {})
+        unknown = set(data) - set(cls.__dataclass_fields__)
+        if unknown:
+            from repro.errors import ReproError
+
+            raise ReproError(f"unknown synthetic generator setting(s): {', '.join(sorted(unknown))}")
+        return cls(**data)
+
+    def key(self) -> str:
+        import hashlib
+
+        return hashlib.sha256(json.dumps(asdict(self), sort_keys=True).encode()).hexdigest()[:12]
+
+
+@dataclass
+class SceneObject:
+    cls: str
+    colour: str
+    box: tuple[float, float, float, float]  # x1, y1, x2, y2 in pixels
+
+    @property
+    def centre(self) -> tuple[float, float]:
+        return (self.box[0] + self.box[2]) / 2, (self.box[1] + self.box[3]) / 2
+
+    @property
+    def name(self) -> str:
+        return f"{self.colour} {self.cls}"
+
+
+@dataclass
+class Scene:
+    width: int
+    height: int
+    objects: list[SceneObject]
+    stacked: tuple[int, int] | None  # (upper, lower) indices when one object rests on another
+
+
+def make_scene(rng: np.random.Generator, cfg: GeneratorConfig) -> Scene:
+    width, height = int(rng.integers(320, 641)), int(rng.integers(240, 481))
+    count = int(rng.integers(cfg.min_objects, cfg.max_objects + 1))
+    objects: list[SceneObject] = []
+    for _ in range(count):
+        w, h = rng.uniform(0.08, 0.2) * width, rng.uniform(0.08, 0.2) * height
+        x1, y1 = rng.uniform(0, width - w), rng.uniform(0, height - h)
+        objects.append(SceneObject(str(rng.choice(CLASSES)), str(rng.choice(COLOURS)), (x1, y1, x1 + w, y1 + h)))
+    stacked = None
+    if count >= 2 and rng.random() < cfg.stack_probability:
+        upper, lower = (int(i) for i in rng.choice(count, size=2, replace=False))
+        lx1, ly1, lx2, _ = objects[lower].box
+        w = objects[upper].box[2] - objects[upper].box[0]
+        h = min(objects[upper].box[3] - objects[upper].box[1], ly1)
+        if h > 4:
+            cx = (lx1 + lx2) / 2
+            objects[upper].box = (max(cx - w / 2, 0.0), ly1 - h, min(cx + w / 2, float(width)), ly1)
+            stacked = (upper, lower)
+    return Scene(width, height, objects, stacked)
+
+
+def _unique(scene: Scene, pick) -> list[int]:
+    """Indices of objects that `pick` selects and that no other object shares the description of."""
+    return [i for i, o in enumerate(scene.objects) if pick(o)
+            and sum(p.name == o.name for p in scene.objects) == 1]
+
+
+def make_questions(rng: np.random.Generator, scene: Scene, n: int) -> list[tuple[str, str, str, str]]:
+    """Up to `n` questions as (question, answer, answer_type, question_type)."""
+    makers = [_what_colour, _how_many, _is_there, _left_of, _is_left_of, _count_top, _on_top]
+    out: list[tuple[str, str, str, str]] = []
+    for _ in range(n * 4):
+        if len(out) == n:
+            break
+        made = makers[int(rng.integers(len(makers)))](rng, scene)
+        if made is not None and made[0] not in {q for q, *_ in out}:
+            out.append(made)
+    return out
+
+
+def _what_colour(rng, scene):
+    classes = [c for c in CLASSES if sum(o.cls == c for o in scene.objects) == 1]
+    if not classes:
+        return None
+    cls = str(rng.choice(classes))
+    colour = next(o.colour for o in scene.objects if o.cls == cls)
+    return f"What color is the {cls}?", colour, "other", "what color is the"
+
+
+def _how_many(rng, scene):
+    cls = str(rng.choice(CLASSES))
+    return f"How many {PLURALS[cls]} are there?", str(sum(o.cls == cls for o in scene.objects)), "number", "how many"
+
+
+def _is_there(rng, scene):
+    if rng.random() < 0.5:
+        name = scene.objects[int(rng.integers(len(scene.objects)))].name
+    else:
+        name = f"{rng.choice(COLOURS)} {rng.choice(CLASSES)}"
+    answer = "yes" if any(o.name == name for o in scene.objects) else "no"
+    return f"Is there a {name}?", answer, "yes/no", "is there a"
+
+
+def _left_neighbour(scene: Scene, i: int) -> int | None:
+    """The object whose centre is nearest to the left of object i's, when it is clearly the nearest."""
+    x = scene.objects[i].centre[0]
+    left = sorted((x - o.centre[0], j) for j, o in enumerate(scene.objects) if j != i and o.centre[0] < x)
+    if not left or (len(left) > 1 and left[1][0] - left[0][0] < 0.05 * scene.width):
+        return None
+    return left[0][1]
+
+
+def _left_of(rng, scene):
+    anchors = [i for i in _unique(scene, lambda o: True) if _left_neighbour(scene, i) is not None]
+    if not anchors:
+        return None
+    i = anchors[int(rng.integers(len(anchors)))]
+    answer = scene.objects[_left_neighbour(scene, i)].cls
+    return f"What is left of the {scene.objects[i].name}?", answer, "other", "what is"
+
+
+def _is_left_of(rng, scene):
+    named = _unique(scene, lambda o: True)
+    if len(named) < 2:
+        return None
+    a, b = (named[int(k)] for k in rng.choice(len(named), size=2, replace=False))
+    gap = scene.objects[b].centre[0] - scene.objects[a].centre[0]
+    if abs(gap) < 0.05 * scene.width:
+        return None
+    answer = "yes" if gap > 0 else "no"
+    return f"Is the {scene.objects[a].name} left of the {scene.objects[b].name}?", answer, "yes/no", "is the"
+
+
+def _count_top(rng, scene):
+    cls = str(rng.choice(CLASSES))
+    half = scene.height / 2
+    if any(o.cls == cls and abs(o.centre[1] - half) < 0.05 * scene.height for o in scene.objects):
+        return None
+    count = sum(o.cls == cls and o.centre[1] < half for o in scene.objects)
+    return f"How many {PLURALS[cls]} are at the top?", str(count), "number", "how many"
+
+
+def _on_top(rng, scene):
+    if scene.stacked is None:
+        return None
+    upper, lower = scene.stacked
+    names = [o.name for o in scene.objects]
+    if rng.random() < 0.5 and names.count(scene.objects[lower].name) == 1:
+        return (f"What is on the {scene.objects[lower].name}?", scene.objects[upper].cls, "other", "what is on the")
+    if names.count(scene.objects[upper].name) == 1:
+        return (f"What is the {scene.objects[upper].name} on?", scene.objects[lower].cls, "other", "what is the")
+    return None
+
+
+def object_features(rng: np.random.Generator, scene: Scene, projection: np.ndarray, noise: float) -> np.ndarray:
+    """Class and colour, projected to feature_dim, plus noise. No position: that is in the boxes only."""
+    onehot = np.zeros((len(scene.objects), len(CLASSES) + len(COLOURS)), dtype=np.float32)
+    for k, o in enumerate(scene.objects):
+        onehot[k, CLASSES.index(o.cls)] = 1.0
+        onehot[k, len(CLASSES) + COLOURS.index(o.colour)] = 1.0
+    features = onehot @ projection
+    features += noise * rng.standard_normal(features.shape).astype(np.float32)
+    return np.maximum(features, 0.0) + 1e-3  # non-negative like ReLU region features, never an all-zero row
+
+
+def _annotator_answers(rng, answer: str, answer_type: str, error: float) -> list[str]:
+    pool = {"yes/no": ("yes", "no"), "number": NUMBER_WORDS[:5], "other": CLASSES + COLOURS}[answer_type]
+    return [str(rng.choice(pool)) if rng.random() < error else answer for _ in range(10)]
+
+
+def generate(out_dir: Path, cfg: GeneratorConfig) -> dict[str, Path]:
+    """Write questions, annotations and a feature store for train and val into `out_dir`.
+
+    Returns the paths of what was written. Nothing is written if `out_dir/manifest.json` says the
+    same configuration was generated already.
+    """
+    from repro.data.store import FeatureStoreWriter
+    from repro.utils import write_json_atomic
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    manifest = out_dir / "manifest.json"
+    paths = {f"{split}_questions": out_dir / f"v2_OpenEnded_mscoco_{name}_questions.json" for split, name in SPLITS.items()}
+    paths.update({f"{split}_annotations": out_dir / f"v2_mscoco_{name}_annotations.json" for split, name in SPLITS.items()})
+    paths.update({f"{split}_features": out_dir / f"{split}.store" for split in SPLITS})
+    if manifest.exists() and json.loads(manifest.read_text()).get("config") == asdict(cfg):
+        return paths
+
+    rng = np.random.default_rng(cfg.seed)
+    projection = rng.standard_normal((len(CLASSES) + len(COLOURS), cfg.feature_dim)).astype(np.float32)
+    next_image, next_question = 1, 1
+    for split, name in SPLITS.items():
+        n_images = cfg.train_images if split == "train" else cfg.val_images
+        questions, annotations = [], []
+        with FeatureStoreWriter(paths[f"{split}_features"], num_images=n_images,
+                                max_boxes=cfg.max_objects, dim=cfg.feature_dim) as store:
+            for _ in range(n_images):
+                image_id = next_image
+                next_image += 1
+                scene = make_scene(rng, cfg)
+                boxes = np.asarray([o.box for o in scene.objects], dtype=np.float32)
+                store.add(image_id, object_features(rng, scene, projection, cfg.feature_noise), boxes,
+                          scene.width, scene.height)
+                for question, answer, answer_type, question_type in make_questions(rng, scene, cfg.questions_per_image):
+                    qid = next_question
+                    next_question += 1
+                    questions.append({"image_id": image_id, "question": question, "question_id": qid})
+                    answers = _annotator_answers(rng, answer, answer_type, cfg.annotator_error)
+                    annotations.append({
+                        "question_id": qid, "image_id": image_id, "question_type": question_type,
+                        "answer_type": answer_type, "multiple_choice_answer": answer,
+                        "answers": [{"answer": a, "answer_confidence": "yes", "answer_id": k + 1}
+                                    for k, a in enumerate(answers)],
+                    })
+        info = {"description": "repro synthetic scenes", "version": "1.0"}
+        write_json_atomic(paths[f"{split}_questions"], {
+            "info": info, "task_type": "Open-Ended", "data_type": "mscoco", "data_subtype": name,
+            "license": {"name": "generated", "url": ""}, "questions": questions})
+        write_json_atomic(paths[f"{split}_annotations"], {
+            "info": info, "data_type": "mscoco", "data_subtype": name,
+            "license": {"name": "generated", "url": ""}, "annotations": annotations})
+    write_json_atomic(manifest, {"config": asdict(cfg), "files": sorted(p.name for p in paths.values())})
+    return paths

@@ -1,0 +1,166 @@
+"""Small utilities used across the toolkit: atomic writes, sha256, timestamps, YAML with line numbers.
+
+Atomic writes: a temporary file in the same folder, flushed and fsynced, then renamed over the
+target, so a file is either complete or absent; an error or interrupt leaves the old file.
+"""
+from __future__ import annotations
+
+import difflib
+import hashlib
+import json
+import os
+import tempfile
+from contextlib import contextmanager
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import IO, Any, Iterator
+
+import yaml
+
+from repro.errors import ReproError
+
+
+@contextmanager
+def atomic_open(path: Path, mode: str = "w") -> Iterator[IO]:
+    """`with atomic_open(p, "wb") as f: ...` writes `p` atomically ("w" for text, "wb" for bytes)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, mode, **({} if "b" in mode else {"encoding": "utf-8"})) as handle:
+            yield handle
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    """Write JSON (strict: no NaN) so that `path` is either the old file or the complete new one."""
+    with atomic_open(path) as handle:
+        json.dump(data, handle, indent=2, sort_keys=True, allow_nan=False)
+        handle.write("\n")
+
+
+def write_bytes_atomic(path: Path, data: bytes) -> None:
+    with atomic_open(path, "wb") as handle:
+        handle.write(data)
+
+
+def sha256_file(path: Path, on_chunk=None, chunk_size: int = 1 << 20) -> str:
+    """Hex sha256 of a file, read in chunks; `on_chunk(n)` is called with each chunk's size (progress)."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while block := handle.read(chunk_size):
+            digest.update(block)
+            if on_chunk is not None:
+                on_chunk(len(block))
+    return digest.hexdigest()
+
+
+def now_iso() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+# --- YAML with line numbers ---------------------------------------------------------------------
+
+MAX_YAML_BYTES = 4 << 20  # specs and recipes are a few kB; anything far larger is not one
+
+
+class Located:
+    """Line numbers of every mapping key and sequence item of one YAML document."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.lines: dict[tuple, int] = {}
+
+    def error(self, where: tuple, message: str) -> ReproError:
+        line = self.lines.get(where)
+        while line is None and where:
+            where = where[:-1]
+            line = self.lines.get(where)
+        return ReproError(f"{self.path}:{line or 1}: {message}")
+
+    def to_python(self, node: yaml.Node, where: tuple = ()) -> Any:
+        self.lines.setdefault(where, node.start_mark.line + 1)
+        if node.tag and node.tag.startswith("!") and not node.tag.startswith("!!"):
+            raise ReproError(f"{self.path}:{node.start_mark.line + 1}: YAML tag {node.tag!r} is not allowed")
+        if node.tag and node.tag.startswith("tag:yaml.org,2002:python"):
+            raise ReproError(f"{self.path}:{node.start_mark.line + 1}: YAML tag {node.tag!r} is not allowed")
+        if isinstance(node, yaml.MappingNode):
+            out: dict[Any, Any] = {}
+            for key_node, value_node in node.value:
+                key = self.to_python(key_node, where + ("<key>",))
+                if not isinstance(key, (str, int, float, bool)) and key is not None:
+                    raise ReproError(f"{self.path}:{key_node.start_mark.line + 1}: a key must be a plain value")
+                if key in out:
+                    raise ReproError(f"{self.path}:{key_node.start_mark.line + 1}: duplicate key {key!r}")
+                self.lines[where + (key,)] = key_node.start_mark.line + 1
+                out[key] = self.to_python(value_node, where + (key,))
+            return out
+        if isinstance(node, yaml.SequenceNode):
+            items = []
+            for i, item in enumerate(node.value):
+                self.lines[where + (i,)] = item.start_mark.line + 1
+                items.append(self.to_python(item, where + (i,)))
+            return items
+        try:
+            return yaml.SafeLoader.construct_object(_SCALAR_LOADER, node)
+        except yaml.YAMLError as exc:
+            raise ReproError(f"{self.path}:{node.start_mark.line + 1}: {getattr(exc, 'problem', None) or exc}") from None
+
+
+_SCALAR_LOADER = yaml.SafeLoader("")
+
+
+def _compose_without_aliases(text: str, path: Path) -> yaml.Node | None:
+    """Compose one YAML document, refusing anchors and aliases (no spec needs them; they allow
+    exponential "billion laughs" documents) and more than one document."""
+    for event in yaml.parse(text, Loader=yaml.SafeLoader):
+        if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None):
+            line = event.start_mark.line + 1
+            raise ReproError(f"{path}:{line}: YAML anchors and aliases (&, *) are not allowed here")
+    loader = yaml.SafeLoader(text)
+    try:
+        return loader.get_single_node()
+    finally:
+        loader.dispose()
+
+
+def read_yaml(path: Path, what: str = "file") -> tuple[Any, Located]:
+    """Parse a YAML file into plain Python with the line of every key and item; ReproError with file:line."""
+    located = Located(path)
+    try:
+        if path.stat().st_size > MAX_YAML_BYTES:
+            raise ReproError(f"{path}: {path.stat().st_size} bytes is too large for a {what}")
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise ReproError(f"{path}: not UTF-8 text (byte {exc.start})") from None
+    except OSError as exc:
+        raise ReproError(f"{path}: cannot read: {exc.strerror}") from None
+    try:
+        node = _compose_without_aliases(text, path)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = mark.line + 1 if mark else 1
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise ReproError(f"{path}:{line}: invalid YAML: {problem}") from None
+    except RecursionError:
+        raise ReproError(f"{path}: YAML nested too deeply") from None
+    if node is None:
+        raise ReproError(f"{path}:1: empty {what}")
+    try:
+        return located.to_python(node), located
+    except RecursionError:
+        raise ReproError(f"{path}: YAML nested too deeply") from None
+
+
+def unknown_keys(loc: Located, where: tuple, data: dict, allowed: set[str], what: str) -> None:
+    """Refuse a key outside `allowed`, suggesting the closest known one."""
+    for key in data:
+        if key not in allowed:
+            close = difflib.get_close_matches(str(key), sorted(allowed), n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise loc.error(where + (key,), f"unknown {what} key {key!r}{hint}")

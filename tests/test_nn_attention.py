@@ -1,0 +1,58 @@
+"""Shared attention: bias and masks per head, MCAN's LayerNorm."""
+import math
+
+import torch
+
+from repro.nn.attention import MASK_VALUE, LayerNorm, MultiHeadAttention
+
+
+def _manual(att: MultiHeadAttention, x, y, bias, mask, scale):
+    b, n, d = x.shape
+    h, dh = att.heads, att.d_head
+    q = att.q(x).view(b, n, h, dh).transpose(1, 2)
+    k = att.k(y).view(b, -1, h, dh).transpose(1, 2)
+    v = att.v(y).view(b, -1, h, dh).transpose(1, 2)
+    logits = q @ k.transpose(-1, -2) * scale + bias
+    logits = logits.masked_fill(mask[:, None, None, :], MASK_VALUE)
+    out = torch.softmax(logits, -1) @ v
+    return att.out(out.transpose(1, 2).reshape(b, n, d))
+
+
+def test_bias_and_mask_per_head_match_the_formula():
+    torch.manual_seed(0)
+    att = MultiHeadAttention(8, 2, dropout=0.0).eval()
+    x, y = torch.randn(2, 3, 8), torch.randn(2, 4, 8)
+    bias = torch.randn(2, 2, 3, 4)
+    mask = torch.tensor([[False, False, True, True], [False, False, False, False]])
+    got = att(x, y, y, bias=bias, key_padding_mask=mask, scale=0.3)
+    assert torch.allclose(got, _manual(att, x, y, bias, mask, 0.3), atol=1e-5)
+    # default scale is 1/sqrt(d_head)
+    got = att(x, y, y, bias=bias, key_padding_mask=mask)
+    assert torch.allclose(got, _manual(att, x, y, bias, mask, 1 / math.sqrt(4)), atol=1e-5)
+
+
+def test_masked_keys_do_not_matter():
+    torch.manual_seed(1)
+    att = MultiHeadAttention(8, 2, dropout=0.0).eval()
+    x, y = torch.randn(1, 3, 8), torch.randn(1, 4, 8)
+    mask = torch.tensor([[False, True, False, True]])
+    y2 = y.clone()
+    y2[0, 1] += 5.0
+    y2[0, 3] -= 7.0
+    assert torch.allclose(att(x, y, y, key_padding_mask=mask), att(x, y2, y2, key_padding_mask=mask), atol=1e-6)
+    assert not torch.allclose(att(x, y, y), att(x, y2, y2), atol=1e-3)
+
+
+def test_all_keys_masked_gives_finite_output():
+    att = MultiHeadAttention(8, 2, dropout=0.0).eval()
+    x = torch.randn(1, 2, 8)
+    out = att(x, x, x, key_padding_mask=torch.ones(1, 2, dtype=torch.bool))
+    assert torch.isfinite(out).all()
+
+
+def test_mcan_layer_norm_uses_unbiased_std_plus_eps():
+    ln = LayerNorm(4, eps=0.5)
+    x = torch.tensor([[1.0, 2.0, 3.0, 6.0]])
+    std = math.sqrt(((1 - 3) ** 2 + (2 - 3) ** 2 + 0 + (6 - 3) ** 2) / 3)  # unbiased: /(n-1)
+    expected = (x - 3.0) / (std + 0.5)
+    assert torch.allclose(ln(x), expected, atol=1e-6)
