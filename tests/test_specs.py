@@ -139,3 +139,13 @@ def test_show_prints_rows_and_uncertainty(demo_spec, runner):
     assert result.exit_code == 0, result.output
     assert "Ours*" in result.output and "71.05?" in result.output
     assert "uncertain Ours* / All: PDF shows '71.0/'" in result.output
+
+
+def test_a_typo_in_a_shipped_specs_model_mapping_fails_list_with_file_and_line(sandbox, runner):
+    text = (REPO_DIR / "experiments" / "mcan-pa" / "table5-ablation.yaml").read_text()
+    assert "positional: [pwa]}" in text
+    write_spec(sandbox, text.replace("positional: [pwa]}", "positonal: [pwa]}", 1), ident="table5-ablation")
+    out = runner.invoke(app, ["list"])
+    line = next(i for i, text_line in enumerate(text.splitlines(), 1) if "positional: [pwa]}" in text_line)
+    assert out.exit_code == 2 and f"table5-ablation.yaml:{line}:" in out.output
+    assert "unknown model key 'positonal'" in out.output and "did you mean 'positional'" in out.output
