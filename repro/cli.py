@@ -205,21 +205,34 @@ def table_command(
 @command("check")
 def check_command(
     idents: Optional[list[str]] = typer.Argument(None, metavar="[ID]...", help="Experiments to check (default: all)."),
+    rerun: bool = typer.Option(False, "--rerun", help="Also train each fingerprinted row for its first steps again "
+                                                      "and compare the losses with the stored fingerprint."),
+    rebaseline: bool = typer.Option(False, "--rebaseline", help="With --rerun: store new fingerprints instead."),
+    scale: str = typer.Option("synthetic", "--scale", "-s", help="With --rerun: the scale of the fingerprints."),
 ) -> None:
     """Regression check for CI: every stored result within its spec's tolerance.
 
     Paper-scale results are compared with the paper's number, other scales with the reference the
-    record carries. Exits 1 on any regression or unreadable result, 0 otherwise.
+    record carries. With --rerun, the fingerprints (the loss of the first training steps, which
+    holds on any CPU) are trained again and compared. Exits 1 on any regression or unreadable
+    result, 0 otherwise.
 
-    Example: [bold]repro check table5-ablation[/]
+    Example: [bold]repro check table5-ablation --rerun[/]
     """
     from rich.table import Table
 
     from repro.report import check_spec
     from repro.results import CorruptResult
-    from repro.specs import load_all, resolve
+    from repro.specs import broken_specs, load_all, resolve
 
     specs = [resolve(i) for i in idents] if idents else list(load_all())
+    if not idents:
+        for _, message in broken_specs():
+            err_console.print(f"[bold red]broken spec:[/] {escape(message)}", highlight=False)
+        if broken_specs():
+            raise typer.Exit(1)
+    if rerun:
+        _check_fingerprints(specs, scale, rebaseline, explicit=bool(idents))
     checks, unreadable = [], []
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -247,6 +260,30 @@ def check_command(
         raise typer.Exit(1)
     console.print(f"[green]all {len(checks)} stored values within tolerance[/]" if checks
                   else "no stored results to check")
+
+
+def _check_fingerprints(specs: list, scale: str, rebaseline: bool, explicit: bool) -> None:
+    from repro import fingerprint
+
+    chosen = [spec for spec in specs if fingerprint.settings(spec, scale) is not None]
+    if explicit and len(chosen) < len(specs):
+        missing = ", ".join(s.id for s in specs if s not in chosen)
+        raise ReproError(f"{missing}: no fingerprint declared at scale {scale!r} (scales.{scale}.fingerprint)")
+    failed = 0
+    for spec in chosen:
+        if rebaseline:
+            out = fingerprint.write(spec, scale, on_row=lambda row: console.print(f"fingerprint {spec.id} / {row}"))
+            console.print(f"[green]stored[/] {out}", highlight=False)
+            continue
+        for c in fingerprint.check(spec, scale):
+            status = "[green]ok[/]" if c.ok else "[bold red]REGRESSION[/]"
+            console.print(f"{status} fingerprint {c.spec} / {c.row} ({c.scale}, {c.steps} steps): largest relative "
+                          f"loss difference {c.worst:.2e} at step {c.worst_step}, tolerance {c.tolerance:.0e}",
+                          highlight=False, soft_wrap=True)
+            failed += not c.ok
+    if failed:
+        console.print(f"[bold red]{failed} fingerprint regression(s)[/]")
+        raise typer.Exit(1)
 
 
 # --- running experiments -------------------------------------------------------------------------

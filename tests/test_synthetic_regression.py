@@ -1,17 +1,16 @@
-"""CI regression of the committed synthetic results: they agree with their spec, and one row re-run
-from scratch reproduces its stored value within the tolerance the spec states."""
+"""CI regression of the committed synthetic results: they agree with their spec, every row's training
+fingerprint reproduces on this CPU, and the fingerprint catches real changes."""
 from __future__ import annotations
 
-import json
+import dataclasses
 
 import pytest
 
+from repro import fingerprint
 from repro.cli import app
 from repro.paths import REPO_DIR
 from repro.report import check_spec
 from repro.results import read_results
-from repro.families.base import RunContext
-from repro.run import _run_unit
 from repro.specs import load_all, resolve
 
 EXPERIMENTS = REPO_DIR / "experiments"
@@ -36,24 +35,50 @@ def test_committed_synthetic_table5_has_every_row_and_three_seeds():
         assert len(result.extra["per_seed"]) == 3 and set(result.std) == set(result.metrics)
 
 
-def test_one_synthetic_row_reproduces_its_stored_value(sandbox):
-    """Re-run MCAN, seed 0, at the synthetic scale in a fresh data folder (single-threaded, as the
-    committed runs were) and compare with the stored per-seed value."""
-    import torch
+@pytest.fixture(scope="module")
+def synthetic_data(tmp_path_factory):
+    """One data folder for the module: the synthetic data is generated once for the three reruns."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("REPRO_DATA_DIR", str(tmp_path_factory.mktemp("data")))
+        yield
 
+
+def _only(spec, row: str):
+    """The spec with its synthetic fingerprint restricted to one row."""
+    scales = {**spec.scales, "synthetic": {**spec.scales["synthetic"],
+                                           "fingerprint": {**spec.scales["synthetic"]["fingerprint"], "rows": [row]}}}
+    return dataclasses.replace(spec, scales=scales)
+
+
+def test_every_table5_row_reproduces_its_stored_fingerprint(synthetic_data):
+    """The CI check that holds on any CPU: each row's first 40 training losses, trained from scratch in a fresh
+    data folder, equal the committed ones within the spec's tolerance (see repro/fingerprint.py)."""
     spec = resolve("table5-ablation", EXPERIMENTS)
-    stored = read_results(spec, scale="synthetic", root=RESULTS)[("MCAN", "synthetic")]
-    expected = stored.extra["per_seed"][stored.seeds.index(0)]
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        row = spec.row("MCAN")
-        run, _ = _run_unit(RunContext(spec=spec, row=row, config=row.config, scale="synthetic",
-                                      settings=spec.scales["synthetic"], seed=0, workdir=sandbox / "run",
-                                      progress=False))
-        metrics = run.metrics
-    finally:
-        torch.set_num_threads(threads)
-    for column, value in expected.items():
-        assert metrics[column] == pytest.approx(value, abs=spec.tolerance_for(column, "synthetic")), column
-    json.dumps(metrics)  # plain floats, as a result file holds them
+    checks = fingerprint.check(spec, "synthetic", root=RESULTS)
+    assert {c.row for c in checks} == {r.name for r in spec.runnable_rows}
+    assert all(c.ok for c in checks), [(c.row, c.worst) for c in checks if not c.ok]
+
+
+def test_the_fingerprint_catches_pma_switched_off(synthetic_data, monkeypatch):
+    from repro.families.mcan_pa import family
+
+    real = family.build_model
+
+    def without_pma(config, *args, **kwargs):
+        return real(config.model_copy(update={"positional": tuple(p for p in config.positional if p != "pma")}),
+                    *args, **kwargs)
+
+    monkeypatch.setattr(family, "build_model", without_pma)
+    spec = _only(resolve("table5-ablation", EXPERIMENTS), "MCAN+PA (ours)")
+    [check] = fingerprint.check(spec, "synthetic", root=RESULTS)
+    assert not check.ok and check.worst > 10 * check.tolerance
+
+
+def test_the_fingerprint_catches_a_wrong_learning_rate_schedule(synthetic_data, monkeypatch):
+    from repro.train import trainer
+
+    real = trainer.learning_rate
+    monkeypatch.setattr(trainer, "learning_rate", lambda *args, **kwargs: 1.5 * real(*args, **kwargs))
+    spec = _only(resolve("table5-ablation", EXPERIMENTS), "MCAN")
+    [check] = fingerprint.check(spec, "synthetic", root=RESULTS)
+    assert not check.ok and check.worst > 10 * check.tolerance

@@ -25,7 +25,7 @@ SCHEDULES = {
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")
 # The last two are computed by their family's loss step (repro.families.base), not by repro.train.losses.
 LOSSES = ("bce-sum", "bce-mean", "cross-entropy", "decoding-bce", "per-task")
-_KEYS = {"description", "optimizer", "schedule", "epochs", "batch_size", "eval_batch_size", "grad_clip",
+_KEYS = {"description", "optimizer", "schedule", "epochs", "batch_size", "eval_batch_size", "grad_clip", "max_steps",
          "precision", "loss", "seed", "train_splits", "num_workers"}
 _REQUIRED = ("optimizer", "schedule", "epochs", "batch_size", "loss")
 
@@ -44,6 +44,7 @@ class Recipe:
     seed: int = 0
     train_splits: tuple[str, ...] = ()
     num_workers: int = 0
+    max_steps: int | None = None  # stop after this many optimisation steps (short runs: regression fingerprints)
     description: str = ""
     path: Path | None = field(default=None, compare=False)
 
@@ -118,7 +119,7 @@ def parse_recipe(path: Path, name: str) -> Recipe:
         batch_size=data["batch_size"], loss=data["loss"], eval_batch_size=data.get("eval_batch_size"),
         grad_clip=None if data.get("grad_clip") is None else float(data["grad_clip"]),
         precision=data.get("precision", "auto"), seed=data.get("seed", 0), train_splits=tuple(splits),
-        num_workers=data.get("num_workers", 0), description=str(data.get("description", "")).strip(), path=path,
+        num_workers=data.get("num_workers", 0), max_steps=data.get("max_steps"), description=str(data.get("description", "")).strip(), path=path,
     )
     try:
         _check_values(recipe)
@@ -160,6 +161,9 @@ def _check_values(r: Recipe) -> None:
         raise ReproError(f"loss: must be one of {', '.join(LOSSES)}, got {r.loss!r}")
     if r.grad_clip is not None and r.grad_clip <= 0:
         raise ReproError(f"grad_clip: must be positive or null, got {r.grad_clip}")
+    if r.max_steps is not None and (isinstance(r.max_steps, bool) or not isinstance(r.max_steps, int)
+                                    or r.max_steps < 1):
+        raise ReproError(f"max_steps: must be a positive integer or null, got {r.max_steps!r}")
     if r.num_workers < 0:
         raise ReproError(f"num_workers: must be 0 or more, got {r.num_workers}")
     if r.schedule.get("base_lr", 0) <= 0:

@@ -296,13 +296,20 @@ def fit(model: nn.Module, train_dataset: Dataset, recipe: Recipe, workdir: Path,
                     name = signal.Signals(flag.signal).name if flag.signal else "a signal on another rank"
                     raise TrainingInterrupted(f"training interrupted by {name} at epoch {epoch + 1}, step {step}; "
                                               f"checkpoint saved to {ckpt_path}; run again with --resume to continue")
+                if recipe.max_steps is not None and step >= recipe.max_steps:
+                    break
+            if recipe.max_steps is not None and step >= recipe.max_steps:
+                break  # a short run (e.g. a regression fingerprint): no checkpoint
             if env.is_main:
                 ckpt.save_checkpoint(ckpt_path, model=model, optimizer=optimizer, scaler=scaler,
                                      epoch=epoch + 1, step=step, step_in_epoch=0, extra=extra)
             dist_utils.barrier(env)
+            if flag.signal is not None:  # arrived while the epoch's checkpoint was being written
+                raise TrainingInterrupted(f"training interrupted by {signal.Signals(flag.signal).name} after epoch "
+                                          f"{epoch + 1}; checkpoint saved to {ckpt_path}; run again with --resume")
 
     result = TrainState(
-        epochs_done=recipe.epochs, step=step, world_size=env.world_size, gpu_count=dist_utils.gpu_count(env, dev),
+        epochs_done=recipe.epochs if recipe.max_steps is None else epoch + 1, step=step, world_size=env.world_size, gpu_count=dist_utils.gpu_count(env, dev),
         global_batch=recipe.batch_size, per_device_batch=local_batch,
         device=str(dev) if dev.type == "cpu" else torch.cuda.get_device_name(dev), precision=precision,
         final_loss=last_loss, wall_time_s=round(time.perf_counter() - started, 3), samples_seen=samples,

@@ -1,0 +1,143 @@
+"""Regression fingerprints: the loss of the first training steps, a check that holds on any CPU.
+
+CPU training is not bit-identical across processors (other vector kernels, other summation order),
+and a full synthetic run amplifies the difference: MCAN's Y/N accuracy at the synthetic scale moved
+from 60.71 to 63.84 between two x86 machines, and the same row's seeds spread over 60.7-71.4. The
+first steps of training do not amplify it yet: over 40 steps of Table V's synthetic rows, the loss
+trajectories under ATEN_CPU_CAPABILITY=default, avx2 and avx512 and with 1 or 2 threads differed by at
+most 3.1e-6 relative, while a real change (PMA switched off, MCAN for MCAN+PA) moves them by 1e-2 on
+average and by more than 1e-1 at some step. A fingerprint is that trajectory, stored per row in
+`results/<paper>/<table>/fingerprints/<scale>.json`; `repro check --rerun` trains each row again for
+the same steps and compares, at the spec's `scales.<scale>.fingerprint.tolerance` (relative, largest
+step).
+
+Spec settings (`scales.<scale>.fingerprint`): steps (default 40), rows (default: every runnable
+training row), tolerance (default 1e-3).
+"""
+from __future__ import annotations
+
+import json
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from repro.errors import ReproError
+from repro.paths import results_dir
+from repro.specs import Row, Spec
+from repro.utils import write_json_atomic
+
+DEFAULT_STEPS = 40
+DEFAULT_TOLERANCE = 1e-3
+
+
+@dataclass
+class FingerprintCheck:
+    spec: str
+    row: str
+    scale: str
+    steps: int
+    worst: float  # largest relative difference over the steps
+    worst_step: int
+    tolerance: float
+
+    @property
+    def ok(self) -> bool:
+        return self.worst <= self.tolerance
+
+
+def settings(spec: Spec, scale: str) -> dict[str, Any] | None:
+    """The spec's fingerprint settings at a scale, or None when it declares none."""
+    raw = spec.scales.get(scale, {}).get("fingerprint")
+    if raw is None:
+        return None
+    if not isinstance(raw, dict):
+        raise ReproError(f"{spec.path}: scales.{scale}.fingerprint must be a mapping (steps, rows, tolerance)")
+    steps = raw.get("steps", DEFAULT_STEPS)
+    tolerance = raw.get("tolerance", DEFAULT_TOLERANCE)
+    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
+        raise ReproError(f"{spec.path}: scales.{scale}.fingerprint.steps must be a positive integer, got {steps!r}")
+    if isinstance(tolerance, bool) or not isinstance(tolerance, (int, float)) or tolerance < 0:
+        raise ReproError(f"{spec.path}: scales.{scale}.fingerprint.tolerance must be a non-negative number")
+    rows = [spec.row(name) for name in raw.get("rows", [])] or [
+        r for r in spec.runnable_rows if r.model is not None]
+    return {"steps": steps, "tolerance": float(tolerance), "rows": rows}
+
+
+def path_for(spec: Spec, scale: str, root: Path | None = None) -> Path:
+    return (root or results_dir()) / spec.paper / spec.id / "fingerprints" / f"{scale}.json"
+
+
+def trajectory(spec: Spec, row: Row, scale: str, steps: int, seed: int = 0) -> list[float]:
+    """The training loss of each of the first `steps` steps of a row, trained single-threaded from scratch."""
+    import torch
+
+    from repro.families.base import RunContext
+    from repro.run import family_of, scale_settings
+
+    family = family_of(row)
+    if family is None:
+        raise ReproError(f"{spec.id} row {row.name!r}: its family is not implemented; no fingerprint")
+    base = scale_settings(spec, scale)
+    run_settings = {**base, "recipe": {**base.get("recipe", {}), "max_steps": steps}}
+    family.prepare_data(spec, scale, run_settings)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        with tempfile.TemporaryDirectory(prefix="repro-fingerprint-") as tmp:
+            ctx = RunContext(spec=spec, row=row, config=row.config, scale=scale, settings=run_settings, seed=seed,
+                             workdir=Path(tmp), progress=False)
+            family.run_row(ctx)
+            lines = (Path(tmp) / "train.jsonl").read_text(encoding="utf-8").splitlines()
+    finally:
+        torch.set_num_threads(threads)
+    losses = [float(json.loads(line)["loss"]) for line in lines]
+    if len(losses) < steps:
+        raise ReproError(f"{spec.id} row {row.name!r}: training stopped after {len(losses)} of {steps} steps")
+    return losses[:steps]
+
+
+def write(spec: Spec, scale: str, root: Path | None = None, on_row=None) -> Path:
+    """Compute and store the fingerprints of a spec at a scale (`repro check ID --rerun --rebaseline`)."""
+    config = _require(spec, scale)
+    stored = {}
+    for row in config["rows"]:
+        stored[row.name] = {"steps": config["steps"], "seed": 0, "loss": trajectory(spec, row, scale, config["steps"])}
+        if on_row:
+            on_row(row.name)
+    out = path_for(spec, scale, root)
+    write_json_atomic(out, {"spec": spec.id, "scale": scale, "rows": stored})
+    return out
+
+
+def check(spec: Spec, scale: str, root: Path | None = None, on_row=None) -> list[FingerprintCheck]:
+    """Train each fingerprinted row again for its steps and compare with the stored trajectory."""
+    config = _require(spec, scale)
+    path = path_for(spec, scale, root)
+    try:
+        stored = json.loads(path.read_text(encoding="utf-8"))["rows"]
+    except FileNotFoundError:
+        raise ReproError(f"{path}: no stored fingerprint; make one with `repro check {spec.id} --rerun "
+                         f"--rebaseline --scale {scale}`") from None
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ReproError(f"{path}: unreadable fingerprint ({exc})") from None
+    out = []
+    for row in config["rows"]:
+        if row.name not in stored:
+            raise ReproError(f"{path}: no fingerprint for row {row.name!r}")
+        expected = [float(x) for x in stored[row.name]["loss"]]
+        got = trajectory(spec, row, scale, len(expected), int(stored[row.name].get("seed", 0)))
+        diffs = [abs(g - e) / max(abs(e), 1e-12) for g, e in zip(got, expected)]
+        worst = max(range(len(diffs)), key=diffs.__getitem__)
+        out.append(FingerprintCheck(spec.id, row.name, scale, len(expected), diffs[worst], worst + 1,
+                                    config["tolerance"]))
+        if on_row:
+            on_row(out[-1])
+    return out
+
+
+def _require(spec: Spec, scale: str) -> dict[str, Any]:
+    config = settings(spec, scale)
+    if config is None:
+        raise ReproError(f"{spec.id} declares no fingerprint at scale {scale!r} (scales.{scale}.fingerprint)")
+    return config
