@@ -289,8 +289,26 @@ def _check_fingerprints(specs: list, scale: str, rebaseline: bool, explicit: boo
 # --- running experiments -------------------------------------------------------------------------
 
 
+MAX_SEED = 2**31 - 1
+
+
+def parse_seeds(text: str) -> list[int]:
+    """`0,1,2` -> [0, 1, 2]: integers in 0..2^31-1, each once."""
+    try:
+        seeds = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise ReproError(f"--seeds must be comma-separated integers, not {text!r}") from None
+    if not seeds:
+        raise ReproError("--seeds names no seed")
+    if any(not 0 <= seed <= MAX_SEED for seed in seeds):
+        raise ReproError(f"--seeds must lie in 0..{MAX_SEED}, not {text!r}")
+    if len(set(seeds)) != len(seeds):
+        raise ReproError(f"--seeds names a seed twice: {text!r}")
+    return seeds
+
+
 def _run(ident: str, rows: Optional[str], scale: str, seeds: Optional[str], dry_run: bool, resume: bool,
-         workdir: Optional[str], rebaseline: bool = False, jobs: Optional[int] = None) -> None:
+         workdir: Optional[str], rebaseline: bool = False, jobs: Optional[int] = None, force: bool = False) -> None:
     from rich.table import Table
 
     from repro.paths import data_dir
@@ -303,10 +321,7 @@ def _run(ident: str, rows: Optional[str], scale: str, seeds: Optional[str], dry_
     spec = resolve(ident)
     seed_list = None
     if seeds:
-        try:
-            seed_list = [int(s) for s in seeds.split(",") if s.strip()]
-        except ValueError:
-            raise ReproError(f"--seeds must be comma-separated integers, not {seeds!r}") from None
+        seed_list = parse_seeds(seeds)
     plan = make_plan(spec, scale, rows.split(",") if rows else None, seed_list)
     steps = Table(title=f"plan: {spec.id} at scale {scale}")
     for name in ("row", "step", "seeds", "what", "GPU-hours", "status"):
@@ -328,7 +343,7 @@ def _run(ident: str, rows: Optional[str], scale: str, seeds: Optional[str], dry_
         values = ", ".join(f"{k} {v:.2f}" for k, v in metrics.items())
         console.print(f"[green]done[/] {row} seed {seed} in {seconds:.0f}s: {values}", highlight=False)
 
-    results = execute(plan, root, resume=resume, rebaseline=rebaseline, jobs=jobs, on_unit=finished_run)
+    results = execute(plan, root, resume=resume, force=force, rebaseline=rebaseline, jobs=jobs, on_unit=finished_run)
     view = build_view(spec, scale)
     console.print(render_rich(view))
     claims = render_claims_rich(view)
@@ -349,16 +364,17 @@ def run_command(
     scale: str = typer.Option("paper", "--scale", "-s", help="paper, synthetic or smoke."),
     seeds: Optional[str] = typer.Option(None, "--seeds", help="Comma-separated seeds (default: the spec's)."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan (rows, data, steps, GPU-hours) and stop."),
-    resume: bool = typer.Option(False, "--resume", help="Continue each row from its last checkpoint."),
+    resume: bool = typer.Option(False, "--resume", help="Keep stored seeds, run the missing ones, continue each from its checkpoint."),
     workdir: Optional[str] = typer.Option(None, "--workdir", help="Checkpoints and logs (default: $REPRO_DATA_DIR/runs)."),
     rebaseline: bool = typer.Option(False, "--rebaseline", help="Make these results the new reference for `repro check`."),
+    force: bool = typer.Option(False, "--force", help="Replace stored results of these seeds and start over their checkpoints."),
     jobs: Optional[int] = typer.Option(None, "--jobs", "-j", min=1, help="Runs at a time, each in its own process (default: the spec's scale setting, else 1)."),
 ) -> None:
     """Train and evaluate every runnable row of a table, write results, print the table.
 
     Example: [bold]repro run table5-ablation --scale synthetic --seeds 0,1[/]
     """
-    _run(ident, rows, scale, seeds, dry_run, resume, workdir, rebaseline, jobs)
+    _run(ident, rows, scale, seeds, dry_run, resume, workdir, rebaseline, jobs, force)
 
 
 @command("train")
@@ -369,12 +385,13 @@ def train_command(
     seed: Optional[int] = typer.Option(None, "--seed", help="One seed (default: the spec's seeds)."),
     resume: bool = typer.Option(False, "--resume", help="Continue from the last checkpoint."),
     workdir: Optional[str] = typer.Option(None, "--workdir", help="Checkpoints and logs (default: $REPRO_DATA_DIR/runs)."),
+    force: bool = typer.Option(False, "--force", help="Replace a stored result of this seed and start over its checkpoint."),
 ) -> None:
     """Train and evaluate one row of a table.
 
     Example: [bold]repro train table5-ablation --row ROW --scale smoke --resume[/]
     """
-    _run(ident, row, scale, None if seed is None else str(seed), False, resume, workdir)
+    _run(ident, row, scale, None if seed is None else str(seed), False, resume, workdir, force=force)
 
 
 @command("model")
@@ -477,8 +494,8 @@ def prepare_command(
 
     Example: [bold]repro prepare NAME --force[/]
     """
-    from repro.datasets.prepare import prepare
     from repro.data.progress import item_progress
+    from repro.datasets.prepare import prepare
 
     with item_progress(console=err_console) as progress:
         outputs = prepare(name, source=source, glove=glove, store=store, force=force, progress=progress)

@@ -1,10 +1,15 @@
-"""Result records: `results/<paper>/<table-id>/<row>[.<scale>].json`, written atomically, read tolerantly.
+"""Result records, written atomically, read tolerantly.
 
-A record says what produced it: spec id, row, scale, split, metrics (keyed by the spec's column
-names), config hash, git commit, seed(s), hardware, wall time and date. Records at a scale other
-carries a `reference`: the metrics of the run that first produced the record, kept when a later run
-rewrites it, so `repro check` can tell when a change moves a number that is not compared with the
-paper (other scales, and columns with an explained deviation from the paper).
+- `results/<paper>/<table-id>/seeds/<row>[.<scale>].seed<N>.json`: one (row, scale, seed) unit, written
+  as soon as it finishes: metrics, the resolved configuration and its hash, the environment (package
+  versions, CPU kernels, GPU, torch's collect_env, git commit and dirty files, command line, data
+  manifests), start and end time.
+- `results/<paper>/<table-id>/<row>[.<scale>].json`: the row's record, the mean and standard deviation
+  over every seed present, rebuilt after each unit. It says what produced it (spec id, row, scale,
+  split, metrics keyed by the spec's column names, config hash, git commit, seeds, hardware, wall
+  time, date) and carries a `reference`: the mean over the same seeds of each seed's first metrics,
+  kept when a seed is run again, so `repro check` can tell when a change moves a number that is not
+  compared with the paper (other scales, and columns with an explained deviation from the paper).
 """
 from __future__ import annotations
 
@@ -12,16 +17,19 @@ import hashlib
 import json
 import os
 import platform
+import statistics
 import subprocess
+import sys
 import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from repro import __version__
-from repro.utils import now_iso, write_json_atomic  # noqa: F401 (re-exported until every caller imports utils)
+from repro.errors import ReproError
 from repro.paths import REPO_DIR, results_dir
 from repro.specs import Row, Spec, row_slug
+from repro.utils import now_iso, write_json_atomic  # noqa: F401 (re-exported until every caller imports utils)
 
 
 @dataclass
@@ -52,11 +60,7 @@ class Result:
         missing = {"spec", "row", "scale", "metrics"} - set(data)
         if missing:
             raise ValueError(f"missing {', '.join(sorted(missing))}")
-        if not isinstance(data["metrics"], dict):
-            raise ValueError("metrics is not a mapping")
-        for name, value in data["metrics"].items():
-            if isinstance(value, bool) or not isinstance(value, (int, float)):
-                raise ValueError(f"metric {name!r} is not a number")
+        _check_metrics(data["metrics"])
         data = {k: v for k, v in data.items() if k in known}
         data.setdefault("paper", "")
         data.setdefault("split", "")
@@ -73,14 +77,167 @@ def result_path(spec: Spec, row: Row | str, scale: str, root: Path | None = None
     return (root or results_dir()) / spec.paper / spec.id / f"{name}{suffix}.json"
 
 
+@dataclass
+class SeedResult:
+    """One (row, scale, seed) unit: what it measured and everything needed to rebuild it."""
+
+    spec: str
+    paper: str
+    row: str
+    scale: str
+    seed: int
+    split: str
+    metrics: dict[str, float]
+    reference: dict[str, float] | None = None  # the metrics this seed first gave (kept unless --rebaseline)
+    config: dict[str, Any] = field(default_factory=dict)  # resolved: model, recipe, sizes, generator, overrides
+    config_hash: str = ""
+    environment: dict[str, Any] = field(default_factory=dict)
+    training: dict[str, Any] | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+    info: dict[str, Any] = field(default_factory=dict)
+    predictions: list[str] = field(default_factory=list)
+    started: str = ""
+    finished: str = ""
+    wall_time_s: float = 0.0
+    toolkit_version: str = __version__
+    legacy: bool = False  # rebuilt from an older record that kept only per-seed metrics
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> SeedResult:
+        known = {f for f in cls.__dataclass_fields__}
+        missing = {"spec", "row", "scale", "seed", "metrics"} - set(data)
+        if missing:
+            raise ValueError(f"missing {', '.join(sorted(missing))}")
+        _check_metrics(data["metrics"])
+        if isinstance(data["seed"], bool) or not isinstance(data["seed"], int):
+            raise ValueError("seed is not an integer")
+        data = {k: v for k, v in data.items() if k in known}
+        data.setdefault("paper", "")
+        data.setdefault("split", "")
+        return cls(**data)
+
+
+def _check_metrics(metrics: Any) -> None:
+    if not isinstance(metrics, dict):
+        raise ValueError("metrics is not a mapping")
+    for name, value in metrics.items():
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
+            raise ValueError(f"metric {name!r} is not a number")
+
+
+def seed_path(spec: Spec, row: Row | str, scale: str, seed: int, root: Path | None = None) -> Path:
+    name = row_slug(row if isinstance(row, str) else row.name)
+    suffix = "" if scale == "paper" else f".{scale}"
+    return (root or results_dir()) / spec.paper / spec.id / "seeds" / f"{name}{suffix}.seed{seed}.json"
+
+
+def read_seed_results(spec: Spec, row: Row, scale: str, root: Path | None = None) -> dict[int, SeedResult]:
+    """Every stored seed of a (row, scale): the seed files, plus the seeds an older row record kept only
+    as `extra.per_seed` (read as legacy seeds so that no stored seed is lost when the record is rebuilt)."""
+    found: dict[int, SeedResult] = {}
+    folder = seed_path(spec, row, scale, 0, root).parent
+    prefix = seed_path(spec, row, scale, 0, root).name[: -len("0.json")]
+    if folder.is_dir():
+        for path in sorted(folder.glob(f"{glob_escape(prefix)}*.json")):
+            tail = path.name[len(prefix): -len(".json")]
+            if not tail.isdigit():
+                continue
+            try:
+                seed = SeedResult.from_json(json.loads(path.read_text(encoding="utf-8")))
+            except (OSError, ValueError, TypeError, RecursionError) as exc:
+                raise CorruptResultError(f"{path}: unreadable seed result ({exc}); move it away or "
+                                         f"rerun that seed with --force") from None
+            found[seed.seed] = seed
+    aggregate = result_path(spec, row, scale, root)
+    if aggregate.exists():
+        old = _read_one(aggregate)
+        if old is None:
+            raise CorruptResultError(f"{aggregate}: unreadable result; move it away before running this row again")
+        per_seed = old.extra.get("per_seed", [])
+        if len(per_seed) == len(old.seeds):
+            for i, (seed, metrics) in enumerate(zip(old.seeds, per_seed)):
+                if seed not in found:
+                    found[seed] = SeedResult(
+                        spec=spec.id, paper=spec.paper, row=row.name, scale=scale, seed=seed, split=old.split,
+                        metrics=dict(metrics), reference=dict(metrics), config_hash=old.config_hash,
+                        training=(old.extra.get("train") or [None] * len(per_seed))[i],
+                        extra={k: v[i] for k, v in old.extra.items()
+                               if k not in ("per_seed", "train", "predictions") and isinstance(v, list)
+                               and len(v) == len(per_seed)},
+                        info={k: v for k, v in old.extra.items() if not isinstance(v, list)},
+                        finished=old.date, wall_time_s=old.wall_time_s / max(len(per_seed), 1), legacy=True,
+                        environment={"git_commit": old.git_commit, "hardware": old.hardware})
+    return dict(sorted(found.items()))
+
+
+def glob_escape(text: str) -> str:
+    return "".join(f"[{c}]" if c in "[]*?" else c for c in text)
+
+
+class CorruptResultError(ReproError):
+    """A stored result that a run would have to rebuild cannot be read: nothing is overwritten."""
+
+
+def write_seed_result(spec: Spec, seed_result: SeedResult, root: Path | None = None, rebaseline: bool = False) -> Path:
+    """Store one unit, keeping the reference of an earlier run of the same seed unless `rebaseline`."""
+    path = seed_path(spec, seed_result.row, seed_result.scale, seed_result.seed, root)
+    previous = read_seed_results(spec, spec.row(seed_result.row), seed_result.scale, root).get(seed_result.seed)
+    if previous is not None and previous.reference and not rebaseline:
+        seed_result.reference = previous.reference
+    elif seed_result.reference is None:
+        seed_result.reference = dict(seed_result.metrics)
+    write_json_atomic(path, seed_result.to_json())
+    return path
+
+
+def aggregate(spec: Spec, row: Row, scale: str, seeds: dict[int, SeedResult]) -> Result:
+    """The row's record over the seeds present: mean, standard deviation, the reference over the same seeds."""
+    units = list(seeds.values())
+    per_seed = [u.metrics for u in units]
+    extra: dict[str, Any] = {"per_seed": per_seed}
+    if any(u.training for u in units):
+        extra["train"] = [u.training for u in units]
+    for key in sorted({k for u in units for k in u.extra}):
+        extra[key] = [u.extra.get(key) for u in units]
+    for u in units:
+        extra.update(u.info)
+    predictions = [p for u in units for p in u.predictions]
+    if predictions:
+        extra["predictions"] = predictions
+    hashes = sorted({u.config_hash for u in units if u.config_hash})
+    commits = sorted({u.environment.get("git_commit", "") for u in units} - {""})
+    latest = max(units, key=lambda u: u.finished)
+    return Result(
+        spec=spec.id, paper=spec.paper, row=row.name, scale=scale, split=latest.split,
+        metrics=_mean(per_seed), std=_std(per_seed) if len(units) > 1 else {}, seeds=list(seeds),
+        reference=_mean([u.reference or u.metrics for u in units]),
+        config_hash=hashes[0] if len(hashes) == 1 else ",".join(hashes),
+        git_commit=commits[-1] if len(commits) == 1 else ",".join(commits),
+        hardware=latest.environment.get("hardware", {}), wall_time_s=round(sum(u.wall_time_s for u in units), 2),
+        date=latest.finished, extra=extra,
+    )
+
+
+def _mean(runs: list[dict[str, float]]) -> dict[str, float]:
+    keys = [k for k in runs[0] if all(k in r for r in runs)] if runs else []
+    return {k: statistics.fmean(r[k] for r in runs) for k in keys}
+
+
+def _std(runs: list[dict[str, float]]) -> dict[str, float]:
+    keys = [k for k in runs[0] if all(k in r for r in runs)] if runs else []
+    return {k: statistics.stdev(r[k] for r in runs) for k in keys}
+
+
 def write_result(result: Result, spec: Spec, root: Path | None = None, rebaseline: bool = False) -> Path:
-    """Store a result, keeping the reference of an existing record unless `rebaseline`."""
+    """Store a row's record (`aggregate` rebuilds it from its seeds, reference included). A record given
+    without a reference keeps the stored one unless `rebaseline`, or takes its own metrics."""
     path = result_path(spec, result.row, result.scale, root)
-    previous = _read_one(path) if path.exists() and not rebaseline else None
-    if previous is not None and previous.reference:
-        result.reference = previous.reference
-    elif result.reference is None:
-        result.reference = dict(result.metrics)
+    if result.reference is None:
+        previous = _read_one(path) if path.exists() and not rebaseline else None
+        result.reference = dict(previous.reference if previous is not None and previous.reference else result.metrics)
     write_json_atomic(path, result.to_json())
     return path
 
@@ -124,27 +281,85 @@ def config_hash(config: Any) -> str:
 
 
 def git_commit() -> str:
+    """HEAD of the checkout the toolkit runs from, `-dirty` when tracked or untracked files differ;
+    `unknown` outside a checkout (an installed wheel) or without git."""
+    state = git_state()
+    return state["commit"] + ("-dirty" if state["dirty"] else "") if state["commit"] else "unknown"
+
+
+def git_state() -> dict[str, Any]:
+    """Commit, whether the tree is dirty, and which files differ (untracked ones included)."""
     try:
-        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO_DIR, capture_output=True, text=True, timeout=10)
+        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO_DIR, capture_output=True, text=True, timeout=10)
+        status = subprocess.run(["git", "status", "--porcelain", "--untracked-files=all", "--", "."], cwd=REPO_DIR,
+                                capture_output=True, text=True, timeout=30)
     except (OSError, subprocess.SubprocessError):
-        return "unknown"
-    commit = out.stdout.strip()
-    if not commit:
-        return "unknown"
-    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=REPO_DIR,
-                           capture_output=True, text=True, timeout=10).stdout.strip()
-    return commit + ("-dirty" if dirty else "")
+        return {"commit": "", "dirty": False, "changed": []}
+    commit = head.stdout.strip() if head.returncode == 0 else ""
+    changed = [line[3:] for line in status.stdout.splitlines()] if commit else []
+    return {"commit": commit, "dirty": bool(changed), "changed": changed[:200]}
+
+
+_ENVIRONMENT: dict[str, Any] | None = None
+VERSIONED_PACKAGES = ("torch", "numpy", "scipy", "scikit-learn", "pandas", "nltk", "pydantic", "transformers",
+                      "timm", "torchvision", "pillow", "h5py")
+
+
+def environment() -> dict[str, Any]:
+    """What can change a number: package versions, CPU kernels and threads, GPU, git state, command line.
+    Computed once per process (collect_env runs subprocesses)."""
+    global _ENVIRONMENT
+    if _ENVIRONMENT is None:
+        from importlib import metadata
+
+        import torch
+        from torch.utils import collect_env
+
+        versions = {}
+        for name in VERSIONED_PACKAGES:
+            try:
+                versions[name] = metadata.version(name)
+            except metadata.PackageNotFoundError:
+                continue
+        state = git_state()
+        try:
+            env_info = collect_env.get_pretty_env_info()
+        except Exception as exc:  # noqa: BLE001 - collect_env shells out; its failure must not stop a run
+            env_info = f"unavailable: {exc}"
+        _ENVIRONMENT = {
+            "packages": versions, "hardware": hardware(), "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+            "aten_cpu_capability_env": os.environ.get("ATEN_CPU_CAPABILITY"),
+            "git_commit": git_commit(), "git": state, "collect_env": env_info,
+        }
+    return {**_ENVIRONMENT, "threads": _threads(), "command": list(sys.argv)}
+
+
+def _threads() -> int:
+    import torch
+
+    return torch.get_num_threads()
 
 
 def hardware() -> dict[str, Any]:
     info: dict[str, Any] = {"platform": platform.platform(), "python": platform.python_version(),
-                            "cpu_count": os.cpu_count()}
+                            "cpu_count": os.cpu_count(), "cpu": _cpu_model()}
     try:
         import torch
 
         info["torch"] = torch.__version__
         if torch.cuda.is_available():
             info["gpus"] = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+            info["cuda"] = torch.version.cuda
     except ImportError:
         pass
     return info
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace").splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor()

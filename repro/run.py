@@ -16,17 +16,26 @@ from __future__ import annotations
 
 import math
 import os
-import statistics
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Callable
+from typing import Any
 
 from repro import families
 from repro.errors import ReproError
 from repro.families.base import RowRun, RunContext
-from repro.results import Result, config_hash, git_commit, hardware, write_result
+from repro.results import (
+    Result,
+    SeedResult,
+    aggregate,
+    config_hash,
+    environment,
+    read_seed_results,
+    write_result,
+    write_seed_result,
+)
 from repro.specs import Row, Spec
 from repro.utils import now_iso
 
@@ -132,26 +141,78 @@ def _compute_task(row: Row) -> ComputeFn | None:
     return None
 
 
-def _run_unit(ctx: RunContext) -> tuple[RowRun, float]:
-    """Train/compute one (row, seed); returns what it produced and its seconds. Runs in any process."""
-    started = time.time()
+def resolved_config(spec: Spec, row: Row, scale: str, settings: dict[str, Any]) -> dict[str, Any]:
+    """Everything that decides what a unit computes, except its seed: hashed into `config_hash`."""
+    recipe = None
+    if spec.recipe and row.model is not None:
+        from repro.train import load_recipe
+
+        resolved = load_recipe(spec.recipe).replace(**settings.get("recipe", {})).to_json()
+        recipe = {k: v for k, v in resolved.items() if k not in ("path", "description", "seed")}
+    return {"spec": spec.id, "row": row.name, "scale": scale,
+            "model": row.config.model_dump(mode="json") if row.config is not None else None,
+            "compute": row.compute, "recipe": recipe,
+            "settings": {k: v for k, v in settings.items() if k not in ("seeds", "jobs", "tolerance", "fingerprint")}}
+
+
+def _run_unit(ctx: RunContext) -> tuple[RowRun, str, str, float]:
+    """Train/compute one (row, seed); returns what it produced, start and end time, seconds. Runs in any process."""
+    started, clock = now_iso(), time.time()
     if ctx.row.compute is not None:
         run = _compute_task(ctx.row)(ctx)
     else:
         run = family_of(ctx.row).run_row(ctx)
-    return run, time.time() - started
+    return run, started, now_iso(), time.time() - clock
 
 
 def _init_worker(threads: int) -> None:
+    """A worker process: its share of the threads, and it ends when its parent does (Linux)."""
     import torch
 
     torch.set_num_threads(threads)
+    try:
+        import ctypes
+        import signal
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
 
 
-def execute(plan: Plan, workdir: Path, *, resume: bool = False, rebaseline: bool = False, jobs: int | None = None,
-            on_row: Callable[[Result], None] | None = None,
+def _units_to_run(plan: Plan, workdir: Path, resume: bool, force: bool) -> list[tuple[Step, int]]:
+    """(step, seed) pairs to run; refuses, before any training, to replace a stored seed or a checkpoint."""
+    spec, scale = plan.spec, plan.scale
+    units, clashes = [], []
+    for step in plan.steps:
+        stored = read_seed_results(spec, step.row, scale)
+        for seed in step.seeds:
+            if seed in stored and not force:
+                if resume:
+                    continue  # done before: --resume keeps it and runs the rest
+                clashes.append(f"{step.row.name} seed {seed}")
+            units.append((step, seed))
+    if clashes:
+        raise ReproError(f"{spec.id} at scale {scale} already has results for {', '.join(clashes)}; pass --force to "
+                         f"replace them, or --resume to keep them and run only the missing seeds")
+    if not resume and not force:
+        started = [unit_dir(workdir, spec, scale, step.row, seed) for step, seed in units]
+        started = [d for d in started if (d / "last.pt").exists()]
+        if started:
+            raise ReproError(f"{started[0]} holds a checkpoint of an earlier run; pass --resume to continue it or "
+                             f"--force to start again")
+    return units
+
+
+def unit_dir(workdir: Path, spec: Spec, scale: str, row: Row, seed: int) -> Path:
+    return workdir / spec.id / scale / row.slug / f"seed{seed}"
+
+
+def execute(plan: Plan, workdir: Path, *, resume: bool = False, force: bool = False, rebaseline: bool = False,
+            jobs: int | None = None, on_row: Callable[[Result], None] | None = None,
             on_unit: Callable[[str, int, dict[str, float], float], None] | None = None) -> list[Result]:
-    """Run every (row, seed) of a plan, `jobs` at a time; write one result per row (mean, std over seeds).
+    """Run every (row, seed) of a plan, `jobs` at a time. Each unit's record is written as soon as it
+    finishes and its row's record (mean, std over every seed present) rebuilt, so an interrupted table
+    keeps what finished; stored seeds are replaced only with `force`.
 
     With jobs > 1 each run is a separate process using cpu_count / jobs threads, and progress bars
     give way to one line per finished run.
@@ -162,77 +223,68 @@ def execute(plan: Plan, workdir: Path, *, resume: bool = False, rebaseline: bool
     for step in plan.steps:  # fail before any training
         if not step.ready:
             raise ReproError(f"{spec.id} row {step.row.name!r} ({step.kind}: {step.detail}) is not implemented yet")
+    units = _units_to_run(plan, workdir, resume, force)
     for family in {family_of(s.row) for s in plan.steps if s.kind == "train"}:
         family.prepare_data(spec, scale, settings)  # generated once, before runs start in parallel
+    configs = {step.row.name: resolved_config(spec, step.row, scale, settings) for step in plan.steps}
 
     def context(step: Step, seed: int, progress: bool) -> RunContext:
         return RunContext(spec=spec, row=step.row, config=step.row.config, scale=scale, settings=settings, seed=seed,
-                          workdir=workdir / spec.id / scale / step.row.slug / f"seed{seed}", resume=resume,
-                          progress=progress)
+                          workdir=unit_dir(workdir, spec, scale, step.row, seed), resume=resume, progress=progress)
 
-    units = [(step, seed) for step in plan.steps for seed in step.seeds]
-    done: dict[tuple[str, int], tuple[RowRun, float]] = {}
+    def finished(step: Step, seed: int, outcome: tuple[RowRun, str, str, float]) -> None:
+        run, started_at, finished_at, seconds = outcome
+        config = configs[step.row.name]
+        write_seed_result(spec, SeedResult(
+            spec=spec.id, paper=spec.paper, row=step.row.name, scale=scale, seed=seed, split=run.split,
+            metrics=run.metrics, config=config, config_hash=config_hash(config), environment=environment(),
+            training=run.training, extra=run.extra, info=run.info, predictions=run.predictions,
+            started=started_at, finished=finished_at, wall_time_s=round(seconds, 2)), rebaseline=rebaseline)
+        write_result(aggregate(spec, step.row, scale, read_seed_results(spec, step.row, scale)), spec)
+        if on_unit:
+            on_unit(step.row.name, seed, run.metrics, seconds)
+
     if jobs == 1:
         for step, seed in units:
-            done[(step.row.name, seed)] = _run_unit(context(step, seed, True))
-            if on_unit:
-                run, seconds = done[(step.row.name, seed)]
-                on_unit(step.row.name, seed, run.metrics, seconds)
+            finished(step, seed, _run_unit(context(step, seed, True)))
     else:
-        import multiprocessing
-        from concurrent.futures import ProcessPoolExecutor, as_completed
-
-        threads = max(1, (os.cpu_count() or 1) // jobs)
-        with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn"),
-                                 initializer=_init_worker, initargs=(threads,)) as pool:
-            futures = {pool.submit(_run_unit, context(step, seed, False)): (step.row.name, seed)
-                       for step, seed in units}
-            for future in as_completed(futures):
-                done[futures[future]] = future.result()
-                if on_unit:
-                    run, seconds = done[futures[future]]
-                    on_unit(*futures[future], run.metrics, seconds)
+        _run_parallel(units, jobs, context, finished)
 
     out: list[Result] = []
     for step in plan.steps:
-        row = step.row
-        runs = [done[(row.name, seed)][0] for seed in step.seeds]
-        per_seed = [run.metrics for run in runs]
-        extra: dict[str, Any] = {"per_seed": per_seed}
-        if any(run.training for run in runs):
-            extra["train"] = [run.training for run in runs]
-        for key in sorted({k for run in runs for k in run.extra}):
-            extra[key] = [run.extra.get(key) for run in runs]
-        for run in runs:
-            extra.update(run.info)
-        predictions = [path for run in runs for path in run.predictions]
-        if predictions:
-            extra["predictions"] = predictions
-        result = Result(
-            spec=spec.id, paper=spec.paper, row=row.name, scale=scale,
-            split=runs[0].split if runs else spec.split, metrics=_mean(per_seed),
-            std=_std(per_seed) if len(per_seed) > 1 else {}, seeds=list(step.seeds),
-            config_hash=config_hash({"row": row.model or row.compute, "settings": settings,
-                                     "recipe": spec.recipe}),
-            git_commit=git_commit(), hardware=hardware(),
-            wall_time_s=round(sum(done[(row.name, seed)][1] for seed in step.seeds), 2),
-            date=now_iso(), extra=extra,
-        )
-        write_result(result, spec, rebaseline=rebaseline)
-        out.append(result)
-        if on_row:
-            on_row(result)
+        stored = read_seed_results(spec, step.row, scale)
+        if stored:
+            out.append(aggregate(spec, step.row, scale, stored))
+            if on_row:
+                on_row(out[-1])
     return out
 
 
-def _mean(runs: list[dict[str, float]]) -> dict[str, float]:
-    keys = [k for k in runs[0] if all(k in r for r in runs)]
-    return {k: statistics.fmean(r[k] for r in runs) for k in keys}
+def _run_parallel(units, jobs: int, context, finished) -> None:
+    """Units in `jobs` spawned processes; an error or a signal stops every worker at once."""
+    import multiprocessing
+    import signal
+    from concurrent.futures import ProcessPoolExecutor, as_completed
 
+    def stop(signum, frame):
+        raise KeyboardInterrupt(f"signal {signum}")
 
-def _std(runs: list[dict[str, float]]) -> dict[str, float]:
-    keys = [k for k in runs[0] if all(k in r for r in runs)]
-    return {k: statistics.stdev(r[k] for r in runs) if len(runs) > 1 else 0.0 for k in keys}
+    threads = max(1, (os.cpu_count() or 1) // jobs)
+    pool = ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn"),
+                               initializer=_init_worker, initargs=(threads,))
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        futures = {pool.submit(_run_unit, context(step, seed, False)): (step, seed) for step, seed in units}
+        for future in as_completed(futures):
+            finished(*futures[future], future.result())
+    except BaseException:
+        for process in list(getattr(pool, "_processes", {}).values()):
+            process.terminate()
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    pool.shutdown()
 
 
 def format_hours(hours: float | None) -> str:

@@ -62,3 +62,38 @@ def write_spec(root: Path, text: str, paper: str = "mcan-pa", ident: str = "t1-d
 @pytest.fixture
 def demo_spec(sandbox: Path) -> Path:
     return write_spec(sandbox, SPEC_TEXT)
+
+
+TOY_SPEC = """\
+id: toy-table1
+paper: toy
+table: Table 1
+title: Points in halves
+datasets: []
+split: val
+recipe: toy/default
+columns:
+  - {name: Acc, metric: accuracy, better: higher}
+rows:
+  - name: Blind
+    model: {arch: toy, use_position: false}
+    reported: {Acc: 50.0}
+  - name: Sighted
+    model: {arch: toy}
+    reported: {Acc: 99.0}
+claims:
+  - {text: "seeing the position helps", row: Sighted, over: Blind, column: Acc}
+scales:
+  smoke: {seeds: [0]}
+"""
+
+
+@pytest.fixture
+def toy_family(sandbox: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A tiny family from tests/toy_family, registered with one line, and its spec: trains in a second."""
+    from repro import families
+
+    monkeypatch.setattr(families, "FAMILIES", [*families.FAMILIES,
+                                               families.Family("toy", "tests.toy_family", ("toy",))])
+    write_spec(sandbox, TOY_SPEC, paper="toy", ident="toy-table1")
+    return sandbox

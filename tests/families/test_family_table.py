@@ -4,43 +4,9 @@ from __future__ import annotations
 import json
 import subprocess
 
-import pytest
-
-from repro import families
 from repro.cli import app
-from repro.families import Family
 from repro.paths import REPO_DIR
-from tests.conftest import write_spec
-
-TOY_SPEC = """\
-id: toy-table1
-paper: toy
-table: Table 1
-title: Points in halves
-datasets: []
-split: val
-recipe: toy/default
-columns:
-  - {name: Acc, metric: accuracy, better: higher}
-rows:
-  - name: Blind
-    model: {arch: toy, use_position: false}
-    reported: {Acc: 50.0}
-  - name: Sighted
-    model: {arch: toy}
-    reported: {Acc: 99.0}
-claims:
-  - {text: "seeing the position helps", row: Sighted, over: Blind, column: Acc}
-scales:
-  smoke: {seeds: [0]}
-"""
-
-
-@pytest.fixture
-def toy_family(sandbox, monkeypatch):
-    monkeypatch.setattr(families, "FAMILIES", [*families.FAMILIES, Family("toy", "tests.toy_family", ("toy",))])
-    write_spec(sandbox, TOY_SPEC, paper="toy", ident="toy-table1")
-    return sandbox
+from tests.conftest import TOY_SPEC, write_spec
 
 
 def test_a_toy_family_runs_through_run_and_table_without_touching_the_toolkit(toy_family, runner):

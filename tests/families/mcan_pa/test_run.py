@@ -23,7 +23,7 @@ def table5_sandbox(sandbox):
 def test_smoke_run_fills_all_ten_rows(table5_sandbox, runner):
     out = runner.invoke(app, ["run", "table5-ablation", "--scale", "smoke"], env={"COLUMNS": "200"})
     assert out.exit_code == 0, out.output
-    files = sorted(p.name for p in (table5_sandbox / "results" / "mcan-pa" / "table5-ablation").iterdir())
+    files = sorted(p.name for p in (table5_sandbox / "results" / "mcan-pa" / "table5-ablation").glob("*.json"))
     assert len(files) == 10 and all(f.endswith(".smoke.json") for f in files)
 
     record = json.loads((table5_sandbox / "results" / "mcan-pa" / "table5-ablation" / "MCAN+PA_ours.smoke.json").read_text())
@@ -43,7 +43,9 @@ def test_smoke_run_is_deterministic_and_check_sees_a_moved_number(table5_sandbox
     assert runner.invoke(app, args).exit_code == 0
     path = table5_sandbox / "results" / "mcan-pa" / "table5-ablation" / "MCAN+POA.smoke.json"
     first = json.loads(path.read_text())["metrics"]
-    assert runner.invoke(app, args + ["--workdir", str(table5_sandbox / "again")]).exit_code == 0
+    again = runner.invoke(app, args + ["--workdir", str(table5_sandbox / "again")])
+    assert again.exit_code == 2 and "already has results for MCAN+POA seed 0" in again.output
+    assert runner.invoke(app, args + ["--workdir", str(table5_sandbox / "again"), "--force"]).exit_code == 0
     assert json.loads(path.read_text())["metrics"] == first
 
     record = json.loads(path.read_text())
@@ -57,11 +59,11 @@ def test_two_jobs_give_the_same_numbers_as_one(table5_sandbox, runner):
     base = ["run", "table5-ablation", "--scale", "smoke", "--rows", "MCAN,MCAN+PMA"]
     assert runner.invoke(app, base + ["--jobs", "1", "--workdir", str(table5_sandbox / "w1")]).exit_code == 0
     folder = table5_sandbox / "results" / "mcan-pa" / "table5-ablation"
-    serial = {p.name: json.loads(p.read_text())["metrics"] for p in folder.iterdir()}
+    serial = {p.name: json.loads(p.read_text())["metrics"] for p in folder.glob("*.json")}
     shutil.rmtree(folder)
     out = runner.invoke(app, base + ["--jobs", "2", "--workdir", str(table5_sandbox / "w2")])
     assert out.exit_code == 0, out.output
-    parallel = {p.name: json.loads(p.read_text())["metrics"] for p in folder.iterdir()}
+    parallel = {p.name: json.loads(p.read_text())["metrics"] for p in folder.glob("*.json")}
     assert parallel.keys() == serial.keys()
     for name in serial:
         assert parallel[name] == pytest.approx(serial[name], abs=1e-6)
