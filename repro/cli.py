@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import sys
 import warnings
 from pathlib import Path
@@ -37,8 +38,20 @@ def fail(message: str, code: int = 2) -> None:
     raise typer.Exit(code)
 
 
+def debugging() -> bool:
+    """`--debug` or REPRO_DEBUG=1: failures show their traceback."""
+    return os.environ.get("REPRO_DEBUG", "") not in ("", "0")
+
+
+def one_line(text: str) -> str:
+    return " ".join(str(text).split())
+
+
 def command(*args, **kwargs) -> Callable:
-    """`app.command`, with ReproError turned into one line on stderr and exit code 2."""
+    """`app.command` behind the error boundary: a ReproError is one line on stderr and its exit code
+    (2: bad input, 1: a server refused); a failure of the system (disk full, permission, a file that
+    vanished) is one line naming the file and exit 2; anything else is one line, exit 1, and a hint.
+    `--debug` (REPRO_DEBUG=1) shows the traceback instead."""
 
     def decorate(fn: Callable) -> Callable:
         @functools.wraps(fn)
@@ -48,10 +61,24 @@ def command(*args, **kwargs) -> Callable:
                 try:
                     return fn(*a, **k)
                 except ReproError as exc:
-                    fail(escape(str(exc)), exc.exit_code)
+                    if debugging():
+                        raise
+                    fail(escape(one_line(exc)), exc.exit_code)
+                except OSError as exc:
+                    if debugging():
+                        raise
+                    where = f"{exc.filename}: " if getattr(exc, "filename", None) else ""
+                    fail(escape(one_line(f"{where}{exc.strerror or exc}")), 2)
+                except (KeyboardInterrupt, typer.Exit, typer.Abort, SystemExit):
+                    raise
+                except Exception as exc:  # noqa: BLE001 - the boundary: no traceback unless asked
+                    if debugging():
+                        raise
+                    fail(escape(one_line(f"{type(exc).__name__}: {exc} (internal error; run with --debug or "
+                                         f"REPRO_DEBUG=1 for the traceback)")), 1)
                 finally:
                     for w in caught:
-                        err_console.print(f"[yellow]warning:[/] {escape(str(w.message))}", highlight=False)
+                        err_console.print(f"[yellow]warning:[/] {escape(one_line(w.message))}", highlight=False)
 
         return app.command(*args, **kwargs)(wrapper)
 
@@ -64,10 +91,14 @@ def _version(value: bool) -> None:
         raise typer.Exit()
 
 
-@app.callback()
+@app.callback(context_settings={"help_option_names": ["-h", "--help"]})
 def _root(version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
-                                       help="Print the version and exit.")) -> None:
+                                       help="Print the version and exit."),
+          debug: bool = typer.Option(False, "--debug", envvar="REPRO_DEBUG",
+                                     help="Show tracebacks instead of one-line errors.")) -> None:
     """Reproduce the tables of five papers on positional and spatial attention (`repro list` shows them)."""
+    if debug:
+        os.environ["REPRO_DEBUG"] = "1"
 
 
 # --- experiments ----------------------------------------------------------------------------------
@@ -225,6 +256,11 @@ def check_command(
     from repro.results import CorruptResult
     from repro.specs import broken_specs, load_all, resolve
 
+    from repro.paths import results_dir
+
+    if not results_dir().is_dir():
+        raise ReproError(f"{results_dir()}: no such results folder (REPRO_RESULTS or the checkout's results/); "
+                         f"nothing to check is not a pass")
     specs = [resolve(i) for i in idents] if idents else list(load_all())
     if not idents:
         for _, message in broken_specs():
