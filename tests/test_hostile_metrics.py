@@ -345,6 +345,66 @@ def prediction_items(draw):
     return draw(st.sampled_from([items, {"data": items}, draw(json_values)]))
 
 
+plain_ids = st.one_of(st.integers(0, 5), st.sampled_from(["1", "2", "a", "b", "\u00e9", "x\ny", "\ud800"]))
+box_values = st.one_of(st.floats(-20, 20), st.integers(-5, 20), st.floats(allow_nan=True), st.none())
+words = st.sampled_from(["yes", "no", "2", "two", "a b", "Yes.", "cat", "dog", "car", "a,b", "", "\u00e9t\u00e9"])
+boxes_xywh = st.tuples(st.floats(-5, 20), st.floats(-5, 20), st.floats(0.5, 20), st.floats(0.5, 20)).map(list)
+ranked = st.lists(st.sampled_from(["a", "b", "c", 1, 2]), max_size=4)
+# what each metric expects, gold value and prediction: mostly these, so the scorers are reached
+USUAL = {
+    "vqa": (st.fixed_dictionaries({"answers": st.one_of(
+        st.lists(words, min_size=10, max_size=10),
+        st.lists(st.fixed_dictionaries({"answer": words}), min_size=10, max_size=10))}), words),
+    "textvqa": (st.fixed_dictionaries({"answers": st.lists(words, min_size=10, max_size=10)}), words),
+    "anls": (st.fixed_dictionaries({"answers": st.lists(words, min_size=1, max_size=3)}), words),
+    "wups": (st.fixed_dictionaries({"answer": words}), words),
+    "mse": (st.fixed_dictionaries({"answer": st.integers(0, 12)}), st.floats(-3, 14)),
+    "accuracy": (st.fixed_dictionaries({"answer": st.one_of(words, st.integers(0, 4))}),
+                 st.one_of(words, st.integers(0, 4), st.floats(0, 4))),
+    "recall": (st.fixed_dictionaries({"answer": ranked}), ranked),
+    "grounding": (st.fixed_dictionaries({"bbox": boxes_xywh}), st.one_of(st.none(), boxes_xywh)),
+}
+gold_values = st.one_of(
+    st.fixed_dictionaries({"answers": st.one_of(st.lists(st.text(max_size=3), max_size=3), answers)}),
+    st.fixed_dictionaries({"answer": st.one_of(scalars, st.lists(st.sampled_from(["a", "b", 1]), max_size=3),
+                                               st.lists(st.floats(-5, 20), min_size=4, max_size=4), answers)}),
+    st.fixed_dictionaries({"bbox": st.one_of(st.none(), st.lists(box_values, min_size=4, max_size=4))}))
+predicted = st.one_of(scalars, st.lists(st.sampled_from(["a", "b", 1, 2]), max_size=4),
+                      st.lists(box_values, min_size=4, max_size=4), json_values)
+
+
+@st.composite
+def aligned(draw, metric):
+    """Annotations and predictions for `metric` that mostly share their ids and mostly hold what the
+    metric expects, each part hostile one time in eight, so the scorers are reached."""
+    def rarely(hostile, usual):
+        return draw(hostile if draw(st.integers(0, 7)) == 0 else usual)
+
+    usual_gold, usual_pred = USUAL[metric]
+    n = draw(st.integers(1, 4))
+    qids = [rarely(ids, st.just(q)) for q in draw(st.lists(plain_ids, min_size=n, max_size=n, unique_by=str))]
+    gold = []
+    for qid in qids:
+        item = {"question_id": qid, **rarely(gold_values, usual_gold)}
+        if draw(st.booleans()):
+            item[draw(st.sampled_from(["answer_type", "question_type", "type", "split"]))] = rarely(
+                json_values, st.sampled_from(["yes/no", "number", "val", "testA", "\u00e9"]))
+        gold.append(item)
+    preds = [{"question_id": q, "answer": rarely(predicted, usual_pred)} for q in qids]
+    change = rarely(st.sampled_from(["as text", "drop", "duplicate"]), st.just("none"))
+    if change == "as text":
+        preds[0]["question_id"] = str(preds[0]["question_id"])
+    elif change == "drop":
+        preds.pop()
+    elif change == "duplicate":
+        preds.append(dict(preds[0], answer=draw(predicted)))
+    layout = draw(st.sampled_from(["list", "list", "annotations", "data"]))
+    return (gold if layout == "list" else {layout: gold}), preds
+
+
+metric_and_data = st.sampled_from(sorted(REGISTRY)).flatmap(lambda m: st.tuples(st.just(m), aligned(m)))
+
+
 def check_output(result):
     """What the CLI does with a result must be strict JSON, whatever the scores."""
     assert isinstance(result, MetricResult)
@@ -376,9 +436,20 @@ def test_any_parsed_json_gives_a_score_or_a_repro_error(metric, gold, preds, thr
 
 
 @HYPO
-@given(metric=st.sampled_from(sorted(REGISTRY)), gold=gold_items(), preds=prediction_items(),
-       gold_suffix=st.sampled_from([".json", ".txt", ".csv"]), pred_suffix=st.sampled_from([".json", ".txt", ".npz"]))
-def test_any_files_give_a_score_or_a_repro_error(tmp_path, metric, gold, preds, gold_suffix, pred_suffix):
+@given(metric_data=metric_and_data, threshold=st.sampled_from([0.9, 0.0, -1.0, 1.5]),
+       variant=st.sampled_from([None, None, "2016", "mmf", "pypi", "malinowski", "tgif"]))
+def test_aligned_parsed_json_gives_a_score_or_a_repro_error(metric_data, threshold, variant):
+    metric, (gold, preds) = metric_data
+    score_or_repro_error(lambda: evaluate_data(metric, gold, preds, threshold, variant))
+
+
+@HYPO
+@given(metric_data=st.one_of(metric_and_data, st.tuples(st.sampled_from(sorted(REGISTRY)),
+                                                        st.tuples(gold_items(), prediction_items()))),
+       gold_suffix=st.sampled_from([".json", ".json", ".txt", ".csv"]),
+       pred_suffix=st.sampled_from([".json", ".json", ".txt", ".npz"]))
+def test_any_files_give_a_score_or_a_repro_error(tmp_path, metric_data, gold_suffix, pred_suffix):
+    metric, (gold, preds) = metric_data
     gold_path = write(tmp_path / f"gold{gold_suffix}", json.dumps(gold))  # json.dumps writes NaN: hostile too
     pred_path = write(tmp_path / f"pred{pred_suffix}", json.dumps(preds))
     result = score_or_repro_error(lambda: evaluate_files(metric, gold_path, pred_path))
@@ -428,9 +499,11 @@ def test_score_matrices_give_a_score_or_a_repro_error(tmp_path, i2t, t2i, captio
     score_or_repro_error(lambda: evaluate_files("recall", gold, preds))
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(metric=st.sampled_from(sorted(REGISTRY)), gold=gold_items(), preds=prediction_items())
-def test_cli_gives_json_or_one_error_line(tmp_path, metric, gold, preds):
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(metric_data=st.one_of(metric_and_data, st.tuples(st.sampled_from(sorted(REGISTRY)),
+                                                        st.tuples(gold_items(), prediction_items()))))
+def test_cli_gives_json_or_one_error_line(tmp_path, metric_data):
+    metric, (gold, preds) = metric_data
     gold_path = write(tmp_path / "gold.json", json.dumps(gold))
     pred_path = write(tmp_path / "pred.json", json.dumps(preds))
     items = tmp_path / "items.json"
