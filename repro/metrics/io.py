@@ -428,17 +428,23 @@ def _read_npz(path: Path) -> dict:
         raise ReproError(f"{path}: no such file" if not path.exists() else f"{path}: not a file")
     if path.stat().st_size == 0:
         raise ReproError(f"{path}: the file is empty")
-    try:
-        loaded = np.load(path, allow_pickle=False)
-    except NPZ_ERRORS as exc:
-        raise ReproError(f"{path}: not an .npz archive of score matrices ({exc.__class__.__name__}: {exc})") from None
-    if not isinstance(loaded, np.lib.npyio.NpzFile):
-        raise ReproError(f"{path}: a single array (.npy), not an .npz archive holding 'i2t' and 't2i'")
-    try:
-        with loaded as data:
-            return {k: data[k] for k in ("i2t", "t2i") if k in data.files}
-    except NPZ_ERRORS as exc:
-        raise ReproError(f"{path}: cannot read the score matrices ({exc.__class__.__name__}: {exc})") from None
+    try:  # opened here, so that it is closed whatever np.load raises (a truncated archive leaves it open)
+        handle = open(path, "rb")
+    except OSError as exc:
+        raise ReproError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    with handle:
+        try:
+            loaded = np.load(handle, allow_pickle=False)
+        except NPZ_ERRORS as exc:
+            raise ReproError(f"{path}: not an .npz archive of score matrices "
+                             f"({exc.__class__.__name__}: {exc})") from None
+        if not isinstance(loaded, np.lib.npyio.NpzFile):
+            raise ReproError(f"{path}: a single array (.npy), not an .npz archive holding 'i2t' and 't2i'")
+        try:
+            with loaded as data:
+                return {k: data[k] for k in ("i2t", "t2i") if k in data.files}
+        except NPZ_ERRORS as exc:
+            raise ReproError(f"{path}: cannot read the score matrices ({exc.__class__.__name__}: {exc})") from None
 
 
 def _matrix(value: Any, path: Path, name: str):
