@@ -83,7 +83,8 @@ def evaluate(gold: Sequence[float], predictions: Sequence[float], variant: str =
         raise ReproError(f"unknown mse variant {variant!r}; one of {', '.join(VARIANTS)}")
     check_numbers(gold, question_ids, "mse: the count")
     check_numbers(predictions, question_ids, "mse: the prediction")
-    errors = np.square(to_count(predictions) - targets(gold, variant))
+    with np.errstate(over="ignore"):  # a count near the float limit: an infinite error, null in JSON output
+        errors = np.square(to_count(predictions) - targets(gold, variant))
     ids = list(question_ids) if question_ids is not None else list(range(len(errors)))
     value = float(errors.sum()) / len(errors) if len(errors) else float("nan")
     return MetricResult("mse", {"mse": value}, dict(zip(ids, errors.tolist())), len(errors))
