@@ -5,11 +5,13 @@ import json
 import math
 import os
 import zipfile
+from io import StringIO
 
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from rich.console import Console
 from typer.testing import CliRunner
 
 from repro.cli import app
@@ -203,10 +205,12 @@ def test_deeply_nested_json(tmp_path, acc):
 
 
 def test_deeply_nested_answer_in_an_error_message(tmp_path):
-    deep = "[" * 900 + "]" * 900  # parses, but its repr does not
+    deep = "[" * 900 + "]" * 900  # its whole repr used to be the message, when the stack allowed it
     gold = write(tmp_path / "g.json", [{"question_id": 1, "answers": ["x"] * 10}])
     preds = write(tmp_path / "p.json", f'[{{"question_id": 1, "answer": {deep}}}]')
-    one_error_line(run("-m", "vqa", "-a", gold, "-p", preds), "not a string")
+    result = run("-m", "vqa", "-a", gold, "-p", preds)
+    one_error_line(result, "not a string")
+    assert len(result.output.strip()) < 200
 
 
 @pytest.mark.parametrize("name", ["p.txt", "p.json"])
@@ -296,6 +300,15 @@ def test_label_that_is_not_a_string(tmp_path):
     gold = write(tmp_path / "g.json", [{"question_id": 1, "answers": ["x"] * 10, "answer_type": {"a": 1}}])
     preds = write(tmp_path / "p.json", [{"question_id": 1, "answer": "x"}])
     one_error_line(run("-m", "vqa", "-a", gold, "-p", preds), "g.json", "answer_type")
+
+
+def test_label_with_rich_markup_in_the_table(tmp_path):
+    gold = write(tmp_path / "g.json", [{"question_id": 1, "answer": "x", "type": "[/x]"},
+                                       {"question_id": 2, "answer": "y", "type": "[bold]b\nc"}])
+    preds = write(tmp_path / "p.json", [{"question_id": 1, "answer": "x"}, {"question_id": 2, "answer": "x"}])
+    result = run("-m", "accuracy", "-a", gold, "-p", preds)
+    assert result.exit_code == 0, result.output
+    assert "per_type / [/x]" in result.output and "per_type / [bold]b\\nc" in result.output
 
 
 def test_newline_in_an_id_keeps_the_error_on_one_line(tmp_path, acc):
@@ -414,7 +427,7 @@ def check_output(result):
     assert isinstance(result, MetricResult)
     json.dumps(report.to_json(result), allow_nan=False)
     json.dumps(report.to_json(result, 2), allow_nan=False)
-    report.render_table(result, 2)
+    Console(file=StringIO(), width=100).print(report.render_table(result, 2))
 
 
 def score_or_repro_error(call):

@@ -59,11 +59,7 @@ def _single(gold: io.Gold, metric: str) -> list:
 
 def _is_answer(value: Any) -> bool:
     """A gold answer exact-match accuracy can compare: a string, a boolean or a finite number."""
-    if isinstance(value, (str, bool)):
-        return True
-    if isinstance(value, int):
-        return True
-    return isinstance(value, float) and math.isfinite(value)
+    return isinstance(value, (str, int)) or (isinstance(value, float) and math.isfinite(value))  # bool is an int
 
 
 def _ids(values: Any) -> bool:

@@ -20,6 +20,7 @@ from typing import Any, Optional
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
+from rich.text import Text
 
 from repro.atomic import atomic_open
 from repro.errors import ReproError
@@ -131,6 +132,11 @@ def _fmt(value: Any) -> str:
     return str(value)
 
 
+def _cell(label: Any) -> Text:
+    """A label from the input files (an answer type, a split) as plain text: no rich markup, one line."""
+    return Text(one_line(str(label)))
+
+
 def render_table(result: MetricResult, digits: Optional[int] = None) -> Table:
     """One row per aggregate value; per-type breakdowns listed after, indented by their group."""
     aggregate = rounded(result.aggregate, digits)
@@ -139,10 +145,10 @@ def render_table(result: MetricResult, digits: Optional[int] = None) -> Table:
     table.add_column("value", justify="right")
     for key, value in aggregate.items():
         if not isinstance(value, dict):
-            table.add_row(one_line(str(key)), _fmt(value))
+            table.add_row(_cell(key), _fmt(value))
     for key, value in aggregate.items():
         if isinstance(value, dict):
             table.add_section()
             for sub, v in sorted(value.items(), key=lambda kv: str(kv[0])):
-                table.add_row(one_line(f"{key} / {sub}"), _fmt(v))
+                table.add_row(_cell(f"{key} / {sub}"), _fmt(v))
     return table
