@@ -1,6 +1,9 @@
-"""What every metric returns: an aggregate, per-item scores and the item count."""
+"""What every metric returns: an aggregate, per-item scores and the item count; and `shown`, how a
+value read from a file appears in an error message."""
 from __future__ import annotations
 
+import re
+import reprlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Hashable, Iterator, Sequence
@@ -16,9 +19,37 @@ class MetricResult:
     aggregate: dict[str, Any]
     per_item: Mapping[Hashable, float] = field(default_factory=dict)
     n: int = 0
+    # the files the scores were read from (`repro.metrics.files.evaluate_files`): --per-item must
+    # not overwrite any of them
+    sources: tuple = field(default=(), repr=False, compare=False)
 
     def to_json(self) -> dict[str, Any]:
         return {"metric": self.metric, **self.aggregate, "n": self.n}
+
+
+_UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
+_SHORT = reprlib.Repr()
+_SHORT.maxstring = _SHORT.maxother = _SHORT.maxlong = 60
+SHOWN_LENGTH = 60
+
+
+def one_line(text: str) -> str:
+    """`text` with control characters, line separators and lone surrogates escaped: it prints on one
+    line and encodes as UTF-8."""
+    return _UNPRINTABLE.sub(lambda m: ascii(m.group())[1:-1], text)
+
+
+def shown(value: Any) -> str:
+    """A value from an input file as an error message shows it: a string or an integer as its text,
+    anything else as a short repr (nested values cut off, so a deep one cannot recurse); at most
+    about 60 characters, on one line."""
+    if isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool)):
+        text = value if isinstance(value, str) else (str(value) if value.bit_length() < 200 else _SHORT.repr(value))
+        if len(text) > SHOWN_LENGTH:
+            text = text[:SHOWN_LENGTH - 3] + "..."
+    else:
+        text = _SHORT.repr(value)
+    return one_line(text)
 
 
 def mean_percent(values: list[float]) -> float:
@@ -50,3 +81,9 @@ class LazyPerItem(Mapping):
 
     def __repr__(self) -> str:
         return repr(self._built())
+
+    def count_nonfinite(self) -> int:
+        """How many scores are NaN or infinite, without building the mapping."""
+        import numpy as np
+
+        return int(np.count_nonzero(~np.isfinite(np.asarray(self._scores, dtype=np.float64))))

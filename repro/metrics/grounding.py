@@ -7,7 +7,9 @@ Function API::
     result = grounding.evaluate(gold_boxes, boxes, splits=["val", "testA", ...])
     result.aggregate["overall"], result.aggregate["testA"]            # percent
 
-Boxes are [x, y, w, h] in pixels. A reference is a hit when IoU(gold, predicted) >= 0.5, with
+Boxes are [x, y, w, h] in pixels: four finite numbers with w > 0 and h > 0 (`check_box`; anything
+else, a NaN, a null gold box or a box with no area, is a ReproError). A predicted box may be None:
+no box, a miss. A reference is a hit when IoU(gold, predicted) >= 0.5, with
 ALBEF's `computeIoU`: the intersection runs from max(x1) to min(x + w - 1) with both ends counted
 (+1), but only when the corners are *strictly* ordered (boxes overlapping by a single pixel row or
 column count as no overlap); the union is w*h + w*h - intersection (no +1 there).
@@ -20,14 +22,33 @@ and gives None (a miss) when there is no previous box.
 """
 from __future__ import annotations
 
-from typing import Hashable, Sequence
+import math
+from numbers import Real
+from typing import Any, Hashable, Sequence
 
 import numpy as np
 
 from repro.errors import ReproError
-from repro.metrics.base import MetricResult
+from repro.metrics.base import MetricResult, shown
 
 IOU_HIT = 0.5
+
+
+def check_box(box: Any, what: str) -> list[float]:
+    """`box` as four floats, or a ReproError "<what> ..." saying why it is not [x, y, w, h] with
+    finite values, w > 0 and h > 0 and a finite, non-zero area."""
+    if (not isinstance(box, (list, tuple)) or len(box) != 4
+            or any(isinstance(v, bool) or not isinstance(v, Real) for v in box)):
+        raise ReproError(f"{what} must be [x, y, w, h], four numbers, not {shown(box)}")
+    try:
+        values = [float(v) for v in box]
+    except OverflowError:  # an integer too large for a float
+        values = [math.inf]
+    if not all(map(math.isfinite, values)) or not math.isfinite(values[2] * values[3]):
+        raise ReproError(f"{what} {shown(box)} must hold finite numbers")
+    if not (values[2] > 0 and values[3] > 0 and values[2] * values[3] > 0):
+        raise ReproError(f"{what} {shown(box)} has no area: [x, y, w, h] needs w > 0 and h > 0")
+    return values
 
 
 def iou(box1: Sequence[float], box2: Sequence[float]) -> float:
@@ -63,15 +84,16 @@ def evaluate(gold_boxes: Sequence[Sequence[float]], pred_boxes: Sequence[Sequenc
              splits: Sequence[str] | None = None, ref_ids: Sequence[Hashable] | None = None) -> MetricResult:
     if len(gold_boxes) != len(pred_boxes):
         raise ReproError(f"grounding: {len(gold_boxes)} references but {len(pred_boxes)} predicted boxes")
+    ids = list(ref_ids) if ref_ids is not None else list(range(len(gold_boxes)))
     hits = []
-    for k, (gold, pred) in enumerate(zip(gold_boxes, pred_boxes)):
+    for qid, gold, pred in zip(ids, gold_boxes, pred_boxes):
+        # as floats: the same IoU for every box of pixel values, and no overflow on huge integers
+        gold = check_box(gold, f"grounding: reference {shown(qid)}: the gold box")
         if pred is None:
             hits.append(0.0)
             continue
-        if len(gold) < 4 or len(pred) < 4:
-            raise ReproError(f"grounding: reference #{k}: a box needs [x, y, w, h]")
+        pred = check_box(pred, f"grounding: reference {shown(qid)}: the predicted box")
         hits.append(1.0 if iou(gold, pred) >= IOU_HIT else 0.0)
-    ids = list(ref_ids) if ref_ids is not None else list(range(len(hits)))
     aggregate: dict = {"overall": 100 * sum(hits) / len(hits) if hits else float("nan")}
     if splits is not None:
         groups: dict[str, list[float]] = {}

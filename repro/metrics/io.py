@@ -21,18 +21,29 @@ Official files recognised:
     recall    ALBEF retrieval test JSON [{"image", "caption": [5 captions]}] with predictions as .npz
               (or JSON) holding `i2t` (images x texts) and `t2i` (texts x images) score matrices
 
-Ids match when their text is equal (so 42 and "42" are the same question); the gold's own id is
-what per-item output uses. Every problem is a ReproError naming the file and what is wrong.
+Ids are strings or integers (not booleans, floats, null, lists or objects). Ids match when their
+text is equal (so 42 and "42" are the same question), so one file giving both 42 and "42" gives a
+question twice: a duplicate, an error. The gold's own id is what per-item output uses. Labels
+(answer_type, question_type, type, split) are strings; an integer label is read as its text.
+
+Every problem is a ReproError naming the file and what is wrong: a missing, empty or unreadable
+file, bytes that are not UTF-8, JSON that does not parse or nests too deeply, an oversized CSV field,
+an .npz that is not one (a .npy file, a truncated archive), a top level or an item of the wrong type,
+a file with no questions.
 """
 from __future__ import annotations
 
 import csv
 import json
+import zipfile
+import zlib
 from dataclasses import dataclass, field
+from io import StringIO
 from pathlib import Path
 from typing import Any, Hashable
 
 from repro.errors import ReproError
+from repro.metrics.base import shown
 from repro.metrics.vqa import AnswerTable, Labels
 
 SHOW_IDS = 5
@@ -43,19 +54,38 @@ class Gold:
     ids: list[Hashable]
     values: Any  # per item a list of answers or one value (an AnswerTable for official answer lists)
     fields: dict[str, Any] = field(default_factory=dict)  # answer_type, question_type, type, split (lists or Labels)
+    path: Path = Path("<annotations>")  # named in errors about the gold values
+
+
+def read_text(path: Path, allow_empty: bool = False) -> str:
+    """A UTF-8 text file; missing, unreadable, empty (unless `allow_empty`) or not UTF-8: a ReproError."""
+    try:
+        data = Path(path).read_bytes()
+    except FileNotFoundError:
+        raise ReproError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise ReproError(f"{path}: is a directory, not a file") from None
+    except OSError as exc:
+        raise ReproError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    if not allow_empty and (not data or data.isspace()):
+        raise ReproError(f"{path}: the file is empty")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise ReproError(f"{path}:{line}: not UTF-8 text (byte {exc.start}: {exc.reason})") from None
 
 
 def read_json(path: Path) -> Any:
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ReproError(f"{path}: no such file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ReproError(f"{path}: cannot read ({exc.__class__.__name__}: {exc})") from None
+    text = read_text(path)
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
         raise ReproError(f"{path}:{exc.lineno}:{exc.colno}: not valid JSON ({exc.msg})") from None
+    except RecursionError:
+        raise ReproError(f"{path}: not readable: the JSON is nested too deeply") from None
+    except ValueError as exc:  # an integer with too many digits
+        raise ReproError(f"{path}: not readable JSON ({exc})") from None
 
 
 def _key(qid: Any) -> str:
@@ -64,35 +94,69 @@ def _key(qid: Any) -> str:
 
 def _few(ids) -> str:
     ids = list(ids)
-    shown = ", ".join(str(i) for i in ids[:SHOW_IDS])
-    return shown + (", ..." if len(ids) > SHOW_IDS else "")
+    text = ", ".join(shown(i) for i in ids[:SHOW_IDS])
+    return text + (", ..." if len(ids) > SHOW_IDS else "")
 
 
-def _check_unique(ids: list, path: Path, what: str) -> None:
-    seen: set[str] = set()
+def _plain_ids(ids) -> bool:
+    """True when all ids are integers or all are strings: then distinct values have distinct text,
+    and a set of them finds duplicates (one C-speed pass over the types)."""
+    types = set(map(type, ids))
+    return types == {int} or types == {str}
+
+
+def _check_id(qid: Any, path: Path, where: str) -> Any:
+    if isinstance(qid, str) or (isinstance(qid, int) and not isinstance(qid, bool)):
+        return qid
+    raise ReproError(f"{path}: {where}: the id {shown(qid)} is {type(qid).__name__}; "
+                     f"an id must be a string or an integer")
+
+
+def _duplicates(ids: list) -> list[str]:
+    """The ids whose text an earlier id already had, as messages show them ("1" after 1 says so)."""
+    seen: dict[str, Any] = {}
     dups = []
     for qid in ids:
         k = _key(qid)
         if k in seen:
-            dups.append(qid)
-        seen.add(k)
+            first = seen[k]
+            dups.append(shown(qid) if type(first) is type(qid) else f"{shown(qid)} (as an integer and as a string)")
+        else:
+            seen[k] = qid
+    return dups
+
+
+def _check_unique(ids: list, path: Path, what: str) -> None:
+    dups = _duplicates(ids)
     if dups:
         raise ReproError(f"{path}: {len(dups)} duplicate {what} id(s): {_few(dups)}")
 
 
 def _item_id(item: Any, path: Path, index: int) -> Any:
     if not isinstance(item, dict):
-        raise ReproError(f"{path}: item #{index} is not an object")
+        raise ReproError(f"{path}: item #{index} is {type(item).__name__}, not an object")
     for name in ("question_id", "questionId", "id"):
         if name in item:
-            return item[name]
+            return _check_id(item[name], path, f"item #{index}")
     raise ReproError(f"{path}: item #{index} has no question_id")
+
+
+LABELS = ("answer_type", "question_type", "type", "split")
+
+
+def _label(value: Any, path: Path, qid: Any, name: str) -> str:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    raise ReproError(f"{path}: question {shown(qid)}: {name} {shown(value)} is {type(value).__name__}, "
+                     f"not a string")
 
 
 def _answer_text(value: Any, path: Path, qid: Any) -> Any:
     if isinstance(value, dict):
         if "answer" not in value:
-            raise ReproError(f"{path}: question {qid}: an answer object without 'answer'")
+            raise ReproError(f"{path}: question {shown(qid)}: an answer object without 'answer'")
         return value["answer"]
     return value
 
@@ -100,46 +164,49 @@ def _answer_text(value: Any, path: Path, qid: Any) -> Any:
 # --- ground truth ------------------------------------------------------------------------------
 
 
-def _fast_items(items: list) -> Gold | None:
+def _fast_items(items: list, path: Path) -> Gold | None:
     """The common, well-formed case in bulk comprehensions; None sends it to the checking path."""
     try:
         ids = [item["question_id"] for item in items]
-        if "answers" not in items[0]:
+        if "answers" not in items[0] or not _plain_ids(ids):
             return None
         if isinstance(items[0]["answers"], list) and items[0]["answers"] and isinstance(items[0]["answers"][0], dict):
             # the official layout: codes for every answer without a Python loop per answer (ids
             # and labels first, while the items just read may still be in cache)
             if len(set(ids)) != len(ids):
                 return None
-            names = [name for name in ("answer_type", "question_type", "type", "split") if name in items[0]]
+            names = [name for name in LABELS if name in items[0]]
             labels = Labels.from_items(items, names)
+            if any(not isinstance(name, str) for label in labels.values() for name in label.names):
+                return None
             table = AnswerTable.from_items(items)
             if table is not None:
-                return Gold(ids, table, labels)
+                return Gold(ids, table, labels, path)
         values = [[a["answer"] for a in item["answers"]] for item in items]
-        fields = {name: [item[name] for item in items] for name in ("answer_type", "question_type", "type", "split")
-                  if name in items[0]}
+        fields = {name: [item[name] for item in items] for name in LABELS if name in items[0]}
     except (TypeError, KeyError, IndexError):
         return None
-    if len(set(ids)) != len(ids) or any(not isinstance(v, list) for v in values):
+    if (len(set(ids)) != len(ids) or any(not isinstance(v, list) for v in values)
+            or any(set(map(type, labels)) != {str} for labels in fields.values())):
         return None
-    return Gold(ids, values, fields)
+    return Gold(ids, values, fields, path)
 
 
 def _generic_items(items: list, path: Path) -> Gold:
-    fast = _fast_items(items) if items else None
+    if not items:
+        raise ReproError(f"{path}: no questions")
+    fast = _fast_items(items, path)
     if fast is not None:
         return fast
     ids, values = [], []
     fields: dict[str, list] = {}
-    optional = ("answer_type", "question_type", "type", "split")
-    present = {name for item in items if isinstance(item, dict) for name in optional if name in item}
+    present = [name for name in LABELS if any(isinstance(item, dict) and name in item for item in items)]
     for index, item in enumerate(items):
         qid = _item_id(item, path, index)
         if "answers" in item:
             raw = item["answers"]
             if not isinstance(raw, list):
-                raise ReproError(f"{path}: question {qid}: 'answers' must be a list")
+                raise ReproError(f"{path}: question {shown(qid)}: 'answers' must be a list")
             try:  # the official layout: answer objects
                 value = [a["answer"] for a in raw]
             except (TypeError, KeyError, IndexError):
@@ -149,26 +216,27 @@ def _generic_items(items: list, path: Path) -> Gold:
         elif "bbox" in item:
             value = item["bbox"]
         else:
-            raise ReproError(f"{path}: question {qid} has neither 'answers' nor 'answer'")
+            raise ReproError(f"{path}: question {shown(qid)} has neither 'answers' nor 'answer'")
         ids.append(qid)
         values.append(value)
         for name in present:
-            fields.setdefault(name, []).append(item.get(name, ""))
+            fields.setdefault(name, []).append(_label(item.get(name, ""), path, qid, name))
     _check_unique(ids, path, "question")
-    return Gold(ids, values, fields)
+    return Gold(ids, values, fields, path)
 
 
 def _read_table(path: Path) -> list[dict[str, str]]:
+    text = read_text(path)
+    delimiter = "\t" if "\t" in text.partition("\n")[0] else ","
+    reader = csv.DictReader(StringIO(text, newline=""), delimiter=delimiter)
     try:
-        with open(path, newline="", encoding="utf-8") as handle:
-            sample = handle.readline()
-            handle.seek(0)
-            delimiter = "\t" if "\t" in sample else ","
-            rows = list(csv.DictReader(handle, delimiter=delimiter))
-    except OSError as exc:
-        raise ReproError(f"{path}: cannot read ({exc})") from None
-    if not rows or "answer" not in rows[0]:
+        rows = list(reader)
+    except csv.Error as exc:  # a field over csv.field_size_limit(), a NUL byte, ...
+        raise ReproError(f"{path}:{reader.line_num}: not a readable table ({exc})") from None
+    if not reader.fieldnames or "answer" not in reader.fieldnames:
         raise ReproError(f"{path}: a TGIF-QA question file needs a header with an 'answer' column")
+    if not rows:
+        raise ReproError(f"{path}: no questions")
     return rows
 
 
@@ -187,17 +255,14 @@ def _tgif(path: Path, metric: str) -> Gold:
             value = answer
         ids.append(qid)
         values.append(value)
-        types.append(row.get("type", ""))
+        types.append(row.get("type") or "")
     _check_unique(ids, path, "question")
     fields = {"type": types} if any(types) else {}
-    return Gold(ids, values, fields)
+    return Gold(ids, values, fields, path)
 
 
-def _lines(path: Path) -> list[str]:
-    try:
-        return path.read_text(encoding="utf-8").splitlines()
-    except OSError as exc:
-        raise ReproError(f"{path}: cannot read ({exc})") from None
+def _lines(path: Path, allow_empty: bool = False) -> list[str]:
+    return read_text(path, allow_empty).splitlines()
 
 
 def _cocoqa(path: Path) -> Gold:
@@ -210,10 +275,20 @@ def _cocoqa(path: Path) -> Gold:
     types_file = folder / "types.txt"
     if types_file.is_file():
         names = {"0": "object", "1": "number", "2": "color", "3": "location"}
-        types = [names.get(t.strip(), t.strip()) for t in _lines(types_file)][: len(answers)]
+        types = [names.get(t.strip(), t.strip()) for t in _lines(types_file, allow_empty=True)][: len(answers)]
         if len(types) == len(answers):
             fields["type"] = types
-    return Gold(list(range(len(answers))), answers, fields)
+    return Gold(list(range(len(answers))), answers, fields, answers_file)
+
+
+def annotation_files(path: Path) -> list[Path]:
+    """The files `load_annotations(metric, path)` reads (a COCO-QA split also reads types.txt)."""
+    path = Path(path)
+    if path.is_dir():
+        return [path / "answers.txt", path / "types.txt"]
+    if path.suffix.lower() == ".txt":
+        return [path, path.parent / "types.txt"]
+    return [path]
 
 
 def load_annotations(metric: str, path: Path, questions: Path | None = None) -> Gold:
@@ -242,7 +317,8 @@ def annotations_from_data(metric: str, data: Any, path: Path, questions: Path | 
         if metric == "recall" and data and isinstance(data[0], dict) and "caption" in data[0]:
             return _albef_retrieval(data, path)
         return _generic_items(data, path)
-    raise ReproError(f"{path}: expected a list of {{question_id, answers}} or an official annotation file")
+    raise ReproError(f"{path}: expected a list of {{question_id, answers}} or an official annotation file, "
+                     f"not {type(data).__name__}")
 
 
 def _as_list(value: Any, path: Path, name: str) -> list:
@@ -256,7 +332,7 @@ def _check_questions(gold: Gold, questions: Path) -> None:
     items = data.get("questions") if isinstance(data, dict) else None
     if not isinstance(items, list):
         raise ReproError(f"{questions}: expected a VQA questions file with a 'questions' list")
-    qids = {_key(_item_id(q, questions, i)) for i, q in enumerate(items)}
+    qids = {_key(_item_id(q, questions, i)) for i, q in enumerate(items)}  # ids checked as they are read
     missing = [g for g in gold.ids if _key(g) not in qids]
     if missing or len(qids) != len(gold.ids):
         raise ReproError(f"{questions}: questions do not match the annotations "
@@ -266,14 +342,18 @@ def _check_questions(gold: Gold, questions: Path) -> None:
 def _albef_retrieval(items: list, path: Path) -> Gold:
     img2txt, txt2img = [], []
     for index, item in enumerate(items):
+        if not isinstance(item, dict):
+            raise ReproError(f"{path}: item #{index} is {type(item).__name__}, not an object")
         captions = item.get("caption")
         if isinstance(captions, str):
             captions = [captions]
-        if not isinstance(captions, list):
-            raise ReproError(f"{path}: item #{index}: 'caption' must be a list of captions")
+        if not isinstance(captions, list) or not all(isinstance(c, str) for c in captions):
+            raise ReproError(f"{path}: item #{index}: 'caption' must be a list of captions (strings)")
         img2txt.append(list(range(len(txt2img), len(txt2img) + len(captions))))
         txt2img.extend([index] * len(captions))
-    return Gold(list(range(len(items))), img2txt, {"txt2img": txt2img})
+    if not txt2img:
+        raise ReproError(f"{path}: no captions: text retrieval has no queries")
+    return Gold(list(range(len(items))), img2txt, {"txt2img": txt2img}, path)
 
 
 # --- predictions -------------------------------------------------------------------------------
@@ -300,23 +380,21 @@ def predictions_from_data(data: Any, path: Path) -> Predictions:
         data = data["data"]
     if not isinstance(data, list):
         raise ReproError(f"{path}: expected a list of {{question_id, answer}}")
-    try:  # the common case: well-formed and no duplicates
+    try:  # the common case: well-formed, ids all integers or all strings, no duplicates
         fast = {item["question_id"]: item["answer"] for item in data}
-        if len(fast) == len(data):
+        if len(fast) == len(data) and _plain_ids(fast):
             return Predictions(fast)
     except (TypeError, KeyError):
         pass
     out: dict[str, tuple[Hashable, Any]] = {}
-    dups = []
+    ids = []
     for index, item in enumerate(data):
         qid = _item_id(item, path, index)
         if "answer" not in item:
-            raise ReproError(f"{path}: prediction for question {qid} has no 'answer'")
-        if _key(qid) in out:
-            dups.append(qid)
+            raise ReproError(f"{path}: prediction for question {shown(qid)} has no 'answer'")
+        ids.append(qid)
         out[_key(qid)] = (qid, item["answer"])
-    if dups:
-        raise ReproError(f"{path}: {len(dups)} duplicate prediction id(s): {_few(dups)}")
+    _check_unique(ids, path, "prediction")
     return Predictions({qid: answer for qid, answer in out.values()})
 
 
@@ -339,26 +417,63 @@ def align(gold: Gold, predictions: dict, path: Path) -> list[Any]:
     return [by_text[_key(q)][1] for q in gold.ids]
 
 
-def load_score_matrices(path: Path):
-    """`i2t` and `t2i` score matrices from .npz or JSON."""
+# what np.load and reading an archive member raise on a file that is not a good .npz
+NPZ_ERRORS = (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile, zlib.error, NotImplementedError)
+
+
+def _read_npz(path: Path) -> dict:
     import numpy as np
 
+    if not path.is_file():
+        raise ReproError(f"{path}: no such file" if not path.exists() else f"{path}: not a file")
+    if path.stat().st_size == 0:
+        raise ReproError(f"{path}: the file is empty")
+    try:  # opened here, so that it is closed whatever np.load raises (a truncated archive leaves it open)
+        handle = open(path, "rb")
+    except OSError as exc:
+        raise ReproError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    with handle:
+        try:
+            loaded = np.load(handle, allow_pickle=False)
+        except NPZ_ERRORS as exc:
+            raise ReproError(f"{path}: not an .npz archive of score matrices "
+                             f"({exc.__class__.__name__}: {exc})") from None
+        if not isinstance(loaded, np.lib.npyio.NpzFile):
+            raise ReproError(f"{path}: a single array (.npy), not an .npz archive holding 'i2t' and 't2i'")
+        try:
+            with loaded as data:
+                return {k: data[k] for k in ("i2t", "t2i") if k in data.files}
+        except NPZ_ERRORS as exc:
+            raise ReproError(f"{path}: cannot read the score matrices ({exc.__class__.__name__}: {exc})") from None
+
+
+def _matrix(value: Any, path: Path, name: str):
+    """A 2-D float64 array of finite numbers from an .npz array or a JSON list of lists."""
+    import numpy as np
+
+    try:
+        array = np.asarray(value)
+    except (TypeError, ValueError, OverflowError):
+        array = None
+    if array is None or array.dtype.kind not in "iuf" or array.ndim != 2:
+        raise ReproError(f"{path}: '{name}' must be a rectangular 2-D array of numbers")
+    array = array.astype(np.float64)
+    if not np.isfinite(array).all():
+        i, j = np.argwhere(~np.isfinite(array))[0].tolist()
+        raise ReproError(f"{path}: '{name}'[{i}][{j}] is {array[i, j]} (NaN or infinite); scores must be finite")
+    return array
+
+
+def load_score_matrices(path: Path):
+    """`i2t` and `t2i` score matrices from .npz or JSON: 2-D arrays of finite numbers."""
     path = Path(path)
     if path.suffix.lower() == ".npz":
-        try:
-            with np.load(path) as data:
-                arrays = {k: data[k] for k in data.files}
-        except (OSError, ValueError) as exc:
-            raise ReproError(f"{path}: cannot read score matrices ({exc})") from None
+        arrays = _read_npz(path)
     else:
-        data = read_json(path)
-        if not isinstance(data, dict):
+        arrays = read_json(path)
+        if not isinstance(arrays, dict):
             raise ReproError(f"{path}: expected an object with 'i2t' and 't2i' score matrices")
-        arrays = data
     missing = [k for k in ("i2t", "t2i") if k not in arrays]
     if missing:
         raise ReproError(f"{path}: no {' or '.join(missing)} score matrix")
-    try:
-        return np.asarray(arrays["i2t"], dtype=np.float64), np.asarray(arrays["t2i"], dtype=np.float64)
-    except (TypeError, ValueError):
-        raise ReproError(f"{path}: score matrices must be rectangular arrays of numbers") from None
+    return _matrix(arrays["i2t"], path, "i2t"), _matrix(arrays["t2i"], path, "t2i")

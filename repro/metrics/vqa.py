@@ -56,7 +56,7 @@ from typing import Hashable, Iterable, Sequence
 import numpy as np
 
 from repro.errors import ReproError
-from repro.metrics.base import LazyPerItem, MetricResult
+from repro.metrics.base import LazyPerItem, MetricResult, shown
 
 VARIANTS = ("2021", "2016")
 N_ANSWERS = 10
@@ -328,9 +328,9 @@ def _answer_and_prediction_codes(rows, predictions: Sequence) -> tuple[np.ndarra
         _SEP.join(islice(index, len(copies), None))  # the predictions no answer has: strings too?
     except TypeError:  # not a string, or not even hashable (a list, an object)
         bad = next(a for a in chain(chain.from_iterable(rows), predictions) if not isinstance(a, str))
-        k = next((i for i, row in enumerate(rows) if any(a is bad or a == bad for a in row)), None)
+        k = next((i for i, row in enumerate(rows) if any(a is bad for a in row)), None)
         where = f"a human answer of question #{k}" if k is not None else "a prediction"
-        raise ReproError(f"vqa: {where} is {type(bad).__name__} {bad!r}, not a string") from None
+        raise ReproError(f"vqa: {where} is {type(bad).__name__} {shown(bad)}, not a string") from None
     return gt_codes, pred_codes, list(index)
 
 

@@ -23,7 +23,8 @@ Variants:
   question scores min(prod over gold items a of max_p m(a, p), prod over predicted items p of
   max_a m(p, a)): both directions, the smaller wins. The mean is sum / n.
 
-t = -1 means plain exact-match accuracy in both scripts, and here.
+t = -1 means plain exact-match accuracy in both scripts, and here. Any other threshold must lie in
+[0, 1] (the scripts take any number; outside [0, 1] the rule stops meaning anything): a ReproError.
 Wu-Palmer values come from the installed NLTK (3.8+); the 2015 scripts ran an older NLTK.
 """
 from __future__ import annotations
@@ -32,9 +33,20 @@ import math
 from typing import Hashable, Sequence
 
 from repro.errors import ReproError
-from repro.metrics.base import MetricResult
+from repro.metrics.base import MetricResult, shown
 
 VARIANTS = ("cocoqa", "malinowski")
+
+
+def check_threshold(threshold: float) -> float:
+    """`threshold` as a float, or a ReproError unless it is in [0, 1] or -1 (exact match)."""
+    try:
+        value = float(threshold)
+    except (TypeError, ValueError, OverflowError):
+        value = math.nan
+    if not (value == -1 or 0 <= value <= 1):
+        raise ReproError(f"wups: threshold {shown(threshold)} must be in [0, 1], or -1 for exact match")
+    return value
 
 
 def key_for(threshold: float) -> str:
@@ -97,6 +109,7 @@ def evaluate(gold: Sequence[str], predictions: Sequence[str], threshold: float =
     """WUPS in percent under `key_for(threshold)`; `per_type` when `types` are given."""
     if variant not in VARIANTS:
         raise ReproError(f"unknown wups variant {variant!r}; one of {', '.join(VARIANTS)}")
+    check_threshold(threshold)
     if len(gold) != len(predictions):
         raise ReproError(f"wups: {len(gold)} annotated questions but {len(predictions)} predictions")
     measure = Measure(threshold, wordnet)
