@@ -590,7 +590,7 @@ def eval_command(
     annotations: Path = typer.Option(..., "--annotations", "-a", help="Ground truth: an official file or [{question_id, answers}]."),
     predictions: Path = typer.Option(..., "--predictions", "-p", help="Predictions: [{question_id, answer}] (or score matrices for recall)."),
     questions: Optional[Path] = typer.Option(None, "--questions", help="Questions file, checked against the annotations."),
-    threshold: float = typer.Option(0.9, "--threshold", help="WUPS threshold (0.9, 0.0; -1 = exact match)."),
+    threshold: float = typer.Option(0.9, "--threshold", help="WUPS threshold in [0, 1] (the tables use 0.9 and 0.0), or -1 for exact match."),
     variant: Optional[str] = typer.Option(None, "--variant", help="Reference version: " + "; ".join(f"{m} {'|'.join(v)}" for m, v in METRIC_VARIANTS.items()) + "."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object: metric, aggregate, n."),
     per_item: Optional[Path] = typer.Option(None, "--per-item", help="Write {question_id: score} to this file."),
@@ -600,13 +600,21 @@ def eval_command(
 
     Example: [bold]repro eval --metric anls --annotations gold.json --predictions predictions.json --json[/]
     """
-    from repro.metrics.report import evaluate_with_progress, render_table, to_json, write_per_item
+    from repro.metrics.report import (check_per_item_path, evaluate_with_progress, render_table, to_json,
+                                      write_per_item)
 
+    from repro.metrics import files
+
+    if per_item is not None:  # before scoring: a long evaluation is not wasted on a path that will be refused
+        check_per_item_path(per_item, files.sources(annotations, predictions, questions))
     result = evaluate_with_progress(metric, annotations, predictions, questions, threshold, variant, err_console)
     if per_item is not None:
         write_per_item(per_item, result, digits)
     if as_json:
-        typer.echo(json.dumps(to_json(result, digits)))
+        out = to_json(result, digits)
+        out.setdefault("variant", variant or METRIC_VARIANTS.get(metric, (None,))[0])
+        out.setdefault("toolkit_version", __version__)
+        typer.echo(json.dumps(out, allow_nan=False))
     else:
         console.print(render_table(result, digits))
 

@@ -80,7 +80,11 @@ def test_anls_generic_with_per_item(tmp_path):
     preds = write(tmp_path / "pred.json", [{"questionId": 7, "answer": "ac"}, {"questionId": 8, "answer": "XY"}])
     items = tmp_path / "items.json"
     result = run("--metric", "anls", "--annotations", anns, "--predictions", preds, "--json", "--per-item", items)
-    assert json.loads(result.output) == {"metric": "anls", "anls": 0.75, "n": 2}
+    from repro import __version__
+
+    # the metric's variant and the toolkit version say which scorer produced the number
+    assert json.loads(result.output) == {"metric": "anls", "anls": 0.75, "n": 2, "variant": "rrc",
+                                         "toolkit_version": __version__}
     assert json.loads(items.read_text()) == {"7": 0.5, "8": 1.0}
 
 

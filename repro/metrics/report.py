@@ -6,7 +6,7 @@ item was never returned, an aggregate over no items) is written as null. `to_jso
 
 `write_per_item` refuses a path that is one of the files the scores were read from (however it is
 named: a symlink, "..", a hard link), a directory, or a file name with no room for the temporary
-file it writes first; the file is written atomically (`repro.atomic`).
+file it writes first; the file is written atomically (`repro.utils`).
 """
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from rich.text import Text
 
-from repro.atomic import atomic_open
+from repro.utils import atomic_open
 from repro.errors import ReproError
 from repro.metrics.base import LazyPerItem, MetricResult, one_line
 
