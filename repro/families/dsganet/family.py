@@ -100,8 +100,8 @@ def build_model(config: DSGANetConfig | dict, num_tokens: int = PAPER_NUM_TOKENS
     return model
 
 
-def example_batch(batch_size: int = 1, sizes: dict[str, Any] | None = None, *, config: DSGANetConfig | dict | None = None,
-                  seed: int = 0, num_tokens: int = PAPER_NUM_TOKENS, device: torch.device | str = "cpu"
+def example_batch(batch_size: int = 1, sizes: dict[str, Any] | None = None, *,
+                  config: DSGANetConfig | dict | None = None, seed: int = 0, num_tokens: int = PAPER_NUM_TOKENS, device: torch.device | str = "cpu"
                   ) -> dict[str, torch.Tensor]:
     """A batch in the data interface's format: full-length questions, every region (or grid cell) present, boxes in
     a 640 x 480 image, depth extras. Grid rows get a rows x cols grid with rows * cols = max_grids or less."""
@@ -176,3 +176,103 @@ def loss_step(loss_name: str):
 def predict_step(model: nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
     """The answer logits; the answer is their argmax."""
     return model(batch)
+
+
+# --- data ---------------------------------------------------------------------------------------
+
+
+def prepare_data(spec: Spec, scale: str, settings: dict[str, Any]) -> dict[str, Path]:
+    """Generate and prepare the data at synthetic/smoke scale; paper scale is not runnable yet."""
+    if scale == "paper":
+        raise ReproError(f"{spec.id}: paper-scale DSGANet needs the depth extras of the real feature stores "
+                         f"(depth_hist, depth_peak, depth_mean) and BERT WordPiece ids of the questions, which "
+                         f"the toolkit does not prepare yet; run --scale synthetic or smoke")
+    from repro.datasets.vqa import prepare_vqa
+    from repro.families.dsganet.synthetic import GeneratorConfig, generate
+
+    cfg = GeneratorConfig.from_mapping(settings.get("generator"))
+    root = data_dir() / "synthetic" / f"dsganet-vqa2-{cfg.key()}"
+    sources = generate(root / "raw", cfg)
+    prepare_vqa("vqa2", root / "raw", root / "prepared", glove=None)
+    return {**sources, "prepared": root / "prepared"}
+
+
+def dataset(prepared: Path, split: str, store_path: Path):
+    """A `VQADataset` that also gives the scalar depth readings of the store (`depth_mean`, `depth_mode`)."""
+    from repro.data.store import FeatureStore
+    from repro.datasets.vqa_dataset import VQADataset
+
+    class DepthVQADataset(VQADataset):
+        def __getitem__(self, index: int) -> dict[str, Any]:
+            item = super().__getitem__(index)
+            image = self.store.get(int(self.image_ids[index]))
+            for key in ("depth_mean", "depth_mode"):
+                if key in image:
+                    item[key] = torch.from_numpy(image[key].astype("float32"))
+            return item
+
+    return DepthVQADataset(prepared, split, FeatureStore.open(store_path))
+
+
+def rel_questions(questions_file: Path) -> set[int]:
+    """Question ids of the "Rel." subset: questions that contain one of REL_PHRASES as whole words."""
+    import re
+
+    pattern = re.compile(r"\b(" + "|".join(re.escape(p) for p in sorted(REL_PHRASES, key=len, reverse=True))
+                         + r")\b", re.IGNORECASE)
+    questions = json.loads(Path(questions_file).read_text())["questions"]
+    return {int(q["question_id"]) for q in questions if pattern.search(q["question"])}
+
+
+# --- one (row, seed) ----------------------------------------------------------------------------
+
+
+def run_row(ctx: RunContext) -> RowRun:
+    from repro.train import fit, load_recipe
+    from repro.train.trainer import seed_everything
+
+    data = prepare_data(ctx.spec, ctx.scale, ctx.settings)
+    config = as_config(ctx.config)
+    store = "features" if config.features == "objects" else "grid_features"
+    train = dataset(data["prepared"], "train", data[f"train_{store}"])
+    val = dataset(data["prepared"], "val", data[f"val_{store}"])
+    recipe = load_recipe(ctx.spec.recipe).replace(**{**ctx.settings.get("recipe", {}), "seed": ctx.seed,
+                                                     "train_splits": ("train",)})
+    seed_everything(ctx.seed)
+    model = build_model(config, train.num_tokens, train.num_answers, sizes=ctx.settings.get("sizes"))
+    state = fit(model, train, recipe, ctx.workdir, loss_step=loss_step(recipe.loss), resume=ctx.resume,
+                progress=ctx.progress)
+    scores = score(model, val, train.answer_vocab, data["val_annotations"], data["val_questions"], recipe,
+                   ctx.progress)
+    # "accuracy" columns (GQA, Tables V and VIII) are exact match with the answer; "vqa" columns the VQA score
+    metrics = {col.name: float(scores["exact"] if col.metric == "accuracy" and col.key == "overall"
+                               else scores[col.key]) for col in ctx.spec.columns if col.key in scores}
+    return RowRun(metrics=metrics, split="val",
+                  training={"steps": state.step, "final_loss": state.final_loss, "global_batch": state.global_batch,
+                            "gpus": state.gpu_count},
+                  extra={"per_answer_type": {k: scores[k] for k in ("yes/no", "number", "other") if k in scores},
+                         "per_question_type": scores.get("per_question_type", {})},
+                  info={"rel_questions": scores["rel_count"]})
+
+
+def score(model, data, answer_vocab: list[str], annotations: Path, questions: Path, recipe,
+          progress: bool = True) -> dict[str, Any]:
+    """VQA accuracy on a split (overall, per answer type, per question type) and on its Rel. subset (`rel`);
+    `accuracy`-metric columns of GQA-like specs read `overall` as well."""
+    from repro.metrics import vqa as vqa_metric
+    from repro.train import predict
+
+    ids, logits = predict(model, data, recipe.eval_batch_size or recipe.batch_size, predict_step=predict_step,
+                          progress=progress)
+    ids = [int(q) for q in ids]
+    predicted = [answer_vocab[i] for i in logits.argmax(dim=1).tolist()]
+    gold = {a["question_id"]: a for a in json.loads(Path(annotations).read_text())["annotations"]}
+    result = vqa_metric.evaluate([[a["answer"] for a in gold[q]["answers"]] for q in ids], predicted, ids,
+                                 [gold[q]["answer_type"] for q in ids], [gold[q]["question_type"] for q in ids])
+    out = dict(result.aggregate)
+    subset = rel_questions(questions)
+    rel = [q for q in ids if q in subset]
+    out["rel"] = sum(result.per_item[q] for q in rel) / len(rel) if rel else float("nan")
+    out["rel_count"] = len(rel)
+    out["exact"] = 100.0 * sum(p == gold[q]["multiple_choice_answer"] for p, q in zip(predicted, ids)) / len(ids)
+    return out
