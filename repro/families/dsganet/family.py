@@ -82,7 +82,7 @@ def build_model(config: DSGANetConfig | dict, num_tokens: int = PAPER_NUM_TOKENS
                 sizes: dict | None = None, bert_weights: Path | None = None) -> nn.Module:
     """The model a row names; `sizes` overrides the paper's. BERT weights come from `bert_weights` or the local
     bert-base-uncased folder when it holds weights and BERT has bert-base's sizes; otherwise BERT starts random."""
-    from repro.families.dsganet.model import DSGANet, PAPER_SIZES, load_bert_weights
+    from repro.families.dsganet.model import PAPER_SIZES, DSGANet, load_bert_weights
 
     config = as_config(config)
     s = model_sizes(config, sizes)
@@ -101,8 +101,8 @@ def build_model(config: DSGANetConfig | dict, num_tokens: int = PAPER_NUM_TOKENS
 
 
 def example_batch(batch_size: int = 1, sizes: dict[str, Any] | None = None, *,
-                  config: DSGANetConfig | dict | None = None, seed: int = 0, num_tokens: int = PAPER_NUM_TOKENS, device: torch.device | str = "cpu"
-                  ) -> dict[str, torch.Tensor]:
+                  config: DSGANetConfig | dict | None = None, seed: int = 0, num_tokens: int = PAPER_NUM_TOKENS,
+                  device: torch.device | str = "cpu") -> dict[str, torch.Tensor]:
     """A batch in the data interface's format: full-length questions, every region (or grid cell) present, boxes in
     a 640 x 480 image, depth extras. Grid rows get a rows x cols grid with rows * cols = max_grids or less."""
     from repro.datasets.depth import grid_regions
@@ -274,5 +274,6 @@ def score(model, data, answer_vocab: list[str], annotations: Path, questions: Pa
     rel = [q for q in ids if q in subset]
     out["rel"] = sum(result.per_item[q] for q in rel) / len(rel) if rel else float("nan")
     out["rel_count"] = len(rel)
-    out["exact"] = 100.0 * sum(p == gold[q]["multiple_choice_answer"] for p, q in zip(predicted, ids)) / len(ids)
+    exact = sum(p == gold[q]["multiple_choice_answer"] for p, q in zip(predicted, ids, strict=True))
+    out["exact"] = 100.0 * exact / len(ids)
     return out

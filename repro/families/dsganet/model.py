@@ -331,7 +331,7 @@ class DSGANet(nn.Module):
 
         for layer in self.encoder:
             lang = layer(lang, lang_mask)
-        for layer, bias in zip(self.decoder, self.relation_bias(batch, q)):
+        for layer, bias in zip(self.decoder, self.relation_bias(batch, q), strict=True):
             img = layer(img, lang, img_mask, lang_mask, bias(img) if bias is not None else None)
 
         fused = self.flat_lang(lang, lang_mask) + self.flat_img(img, img_mask)

@@ -8,7 +8,12 @@ import torch
 
 from repro.families.dsganet import family
 from repro.families.dsganet.model import (
-    GridRelationScores, ObjectRelationScores, SpatialRelation, bbox_relation, depth_relation, grid_coordinates,
+    GridRelationScores,
+    ObjectRelationScores,
+    SpatialRelation,
+    bbox_relation,
+    depth_relation,
+    grid_coordinates,
 )
 
 TINY = dict(d_model=32, layers=2, heads=4, ffn=64, spatial_dim=16, flat_out=64, flat_mlp=32, embed_dim=16,

@@ -8,7 +8,7 @@ import pytest
 
 from repro.data.store import FeatureStore
 from repro.families.dsganet import family
-from repro.families.dsganet.synthetic import GeneratorConfig, SceneObject, Scene, _behind, _which_closer, generate
+from repro.families.dsganet.synthetic import GeneratorConfig, Scene, SceneObject, _behind, _which_closer, generate
 
 CFG = GeneratorConfig(seed=3, train_images=12, val_images=6, questions_per_image=6, feature_dim=8,
                       grid_rows=2, grid_cols=3)
