@@ -1,0 +1,279 @@
+"""dsganet's run protocol (see repro.families.base): DSGANet on VQA-style data.
+
+At the synthetic and smoke scales the data is generated (`synthetic.py`): scenes whose objects have a
+depth as well as a box, in the official VQA v2 layout with one feature store of object regions and one
+of grid cells per split, each with the depth extras DSGANet reads (`depth_hist`, `depth_peak`, and the
+scalar readings `depth_mean`, `depth_mode`). The model is trained on train and scored on val with the
+VQA soft accuracy (`overall`) and the accuracy on the relational subset (`rel`, the "Rel." column).
+
+Paper scale is not runnable yet: it needs the depth extras of the real feature stores and BERT's
+WordPiece ids of the questions (see the family README).
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from repro.errors import ReproError
+from repro.families.base import ModelInfo, RowRun, RunContext
+from repro.families.dsganet.config import DSGANetConfig
+from repro.paths import data_dir
+from repro.specs import Spec
+
+ARCHS = ("dsganet",)
+# Vocabularies at paper scale: MCAN's VQA v2 question words and answers (the paper gives neither; MODELS.md 8.3).
+PAPER_NUM_TOKENS = 20572
+PAPER_NUM_ANSWERS = 3129
+SUBMISSION_TARGETS = {"vqa2": "vqa2-test-dev"}
+BERT_FOLDER = "bert-base-uncased"  # catalog entry: data_dir()/bert-base-uncased
+# The "Rel." subset (Sec. V-D): questions with one of the top-100 Visual Genome relationship words or phrases,
+# less non-relational words. The paper does not print its list; these are frequent VG spatial predicates.
+REL_PHRASES = ("on", "in", "behind", "in front of", "next to", "near", "above", "under", "below", "beside",
+               "on top of", "inside", "by", "beneath", "over", "against", "along", "across", "between",
+               "around", "left of", "right of", "underneath", "outside", "on side of", "at")
+
+
+# --- model --------------------------------------------------------------------------------------
+
+
+def as_config(config: DSGANetConfig | dict) -> DSGANetConfig:
+    if isinstance(config, DSGANetConfig):
+        return config
+    from pydantic import ValidationError
+
+    try:
+        return DSGANetConfig.model_validate(config)
+    except ValidationError as exc:
+        raise ReproError(f"model config {config!r}: {exc.errors()[0]['msg']}") from None
+
+
+def paper_sizes(config: DSGANetConfig | dict | None = None) -> dict[str, Any]:
+    """The model's sizes: the config's (paper's) L, d_h, d_s, heads, FFN, dropout, k, and MODEL defaults."""
+    from repro.families.dsganet.model import PAPER_SIZES
+
+    s = dict(PAPER_SIZES)
+    if config is not None:
+        c = as_config(config)
+        s.update(d_model=c.hidden_size, layers=c.layers, heads=c.heads, ffn=c.ff_size, spatial_dim=c.spatial_dim,
+                 dropout=c.dropout, depth_bins=c.depth_bins, flat_out=2 * c.hidden_size,
+                 max_boxes=c.max_objects, max_grids=c.max_grids)
+    return s
+
+
+def model_sizes(config: DSGANetConfig | dict, sizes: dict | None = None) -> dict[str, Any]:
+    full = paper_sizes(config)
+    for key, value in (sizes or {}).items():
+        if key not in full:
+            raise ReproError(f"unknown model size {key!r}; known: {', '.join(sorted(full))}")
+        full[key] = value
+    if full["d_model"] % full["heads"]:
+        raise ReproError(f"model size d_model={full['d_model']} is not divisible by heads={full['heads']}")
+    if full["bert_hidden"] % full["bert_heads"]:
+        raise ReproError(f"bert_hidden={full['bert_hidden']} is not divisible by bert_heads={full['bert_heads']}")
+    return full
+
+
+def build_model(config: DSGANetConfig | dict, num_tokens: int = PAPER_NUM_TOKENS,
+                num_answers: int = PAPER_NUM_ANSWERS, embeddings: torch.Tensor | None = None,
+                sizes: dict | None = None, bert_weights: Path | None = None) -> nn.Module:
+    """The model a row names; `sizes` overrides the paper's. BERT weights come from `bert_weights` or the local
+    bert-base-uncased folder when it holds weights and BERT has bert-base's sizes; otherwise BERT starts random."""
+    from repro.families.dsganet.model import PAPER_SIZES, DSGANet, load_bert_weights
+
+    config = as_config(config)
+    s = model_sizes(config, sizes)
+    if num_tokens < 2 or num_answers < 1:
+        raise ReproError(f"model needs at least 2 tokens and 1 answer, got {num_tokens} and {num_answers}")
+    model = DSGANet(num_tokens, num_answers, s, features=config.features, encoder=config.question_encoder,
+                    daa=config.daa, sga=config.sga, alpha=config.grid_alpha, depth_value=config.depth_value,
+                    log_eps=config.log_eps, embeddings=embeddings)
+    if config.question_encoder == "bert":
+        bert_keys = [k for k in PAPER_SIZES if k.startswith("bert_")]
+        if bert_weights is not None or all(s[k] == PAPER_SIZES[k] for k in bert_keys):
+            folder = Path(bert_weights) if bert_weights is not None else data_dir() / BERT_FOLDER
+            if not load_bert_weights(model.question, folder) and bert_weights is not None:
+                raise ReproError(f"{folder}: no BERT weights (config.json with pytorch_model.bin or model.safetensors)")
+    return model
+
+
+def example_batch(batch_size: int = 1, sizes: dict[str, Any] | None = None, *,
+                  config: DSGANetConfig | dict | None = None, seed: int = 0, num_tokens: int = PAPER_NUM_TOKENS,
+                  device: torch.device | str = "cpu") -> dict[str, torch.Tensor]:
+    """A batch in the data interface's format: full-length questions, every region (or grid cell) present, boxes in
+    a 640 x 480 image, depth extras. Grid rows get a rows x cols grid with rows * cols = max_grids or less."""
+    from repro.datasets.depth import grid_regions
+
+    cfg = as_config(config) if config is not None else None
+    s = paper_sizes(cfg)
+    s.update(sizes or {})
+    g = torch.Generator().manual_seed(seed)
+    width, height = 640.0, 480.0
+    grids = cfg is not None and cfg.features == "grids"
+    if grids:
+        cols = min(s["grid_size"], s["max_grids"])
+        rows = max(1, s["max_grids"] // cols)
+        boxes = torch.from_numpy(grid_regions((int(height), int(width)), rows, cols)).float()
+        n = rows * cols
+        boxes = boxes[None].repeat(batch_size, 1, 1)
+    else:
+        n = s["max_boxes"]
+        xy = torch.rand(batch_size, n, 2, generator=g) * torch.tensor([width * 0.8, height * 0.8])
+        wh = 8.0 + torch.rand(batch_size, n, 2, generator=g) * torch.tensor([width * 0.2, height * 0.2])
+        boxes = torch.cat([xy, xy + wh], dim=-1)
+    bins = s["depth_bins"]
+    hist = torch.rand(batch_size, n, bins, generator=g)
+    hist = hist / hist.sum(-1, keepdim=True)
+    peak = hist.argmax(-1)
+    mean = peak.float() * (256 / bins) + torch.rand(batch_size, n, generator=g) * (256 / bins)
+    batch = {
+        "tokens": torch.randint(1, min(100, num_tokens), (batch_size, s["max_tokens"]), generator=g),
+        "features": torch.rand(batch_size, n, s["feature_dim"], generator=g) + 0.01,
+        "boxes": boxes,
+        "box_count": torch.full((batch_size,), n, dtype=torch.long),
+        "image_size": torch.tensor([[width, height]]).repeat(batch_size, 1),
+        "depth_hist": hist, "depth_peak": peak, "depth_mean": mean, "depth_mode": mean.floor(),
+        "question_id": torch.arange(batch_size),
+    }
+    return {k: v.to(device) for k, v in batch.items()}
+
+
+def describe(config: DSGANetConfig | dict) -> list[ModelInfo]:
+    """Parameters and FLOPs per sample at the paper's sizes (MCAN's VQA v2 vocabularies; bert-base-uncased)."""
+    from repro.nn.measure import count_flops, count_parameters
+
+    config = as_config(config)
+    torch.manual_seed(0)
+    model = build_model(config, bert_weights=None)
+    modules = [(name, count_parameters(child)) for name, child in model.named_children()]
+    return [ModelInfo(name=config.arch, task="vqa", trainable_params=count_parameters(model),
+                      total_params=count_parameters(model, trainable_only=False),
+                      flops_per_sample=count_flops(model, example_batch(1, config=config)), modules=modules)]
+
+
+def gpu_hours(config: DSGANetConfig | dict) -> float | None:
+    """The paper gives no training time."""
+    return None
+
+
+def submission_target(spec: Spec) -> str | None:
+    return next((SUBMISSION_TARGETS[d] for d in spec.datasets if d in SUBMISSION_TARGETS), None)
+
+
+# --- training and prediction steps ---------------------------------------------------------------
+
+
+def loss_step(loss_name: str):
+    """The recipe's loss of the answer logits against the soft scores (BCE, Sec. IV-D)."""
+    from repro.train.trainer import recipe_loss_step
+
+    return recipe_loss_step(loss_name)
+
+
+def predict_step(model: nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+    """The answer logits; the answer is their argmax."""
+    return model(batch)
+
+
+# --- data ---------------------------------------------------------------------------------------
+
+
+def prepare_data(spec: Spec, scale: str, settings: dict[str, Any]) -> dict[str, Path]:
+    """Generate and prepare the data at synthetic/smoke scale; paper scale is not runnable yet."""
+    if scale == "paper":
+        raise ReproError(f"{spec.id}: paper-scale DSGANet needs the depth extras of the real feature stores "
+                         f"(depth_hist, depth_peak, depth_mean) and BERT WordPiece ids of the questions, which "
+                         f"the toolkit does not prepare yet; run --scale synthetic or smoke")
+    from repro.datasets.vqa import prepare_vqa
+    from repro.families.dsganet.synthetic import GeneratorConfig, generate
+
+    cfg = GeneratorConfig.from_mapping(settings.get("generator"))
+    root = data_dir() / "synthetic" / f"dsganet-vqa2-{cfg.key()}"
+    sources = generate(root / "raw", cfg)
+    prepare_vqa("vqa2", root / "raw", root / "prepared", glove=None)
+    return {**sources, "prepared": root / "prepared"}
+
+
+def dataset(prepared: Path, split: str, store_path: Path):
+    """A `VQADataset` that also gives the scalar depth readings of the store (`depth_mean`, `depth_mode`)."""
+    from repro.data.store import FeatureStore
+    from repro.datasets.vqa_dataset import VQADataset
+
+    class DepthVQADataset(VQADataset):
+        def __getitem__(self, index: int) -> dict[str, Any]:
+            item = super().__getitem__(index)
+            image = self.store.get(int(self.image_ids[index]))
+            for key in ("depth_mean", "depth_mode"):
+                if key in image:
+                    item[key] = torch.from_numpy(image[key].astype("float32"))
+            return item
+
+    return DepthVQADataset(prepared, split, FeatureStore.open(store_path))
+
+
+def rel_questions(questions_file: Path) -> set[int]:
+    """Question ids of the "Rel." subset: questions that contain one of REL_PHRASES as whole words."""
+    import re
+
+    pattern = re.compile(r"\b(" + "|".join(re.escape(p) for p in sorted(REL_PHRASES, key=len, reverse=True))
+                         + r")\b", re.IGNORECASE)
+    questions = json.loads(Path(questions_file).read_text())["questions"]
+    return {int(q["question_id"]) for q in questions if pattern.search(q["question"])}
+
+
+# --- one (row, seed) ----------------------------------------------------------------------------
+
+
+def run_row(ctx: RunContext) -> RowRun:
+    from repro.train import fit, load_recipe
+    from repro.train.trainer import seed_everything
+
+    data = prepare_data(ctx.spec, ctx.scale, ctx.settings)
+    config = as_config(ctx.config)
+    store = "features" if config.features == "objects" else "grid_features"
+    train = dataset(data["prepared"], "train", data[f"train_{store}"])
+    val = dataset(data["prepared"], "val", data[f"val_{store}"])
+    recipe = load_recipe(ctx.spec.recipe).replace(**{**ctx.settings.get("recipe", {}), "seed": ctx.seed,
+                                                     "train_splits": ("train",)})
+    seed_everything(ctx.seed)
+    model = build_model(config, train.num_tokens, train.num_answers, sizes=ctx.settings.get("sizes"))
+    state = fit(model, train, recipe, ctx.workdir, loss_step=loss_step(recipe.loss), resume=ctx.resume,
+                progress=ctx.progress)
+    scores = score(model, val, train.answer_vocab, data["val_annotations"], data["val_questions"], recipe,
+                   ctx.progress)
+    # "accuracy" columns (GQA, Tables V and VIII) are exact match with the answer; "vqa" columns the VQA score
+    metrics = {col.name: float(scores["exact"] if col.metric == "accuracy" and col.key == "overall"
+                               else scores[col.key]) for col in ctx.spec.columns if col.key in scores}
+    return RowRun(metrics=metrics, split="val",
+                  training={"steps": state.step, "final_loss": state.final_loss, "global_batch": state.global_batch,
+                            "gpus": state.gpu_count},
+                  extra={"per_answer_type": {k: scores[k] for k in ("yes/no", "number", "other") if k in scores},
+                         "per_question_type": scores.get("per_question_type", {})},
+                  info={"rel_questions": scores["rel_count"]})
+
+
+def score(model, data, answer_vocab: list[str], annotations: Path, questions: Path, recipe,
+          progress: bool = True) -> dict[str, Any]:
+    """VQA accuracy on a split (overall, per answer type, per question type) and on its Rel. subset (`rel`);
+    `accuracy`-metric columns of GQA-like specs read `overall` as well."""
+    from repro.metrics import vqa as vqa_metric
+    from repro.train import predict
+
+    ids, logits = predict(model, data, recipe.eval_batch_size or recipe.batch_size, predict_step=predict_step,
+                          progress=progress)
+    ids = [int(q) for q in ids]
+    predicted = [answer_vocab[i] for i in logits.argmax(dim=1).tolist()]
+    gold = {a["question_id"]: a for a in json.loads(Path(annotations).read_text())["annotations"]}
+    result = vqa_metric.evaluate([[a["answer"] for a in gold[q]["answers"]] for q in ids], predicted, ids,
+                                 [gold[q]["answer_type"] for q in ids], [gold[q]["question_type"] for q in ids])
+    out = dict(result.aggregate)
+    subset = rel_questions(questions)
+    rel = [q for q in ids if q in subset]
+    out["rel"] = sum(result.per_item[q] for q in rel) / len(rel) if rel else float("nan")
+    out["rel_count"] = len(rel)
+    exact = sum(p == gold[q]["multiple_choice_answer"] for p, q in zip(predicted, ids, strict=True))
+    out["exact"] = 100.0 * exact / len(ids)
+    return out
