@@ -9,6 +9,7 @@ import csv
 import io
 import json
 import math
+import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -20,6 +21,8 @@ from repro.results import Result, read_results
 from repro.specs import Spec
 
 FORMATS = ("rich", "md", "csv", "latex", "json")
+ALPHA = 0.05  # level of the one-sided test a claim is judged with
+CONFIDENCE = 0.95  # level of the interval printed around a claim's margin
 
 
 @dataclass
@@ -50,9 +53,14 @@ class RowView:
 class ClaimView:
     text: str
     paper: bool | None  # does the paper's own table support it
-    verdict: str  # at the view's scale: holds, within seed spread, not reproduced, no results
-    margin: float | None = None  # reproduced difference, in the column's better direction
-    spread: float | None = None  # std of the two rows added
+    # at the view's scale: holds, reversed, not decided (p = …), not judged (1 seed), no results
+    verdict: str
+    margin: float | None = None  # reproduced mean difference, in the column's better direction
+    spread: float | None = None  # std of the two rows added (kept for readers of the JSON output)
+    p_value: float | None = None  # one-sided Welch test, in the claimed direction
+    ci_low: float | None = None  # CONFIDENCE interval of the margin (Welch–Satterthwaite df)
+    ci_high: float | None = None
+    n: tuple[int, int] | None = None  # seeds of `row` and of `over`
 
 
 @dataclass
@@ -91,9 +99,10 @@ def build_view(spec: Spec, scale: str = "paper", results_root: Path | None = Non
 def judge_claim(spec: Spec, claim, view: "TableView") -> ClaimView:
     """Does `claim.row` beat `claim.over` on `claim.column`? In the paper, and at the view's scale.
 
-    At a scale with several seeds the claim holds when the margin exceeds the two rows' standard
-    deviations added (their mean ± std intervals do not overlap), is "within seed spread" when it is
-    positive but smaller, and "not reproduced" when it is zero or negative.
+    At a scale with at least two seeds per row the per-seed values of the two rows are compared with
+    Welch's t-test, one-sided in the claimed direction, at level ALPHA: the claim "holds" when
+    p < ALPHA, is "reversed" when the one-sided test the other way is significant, and is
+    "not decided" otherwise. With one seed on either row nothing can be said: "not judged (1 seed)".
     """
     sign = -1.0 if spec.column(claim.column).better == "lower" else 1.0
     cells = {r.name: r.cells[claim.column] for r in view.rows}
@@ -101,10 +110,88 @@ def judge_claim(spec: Spec, claim, view: "TableView") -> ClaimView:
     paper = None if a.reported is None or b.reported is None else sign * (a.reported - b.reported) > 0
     if a.reproduced is None or b.reproduced is None:
         return ClaimView(claim.text, paper, "no results")
+    rows = {r.name: r for r in view.rows}
+    sample_a = seed_sample(rows[claim.row].result, claim.column)
+    sample_b = seed_sample(rows[claim.over].result, claim.column)
     margin = sign * (a.reproduced - b.reproduced)
     spread = (a.std or 0.0) + (b.std or 0.0)
-    verdict = "holds" if margin > spread else "within seed spread" if margin > 0 else "not reproduced"
-    return ClaimView(claim.text, paper, verdict, margin, spread)
+    n = (sample_a.n, sample_b.n)
+    if min(n) < 2:
+        return ClaimView(claim.text, paper, "not judged (1 seed)", margin, spread, n=n)
+    test = welch(sample_a, sample_b, sign)
+    if test.p_value < ALPHA and test.margin > 0:
+        verdict = "holds"
+    elif 1.0 - test.p_value < ALPHA and test.margin < 0:
+        verdict = "reversed"
+    else:
+        verdict = f"not decided (p = {fmt_p(test.p_value)})"
+    return ClaimView(claim.text, paper, verdict, test.margin, spread, test.p_value, test.ci_low, test.ci_high, n)
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One row's values of one column over its seeds: mean, sample std (ddof 1) and count."""
+
+    mean: float
+    std: float
+    n: int
+
+
+def seed_sample(result: Result | None, column: str) -> Sample:
+    """The per-seed values a record carries (`extra.per_seed`), or its mean, std and seed count."""
+    if result is None or column not in result.metrics:
+        return Sample(math.nan, math.nan, 0)
+    per_seed = result.extra.get("per_seed") if isinstance(result.extra, dict) else None
+    if isinstance(per_seed, list):
+        values = [float(run[column]) for run in per_seed
+                  if isinstance(run, dict) and isinstance(run.get(column), (int, float))
+                  and not isinstance(run.get(column), bool)]
+        if values:
+            std = statistics.stdev(values) if len(values) > 1 else 0.0
+            return Sample(statistics.fmean(values), std, len(values))
+    n = max(len(result.seeds), 1)
+    std = result.std.get(column) if result.std else None
+    if n > 1 and std is None:  # a record with several seeds but no spread: treat as one value
+        n = 1
+    return Sample(float(result.metrics[column]), float(std or 0.0), n)
+
+
+@dataclass(frozen=True)
+class Welch:
+    margin: float  # mean difference in the claimed direction
+    se: float
+    df: float
+    p_value: float  # one-sided: P(T >= t) under "no difference"
+    ci_low: float
+    ci_high: float
+
+
+def welch(a: Sample, b: Sample, sign: float = 1.0, confidence: float | None = None) -> Welch:
+    """Welch's unequal-variance t-test of `sign * (a - b) > 0` from two rows' summary statistics.
+
+    df is the Welch–Satterthwaite approximation; the interval is two-sided at `confidence`.
+    """
+    from scipy import stats
+
+    confidence = CONFIDENCE if confidence is None else confidence
+    margin = sign * (a.mean - b.mean)
+    va, vb = a.std ** 2 / a.n, b.std ** 2 / b.n
+    se = math.sqrt(va + vb)
+    if se == 0.0:  # every seed gave the same value on both rows: the difference is exact
+        p = 0.0 if margin > 0 else 1.0 if margin < 0 else 0.5
+        return Welch(margin, 0.0, math.inf, p, margin, margin)
+    df = (va + vb) ** 2 / (va ** 2 / (a.n - 1) + vb ** 2 / (b.n - 1))
+    p = float(stats.t.sf(margin / se, df))
+    half = float(stats.t.ppf(0.5 + confidence / 2, df)) * se
+    return Welch(margin, se, df, p, margin - half, margin + half)
+
+
+def fmt_p(p: float | None) -> str:
+    if p is None or math.isnan(p):
+        return "–"
+    if p < 0.001:
+        return "<0.001"
+    return f"{p:.3f}" if p < 0.1 else f"{p:.2f}"
 
 
 # --- formatting helpers ---------------------------------------------------------------------------
@@ -173,7 +260,8 @@ def _body_cells(view: TableView) -> list[list[str]]:
 
 def _caption(view: TableView) -> str:
     spec = view.spec
-    return f"{spec.paper} {spec.table} ({spec.id}): {spec.title} — reported on {spec.split}; reproduced at scale {view.scale}"
+    return (f"{spec.paper} {spec.table} ({spec.id}): {spec.title} — reported on {spec.split}; "
+            f"reproduced at scale {view.scale}")
 
 
 def _footnotes(view: TableView) -> list[str]:
@@ -194,17 +282,50 @@ def _footnotes(view: TableView) -> list[str]:
 # --- renderers ------------------------------------------------------------------------------------
 
 
+def claims_caption(view: TableView) -> str:
+    return (f"One-sided Welch t-test per claim over the seeds of the two rows, at α = {ALPHA:g}; "
+            f"margin = mean difference in the claimed direction, with its {CONFIDENCE:.0%} confidence "
+            "interval (Welch–Satterthwaite df); p = one-sided, in the claimed direction (near 1 when reversed); "
+            "n = seeds of the row and of the row it is compared with.")
+
+
+def claim_cells(c: ClaimView) -> dict[str, str]:
+    """The claims table's cells as text, shared by every renderer."""
+    return {
+        "claim": c.text,
+        "in the paper": {True: "yes", False: "no", None: "–"}[c.paper],
+        "verdict": c.verdict,
+        "margin": "–" if c.margin is None else f"{c.margin:+.2f}",
+        "CI": "–" if c.ci_low is None else f"[{c.ci_low:+.2f}, {c.ci_high:+.2f}]",
+        "p": fmt_p(c.p_value),
+        "n": "–" if c.n is None else f"{c.n[0]}, {c.n[1]}",
+    }
+
+
+CLAIM_HEADERS = ("claim", "in the paper", "verdict", "margin", "CI", "p", "n")
+
+
+def _claim_header(view: TableView, key: str) -> str:
+    return {"verdict": f"at scale {view.scale}", "CI": f"{CONFIDENCE:.0%} CI"}.get(key, key)
+
+
+def _verdict_style(verdict: str) -> str:
+    return {"holds": "green", "reversed": "bold red", "no results": "dim"}.get(
+        verdict, "yellow" if verdict.startswith("not decided") else "dim")
+
+
 def render_claims_rich(view: TableView) -> Table | None:
     if not view.claims:
         return None
-    table = Table(title=f"the paper's claims, at scale {view.scale}", title_justify="left")
-    for name, justify in (("claim", "left"), ("in the paper", "left"), (view.scale, "left"), ("margin", "right")):
-        table.add_column(name, justify=justify)
-    styles = {"holds": "green", "within seed spread": "yellow", "not reproduced": "bold red", "no results": "dim"}
+    table = Table(title=f"the paper's claims, at scale {view.scale}", title_justify="left",
+                  caption=claims_caption(view), caption_justify="left")
+    for key in CLAIM_HEADERS:
+        table.add_column(_claim_header(view, key), justify="left" if key in ("claim", "in the paper", "verdict")
+                         else "right", no_wrap=key not in ("claim",), overflow="fold")
     for c in view.claims:
-        margin = "–" if c.margin is None else f"{c.margin:+.2f}" + (f" (spread {c.spread:.2f})" if c.spread else "")
-        table.add_row(c.text, {True: "yes", False: "no", None: "–"}[c.paper],
-                      Text(c.verdict, style=styles[c.verdict]), margin)
+        cells = claim_cells(c)
+        table.add_row(*[Text(cells[k], style=_verdict_style(c.verdict)) if k == "verdict" else cells[k]
+                        for k in CLAIM_HEADERS])
     return table
 
 
@@ -252,10 +373,12 @@ def render_markdown(view: TableView) -> str:
     if notes:
         lines += [""] + [f"_{n}_" for n in notes]
     if view.claims:
-        lines += ["", f"| claim | in the paper | at scale {view.scale} | margin |", "| --- | --- | --- | ---: |"]
+        lines += ["", "| " + " | ".join(_claim_header(view, k) for k in CLAIM_HEADERS) + " |",
+                  "| --- | --- | --- | ---: | ---: | ---: | ---: |"]
         for c in view.claims:
-            margin = "–" if c.margin is None else f"{c.margin:+.2f}" + (f" (spread {c.spread:.2f})" if c.spread else "")
-            lines.append(f"| {c.text} | {({True: 'yes', False: 'no', None: '–'})[c.paper]} | {c.verdict} | {margin} |")
+            cells = claim_cells(c)
+            lines.append("| " + " | ".join(cells[k].replace("|", "\\|") for k in CLAIM_HEADERS) + " |")
+        lines += ["", f"_{claims_caption(view)}_"]
     return "\n".join(lines) + "\n"
 
 
@@ -312,8 +435,11 @@ def view_to_json(view: TableView) -> dict:
             "scale": None if row.result is None else view.scale,
         } for row in view.rows],
         "other_scales": view.other_scales,
-        "claims": [{"text": c.text, "paper": c.paper, "verdict": c.verdict, "margin": c.margin, "spread": c.spread}
+        "claims": [{"text": c.text, "paper": c.paper, "verdict": c.verdict, "margin": c.margin, "spread": c.spread,
+                    "p_value": c.p_value, "ci_low": c.ci_low, "ci_high": c.ci_high,
+                    "n": None if c.n is None else list(c.n)}
                    for c in view.claims],
+        "alpha": ALPHA, "confidence": CONFIDENCE,
     }
 
 
