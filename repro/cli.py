@@ -178,28 +178,39 @@ def show_command(ident: str = typer.Argument(..., metavar="ID", help="Experiment
 @command("table")
 def table_command(
     ident: str = typer.Argument(..., metavar="ID", help="Experiment id, e.g. table5-ablation."),
-    fmt_name: str = typer.Option("rich", "--format", "-f", help="rich, md, csv, latex or json."),
+    fmt_name: Optional[str] = typer.Option(
+        None, "--format", "-f",
+        help="rich, text, md, csv, latex or json (default: rich in a terminal, text when piped)."),
     scale: str = typer.Option("paper", "--scale", "-s", help="Which results to show: paper, synthetic or smoke."),
+    columns: Optional[str] = typer.Option(None, "--columns", "-c", help="Only these columns, e.g. Num,All."),
 ) -> None:
-    """Reported beside reproduced, with the difference, per column.
+    """Reported beside reproduced, per column; at other scales, each row's effect against the baseline.
 
-    Example: [bold]repro table table5-ablation --scale smoke --format md[/]
+    Tables wider than the terminal are split into blocks of columns; numbers and row names are never cut.
+
+    Example: [bold]repro table table5-ablation --scale synthetic --columns Num,All[/]
     """
+    import shutil
+
     from repro.report import FORMATS, build_view, render_claims_rich, render_rich, render_text
     from repro.specs import SCALES, resolve
 
-    if fmt_name not in FORMATS:
+    if fmt_name is not None and fmt_name not in FORMATS:
         raise ReproError(f"--format must be one of {', '.join(FORMATS)}, not {fmt_name!r}")
     if scale not in SCALES:
         raise ReproError(f"--scale must be one of {', '.join(SCALES)}, not {scale!r}")
-    view = build_view(resolve(ident), scale)
+    picked = [c.strip() for c in columns.split(",") if c.strip()] if columns else None
+    view = build_view(resolve(ident), scale, columns=picked)
+    if fmt_name is None:
+        fmt_name = "rich" if console.is_terminal else "text"
     if fmt_name == "rich":
         console.print(render_rich(view))
         claims = render_claims_rich(view)
         if claims is not None:
             console.print(claims)
     else:
-        sys.stdout.write(render_text(view, fmt_name))
+        width = shutil.get_terminal_size((80, 24)).columns
+        sys.stdout.write(render_text(view, fmt_name, width=width))
 
 
 @command("check")
