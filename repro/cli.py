@@ -180,9 +180,12 @@ def table_command(
     ident: str = typer.Argument(..., metavar="ID", help="Experiment id, e.g. table5-ablation."),
     fmt_name: Optional[str] = typer.Option(
         None, "--format", "-f",
-        help="rich, text, md, csv, latex or json (default: rich in a terminal, text when piped)."),
+        help="rich, text, md, csv, latex, html or json (default: rich in a terminal, text when piped, "
+             "or from the suffix of -o)."),
     scale: str = typer.Option("paper", "--scale", "-s", help="Which results to show: paper, synthetic or smoke."),
     columns: Optional[str] = typer.Option(None, "--columns", "-c", help="Only these columns, e.g. Num,All."),
+    output: Optional[Path] = typer.Option(
+        None, "--output", "-o", help="Write to this file (.md .csv .tex .html .json .txt), replaced atomically."),
 ) -> None:
     """Reported beside reproduced, per column; at other scales, each row's effect against the baseline.
 
@@ -192,25 +195,38 @@ def table_command(
     """
     import shutil
 
-    from repro.report import FORMATS, build_view, render_claims_rich, render_rich, render_text
+    from repro.report import FORMATS, SUFFIXES, build_view, render_claims_rich, render_rich, render_text
     from repro.specs import SCALES, resolve
+    from repro.utils import atomic_open
 
     if fmt_name is not None and fmt_name not in FORMATS:
         raise ReproError(f"--format must be one of {', '.join(FORMATS)}, not {fmt_name!r}")
     if scale not in SCALES:
         raise ReproError(f"--scale must be one of {', '.join(SCALES)}, not {scale!r}")
+    if output is not None:
+        by_suffix = SUFFIXES.get(output.suffix.lower())
+        if by_suffix is None and fmt_name in (None, "rich"):
+            raise ReproError(f"-o {output}: cannot tell the format from {output.suffix or 'no suffix'!r}; "
+                             f"use one of {', '.join(SUFFIXES)} or --format")
+        if fmt_name not in (None, "rich") and by_suffix not in (None, fmt_name):
+            raise ReproError(f"-o {output} names a {by_suffix} file but --format is {fmt_name}")
+        fmt_name = by_suffix if fmt_name in (None, "rich") else fmt_name
     picked = [c.strip() for c in columns.split(",") if c.strip()] if columns else None
     view = build_view(resolve(ident), scale, columns=picked)
     if fmt_name is None:
         fmt_name = "rich" if console.is_terminal else "text"
-    if fmt_name == "rich":
+    if output is not None:
+        text = render_text(view, fmt_name, width=shutil.get_terminal_size((80, 24)).columns)
+        with atomic_open(output) as handle:
+            handle.write(text)
+        err_console.print(f"wrote {escape(str(output))} ({fmt_name})", highlight=False)
+    elif fmt_name == "rich":
         console.print(render_rich(view))
         claims = render_claims_rich(view)
         if claims is not None:
             console.print(claims)
     else:
-        width = shutil.get_terminal_size((80, 24)).columns
-        sys.stdout.write(render_text(view, fmt_name, width=width))
+        sys.stdout.write(render_text(view, fmt_name, width=shutil.get_terminal_size((80, 24)).columns))
 
 
 @command("check")

@@ -53,7 +53,7 @@ class Grid:
     row_styles: list[str | None] = field(default_factory=list)
 
 
-def table_grid(view: TableView) -> Grid:
+def table_grid(view: TableView, cited: str = "cited") -> Grid:
     """The cells of a view as text: reported, reproduced and Δ per column at paper scale; at another
     scale reported, reproduced and the effect against the baseline row in the paper and at this scale."""
     label = Col("Row", [r.label for r in view.rows], justify="left")
@@ -66,7 +66,7 @@ def table_grid(view: TableView) -> Grid:
         reported = Col("reported", [fmt_reported(c, digits) for c in cells],
                        ["yellow" if c.uncertain else None for c in cells])
         ours = Col("ours" if paper_scale else view.scale,
-                   ["cited" if r.cited else fmt_reproduced(r.cells[col], digits) for r in view.rows],
+                   [cited if r.cited else fmt_reproduced(r.cells[col], digits) for r in view.rows],
                    ["dim" if r.cited else None for r in view.rows])
         if paper_scale:
             deltas = Col("Δ", [fmt_delta(c) for c in cells], [_delta_style(c.delta, better) for c in cells])
