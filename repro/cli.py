@@ -209,28 +209,55 @@ def show_command(ident: str = typer.Argument(..., metavar="ID", help="Experiment
 @command("table")
 def table_command(
     ident: str = typer.Argument(..., metavar="ID", help="Experiment id, e.g. table5-ablation."),
-    fmt_name: str = typer.Option("rich", "--format", "-f", help="rich, md, csv, latex or json."),
+    fmt_name: Optional[str] = typer.Option(
+        None, "--format", "-f",
+        help="rich, text, md, csv, latex, html or json (default: rich in a terminal, text when piped, "
+             "or from the suffix of -o)."),
     scale: str = typer.Option("paper", "--scale", "-s", help="Which results to show: paper, synthetic or smoke."),
+    columns: Optional[str] = typer.Option(None, "--columns", "-c", help="Only these columns, e.g. Num,All."),
+    output: Optional[Path] = typer.Option(
+        None, "--output", "-o", help="Write to this file (.md .csv .tex .html .json .txt), replaced atomically."),
 ) -> None:
-    """Reported beside reproduced, with the difference, per column.
+    """Reported beside reproduced, per column; at other scales, each row's effect against the baseline.
 
-    Example: [bold]repro table table5-ablation --scale smoke --format md[/]
+    Tables wider than the terminal are split into blocks of columns; numbers and row names are never cut.
+
+    Example: [bold]repro table table5-ablation --scale synthetic --columns Num,All[/]
     """
-    from repro.report import FORMATS, build_view, render_claims_rich, render_rich, render_text
-    from repro.specs import SCALES, resolve
+    import shutil
 
-    if fmt_name not in FORMATS:
+    from repro.report import FORMATS, SUFFIXES, build_view, render_claims_rich, render_rich, render_text
+    from repro.specs import SCALES, resolve
+    from repro.utils import atomic_open
+
+    if fmt_name is not None and fmt_name not in FORMATS:
         raise ReproError(f"--format must be one of {', '.join(FORMATS)}, not {fmt_name!r}")
     if scale not in SCALES:
         raise ReproError(f"--scale must be one of {', '.join(SCALES)}, not {scale!r}")
-    view = build_view(resolve(ident), scale)
-    if fmt_name == "rich":
+    if output is not None:
+        by_suffix = SUFFIXES.get(output.suffix.lower())
+        if by_suffix is None and fmt_name in (None, "rich"):
+            raise ReproError(f"-o {output}: cannot tell the format from {output.suffix or 'no suffix'!r}; "
+                             f"use one of {', '.join(SUFFIXES)} or --format")
+        if fmt_name not in (None, "rich") and by_suffix not in (None, fmt_name):
+            raise ReproError(f"-o {output} names a {by_suffix} file but --format is {fmt_name}")
+        fmt_name = by_suffix if fmt_name in (None, "rich") else fmt_name
+    picked = [c.strip() for c in columns.split(",") if c.strip()] if columns else None
+    view = build_view(resolve(ident), scale, columns=picked)
+    if fmt_name is None:
+        fmt_name = "rich" if console.is_terminal else "text"
+    if output is not None:
+        text = render_text(view, fmt_name, width=shutil.get_terminal_size((80, 24)).columns)
+        with atomic_open(output) as handle:
+            handle.write(text)
+        err_console.print(f"wrote {escape(str(output))} ({fmt_name})", highlight=False)
+    elif fmt_name == "rich":
         console.print(render_rich(view))
         claims = render_claims_rich(view)
         if claims is not None:
             console.print(claims)
     else:
-        sys.stdout.write(render_text(view, fmt_name))
+        sys.stdout.write(render_text(view, fmt_name, width=shutil.get_terminal_size((80, 24)).columns))
 
 
 @command("check")

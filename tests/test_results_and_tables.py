@@ -83,7 +83,8 @@ def test_views_render_in_every_format(demo_spec):
     assert float(ours_all["delta"]) == pytest.approx(-0.5)
 
     latex = render_latex(view)
-    assert r"\begin{tabular}{lrrrrrr}" in latex and r"Ours* & 54.86 & 55.36 & +0.50" in latex
+    assert r"\begin{tabular}{lrrrrrr}" in latex
+    assert r"Ours* & \textbf{54.86} & 55.36 & +0.50 & \textbf{71.05?} & 70.55 & $-$0.50" in latex  # best reported
 
     data = json.loads(render_json(view))
     assert data["id"] == "t1-demo" and data["paper"] == "mcan-pa" and data["table"] == "Table IX"
@@ -171,24 +172,27 @@ def _claims_spec(sandbox, claim: str):
     return write_spec(sandbox, SPEC_TEXT + "claims:\n" + claim)
 
 
-def test_claims_are_judged_against_the_seed_spread(sandbox):
+def test_claims_are_judged_with_a_test_over_the_seeds(sandbox):
     _claims_spec(sandbox, '  - {text: "ours beats cited on Num", row: Ours*, over: Cited, column: Num}\n')
     spec = resolve("t1-demo")
 
-    def judged(ours, ours_std, cited, cited_std):
-        for row, value, std in (("Ours*", ours, ours_std), ("Cited", cited, cited_std)):
-            r = _result(row, "synthetic", Num=value, All=1.0)
-            r.std = {"Num": std, "All": 0.0}
+    def judged(ours, cited):
+        for row, values in (("Ours*", ours), ("Cited", cited)):
+            r = _result(row, "synthetic", Num=sum(values) / len(values), All=1.0)
+            r.seeds = list(range(len(values)))
+            r.extra = {"per_seed": [{"Num": v, "All": 1.0} for v in values]}
             results.write_result(r, spec)
         return build_view(spec, "synthetic").claims[0]
 
-    claim = judged(60.0, 1.0, 55.0, 1.0)
+    claim = judged([59.0, 60.0, 61.0], [54.0, 55.0, 56.0])
     assert claim.paper is True and claim.verdict == "holds" and claim.margin == pytest.approx(5.0)
-    assert judged(56.0, 1.0, 55.0, 1.0).verdict == "within seed spread"
-    assert judged(54.0, 1.0, 55.0, 1.0).verdict == "not reproduced"
+    assert judged([55.0, 56.0, 57.0], [54.0, 55.0, 56.0]).verdict.startswith("not decided (p = ")
+    assert judged([53.0, 54.0, 55.0], [54.0, 55.0, 56.0]).verdict.startswith("not decided (p = ")
+    assert judged([50.0, 51.0, 52.0], [54.0, 55.0, 56.0]).verdict == "reversed"
+    assert judged([60.0], [54.0, 55.0, 56.0]).verdict == "not judged (1 seed)"
     assert build_view(spec, "smoke").claims[0].verdict == "no results"
     md = render_markdown(build_view(spec, "synthetic"))
-    assert "| ours beats cited on Num | yes | not reproduced | -1.00 (spread 2.00) |" in md
+    assert "| ours beats cited on Num | yes | not judged (1 seed) | +5.00 | – | – | 1, 3 |" in md
 
 
 def test_claim_naming_an_unknown_row_is_a_spec_error(sandbox):

@@ -1,0 +1,162 @@
+"""The paper's claims about a table ("row beats over on column"), judged in the paper and at a scale.
+
+At a scale with at least two seeds per row the per-seed values of the two rows are compared with
+Welch's t-test (unequal variances), one-sided in the claimed direction, at level ALPHA.
+"""
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from repro.results import Result
+from repro.specs import Spec
+
+if TYPE_CHECKING:
+    from repro.report.view import RowView
+
+ALPHA = 0.05  # level of the one-sided test a claim is judged with
+CONFIDENCE = 0.95  # level of the interval printed around a claim's margin
+
+
+@dataclass
+class ClaimView:
+    text: str
+    paper: bool | None  # does the paper's own table support it
+    # at the view's scale: holds, reversed, not decided (p = …), not judged (1 seed), no results
+    verdict: str
+    margin: float | None = None  # reproduced mean difference, in the column's better direction
+    spread: float | None = None  # std of the two rows added (kept for readers of the JSON output)
+    p_value: float | None = None  # one-sided Welch test, in the claimed direction
+    ci_low: float | None = None  # CONFIDENCE interval of the margin (Welch–Satterthwaite df)
+    ci_high: float | None = None
+    n: tuple[int, int] | None = None  # seeds of `row` and of `over`
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One row's values of one column over its seeds: mean, sample std (ddof 1) and count."""
+
+    mean: float
+    std: float
+    n: int
+
+
+@dataclass(frozen=True)
+class Welch:
+    margin: float  # mean difference in the claimed direction
+    se: float
+    df: float
+    p_value: float  # one-sided: P(T >= t) under "no difference"
+    ci_low: float
+    ci_high: float
+
+
+def judge_claim(spec: Spec, claim, rows: list[RowView]) -> ClaimView:
+    """Does `claim.row` beat `claim.over` on `claim.column`? In the paper, and at the rows' scale.
+
+    "holds" when the one-sided test in the claimed direction gives p < ALPHA, "reversed" when the
+    test the other way does, "not decided (p = …)" otherwise; "not judged (1 seed)" when either row
+    has a single seed.
+    """
+    sign = -1.0 if spec.column(claim.column).better == "lower" else 1.0
+    by_name = {r.name: r for r in rows}
+    a, b = by_name[claim.row].cells[claim.column], by_name[claim.over].cells[claim.column]
+    paper = None if a.reported is None or b.reported is None else sign * (a.reported - b.reported) > 0
+    if a.reproduced is None or b.reproduced is None:
+        return ClaimView(claim.text, paper, "no results")
+    sample_a = seed_sample(by_name[claim.row].result, claim.column)
+    sample_b = seed_sample(by_name[claim.over].result, claim.column)
+    margin = sign * (a.reproduced - b.reproduced)
+    spread = (a.std or 0.0) + (b.std or 0.0)
+    n = (sample_a.n, sample_b.n)
+    if min(n) < 2:
+        return ClaimView(claim.text, paper, "not judged (1 seed)", margin, spread, n=n)
+    test = welch(sample_a, sample_b, sign)
+    if test.p_value < ALPHA and test.margin > 0:
+        verdict = "holds"
+    elif 1.0 - test.p_value < ALPHA and test.margin < 0:
+        verdict = "reversed"
+    else:
+        verdict = f"not decided (p = {fmt_p(test.p_value)})"
+    return ClaimView(claim.text, paper, verdict, test.margin, spread, test.p_value, test.ci_low, test.ci_high, n)
+
+
+def seed_sample(result: Result | None, column: str) -> Sample:
+    """The per-seed values a record carries (`extra.per_seed`), or its mean, std and seed count."""
+    if result is None or column not in result.metrics:
+        return Sample(math.nan, math.nan, 0)
+    per_seed = result.extra.get("per_seed") if isinstance(result.extra, dict) else None
+    if isinstance(per_seed, list):
+        values = [float(run[column]) for run in per_seed
+                  if isinstance(run, dict) and isinstance(run.get(column), (int, float))
+                  and not isinstance(run.get(column), bool)]
+        if values:
+            std = statistics.stdev(values) if len(values) > 1 else 0.0
+            return Sample(statistics.fmean(values), std, len(values))
+    n = max(len(result.seeds), 1)
+    std = result.std.get(column) if result.std else None
+    if n > 1 and std is None:  # several seeds but no spread recorded: nothing to test with
+        n = 1
+    return Sample(float(result.metrics[column]), float(std or 0.0), n)
+
+
+def welch(a: Sample, b: Sample, sign: float = 1.0, confidence: float | None = None) -> Welch:
+    """Welch's unequal-variance t-test of `sign * (a - b) > 0` from two rows' summary statistics.
+
+    df is the Welch–Satterthwaite approximation; the interval is two-sided at `confidence`.
+    """
+    from scipy import stats
+
+    confidence = CONFIDENCE if confidence is None else confidence
+    margin = sign * (a.mean - b.mean)
+    va, vb = a.std ** 2 / a.n, b.std ** 2 / b.n
+    se = math.sqrt(va + vb)
+    if se == 0.0:  # every seed gave the same value on both rows: the difference is exact
+        p = 0.0 if margin > 0 else 1.0 if margin < 0 else 0.5
+        return Welch(margin, 0.0, math.inf, p, margin, margin)
+    df = (va + vb) ** 2 / (va ** 2 / (a.n - 1) + vb ** 2 / (b.n - 1))
+    p = float(stats.t.sf(margin / se, df))
+    half = float(stats.t.ppf(0.5 + confidence / 2, df)) * se
+    return Welch(margin, se, df, p, margin - half, margin + half)
+
+
+def fmt_p(p: float | None) -> str:
+    if p is None or math.isnan(p):
+        return "–"
+    if p < 0.001:
+        return "<0.001"
+    return f"{p:.3f}" if p < 0.1 else f"{p:.2f}"
+
+
+def claims_caption() -> str:
+    return (f"One-sided Welch t-test per claim over the seeds of the two rows, at α = {ALPHA:g}; "
+            f"margin = mean difference in the claimed direction, with its {CONFIDENCE:.0%} confidence "
+            "interval (Welch–Satterthwaite df); p = one-sided, in the claimed direction (near 1 when reversed); "
+            "n = seeds of the row and of the row it is compared with.")
+
+
+CLAIM_KEYS = ("claim", "in the paper", "verdict", "margin", "CI", "p", "n")
+
+
+def claim_header(scale: str, key: str) -> str:
+    return {"verdict": f"at scale {scale}", "CI": f"{CONFIDENCE:.0%} CI"}.get(key, key)
+
+
+def claim_cells(c: ClaimView) -> dict[str, str]:
+    """The claims table's cells as text, shared by every renderer."""
+    return {
+        "claim": c.text,
+        "in the paper": {True: "yes", False: "no", None: "–"}[c.paper],
+        "verdict": c.verdict,
+        "margin": "–" if c.margin is None else f"{c.margin:+.2f}",
+        "CI": "–" if c.ci_low is None else f"[{c.ci_low:+.2f}, {c.ci_high:+.2f}]",
+        "p": fmt_p(c.p_value),
+        "n": "–" if c.n is None else f"{c.n[0]}, {c.n[1]}",
+    }
+
+
+def claim_to_json(c: ClaimView) -> dict:
+    return {"text": c.text, "paper": c.paper, "verdict": c.verdict, "margin": c.margin, "spread": c.spread,
+            "p_value": c.p_value, "ci_low": c.ci_low, "ci_high": c.ci_high, "n": None if c.n is None else list(c.n)}

@@ -1,0 +1,209 @@
+"""Exports of a table view through pandas: Markdown, CSV (long form), LaTeX, HTML and JSON."""
+from __future__ import annotations
+
+import html
+import json
+import re
+
+import pandas as pd
+
+from repro.report.claims import ALPHA, CLAIM_KEYS, CONFIDENCE, claim_cells, claim_header, claim_to_json, claims_caption
+from repro.report.view import TableView, caption, footnotes
+
+# --- one frame for every export ------------------------------------------------------------------
+
+
+def _groups(view: TableView) -> list[str] | None:
+    """The top header level: each column's dataset and/or split, when some column names one."""
+    cols = [view.spec.column(c) for c in view.columns]
+    if not any(c.dataset or c.split for c in cols):
+        return None
+    return [" ".join(x for x in (c.dataset, c.split) if x) or view.spec.split for c in cols]
+
+
+def frame(view: TableView) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The table as text cells (what the terminal shows, in the same order) and a mask of the best value
+    of each reported and reproduced column (by the column's `better`; none for `better: none`).
+
+    Columns are a MultiIndex: (group,) column, sub-column; the first column is the row name."""
+    from repro.report.layout import table_grid
+
+    grid = table_grid(view, cited="–")
+    groups = _groups(view)
+    keys, data, best = [], {}, {}
+    for i, (name, group) in enumerate(zip(view.columns, grid.groups, strict=True)):
+        label = group[0].group
+        marks = _best(view, name)
+        for j, col in enumerate(group):
+            key = ((groups[i],) if groups else ()) + (label, col.header)
+            keys.append(key)
+            data[key] = col.cells
+            best[key] = marks[j] if j < 2 else [False] * len(col.cells)
+    row_key = (("",) if groups else ()) + ("", "Row")
+    index = pd.MultiIndex.from_tuples([row_key] + keys)
+    cells = pd.DataFrame({row_key: grid.label.cells, **data}, columns=index)
+    mask = pd.DataFrame({row_key: [False] * len(grid.label.cells), **best}, columns=index)
+    return cells, mask
+
+
+def _best(view: TableView, column: str) -> tuple[list[bool], list[bool]]:
+    better = view.spec.column(column).better
+
+    def marks(values: list[float | None]) -> list[bool]:
+        known = [v for v in values if v is not None]
+        if better not in ("higher", "lower") or len(known) < 2:
+            return [False] * len(values)
+        target = max(known) if better == "higher" else min(known)
+        return [v is not None and v == target for v in values]
+
+    reported = [r.cells[column].reported for r in view.rows]
+    reproduced = [None if r.cited else r.cells[column].reproduced for r in view.rows]
+    return marks(reported), marks(reproduced)
+
+
+def _flat(key: tuple) -> str:
+    return " ".join(k for k in key if k)
+
+
+def render_markdown(view: TableView) -> str:
+    cells, _ = frame(view)
+    header = [_flat(k) for k in cells.columns]
+    lines = [f"**{caption(view)}**", "", "| " + " | ".join(header) + " |",
+             "|" + "|".join([" --- "] + [" ---: "] * (len(header) - 1)) + "|"]
+    for line in cells.itertuples(index=False):
+        lines.append("| " + " | ".join(str(c).replace("|", "\\|") for c in line) + " |")
+    notes = footnotes(view)
+    if notes:
+        lines += [""] + [f"_{n}_" for n in notes]
+    if view.claims:
+        lines += ["", "| " + " | ".join(claim_header(view.scale, k) for k in CLAIM_KEYS) + " |",
+                  "| --- | --- | --- | ---: | ---: | ---: | ---: |"]
+        for c in view.claims:
+            claim = claim_cells(c)
+            lines.append("| " + " | ".join(claim[k].replace("|", "\\|") for k in CLAIM_KEYS) + " |")
+        lines += ["", f"_{claims_caption()}_"]
+    return "\n".join(lines) + "\n"
+
+
+def long_frame(view: TableView) -> pd.DataFrame:
+    """One line per (row, column): the tidy layout for pandas, R or a spreadsheet."""
+    base = view.baseline
+    records = []
+    for row in view.rows:
+        for col in view.columns:
+            cell = row.cells[col]
+            records.append({
+                "row": row.name, "cited": row.cited or "", "column": col, "reported": cell.reported,
+                "uncertain": "yes" if cell.uncertain else "", "reproduced": cell.reproduced, "std": cell.std,
+                "delta": cell.delta, "scale": view.scale, "n": row.n,
+                "split": "" if row.result is None else row.result.split,
+                "baseline": "" if base is None else base.name,
+                "effect_paper": view.effect(row, col, reproduced=False),
+                "effect_reproduced": view.effect(row, col, reproduced=True),
+            })
+    out = pd.DataFrame.from_records(records, columns=list(records[0]) if records else None)
+    for name in ("reported", "reproduced", "std", "delta", "effect_paper", "effect_reproduced"):
+        if name in out:
+            out[name] = pd.to_numeric(out[name], errors="coerce").round(6)
+    if "n" in out:
+        out["n"] = out["n"].astype("Int64")
+    return out
+
+
+def render_csv(view: TableView) -> str:
+    return long_frame(view).to_csv(index=False, lineterminator="\n", na_rep="")
+
+
+_LATEX_SPECIAL = {"&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_", "{": r"\{", "}": r"\}",
+                  "~": r"\textasciitilde{}", "^": r"\textasciicircum{}", "\\": r"\textbackslash{}"}
+_NUMBER = re.compile(r"(?<![\w.])-(?=\d)")
+
+
+def _latex_escape(text: str) -> str:
+    text = "".join(_LATEX_SPECIAL.get(ch, ch) for ch in str(text))
+    text = _NUMBER.sub("$-$", text).replace("−", "$-$")
+    return (text.replace("Δ", r"$\Delta$").replace("±", r"$\pm$").replace("✓", r"$\checkmark$")
+            .replace("✗", r"$\times$").replace("–", "--").replace("α", r"$\alpha$"))
+
+
+def render_latex(view: TableView) -> str:
+    """booktabs LaTeX: multi-level headers (dataset/split, column, reported/reproduced/Δ), the best value
+    of each reported and reproduced column in bold, footnotes and the claims below."""
+    cells, best = frame(view)
+    shown = cells.map(_latex_escape)
+    shown = shown.where(~best, "\\textbf{" + shown + "}")
+    shown.columns = pd.MultiIndex.from_tuples([tuple(_latex_escape(k) for k in key) for key in cells.columns])
+    styler = shown.style.hide(axis="index")
+    body = styler.to_latex(hrules=True, multicol_align="c", column_format="l" + "r" * (len(cells.columns) - 1))
+    lines = [r"\begin{table}[t]", r"\centering", r"\caption{" + _latex_escape(caption(view)) + "}", body.rstrip()]
+    notes = footnotes(view)
+    if any(best.to_numpy().ravel()):
+        notes = ["Bold: the best value of each column (reported, and reproduced)."] + notes
+    if notes:
+        lines.append(r"\par\smallskip{\footnotesize " + r" \\ ".join(_latex_escape(n) for n in notes) + "}")
+    lines.append(r"\end{table}")
+    if view.claims:
+        claims = pd.DataFrame([claim_cells(c) for c in view.claims], columns=list(CLAIM_KEYS))
+        claims.columns = [_latex_escape(claim_header(view.scale, k)) for k in CLAIM_KEYS]
+        table = claims.map(_latex_escape).style.hide(axis="index").to_latex(hrules=True, column_format="p{5cm}llrrrr")
+        lines += ["", r"\begin{table}[t]", r"\centering",
+                  r"\caption{" + _latex_escape(f"The paper's claims at scale {view.scale}. {claims_caption()}") + "}",
+                  table.rstrip(), r"\end{table}"]
+    return "\n".join(lines) + "\n"
+
+
+def render_html(view: TableView) -> str:
+    """A standalone HTML page: the table (best values in bold), footnotes and claims."""
+    cells, best = frame(view)
+    styler = (cells.style.hide(axis="index").format(escape="html")
+              .apply(lambda _: best.map(lambda b: "font-weight: bold" if b else ""), axis=None)
+              .set_caption(html.escape(caption(view)))
+              .set_table_styles([{"selector": "td", "props": "text-align: right; padding: 0 .6em"},
+                                 {"selector": "th", "props": "text-align: center; padding: 0 .6em"}]))
+    parts = ["<!DOCTYPE html>", '<html><head><meta charset="utf-8">',
+             f"<title>{html.escape(view.spec.id)}</title></head><body>", styler.to_html()]
+    parts += [f"<p><small>{html.escape(n)}</small></p>" for n in footnotes(view)]
+    if view.claims:
+        claims = pd.DataFrame([claim_cells(c) for c in view.claims], columns=list(CLAIM_KEYS))
+        claims.columns = [claim_header(view.scale, k) for k in CLAIM_KEYS]
+        parts += [f"<h3>{html.escape(f'The paper’s claims at scale {view.scale}')}</h3>",
+                  claims.to_html(index=False, escape=True), f"<p><small>{html.escape(claims_caption())}</small></p>"]
+    return "\n".join(parts + ["</body></html>"]) + "\n"
+
+
+def view_to_json(view: TableView) -> dict:
+    spec = view.spec
+    shown = set(view.columns)
+
+    def keep(name: str) -> bool:  # every key unless --columns picked some
+        return view.selected is None or name in shown
+
+    return {
+        "id": spec.id, "paper": spec.paper, "table": spec.table, "title": spec.title,
+        "split": spec.split, "scale": view.scale,
+        "columns": [{"name": c.name, "metric": c.metric, "key": c.key, "better": c.better, "unit": c.unit}
+                    for c in spec.columns if keep(c.name)],
+        "rows": [{
+            "name": row.name, "cited": row.cited is not None, "reference": row.cited, "runnable": row.runnable,
+            "reported": {c: cell.reported for c, cell in row.cells.items()
+                         if cell.reported is not None and keep(c)},
+            "uncertain": {c: cell.uncertain for c, cell in row.cells.items() if cell.uncertain and keep(c)},
+            "reproduced": None if row.result is None else
+                          {c: v for c, v in row.result.metrics.items() if keep(c)},
+            "std": None if row.result is None or not row.result.std else
+                   {c: v for c, v in row.result.std.items() if keep(c)},
+            "delta": None if row.result is None else
+                     {c: cell.delta for c, cell in row.cells.items() if cell.delta is not None and keep(c)},
+            "scale": None if row.result is None else view.scale,
+            "n": row.n,
+            "reproduced_split": None if row.result is None else (row.result.split or None),
+        } for row in view.rows],
+        "baseline": None if view.baseline is None else view.baseline.name,
+        "other_scales": view.other_scales,
+        "claims": [claim_to_json(c) for c in view.claims],
+        "alpha": ALPHA, "confidence": CONFIDENCE,
+    }
+
+
+def render_json(view: TableView) -> str:
+    return json.dumps(view_to_json(view), indent=2) + "\n"

@@ -1,0 +1,327 @@
+"""Terminal layouts of a table view that never cut a number or a row name.
+
+A table is a row-name column plus groups of columns (one group per metric). When the groups do not
+fit the width, they are split into blocks, each repeating the row-name column; a group too wide on
+its own is split into its columns. Rendered with rich (boxes, colour) or as plain text (pipes, files).
+"""
+from __future__ import annotations
+
+import textwrap
+from dataclasses import dataclass, field, replace
+
+from rich.cells import cell_len
+from rich.console import Console, ConsoleOptions, RenderResult
+from rich.markup import escape
+from rich.table import Table
+from rich.text import Text
+
+from repro.report.claims import CLAIM_KEYS, ClaimView, claim_cells, claim_header, claims_caption
+from repro.report.view import (
+    TableView,
+    caption,
+    column_digits,
+    column_label,
+    fmt_delta,
+    fmt_reported,
+    fmt_reproduced,
+    fmt_signed,
+    footnotes,
+    sign_mark,
+)
+
+GAP = 2  # spaces between plain-text columns
+
+
+@dataclass
+class Col:
+    header: str
+    cells: list[str]
+    styles: list[str | None] = field(default_factory=list)
+    group: str = ""
+    justify: str = "right"
+    lead: bool = False  # the first column of its group: rich writes the group's name over it
+
+    @property
+    def width(self) -> int:
+        return max([cell_len(self.header)] + [cell_len(c) for c in self.cells])
+
+
+@dataclass
+class Grid:
+    label: Col  # the row-name column, repeated in every block
+    groups: list[list[Col]]
+    row_styles: list[str | None] = field(default_factory=list)
+
+
+def table_grid(view: TableView, cited: str = "cited") -> Grid:
+    """The cells of a view as text: reported, reproduced and Δ per column at paper scale; at another
+    scale reported, reproduced and the effect against the baseline row in the paper and at this scale."""
+    label = Col("Row", [r.label for r in view.rows], justify="left")
+    groups = []
+    paper_scale = view.scale == "paper"
+    for col in view.columns:
+        digits = column_digits(view, col)
+        better = view.spec.column(col).better
+        cells = [r.cells[col] for r in view.rows]
+        reported = Col("reported", [fmt_reported(c, digits) for c in cells],
+                       ["yellow" if c.uncertain else None for c in cells])
+        ours = Col("ours" if paper_scale else view.scale,
+                   [cited if r.cited else fmt_reproduced(r.cells[col], digits) for r in view.rows],
+                   ["dim" if r.cited else None for r in view.rows])
+        if paper_scale:
+            deltas = Col("Δ", [fmt_delta(c) for c in cells], [_delta_style(c.delta, better) for c in cells])
+            group = [reported, ours, deltas]
+        else:
+            base = view.baseline
+            in_paper, at_scale, paper_styles, scale_styles = [], [], [], []
+            for r in view.rows:
+                if r is base:
+                    in_paper.append("base"), at_scale.append("base")
+                    paper_styles.append("dim"), scale_styles.append("dim")
+                    continue
+                p, s = view.effect(r, col, reproduced=False), view.effect(r, col, reproduced=True)
+                mark = sign_mark(p, s)
+                in_paper.append(fmt_signed(p))
+                at_scale.append(fmt_signed(s) + (f" {mark}" if mark else ""))
+                paper_styles.append(None)
+                scale_styles.append({"✓": "green", "✗": "red"}.get(mark))
+            group = [reported, ours, Col("Δ paper", in_paper, paper_styles),
+                     Col(f"Δ {view.scale}", at_scale, scale_styles)]
+        for c in group:
+            c.group = column_label(view, col)
+        group[0].lead = True
+        groups.append(group)
+    return Grid(label, groups, ["dim" if r.cited else None for r in view.rows])
+
+
+def _delta_style(delta: float | None, better: str) -> str:
+    if delta is None:
+        return "dim"
+    good = delta >= 0 if better == "higher" else delta <= 0 if better == "lower" else True
+    return "green" if good else "red"
+
+
+# --- splitting into blocks ------------------------------------------------------------------------
+
+
+def _rich_width(cols: list[Col]) -> int:
+    """Width of a rich table with the default box and padding: │ cell │ cell │."""
+    return 1 + sum(_rich_col_width(c) + 3 for c in cols)
+
+
+def _rich_col_width(col: Col) -> int:
+    """A group's name sits over its first column in rich, wrapped at spaces to that column's width."""
+    if not col.lead:
+        return col.width
+    return max([col.width] + [cell_len(word) for word in col.group.split()])
+
+
+def _plain_width(cols: list[Col]) -> int:
+    return sum(c.width for c in cols) + GAP * (len(cols) - 1)
+
+
+def blocks(grid: Grid, width: int, measure) -> list[list[list[Col]]]:
+    """Groups packed into blocks that fit `width` (with the row-name column); a group that does not fit
+    on its own is split into its columns. A column that does not fit even alone gets a block of its own."""
+    units: list[list[Col]] = []
+    for group in grid.groups:
+        if measure([grid.label] + group) <= width:
+            units.append(group)
+        else:
+            units += [[replace(c, lead=True)] for c in group]
+    out: list[list[list[Col]]] = []
+    for unit in units:
+        if out and measure([grid.label] + [c for g in out[-1] for c in g] + unit) <= width:
+            out[-1].append(unit)
+        else:
+            out.append([unit])
+    return out or [[]]
+
+
+# --- plain text -----------------------------------------------------------------------------------
+
+
+def _pad(text: str, width: int, justify: str) -> str:
+    space = " " * max(width - cell_len(text), 0)
+    return text + space if justify == "left" else space + text
+
+
+def plain_block(grid: Grid, block: list[list[Col]]) -> list[str]:
+    cols = [grid.label] + [c for g in block for c in g]
+    widths = [c.width for c in cols]
+    # a group's name is written over its columns, followed by a rule; widen its last column if needed
+    k = 1
+    for group in block:
+        span = sum(widths[k:k + len(group)]) + GAP * (len(group) - 1)
+        name = group[0].group
+        if name and cell_len(name) > span:
+            widths[k + len(group) - 1] += cell_len(name) - span
+        k += len(group)
+    group_line, k = [" " * widths[0]], 1
+    for group in block:
+        span = sum(widths[k:k + len(group)]) + GAP * (len(group) - 1)
+        name = group[0].group
+        group_line.append((name + " " + "─" * (span - cell_len(name) - 1)) if cell_len(name) < span else
+                          _pad(name, span, "left"))
+        k += len(group)
+    lines = []
+    if any(g[0].group for g in block):
+        lines.append((" " * GAP).join(group_line).rstrip())
+    pairs = list(zip(cols, widths, strict=True))
+    lines.append((" " * GAP).join(_pad(c.header, w, c.justify) for c, w in pairs).rstrip())
+    lines.append((" " * GAP).join("─" * w for w in widths))
+    for i in range(len(grid.label.cells)):
+        lines.append((" " * GAP).join(_pad(c.cells[i], w, c.justify) for c, w in pairs).rstrip())
+    return lines
+
+
+def _wrap(text: str, width: int, indent: str = "") -> list[str]:
+    """Wrap prose at spaces (never inside a word or number)."""
+    return textwrap.wrap(text, width=max(width, 20), subsequent_indent=indent, break_long_words=False,
+                         break_on_hyphens=False) or [""]
+
+
+def render_plain(view: TableView, width: int = 80) -> str:
+    """The table as plain text for pipes and files: no colour, no box characters beyond rules."""
+    grid = table_grid(view)
+    lines = _wrap(caption(view), width)
+    for block in blocks(grid, width, _plain_width):
+        lines += [""] + plain_block(grid, block)
+    notes = footnotes(view)
+    if notes:
+        lines.append("")
+        for note in notes:
+            lines += _wrap(note, width, "  ")
+    if view.claims:
+        lines += [""] + plain_claims(view, width)
+    return "\n".join(lines) + "\n"
+
+
+def claims_grid(view: TableView) -> Grid:
+    cells = [claim_cells(c) for c in view.claims]
+    label = Col("claim", [c["claim"] for c in cells], justify="left")
+    cols = [Col(claim_header(view.scale, k), [c[k] for c in cells],
+                justify="left" if k in ("in the paper", "verdict") else "right") for k in CLAIM_KEYS[1:]]
+    return Grid(label, [cols])
+
+
+def claim_lines(view: TableView, claim: ClaimView, width: int) -> list[str]:
+    """One claim as a heading and a wrapped line of facts (the layout for narrow terminals)."""
+    cells = claim_cells(claim)
+    facts = [f"in the paper: {cells['in the paper']}", f"at scale {view.scale}: {cells['verdict']}"]
+    if claim.margin is not None:
+        facts.append(f"margin {cells['margin']}" + (f", {claim_header(view.scale, 'CI')} {cells['CI']}"
+                                                    if claim.ci_low is not None else ""))
+    if claim.p_value is not None:
+        facts.append(f"p {cells['p']}")
+    if claim.n is not None:
+        facts.append(f"n {cells['n']}")
+    out, line = _wrap("• " + claim.text, width, "  "), "   "
+    for fact in facts:
+        candidate = fact if line.strip() == "" else line + " · " + fact
+        if line.strip() and cell_len(candidate) > width:
+            out.append(line)
+            line = "    " + fact
+        else:
+            line = ("    " + fact) if line.strip() == "" else candidate
+    out.append(line)
+    return out
+
+
+def plain_claims(view: TableView, width: int) -> list[str]:
+    lines = [f"the paper's claims, at scale {view.scale}"]
+    grid = claims_grid(view)
+    if _plain_width([grid.label] + grid.groups[0]) <= width:
+        lines += plain_block(grid, [grid.groups[0]])
+    else:
+        for claim in view.claims:
+            lines += claim_lines(view, claim, width)
+    return lines + [""] + _wrap(claims_caption(), width)
+
+
+# --- rich -----------------------------------------------------------------------------------------
+
+
+def _rich_table(grid: Grid, block: list[list[Col]], **kwargs) -> Table:
+    table = Table(**kwargs)
+    table.add_column(escape(grid.label.header), style="bold", justify=grid.label.justify, no_wrap=True,
+                     min_width=grid.label.width, overflow="fold")
+    depth = max((len(_group_lines(g[0])) for g in block), default=0)
+    for group in block:
+        for col in group:
+            above = _group_lines(col) if col.lead else []
+            header = "\n".join([""] * (depth - len(above)) + above + [col.header])
+            table.add_column(escape(header), justify=col.justify, no_wrap=True,
+                             min_width=_rich_col_width(col), overflow="fold")
+    for r in range(len(grid.label.cells)):
+        row: list[Text] = [Text(grid.label.cells[r])]
+        for group in block:
+            for col in group:
+                style = col.styles[r] if r < len(col.styles) else None
+                row.append(Text(col.cells[r], style=style or ""))
+        table.add_row(*row, style=grid.row_styles[r] if r < len(grid.row_styles) else None)
+    return table
+
+
+def _group_lines(col: Col) -> list[str]:
+    if not col.group or not col.lead:
+        return []
+    return textwrap.wrap(col.group, width=_rich_col_width(col), break_long_words=False, break_on_hyphens=False)
+
+
+class RichView:
+    """A table view as rich renderables, split into blocks of columns to fit the console's width."""
+
+    def __init__(self, view: TableView):
+        self.view = view
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        grid = table_grid(self.view)
+        parts = blocks(grid, options.max_width, _rich_width)
+        notes = "\n".join(footnotes(self.view)) or None
+        for i, block in enumerate(parts):
+            yield _rich_table(grid, block, title=caption(self.view) if i == 0 else None,
+                              caption=notes if i == len(parts) - 1 else None, caption_justify="left")
+
+
+class RichClaims:
+    """The claims as a table when it fits the console, else one claim per paragraph."""
+
+    def __init__(self, view: TableView):
+        self.view = view
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        view, grid = self.view, claims_grid(self.view)
+        title = f"the paper's claims, at scale {view.scale}"
+        if _rich_width([grid.label] + grid.groups[0]) <= options.max_width:
+            table = Table(title=title, title_justify="left", caption=claims_caption(), caption_justify="left")
+            for key in CLAIM_KEYS:
+                table.add_column(claim_header(view.scale, key), no_wrap=True, overflow="fold",
+                                 justify="left" if key in ("claim", "in the paper", "verdict") else "right")
+            for c in view.claims:
+                cells = claim_cells(c)
+                table.add_row(*[Text(cells[k], style=verdict_style(c.verdict)) if k == "verdict" else cells[k]
+                                for k in CLAIM_KEYS])
+            yield table
+            return
+        yield Text(title, style="italic")
+        for claim in view.claims:
+            text = "\n".join(claim_lines(view, claim, options.max_width))
+            yield Text(text, style="")
+        yield Text(claims_caption(), style="dim")
+
+
+def verdict_style(verdict: str) -> str:
+    return {"holds": "green", "reversed": "bold red", "no results": "dim"}.get(
+        verdict, "yellow" if verdict.startswith("not decided") else "dim")
+
+
+def render_rich(view: TableView) -> RichView:
+    return RichView(view)
+
+
+def render_claims_rich(view: TableView) -> RichClaims | None:
+    return RichClaims(view) if view.claims else None
+
+
+

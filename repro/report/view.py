@@ -1,0 +1,204 @@
+"""One table view of a spec and its results at one scale: cells, the baseline row, captions, notes.
+
+The view never mixes scales: it shows the results of one scale, and says which.
+"""
+from __future__ import annotations
+
+import difflib
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from repro.errors import ReproError
+from repro.report.claims import ClaimView, judge_claim
+from repro.results import Result, read_results
+from repro.specs import Spec
+
+
+@dataclass
+class Cell:
+    reported: float | None
+    reproduced: float | None = None
+    std: float | None = None
+    uncertain: str | None = None  # what the PDF shows, when the reported value is not confirmed
+    deviation: str | None = None  # why a faithful run differs from the paper here
+
+    @property
+    def delta(self) -> float | None:
+        if self.reported is None or self.reproduced is None:
+            return None
+        return self.reproduced - self.reported
+
+
+@dataclass
+class RowView:
+    name: str
+    cited: str | None
+    runnable: bool
+    cells: dict[str, Cell]
+    result: Result | None = None
+
+    @property
+    def label(self) -> str:
+        return f"{self.name} {self.cited}" if self.cited else self.name
+
+    @property
+    def n(self) -> int | None:
+        """Seeds behind the reproduced numbers."""
+        return None if self.result is None else max(len(self.result.seeds), 1)
+
+
+@dataclass
+class TableView:
+    spec: Spec
+    scale: str
+    rows: list[RowView] = field(default_factory=list)
+    other_scales: list[str] = field(default_factory=list)
+    claims: list[ClaimView] = field(default_factory=list)
+    selected: list[str] | None = None  # the columns shown (default: all of the spec's)
+
+    @property
+    def columns(self) -> list[str]:
+        return list(self.selected) if self.selected is not None else [c.name for c in self.spec.columns]
+
+    @property
+    def baseline(self) -> RowView | None:
+        """What effects are measured against at a scale other than the paper's: the first runnable row."""
+        return next((r for r in self.rows if r.runnable), None)
+
+    def effect(self, row: RowView, column: str, reproduced: bool) -> float | None:
+        """`row - baseline` on `column`, in the paper (reproduced=False) or at this scale."""
+        base = self.baseline
+        if base is None or base is row:
+            return None
+        a, b = row.cells[column], base.cells[column]
+        x, y = (a.reproduced, b.reproduced) if reproduced else (a.reported, b.reported)
+        return None if x is None or y is None else x - y
+
+
+def select_columns(spec: Spec, names: list[str] | None) -> list[str] | None:
+    """Check `--columns` against the spec's columns, in the order given."""
+    if not names:
+        return None
+    known = [c.name for c in spec.columns]
+    for name in names:
+        if name not in known:
+            close = difflib.get_close_matches(name, known, n=1)
+            hint = f"did you mean {close[0]!r}?" if close else f"one of {', '.join(known)}"
+            raise ReproError(f"{spec.id} has no column {name!r}; {hint}")
+    return list(dict.fromkeys(names))
+
+
+def build_view(spec: Spec, scale: str = "paper", results_root: Path | None = None,
+               columns: list[str] | None = None) -> TableView:
+    everything = read_results(spec, root=results_root)
+    view = TableView(spec=spec, scale=scale, selected=select_columns(spec, columns),
+                     other_scales=sorted({s for (_, s) in everything if s != scale}))
+    for row in spec.rows:
+        result = everything.get((row.name, scale))
+        cells = {}
+        for col in spec.columns:
+            cells[col.name] = Cell(
+                reported=row.reported.get(col.name),
+                reproduced=None if result is None else result.metrics.get(col.name),
+                std=None if result is None else result.std.get(col.name),
+                uncertain=row.uncertain.get(col.name),
+                deviation=row.deviation.get(col.name),
+            )
+        view.rows.append(RowView(name=row.name, cited=row.cited, runnable=row.runnable, cells=cells, result=result))
+    view.claims = [judge_claim(spec, claim, view.rows) for claim in spec.claims]
+    return view
+
+
+# --- formatting helpers ---------------------------------------------------------------------------
+
+
+def fmt(value: float | None, digits: int = 2) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "–"
+    if float(value).is_integer() and abs(value) >= 1000:
+        return f"{int(value):,}"
+    return f"{value:.{digits}f}"
+
+
+def fmt_reported(cell: Cell, digits: int = 2) -> str:
+    text = fmt(cell.reported, digits)
+    return text + "?" if cell.uncertain else text
+
+
+def fmt_reproduced(cell: Cell, digits: int = 2) -> str:
+    if cell.reproduced is None:
+        return "–"
+    text = fmt(cell.reproduced, max(digits, 2))
+    if cell.std is not None:
+        text += f" ± {fmt(cell.std)}"
+    return text + "!" if cell.deviation else text
+
+
+def fmt_delta(cell: Cell) -> str:
+    delta = cell.delta
+    return "–" if delta is None else f"{delta:+.2f}"
+
+
+def fmt_signed(value: float | None, digits: int = 2) -> str:
+    return "–" if value is None else f"{value:+.{digits}f}"
+
+
+def sign_mark(paper: float | None, ours: float | None) -> str:
+    """✓ when the effect has the same sign in the paper and at this scale, ✗ when not, "" when either is 0."""
+    if paper is None or ours is None or paper == 0 or ours == 0:
+        return ""
+    return "✓" if (paper > 0) == (ours > 0) else "✗"
+
+
+def _decimals(value: float) -> int:
+    text = repr(float(value))
+    return 2 if "e" in text else len(text.split(".")[1].rstrip("0"))
+
+
+def column_digits(view: TableView, column: str) -> int:
+    """Decimals to print a reported column with: the most any of its values has (52.30 beside 53.26)."""
+    values = [r.cells[column].reported for r in view.rows if r.cells[column].reported is not None]
+    return min(max((_decimals(v) for v in values), default=2), 4)
+
+
+def column_label(view: TableView, column: str) -> str:
+    unit = view.spec.column(column).unit
+    return f"{column} [{unit}]" if unit and unit != "%" else column
+
+
+def reproduced_on(view: TableView) -> str:
+    """Split and seed count of the reproduced numbers, e.g. "val, n = 3 seeds" ("" with no results)."""
+    results = [r.result for r in view.rows if r.result is not None]
+    if not results:
+        return ""
+    splits = sorted({r.split for r in results if r.split})
+    counts = sorted({max(len(r.seeds), 1) for r in results})
+    n = f"{counts[0]}" if len(counts) == 1 else f"{counts[0]}–{counts[-1]}"
+    seeds = "seed" if counts == [1] else "seeds"
+    return ", ".join(([f"split {'/'.join(splits)}"] if splits else []) + [f"n = {n} {seeds} per row"])
+
+
+def caption(view: TableView) -> str:
+    spec = view.spec
+    on = reproduced_on(view)
+    return (f"{spec.paper} {spec.table} ({spec.id}): {spec.title} — reported on {spec.split}; "
+            f"reproduced at scale {view.scale}" + (f" ({on})" if on else ""))
+
+
+def footnotes(view: TableView) -> list[str]:
+    notes = []
+    if any(c.uncertain for r in view.rows for c in r.cells.values()):
+        notes.append("? = value not confirmed: the PDF conversion garbled it (see `repro show`).")
+    if any(c.deviation and c.reproduced is not None for r in view.rows for c in r.cells.values()):
+        notes.append("! = an explained deviation from the paper (see `repro show`); checked against its own reference.")
+    if any(r.cited for r in view.rows):
+        notes.append("Rows with a reference such as [16] are cited from other papers: shown, never run.")
+    if view.scale != "paper":
+        notes.append(f"Scale {view.scale!r} is not the paper's setting: compare trends, not values.")
+        if view.baseline is not None:
+            notes.append(f"Δ = row − {view.baseline.name} (the first runnable row), in the paper and at scale "
+                         f"{view.scale}; ✓ = the same sign in both, ✗ = opposite signs.")
+    if view.other_scales:
+        notes.append(f"Results also exist at scale(s): {', '.join(view.other_scales)} (use --scale).")
+    return notes
