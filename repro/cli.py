@@ -118,7 +118,7 @@ def list_command(
     from repro.families import papers
     from repro.results import read_results
     from repro.run import family_of
-    from repro.specs import broken_specs, load_all
+    from repro.specs import aliases, broken_specs, load_all
 
     if fmt not in ("rich", "json"):
         raise ReproError(f"--format must be rich or json, not {fmt!r}")
@@ -129,7 +129,7 @@ def list_command(
     for spec in specs:
         results = read_results(spec)
         entries.append({
-            "id": spec.id, "paper": spec.paper, "table": spec.table, "title": spec.title,
+            "id": spec.id, "aliases": aliases(spec), "paper": spec.paper, "table": spec.table, "title": spec.title,
             "rows": len(spec.rows), "runnable": len(spec.runnable_rows),
             "implemented": sum(1 for r in spec.runnable_rows if r.config is None or family_of(r) is not None),
             "with_results": len({name for (name, _) in results}),

@@ -431,16 +431,17 @@ def _root(root: Path | None) -> Path:
     return root
 
 
-def _aliases(spec: Spec) -> list[str]:
-    """Other names of an experiment: `<paper>-<id>` for ids that do not start with their paper
-    (`mcan-pa-table5-ablation`), and the short paper prefixes in use (`sam4c-`, `acerpe-`) spelled
-    with the paper id (`sa-m4c-table1-textvqa`, `ace-rpe-table1-pe`)."""
-    short = spec.paper.replace("-", "")
-    if spec.id.startswith(short + "-"):
-        return [spec.paper + spec.id[len(short):]]
+def aliases(spec: Spec) -> list[str]:
+    """The ids experiments had before one scheme (`<paper>-table<N>-<topic>`): `table5-ablation` for
+    `mcan-pa-table5-ablation`, `sam4c-table1-textvqa` for `sa-m4c-table1-textvqa`, `acerpe-…` for
+    `ace-rpe-…`. Scripts and CI jobs name them; they keep resolving."""
     if not spec.id.startswith(spec.paper + "-"):
-        return [f"{spec.paper}-{spec.id}"]
-    return []
+        return []
+    rest = spec.id[len(spec.paper) + 1:]
+    if spec.paper == "mcan-pa":
+        return [rest]
+    short = spec.paper.replace("-", "")
+    return [f"{short}-{rest}"] if short != spec.paper else []
 
 
 def _table_order(spec: Spec) -> tuple[int, str]:
@@ -456,7 +457,7 @@ def resolve(ident: str, root: Path | None = None) -> Spec:
     specs = load_all(root)
     by_id = {s.id: s for s in specs}
     by_id.update({f"{s.paper}/{s.id}": s for s in specs})
-    by_id.update({alias: s for s in specs for alias in _aliases(s)})
+    by_id.update({name: s for s in specs for alias in aliases(s) for name in (alias, f"{s.paper}/{alias}")})
     if ident in by_id:
         return by_id[ident]
     for path, message in broken_specs(root):

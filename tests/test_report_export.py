@@ -50,7 +50,7 @@ def test_latex_bolds_the_best_value_respecting_better(sandbox):
 
 
 def test_latex_groups_columns_by_dataset():
-    latex = render_latex(build_view(resolve("acerpe-table1-pe")))
+    latex = render_latex(build_view(resolve("ace-rpe-table1-pe")))
     assert r"\multicolumn{18}{c}{flickr30k}" in latex and r"\multicolumn{18}{c}{coco-retrieval}" in latex
     assert r"\multicolumn{3}{c}{Flickr30K TR R@1}" in latex
 

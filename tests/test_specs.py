@@ -130,7 +130,7 @@ def test_list_json_has_every_spec(demo_spec, runner):
     result = runner.invoke(app, ["list", "--format", "json"])
     assert result.exit_code == 0, result.output
     entries = json.loads(result.output)
-    assert entries == [{"id": "t1-demo", "paper": "mcan-pa", "table": "Table IX", "title": "A demo table",
+    assert entries == [{"id": "t1-demo", "aliases": [], "paper": "mcan-pa", "table": "Table IX", "title": "A demo table",
                         "rows": 2, "runnable": 1, "implemented": 1, "with_results": 0, "scales": []}]
 
 
@@ -142,10 +142,17 @@ def test_show_prints_rows_and_uncertainty(demo_spec, runner):
 
 
 def test_a_typo_in_a_shipped_specs_model_mapping_fails_list_with_file_and_line(sandbox, runner):
-    text = (REPO_DIR / "experiments" / "mcan-pa" / "table5-ablation.yaml").read_text()
+    text = (REPO_DIR / "experiments" / "mcan-pa" / "mcan-pa-table5-ablation.yaml").read_text()
     assert "positional: [pwa]}" in text
-    write_spec(sandbox, text.replace("positional: [pwa]}", "positonal: [pwa]}", 1), ident="table5-ablation")
+    write_spec(sandbox, text.replace("positional: [pwa]}", "positonal: [pwa]}", 1), ident="mcan-pa-table5-ablation")
     out = runner.invoke(app, ["list"])
     line = next(i for i, text_line in enumerate(text.splitlines(), 1) if "positional: [pwa]}" in text_line)
-    assert out.exit_code == 2 and f"table5-ablation.yaml:{line}:" in out.output
+    assert out.exit_code == 2 and f"mcan-pa-table5-ablation.yaml:{line}:" in out.output
     assert "unknown model key 'positonal'" in out.output and "did you mean 'positional'" in out.output
+
+
+def test_ids_before_the_one_scheme_keep_resolving():
+    for old, new in (("table5-ablation", "mcan-pa-table5-ablation"), ("sam4c-table1-textvqa", "sa-m4c-table1-textvqa"),
+                     ("acerpe-table1-pe", "ace-rpe-table1-pe"), ("mcan-pa/table5-ablation", "mcan-pa-table5-ablation"),
+                     ("psac-table2-sota", "psac-table2-sota")):
+        assert specs.resolve(old, REPO_DIR / "experiments").id == new

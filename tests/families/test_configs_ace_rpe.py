@@ -155,16 +155,16 @@ def test_apply_to_order_does_not_matter():
     assert a.apply_to == ("query", "value") and a == _build({"arch": "albef", "apply_to": ["query", "value"]})
 
 
-@pytest.mark.parametrize("spec_id", ["acerpe-table1-pe", "acerpe-table2-pe", "acerpe-table3-sota",
-                                     "acerpe-table4-sota", "acerpe-table5-grounding", "acerpe-table6-shared",
-                                     "acerpe-table8-mode", "acerpe-table9-qkv"])
+@pytest.mark.parametrize("spec_id", ["ace-rpe-table1-pe", "ace-rpe-table2-pe", "ace-rpe-table3-sota",
+                                     "ace-rpe-table4-sota", "ace-rpe-table5-grounding", "ace-rpe-table6-shared",
+                                     "ace-rpe-table8-mode", "ace-rpe-table9-qkv"])
 def test_rows_of_a_table_differ(spec_id):
     configs = {name: _build(model) for name, model in _rows(spec_id).items()}
     assert len(set(configs.values())) == len(configs), spec_id
 
 
 def test_table7_only_the_default_setting_repeats():
-    configs = {name: _build(model) for name, model in _rows("acerpe-table7-hparams").items()}
+    configs = {name: _build(model) for name, model in _rows("ace-rpe-table7-hparams").items()}
     default = ALBEFConfig(arch="albef")
     assert {n for n, c in configs.items() if c == default} == {"lambda=2", "delta=0.05", "G=8"}
     assert len(set(configs.values())) == len(configs) - 2
@@ -174,16 +174,16 @@ def test_table7_only_the_default_setting_repeats():
 
 def test_the_default_model_is_the_same_row_everywhere():
     default = ALBEFConfig(arch="albef")
-    assert _build(_rows("acerpe-table1-pe")["ACE-RPE+Lace"]) == default
-    assert _build(_rows("acerpe-table2-pe")["ACE-RPE + Lace"]) == default
-    assert _build(_rows("acerpe-table6-shared")["Unshared"]) == default
-    assert _build(_rows("acerpe-table8-mode")["Contextual"]) == default
-    assert _build(_rows("acerpe-table9-qkv")["query+key+value (✓ ✓ ✓)"]) == default
-    assert _build(_rows("acerpe-table9-qkv")["none (× × ×)"]) == _build(_rows("acerpe-table1-pe")["None"])
+    assert _build(_rows("ace-rpe-table1-pe")["ACE-RPE+Lace"]) == default
+    assert _build(_rows("ace-rpe-table2-pe")["ACE-RPE + Lace"]) == default
+    assert _build(_rows("ace-rpe-table6-shared")["Unshared"]) == default
+    assert _build(_rows("ace-rpe-table8-mode")["Contextual"]) == default
+    assert _build(_rows("ace-rpe-table9-qkv")["query+key+value (✓ ✓ ✓)"]) == default
+    assert _build(_rows("ace-rpe-table9-qkv")["none (× × ×)"]) == _build(_rows("ace-rpe-table1-pe")["None"])
 
 
 def test_table1_switches():
-    rows = {name: _build(model) for name, model in _rows("acerpe-table1-pe").items()}
+    rows = {name: _build(model) for name, model in _rows("ace-rpe-table1-pe").items()}
     assert [c.position_embedding for c in rows.values()] == ["none", "ape", "rpe", "ape+rpe", "uniform", "ace-rpe",
                                                              "ace-rpe", "ace-rpe"]
     assert rows["ACE-RPE+Lace (14M*)"].pretrain == "14m" and not rows["ACE-RPE"].anchor_loss

@@ -139,24 +139,24 @@ def test_configs_are_frozen():
     assert hash(config) == hash(SAM4CConfig(arch="sa-m4c"))
 
 
-@pytest.mark.parametrize("spec_id", ["sam4c-table1-textvqa", "sam4c-table2-ablations", "sam4c-table3-stvqa"])
+@pytest.mark.parametrize("spec_id", ["sa-m4c-table1-textvqa", "sa-m4c-table2-ablations", "sa-m4c-table3-stvqa"])
 def test_rows_of_a_table_differ(spec_id):
     configs = {name: _build(model) for name, model in _rows(spec_id).items()}
     assert len(set(configs.values())) == len(configs), spec_id
 
 
 def test_same_setting_in_two_tables_is_the_same_config():
-    t1, t2 = _rows("sam4c-table1-textvqa"), _rows("sam4c-table2-ablations")
+    t1, t2 = _rows("sa-m4c-table1-textvqa"), _rows("sa-m4c-table2-ablations")
     assert _build(t1["8 M4C†"]) == _build(t2["1 M4C†"])
     assert _build(t1["11 SA-M4C (ours)"]) == _build(t2["7 SA-M4C (ours)"])
-    sec6 = yaml.safe_load((EXPERIMENTS / "sa-m4c" / "sam4c-sec6-spatial.yaml").read_text())
+    sec6 = yaml.safe_load((EXPERIMENTS / "sa-m4c" / "sa-m4c-sec6-spatial.yaml").read_text())
     sec6_rows = {row["name"]: row["model"] for row in sec6["rows"] if "model" in row}
     assert _build(sec6_rows["M4C"]) == _build(t1["10 M4C††"])
     assert _build(sec6_rows["SA-M4C (ours)"]) == _build(t1["13 SA-M4C (ours)"])
 
 
 def test_table2_variants_are_what_the_paper_says():
-    rows = {name: _build(model) for name, model in _rows("sam4c-table2-ablations").items()}
+    rows = {name: _build(model) for name, model in _rows("sa-m4c-table2-ablations").items()}
     random, topk, regat = rows["4 M4C-Random"], rows["5 M4C-Top-9"], rows["6 M4C-ReGAT"]
     assert random.graph == "random" and random.context == 1
     assert (topk.normal_layers, topk.topk_layers, topk.top_k) == (2, 4, 9)

@@ -15,7 +15,7 @@ from repro.paths import REPO_DIR
 def table5_sandbox(sandbox):
     folder = sandbox / "experiments" / "mcan-pa"
     folder.mkdir(parents=True)
-    shutil.copy(REPO_DIR / "experiments" / "mcan-pa" / "table5-ablation.yaml", folder)
+    shutil.copy(REPO_DIR / "experiments" / "mcan-pa" / "mcan-pa-table5-ablation.yaml", folder)
     specs._load_all.cache_clear()
     return sandbox
 
@@ -23,10 +23,10 @@ def table5_sandbox(sandbox):
 def test_smoke_run_fills_all_ten_rows(table5_sandbox, runner):
     out = runner.invoke(app, ["run", "table5-ablation", "--scale", "smoke"], env={"COLUMNS": "200"})
     assert out.exit_code == 0, out.output
-    files = sorted(p.name for p in (table5_sandbox / "results" / "mcan-pa" / "table5-ablation").glob("*.json"))
+    files = sorted(p.name for p in (table5_sandbox / "results" / "mcan-pa" / "mcan-pa-table5-ablation").glob("*.json"))
     assert len(files) == 10 and all(f.endswith(".smoke.json") for f in files)
 
-    record = json.loads((table5_sandbox / "results" / "mcan-pa" / "table5-ablation" / "MCAN+PA_ours.smoke.json").read_text())
+    record = json.loads((table5_sandbox / "results" / "mcan-pa" / "mcan-pa-table5-ablation" / "MCAN+PA_ours.smoke.json").read_text())
     assert record["scale"] == "smoke" and record["split"] == "val" and record["seeds"] == [0]
     assert set(record["metrics"]) == {"Y/N", "Num", "Other", "All"}
     assert all(0.0 <= v <= 100.0 for v in record["metrics"].values())
@@ -41,7 +41,7 @@ def test_smoke_run_fills_all_ten_rows(table5_sandbox, runner):
 def test_smoke_run_is_deterministic_and_check_sees_a_moved_number(table5_sandbox, runner):
     args = ["run", "table5-ablation", "--scale", "smoke", "--rows", "MCAN+POA"]
     assert runner.invoke(app, args).exit_code == 0
-    path = table5_sandbox / "results" / "mcan-pa" / "table5-ablation" / "MCAN+POA.smoke.json"
+    path = table5_sandbox / "results" / "mcan-pa" / "mcan-pa-table5-ablation" / "MCAN+POA.smoke.json"
     first = json.loads(path.read_text())["metrics"]
     again = runner.invoke(app, args + ["--workdir", str(table5_sandbox / "again")])
     assert again.exit_code == 2 and "already has results for MCAN+POA seed 0" in again.output
@@ -58,7 +58,7 @@ def test_smoke_run_is_deterministic_and_check_sees_a_moved_number(table5_sandbox
 def test_two_jobs_give_the_same_numbers_as_one(table5_sandbox, runner):
     base = ["run", "table5-ablation", "--scale", "smoke", "--rows", "MCAN,MCAN+PMA"]
     assert runner.invoke(app, base + ["--jobs", "1", "--workdir", str(table5_sandbox / "w1")]).exit_code == 0
-    folder = table5_sandbox / "results" / "mcan-pa" / "table5-ablation"
+    folder = table5_sandbox / "results" / "mcan-pa" / "mcan-pa-table5-ablation"
     serial = {p.name: json.loads(p.read_text())["metrics"] for p in folder.glob("*.json")}
     shutil.rmtree(folder)
     out = runner.invoke(app, base + ["--jobs", "2", "--workdir", str(table5_sandbox / "w2")])
@@ -78,11 +78,11 @@ def test_paper_scale_says_what_data_to_fetch(table5_sandbox, runner):
 def test_table6_complexity_runs_without_data(sandbox, runner):
     folder = sandbox / "experiments" / "mcan-pa"
     folder.mkdir(parents=True)
-    shutil.copy(REPO_DIR / "experiments" / "mcan-pa" / "table6-complexity.yaml", folder)
+    shutil.copy(REPO_DIR / "experiments" / "mcan-pa" / "mcan-pa-table6-complexity.yaml", folder)
     specs._load_all.cache_clear()
     out = runner.invoke(app, ["run", "table6-complexity", "--rows", "MCAN (baseline)"], env={"COLUMNS": "200"})
     assert out.exit_code == 0, out.output
-    record = json.loads((sandbox / "results" / "mcan-pa" / "table6-complexity" / "MCAN_baseline.json").read_text())
+    record = json.loads((sandbox / "results" / "mcan-pa" / "mcan-pa-table6-complexity" / "MCAN_baseline.json").read_text())
     assert record["metrics"]["Params"] == pytest.approx(57.8, rel=0.005)
     assert record["metrics"]["FLOPs"] == pytest.approx(5.35, rel=0.05)
     assert record["extra"]["params"] == 57_812_491
@@ -130,11 +130,11 @@ def test_paper_scale_trains_on_prepared_data_and_writes_server_predictions(table
 
     out = runner.invoke(app, ["run", "table5-ablation", "--rows", "MCAN"], env={"COLUMNS": "200"})
     assert out.exit_code == 0, out.output
-    predictions = table5_sandbox / "results" / "mcan-pa" / "table5-ablation" / "predictions" / "MCAN.seed0.test2015.json"
+    predictions = table5_sandbox / "results" / "mcan-pa" / "mcan-pa-table5-ablation" / "predictions" / "MCAN.seed0.test2015.json"
     answers = json.loads(predictions.read_text())
     assert sorted(a["question_id"] for a in answers) == sorted(q for q, _, _ in fixture["test"])
     assert all(isinstance(a["answer"], str) for a in answers)
     assert "repro submit vqa2-test-dev --predictions" in out.output
-    record = json.loads((table5_sandbox / "results" / "mcan-pa" / "table5-ablation" / "MCAN.json").read_text())
+    record = json.loads((table5_sandbox / "results" / "mcan-pa" / "mcan-pa-table5-ablation" / "MCAN.json").read_text())
     assert record["metrics"] == {} and record["split"] == "test-dev"
     assert record["extra"]["train"][0]["global_batch"] == 64
