@@ -218,23 +218,29 @@ def _load_yaml(path: Path) -> tuple[Any, dict[tuple, int]]:
         line = raw[:exc.start].count(b"\n") + 1
         raise ReproError(f"catalog {path}:{line}: not valid UTF-8 (byte {raw[exc.start]:#04x} "
                          f"at offset {exc.start}); save the file as UTF-8") from None
-    loader = _CatalogLoader(text)
+    loader = None
     try:
+        loader = _CatalogLoader(text)
         node = loader.get_single_node()
         lines: dict[tuple, int] = {}
         if node is not None:
             _index_lines(path, node, (), lines)
         data = loader.construct_document(node) if node is not None else None
+    except yaml.reader.ReaderError as exc:
+        line = text[:exc.position].count("\n") + 1
+        raise ReproError(f"catalog {path}:{line}: not valid YAML (character {exc.character:#06x} "
+                         "is not allowed)") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
-        problem = getattr(exc, "problem", None) or exc
+        problem = " ".join(str(getattr(exc, "problem", None) or exc).split())  # one line
         what = "refused" if isinstance(exc, _Refused) else "not valid YAML"
         raise ReproError(f"catalog {where}: {what} ({problem})") from None
     except RecursionError:
         raise ReproError(f"catalog {path}: refused (nested too deeply)") from None
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
     return data, lines
 
 
