@@ -3,6 +3,12 @@
 A user file has the same schema (at least `datasets: {NAME: {files: [{url, sha256, extract}]}}`).
 An entry in it replaces the built-in entry of the same name key by key (a `files` list given there
 replaces the whole list); a new name adds a dataset.
+
+Names become paths (`<data_dir>/<dataset>/<file>`), so each must be a plain name: one component, no
+separator, not `.`/`..`, not hidden, no control characters, at most 200 bytes, and a dataset may not
+take the name of a folder the toolkit keeps in the data folder (`runs`, `prepared`, `synthetic`).
+The YAML is read with a safe loader that also refuses tags, more than a few aliases, recursive
+aliases and a key given twice; every error names the file and, where known, the line.
 """
 from __future__ import annotations
 
