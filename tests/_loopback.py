@@ -1,7 +1,9 @@
-"""A loopback HTTP file server for download tests: Range support, request log, one-shot connection cuts."""
+"""A loopback HTTP file server for download tests: Range support, request log, one-shot connection cuts,
+slow bodies, redirects and bodies without end."""
 from __future__ import annotations
 
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 
@@ -10,12 +12,20 @@ class FileServer:
 
     `cut_once[path] = n` makes the next full or ranged GET of `path` announce the whole length but
     close the connection after `n` body bytes; `ignore_range` makes it answer 200 to Range requests.
+    `slow[path] = seconds` sends the body in 16 kB pieces with that pause between them.
+    `redirects[path] = location` answers 302 to `location`. `endless[path] = cap` sends the bytes of
+    `files[path]` over and over with no Content-Length, until the client hangs up or `cap` bytes are out.
+    `sent[path]` counts the body bytes written.
     """
 
     def __init__(self, files: dict[str, bytes]) -> None:
         self.files = dict(files)
         self.cut_once: dict[str, int] = {}
         self.ignore_range = False
+        self.slow: dict[str, float] = {}
+        self.redirects: dict[str, str] = {}
+        self.endless: dict[str, int] = {}
+        self.sent: dict[str, int] = {}
         self.requests: list[tuple[str, str, str | None]] = []  # (method, path, Range header)
         server = self
 
@@ -34,6 +44,15 @@ class FileServer:
             def _serve(self, body: bool) -> None:
                 rng = self.headers.get("Range")
                 server.requests.append((self.command, self.path, rng))
+                if self.path in server.redirects:
+                    self.send_response(302)
+                    self.send_header("Location", server.redirects[self.path])
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
+                if self.path in server.endless:
+                    self._endless(body)
+                    return
                 data = server.files.get(self.path)
                 if data is None:
                     self.send_response(404)
@@ -66,7 +85,32 @@ class FileServer:
                     self.close_connection = True
                     self.connection.shutdown(2)
                     return
-                self.wfile.write(payload)
+                delay = server.slow.get(self.path)
+                if delay is None:
+                    self.wfile.write(payload)
+                    self._count(len(payload))
+                    return
+                for i in range(0, len(payload), 16384):
+                    self.wfile.write(payload[i:i + 16384])
+                    self.wfile.flush()
+                    self._count(len(payload[i:i + 16384]))
+                    time.sleep(delay)
+
+            def _count(self, n: int) -> None:
+                server.sent[self.path] = server.sent.get(self.path, 0) + n
+
+            def _endless(self, body: bool) -> None:
+                self.send_response(200)
+                self.send_header("Connection", "close")
+                self.end_headers()
+                self.close_connection = True
+                block, cap = server.files[self.path], server.endless[self.path]
+                try:
+                    while body and server.sent.get(self.path, 0) < cap:
+                        self.wfile.write(block)
+                        self._count(len(block))
+                except OSError:  # the client hung up
+                    pass
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.httpd.daemon_threads = True

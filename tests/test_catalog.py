@@ -100,3 +100,39 @@ def test_tar_extraction_and_refusals(tmp_path):
         with pytest.raises(ReproError, match=why):
             safe_extract(tmp_path / name, dest)
     assert sorted(p.name for p in dest.iterdir()) == ["feats"]  # no staging folders left behind
+
+
+def test_toolkit_names_in_archives_are_refused(tmp_path):
+    dest = tmp_path / "ds"
+    make_tar(tmp_path / "own.tar.gz", [tar_file("feats/a.npz"), tar_file(".repro-verified.json", b"{}")])
+    with pytest.raises(ReproError, match=r"\.repro-verified\.json.*toolkit's own"):
+        safe_extract(tmp_path / "own.tar.gz", dest)
+    assert not dest.exists() or not any(dest.iterdir())
+
+
+def test_links_from_two_archives_cannot_be_combined_to_write_elsewhere(tmp_path):
+    from repro.data.extract import unpack
+
+    dest = tmp_path / "ds"
+    make_tar(tmp_path / "one.tar.gz", [tar_file("sub/keep.txt", b"keep"), tar_link("d", "sub")])
+    unpack(tmp_path / "one.tar.gz", dest)
+    assert (dest / "d").is_symlink()
+    make_tar(tmp_path / "two.tar.gz", [tar_file("d/keep.txt", b"overwritten"), tar_file("d/new.txt")])
+    with pytest.raises(ReproError, match=r"not unpacked.*\bd \(a folder in the archive"):
+        unpack(tmp_path / "two.tar.gz", dest)
+    assert (dest / "sub" / "keep.txt").read_bytes() == b"keep" and not (dest / "sub" / "new.txt").exists()
+
+
+def test_unpack_replaces_only_its_own_unchanged_files(tmp_path):
+    from repro.data.extract import unpack
+
+    dest = tmp_path / "ds"
+    make_tar(tmp_path / "v1.tar.gz", [tar_file("a.txt", b"v1"), tar_file("b.txt", b"v1")])
+    placed = unpack(tmp_path / "v1.tar.gz", dest)
+    assert set(placed) == {"a.txt", "b.txt"}
+    make_tar(tmp_path / "v2.tar.gz", [tar_file("a.txt", b"v2"), tar_file("b.txt", b"v2")])
+    with pytest.raises(ReproError, match=r"2 file\(s\).*a\.txt.*b\.txt"):  # not told they are the toolkit's
+        unpack(tmp_path / "v2.tar.gz", dest)
+    assert (dest / "a.txt").read_bytes() == b"v1"
+    assert set(unpack(tmp_path / "v2.tar.gz", dest, replaceable={"a.txt", "b.txt"})) == {"a.txt", "b.txt"}
+    assert (dest / "a.txt").read_bytes() == b"v2" and (dest / "b.txt").read_bytes() == b"v2"

@@ -3,13 +3,19 @@
 A user file has the same schema (at least `datasets: {NAME: {files: [{url, sha256, extract}]}}`).
 An entry in it replaces the built-in entry of the same name key by key (a `files` list given there
 replaces the whole list); a new name adds a dataset.
+
+Names become paths (`<data_dir>/<dataset>/<file>`), so each must be a plain name: one component, no
+separator, not `.`/`..`, not hidden, no control characters, at most 200 bytes, and a dataset may not
+take the name of a folder the toolkit keeps in the data folder (`runs`, `prepared`, `synthetic`).
+The YAML is read with a safe loader that also refuses tags, more than a few aliases, recursive
+aliases and a key given twice; every error names the file and, where known, the line.
 """
 from __future__ import annotations
 
 import os
 import re
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PureWindowsPath
 from typing import Any
 from urllib.parse import unquote, urlparse
 
@@ -22,6 +28,74 @@ BUILTIN_CATALOG = PACKAGE_DIR / "catalog" / "datasets.yaml"
 _HEX = re.compile(r"^[0-9a-f]{8,64}$")
 _DATASET_KEYS = {"title", "papers", "licence", "manual", "files", "note"}
 _FILE_KEYS = {"name", "url", "sha256", "size", "size_hint", "extract", "note"}
+MAX_ALIASES = 8  # YAML aliases allowed in one catalog file
+MAX_NAME_BYTES = 200  # leaves room for ".part", ".corrupt" and ".lock" within the usual 255-byte limit
+# folders of the data root the toolkit itself writes (checkpoints, prepared data, synthetic sets)
+RESERVED_NAMES = frozenset({"runs", "prepared", "synthetic"})
+# what the downloader adds next to a file; a catalog file name must not collide with it
+TEMP_SUFFIXES = (".part", ".corrupt")
+
+
+def plain_name_problem(value: Any) -> str | None:
+    """Why `value` is not a plain file or folder name (one path component, no hidden file), or None."""
+    if not isinstance(value, str):
+        return f"expected text, got {type(value).__name__}"
+    if not value:
+        return "empty"
+    if value in (".", ".."):
+        return "'.' and '..' are not names"
+    if "/" in value or "\\" in value:
+        return "a path separator ('/' or '\\') would leave its folder"
+    if os.path.isabs(value) or PureWindowsPath(value).drive:
+        return "an absolute path"
+    if any(ord(c) < 32 or ord(c) == 127 for c in value):
+        return "control characters (or NUL) in a name"
+    try:
+        size = len(value.encode("utf-8"))
+    except UnicodeEncodeError:
+        return "not valid Unicode (a lone surrogate)"
+    if size > MAX_NAME_BYTES:
+        return f"longer than {MAX_NAME_BYTES} bytes"
+    if value.startswith("."):
+        return "hidden names (starting with '.') are the toolkit's own"
+    if value != value.strip():
+        return "leading or trailing spaces"
+    return None
+
+
+def dataset_name_problem(value: Any) -> str | None:
+    """Why `value` cannot name a dataset (its folder is `<data_dir>/<value>`), or None."""
+    problem = plain_name_problem(value)
+    if problem is None and value in RESERVED_NAMES:
+        problem = f"'{value}' is a folder the toolkit itself keeps in the data folder"
+    return problem
+
+
+def folder_inside(root: Path, name: str, what: str = "dataset") -> Path:
+    """`root / name`, or ReproError when `name` is not a plain name (code that builds entries by hand)."""
+    problem = dataset_name_problem(name) if what == "dataset" else plain_name_problem(name)
+    if problem:
+        raise ReproError(f"{what} name {name!r} refused: {problem}")
+    return root / name
+
+
+class _Loc:
+    """Where a key of the catalog is: file, line (when known) and key path, for error messages."""
+
+    def __init__(self, source: str, lines: dict[tuple, int], at: tuple) -> None:
+        self.source, self.lines, self.at = source, lines, at
+
+    def __call__(self, *more: Any) -> "_Loc":
+        return _Loc(self.source, self.lines, self.at + more)
+
+    def __str__(self) -> str:
+        line = None
+        for n in range(len(self.at), 0, -1):  # the nearest key that has a line
+            line = self.lines.get(tuple(str(k) if not isinstance(k, int) else k for k in self.at[:n]))
+            if line:
+                break
+        path = "".join(f"[{k}]" if isinstance(k, int) else f".{k}" for k in self.at).lstrip(".")
+        return f"catalog {self.source}{f':{line}' if line else ''}: {path}"
 
 
 @dataclass(frozen=True)
@@ -65,20 +139,28 @@ class DatasetEntry:
 
 
 def load_catalog(extra: Path | None = None) -> dict[str, DatasetEntry]:
-    """The built-in catalog overlaid with `extra` (default: the file named by `REPRO_CATALOG`)."""
-    raw = _read(BUILTIN_CATALOG)
-    sources = {name: str(BUILTIN_CATALOG) for name in raw}
+    """The built-in catalog overlaid with `extra` (default: the file named by `REPRO_CATALOG`).
+
+    Every value that becomes a path (dataset names, file names) is checked to be a plain name; a bad
+    one is a ReproError naming the catalog file, the line and the value.
+    """
+    raw, lines = _read(BUILTIN_CATALOG)
+    # per dataset and key: (file, lines) it came from, so an error points at the right file
+    origins = {name: {key: (str(BUILTIN_CATALOG), lines) for key in entry} for name, entry in raw.items()}
+    sources = {name: (str(BUILTIN_CATALOG), lines) for name in raw}
     if extra is None and os.environ.get("REPRO_CATALOG"):
         extra = Path(os.environ["REPRO_CATALOG"])
     if extra is not None:
         if not extra.is_file():
             raise ReproError(f"catalog {extra}: no such file (from REPRO_CATALOG)")
-        for name, entry in _read(extra).items():
+        user, user_lines = _read(extra)
+        for name, entry in user.items():
             merged = dict(raw.get(name, {}))
             merged.update(entry)
             raw[name] = merged
-            sources[name] = str(extra)
-    return {name: _dataset(name, entry, sources[name]) for name, entry in raw.items()}
+            origins.setdefault(name, {}).update({key: (str(extra), user_lines) for key in entry})
+            sources[name] = (str(extra), user_lines)
+    return {name: _dataset(name, entry, sources[name], origins[name]) for name, entry in raw.items()}
 
 
 def get_dataset(name: str, catalog: dict[str, DatasetEntry] | None = None) -> DatasetEntry:
@@ -92,73 +174,209 @@ def get_dataset(name: str, catalog: dict[str, DatasetEntry] | None = None) -> Da
     return catalog[name]
 
 
-def _read(path: Path) -> dict[str, dict[str, Any]]:
+class _Refused(yaml.MarkedYAMLError):
+    """YAML the catalog reader will not load: a tag, too many or recursive aliases, a key given twice."""
+
+
+class _CatalogLoader(yaml.SafeLoader):
+    """A safe loader that also refuses every explicit tag and all but a handful of aliases.
+
+    Aliases are what a "billion laughs" document is made of: a few lines whose expansion does not fit
+    in memory. A catalog needs none, so a few (`<<: *defaults`) are allowed and nothing recursive.
+    """
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self.aliases = 0
+        self.open_anchors: set[str] = set()
+
+    def compose_node(self, parent, index):  # noqa: ANN001, ANN201 - PyYAML's signature
+        event = self.peek_event()
+        if isinstance(event, yaml.AliasEvent):
+            self.aliases += 1
+            if self.aliases > MAX_ALIASES:
+                raise _Refused(None, None, f"more than {MAX_ALIASES} aliases (*name); write the values out",
+                               event.start_mark)
+            if event.anchor in self.open_anchors:
+                raise _Refused(None, None, f"recursive alias *{event.anchor}", event.start_mark)
+            return super().compose_node(parent, index)
+        tag = getattr(event, "tag", None)
+        if tag is not None:
+            raise _Refused(None, None, f"YAML tags such as {tag!r} are not allowed in a catalog", event.start_mark)
+        anchor = getattr(event, "anchor", None)
+        if anchor is not None:
+            self.open_anchors.add(anchor)
+        try:
+            return super().compose_node(parent, index)
+        finally:
+            self.open_anchors.discard(anchor)
+
+
+def _load_yaml(path: Path) -> tuple[Any, dict[tuple, int]]:
+    """The document in `path` and the line of every mapping key and list item (by key path)."""
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise ReproError(f"catalog {path}: cannot read ({exc.strerror or exc})") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw[:exc.start].count(b"\n") + 1
+        raise ReproError(f"catalog {path}:{line}: not valid UTF-8 (byte {raw[exc.start]:#04x} "
+                         f"at offset {exc.start}); save the file as UTF-8") from None
+    loader = None
+    try:
+        loader = _CatalogLoader(text)
+        node = loader.get_single_node()
+        lines: dict[tuple, int] = {}
+        if node is not None:
+            _index_lines(path, node, (), lines)
+        data = loader.construct_document(node) if node is not None else None
+    except yaml.reader.ReaderError as exc:
+        line = text[:exc.position].count("\n") + 1
+        raise ReproError(f"catalog {path}:{line}: not valid YAML (character {exc.character:#06x} "
+                         "is not allowed)") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
-        raise ReproError(f"catalog {where}: not valid YAML ({getattr(exc, 'problem', exc)})") from None
-    except OSError as exc:
-        raise ReproError(f"catalog {path}: cannot read ({exc.strerror})") from None
+        problem = " ".join(str(getattr(exc, "problem", None) or exc).split())  # one line
+        what = "refused" if isinstance(exc, _Refused) else "not valid YAML"
+        raise ReproError(f"catalog {where}: {what} ({problem})") from None
+    except RecursionError:
+        raise ReproError(f"catalog {path}: refused (nested too deeply)") from None
+    finally:
+        if loader is not None:
+            loader.dispose()
+    return data, lines
+
+
+def _index_lines(path: Path, node: yaml.Node, at: tuple, lines: dict[tuple, int]) -> None:
+    if len(at) > 6:  # deeper than any key the catalog has
+        return
+    if isinstance(node, yaml.MappingNode):
+        for key, value in node.value:
+            if not isinstance(key, yaml.ScalarNode):
+                continue
+            if at + (key.value,) in lines:
+                raise _Refused(None, None, f"key {key.value!r} given twice in one mapping", key.start_mark)
+            lines[at + (key.value,)] = key.start_mark.line + 1
+            _index_lines(path, value, at + (key.value,), lines)
+    elif isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            lines[at + (i,)] = item.start_mark.line + 1
+            _index_lines(path, item, at + (i,), lines)
+
+
+def _read(path: Path) -> tuple[dict[str, dict[str, Any]], dict[tuple, int]]:
+    """The `datasets` mapping of `path` (names checked) and the lines of its keys."""
+    data, lines = _load_yaml(path)
     if not isinstance(data, dict) or not isinstance(data.get("datasets"), dict):
         raise ReproError(f"catalog {path}: expected a mapping with a 'datasets' mapping at the top")
+    out: dict[str, dict[str, Any]] = {}
     for name, entry in data["datasets"].items():
+        line = lines.get(("datasets", str(name)))
+        where = f"catalog {path}:{line}" if line else f"catalog {path}"
+        problem = dataset_name_problem(name)
+        if problem:
+            raise ReproError(f"{where}: dataset name {name!r} refused: {problem}")
         if not isinstance(entry, dict):
-            raise ReproError(f"catalog {path}: datasets.{name}: expected a mapping")
-    return {str(k): v for k, v in data["datasets"].items()}
+            raise ReproError(f"{where}: datasets.{name}: expected a mapping")
+        out[name] = entry
+    return out, lines
 
 
-def _dataset(name: str, raw: dict[str, Any], source: str) -> DatasetEntry:
-    where = f"catalog {source}: datasets.{name}"
+def _dataset(name: str, raw: dict[str, Any], source: tuple[str, dict], origins: dict[str, tuple]) -> DatasetEntry:
+    where = _Loc(source[0], source[1], ("datasets", name))
+
+    def at(key: str) -> _Loc:
+        file, lines = origins.get(key, source)
+        return _Loc(file, lines, ("datasets", name, key))
+
     unknown = set(raw) - _DATASET_KEYS
     if unknown:
-        raise ReproError(f"{where}: unknown key(s) {', '.join(sorted(unknown))}")
+        raise ReproError(f"{where}: unknown key(s) {', '.join(sorted(map(str, unknown)))}")
     files = raw.get("files")
     if not isinstance(files, list) or not files:
-        raise ReproError(f"{where}.files: expected a non-empty list")
-    entries = tuple(_file(f"{where}.files[{i}]", item) for i, item in enumerate(files))
+        raise ReproError(f"{at('files')}: expected a non-empty list")
+    entries = tuple(_file(at("files")(i), item) for i, item in enumerate(files))
     names = [f.name for f in entries]
     dupes = {n for n in names if names.count(n) > 1}
     if dupes:
-        raise ReproError(f"{where}.files: file name(s) listed twice: {', '.join(sorted(dupes))}")
+        raise ReproError(f"{at('files')}: file name(s) listed twice: {', '.join(sorted(dupes))}")
+    clashes = sorted(n + s for n in names for s in TEMP_SUFFIXES if n + s in names)
+    if clashes:
+        raise ReproError(f"{at('files')}: file name(s) {', '.join(clashes)} clash with the downloader's "
+                         "temporary names (.part, .corrupt) of another file")
     papers = raw.get("papers") or []
     if not isinstance(papers, list):
-        raise ReproError(f"{where}.papers: expected a list")
-    return DatasetEntry(name=name, title=str(raw.get("title") or ""), papers=tuple(map(str, papers)),
-                        licence=str(raw.get("licence") or ""), manual=raw.get("manual") or None,
-                        note=str(raw.get("note") or ""), files=entries, source=source)
+        raise ReproError(f"{at('papers')}: expected a list")
+    manual = raw.get("manual") or None
+    if manual is not None and not isinstance(manual, str):
+        raise ReproError(f"{at('manual')}: expected text, got {type(manual).__name__}")
+    return DatasetEntry(name=name, title=_text(raw.get("title"), at("title")),
+                        papers=tuple(_text(p, at("papers")(i)) for i, p in enumerate(papers)),
+                        licence=_text(raw.get("licence"), at("licence")), manual=manual,
+                        note=_text(raw.get("note"), at("note")), files=entries, source=source[0])
 
 
-def _file(where: str, raw: Any) -> FileEntry:
+def _text(value: Any, where: _Loc) -> str:
+    """A free-text value as one string (YAML may give a number or a date, but not a list or mapping)."""
+    if isinstance(value, (dict, list)):
+        raise ReproError(f"{where}: expected text, got a {'mapping' if isinstance(value, dict) else 'list'}")
+    return "" if value is None else str(value)
+
+
+def _file(where: _Loc, raw: Any) -> FileEntry:
     if not isinstance(raw, dict):
         raise ReproError(f"{where}: expected a mapping with url/sha256/extract")
     unknown = set(raw) - _FILE_KEYS
     if unknown:
-        raise ReproError(f"{where}: unknown key(s) {', '.join(sorted(unknown))}")
+        raise ReproError(f"{where}: unknown key(s) {', '.join(sorted(map(str, unknown)))}")
     urls = raw.get("url") or []
     urls = [urls] if isinstance(urls, str) else urls
     if not isinstance(urls, list) or not all(isinstance(u, str) and u for u in urls):
-        raise ReproError(f"{where}.url: expected a url or a list of urls")
+        raise ReproError(f"{where('url')}: expected a url or a list of urls")
     for url in urls:
-        if urlparse(url).scheme not in ("http", "https"):
-            raise ReproError(f"{where}.url: {url!r} is not an http(s) url")
+        problem = _url_problem(url)
+        if problem:
+            raise ReproError(f"{where('url')}: {url!r} is not {problem}")
     name = raw.get("name") or (unquote(Path(urlparse(urls[0]).path).name) if urls else "")
-    if not isinstance(name, str) or not name or "/" in name or "\\" in name or name in (".", ".."):
-        raise ReproError(f"{where}.name: expected a plain file name, got {name!r}")
+    problem = plain_name_problem(name)
+    if problem:
+        raise ReproError(f"{where('name')}: expected a plain file name, got {name!r} ({problem})")
     sha = raw.get("sha256")
     if sha is not None:
         sha = str(sha).lower()
         if not _HEX.match(sha):
-            raise ReproError(f"{where}.sha256: expected 8 to 64 hex digits, got {sha!r}")
+            raise ReproError(f"{where('sha256')}: expected 8 to 64 hex digits, got {sha!r}")
     sizes = {}
     for key in ("size", "size_hint"):
         value = raw.get(key)
         if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
-            raise ReproError(f"{where}.{key}: expected a byte count, got {value!r}")
+            raise ReproError(f"{where(key)}: expected a byte count, got {value!r}")
         sizes[key] = value
     extract = raw.get("extract", False)
     if not isinstance(extract, bool):
-        raise ReproError(f"{where}.extract: expected true or false, got {extract!r}")
+        raise ReproError(f"{where('extract')}: expected true or false, got {extract!r}")
     return FileEntry(name=name, urls=tuple(urls), sha256=sha, size=sizes["size"],
-                     size_hint=sizes["size_hint"], extract=extract, note=str(raw.get("note") or ""))
+                     size_hint=sizes["size_hint"], extract=extract, note=_text(raw.get("note"), where("note")))
+
+
+def _url_problem(url: str) -> str | None:
+    """Why `url` cannot be fetched, or None."""
+    if any(ord(c) <= 32 or ord(c) == 127 for c in url):
+        return "a url (spaces or control characters)"
+    try:
+        parsed = urlparse(url)
+        parsed.port  # noqa: B018 - raises ValueError for a port out of range
+    except ValueError as exc:
+        return f"a valid url ({exc})"
+    if parsed.scheme not in ("http", "https"):
+        return "an http(s) url"
+    if not parsed.hostname:
+        return "a url with a host name"
+    try:
+        url.encode("utf-8")
+    except UnicodeEncodeError:
+        return "a valid url (not valid Unicode)"
+    return None
