@@ -1,0 +1,117 @@
+"""PSAC's data interface: TGIF-QA question files + per-video frame features -> model batches.
+
+A data folder holds the official question files (`Train_<task>_question.csv`, `Test_...`) and the
+frame features as `features.npy`, a float array (videos, frames, d_v) indexed by the files' `key`
+(the generated scales write both; the real ResNet features come as an HDF5 file, see README).
+Vocabularies are built the way the official code builds them: words and characters of every
+question and candidate of the task's files (train and test, its `Total` file), FrameQA answers over
+the same files. Multiple-choice questions become 5 sequences, the question's words followed by one
+candidate's (official code), truncated to M words.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch.utils.data import Dataset
+
+from repro.datasets.tgif import MULTIPLE_CHOICE, Question, build_char_vocab, file_name, read_questions, tokenize
+from repro.errors import ReproError
+
+PAD, UNK = 0, 1
+
+
+@dataclass
+class Vocab:
+    words: dict[str, int]
+    chars: dict[str, int]
+    answers: dict[str, int]  # FrameQA only
+
+
+def texts_of(questions: list[Question]) -> list[str]:
+    return [t for q in questions for t in (q.question, *q.candidates)]
+
+
+def build_vocab(task: str, questions: list[Question]) -> Vocab:
+    words = {"<pad>": PAD, "<unk>": UNK}
+    for text in texts_of(questions):
+        for w in tokenize(text):
+            words.setdefault(w, len(words))
+    chars = build_char_vocab(w for w in words if not w.startswith("<"))
+    answers: dict[str, int] = {}
+    if task == "frameqa":
+        for q in questions:
+            answers.setdefault(q.answer, len(answers))
+    return Vocab(words, chars, answers)
+
+
+def encode_text(tokens: list[str], vocab: Vocab, max_words: int, max_chars: int) -> tuple[np.ndarray, np.ndarray]:
+    w = np.zeros(max_words, dtype=np.int64)
+    c = np.zeros((max_words, max_chars), dtype=np.int64)
+    for i, tok in enumerate(tokens[:max_words]):
+        w[i] = vocab.words.get(tok, UNK)
+        for j, ch in enumerate(tok[:max_chars]):
+            c[i, j] = vocab.chars.get(ch, UNK)
+    return w, c
+
+
+class TgifTask(Dataset):
+    """One task's split: items {video, words, chars, target, question_id}."""
+
+    def __init__(self, root: Path, task: str, split: str, vocab: Vocab, *, max_words: int, max_chars: int,
+                 frames: int, features: np.ndarray | None = None):
+        self.task, self.split = task, split
+        self.questions = read_questions(Path(root) / file_name(split, task))
+        if features is None:
+            path = Path(root) / "features.npy"
+            if not path.is_file():
+                raise ReproError(f"{root}: no features.npy (frame features indexed by key)")
+            features = np.load(path, mmap_mode="r")
+        self.features = features
+        self.frames = frames
+        n = len(self.questions)
+        c = 5 if task in MULTIPLE_CHOICE else 1
+        self.words = np.zeros((n, c, max_words), dtype=np.int64)
+        self.chars = np.zeros((n, c, max_words, max_chars), dtype=np.int64)
+        self.keys = np.array([q.key for q in self.questions], dtype=np.int64)
+        if len(self.keys) and self.keys.max() >= len(features):
+            raise ReproError(f"{root}: key {int(self.keys.max())} has no features ({len(features)} videos)")
+        for i, q in enumerate(self.questions):
+            base = tokenize(q.question)
+            seqs = [base + tokenize(cand) for cand in q.candidates] if c > 1 else [base]
+            for j, toks in enumerate(seqs):
+                self.words[i, j], self.chars[i, j] = encode_text(toks, vocab, max_words, max_chars)
+        if task == "frameqa":
+            self.targets = torch.tensor([vocab.answers.get(q.answer, -100) for q in self.questions])
+        elif task == "count":
+            self.targets = torch.tensor([float(q.answer) for q in self.questions])
+        else:
+            self.targets = torch.tensor([q.label for q in self.questions])
+
+    def __len__(self) -> int:
+        return len(self.questions)
+
+    def video(self, key: int) -> torch.Tensor:
+        v = np.asarray(self.features[key], dtype=np.float32)
+        if len(v) > self.frames:  # N equally spaced frames (Sec. 4.3)
+            v = v[np.linspace(0, len(v), self.frames, endpoint=False).astype(int)]
+        elif len(v) < self.frames:  # shorter clips: zero padding on the left (code)
+            v = np.concatenate([np.zeros((self.frames - len(v), v.shape[1]), np.float32), v])
+        return torch.from_numpy(v)
+
+    def __getitem__(self, i: int) -> dict[str, torch.Tensor]:
+        return {"video": self.video(int(self.keys[i])), "words": torch.from_numpy(self.words[i]),
+                "chars": torch.from_numpy(self.chars[i]), "target": self.targets[i],
+                "question_id": torch.tensor(i)}
+
+
+def load_task(root: Path, task: str, sizes: dict, splits: tuple[str, ...] = ("Train", "Test")):
+    """(vocab, {split: TgifTask}) for a task, the vocabulary over all its splits' files."""
+    questions = [q for s in splits for q in read_questions(Path(root) / file_name(s, task))]
+    vocab = build_vocab(task, questions)
+    features = np.load(Path(root) / "features.npy", mmap_mode="r")
+    data = {s: TgifTask(root, task, s, vocab, max_words=sizes["max_words"], max_chars=sizes["max_chars"],
+                        frames=sizes["frames"], features=features) for s in splits}
+    return vocab, data

@@ -1,0 +1,197 @@
+"""Generated TGIF-QA-like data: frame-feature "videos" and questions of the four tasks, in the official layout.
+
+A video shows one subject (an identity vector present in every frame) performing a sequence of
+distinct actions, each repeated a number of times. One repetition is `rep_frames` frames of the
+action's pose followed by one rest frame, so repetitions are separable only by looking at the order
+of frames. The subject's shirt has a colour that may change once, between two actions. Frame
+feature = subject + pose (or rest) + shirt colour + Gaussian noise; the vectors are random unit
+directions, fixed by the generator seed.
+
+Questions (answers depend on temporal order or on counting over time):
+  action      "what does the <subject> do <n> times ?"   5 candidates; the other actions of the video
+              are among the distractors, so only the repetition count tells them apart
+  transition  "what does the <subject> do after|before <action> ?"   5 candidates, the video's other
+              actions among the distractors: only the order tells them apart
+  count       "how many times does the <subject> <action> ?"   1..max_count
+  frameqa     "what color is the shirt of the <subject> when it <action>s ?" (type 2, colour) or
+              "who <action>s ?" (type 0, object)
+
+Files written (official layout, tab-separated): `{Train,Test}_{task}_question.csv` and
+`features.npy` (videos, frames, feature_dim) float16. Videos are split between train and test.
+"""
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from repro.datasets.tgif import COLUMNS, TASKS, file_name
+from repro.errors import ReproError
+
+SUBJECTS = ("man", "woman", "girl", "boy", "dog", "cat", "bird", "horse", "baby", "panda")
+ACTIONS = ("jump", "wave", "nod", "clap", "spin", "kick", "bow", "shrug", "wink", "dance", "sway", "run")
+COLORS = ("red", "blue", "green", "yellow", "black", "white", "pink", "brown")
+
+
+@dataclass(frozen=True)
+class GeneratorConfig:
+    seed: int = 0
+    train_videos: int = 600
+    test_videos: int = 200
+    frames: int = 24
+    feature_dim: int = 64
+    num_subjects: int = 8
+    num_actions: int = 10
+    num_colors: int = 6
+    actions_per_video: int = 3
+    max_count: int = 4
+    rep_frames: int = 1
+    noise: float = 0.3
+    color_change: float = 0.5  # probability that the shirt colour changes between two actions
+
+    @classmethod
+    def from_mapping(cls, mapping: dict[str, Any] | None) -> "GeneratorConfig":
+        mapping = dict(mapping or {})
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(mapping) - known)
+        if unknown:
+            raise ReproError(f"unknown psac generator setting(s) {', '.join(unknown)}; "
+                             f"known: {', '.join(sorted(known))}")
+        cfg = cls(**mapping)
+        cfg.check()
+        return cfg
+
+    def check(self) -> None:
+        longest = self.actions_per_video * self.max_count * (self.rep_frames + 1)
+        if longest > self.frames:
+            raise ReproError(f"psac generator: {self.actions_per_video} actions x {self.max_count} repetitions x "
+                             f"{self.rep_frames + 1} frames = {longest} do not fit in {self.frames} frames")
+        if not 2 <= self.actions_per_video <= min(5, self.num_actions):
+            raise ReproError("psac generator: actions_per_video must be 2..5 and at most num_actions")
+        if self.num_actions < 5 or self.num_actions > len(ACTIONS):
+            raise ReproError(f"psac generator: num_actions must be 5..{len(ACTIONS)}")
+        if self.num_subjects > len(SUBJECTS) or self.num_colors > len(COLORS) or self.num_colors < 2:
+            raise ReproError(f"psac generator: at most {len(SUBJECTS)} subjects and 2..{len(COLORS)} colours")
+        if self.max_count < 2:
+            raise ReproError("psac generator: max_count must be at least 2")
+
+    def key(self) -> str:
+        return hashlib.sha1(json.dumps(asdict(self), sort_keys=True).encode()).hexdigest()[:12]
+
+
+def _directions(rng: np.random.Generator, n: int, d: int) -> np.ndarray:
+    v = rng.normal(size=(n, d))
+    return (v / np.linalg.norm(v, axis=1, keepdims=True)).astype(np.float32)
+
+
+def _video(rng: np.random.Generator, cfg: GeneratorConfig, protos: dict[str, np.ndarray]) -> tuple[np.ndarray, dict]:
+    subject = int(rng.integers(cfg.num_subjects))
+    actions = [int(a) for a in rng.choice(cfg.num_actions, cfg.actions_per_video, replace=False)]
+    # distinct repetition counts so that "what does X do n times" has one answer
+    reps = [int(r) for r in rng.choice(np.arange(1, cfg.max_count + 1), cfg.actions_per_video,
+                                       replace=cfg.max_count < cfg.actions_per_video)]
+    colors = [int(rng.integers(cfg.num_colors))]
+    for _ in actions[1:]:
+        if rng.random() < cfg.color_change:
+            colors.append(int((colors[-1] + 1 + rng.integers(cfg.num_colors - 1)) % cfg.num_colors))
+        else:
+            colors.append(colors[-1])
+    used = sum(r * (cfg.rep_frames + 1) for r in reps)
+    lead = int(rng.integers(cfg.frames - used + 1))
+    pose = [-1] * cfg.frames  # -1 = rest
+    shirt = [colors[0]] * cfg.frames
+    t = lead
+    for i, (a, r) in enumerate(zip(actions, reps)):
+        for _ in range(r):
+            for _ in range(cfg.rep_frames):
+                pose[t] = a
+                shirt[t] = colors[i]
+                t += 1
+            shirt[t] = colors[i]
+            t += 1
+    for u in range(t, cfg.frames):
+        shirt[u] = colors[-1]
+    feats = protos["subject"][subject] + protos["color"][shirt]
+    feats = feats + np.where(np.array(pose)[:, None] >= 0, protos["action"][np.maximum(pose, 0)], protos["rest"])
+    feats = feats + rng.normal(scale=cfg.noise, size=feats.shape).astype(np.float32)
+    return feats.astype(np.float16), {"subject": subject, "actions": actions, "reps": reps, "colors": colors}
+
+
+def _candidates(rng: np.random.Generator, cfg: GeneratorConfig, correct: int, preferred: list[int]):
+    others = [a for a in preferred if a != correct]
+    rest = [a for a in rng.permutation(cfg.num_actions).tolist() if a != correct and a not in others]
+    cands = [correct] + (others + rest)[:4]
+    order = rng.permutation(5).tolist()
+    cands = [cands[i] for i in order]
+    return [ACTIONS[a] for a in cands], cands.index(correct)
+
+
+def _questions(rng: np.random.Generator, cfg: GeneratorConfig, info: dict, key: int) -> dict[str, list[dict]]:
+    subj = SUBJECTS[info["subject"]]
+    acts, reps, colors = info["actions"], info["reps"], info["colors"]
+    out: dict[str, list[dict]] = {t: [] for t in TASKS}
+    gif = f"synthetic_{key:06d}"
+    unique = [i for i, r in enumerate(reps) if reps.count(r) == 1]
+    if unique:
+        i = int(rng.choice(unique))
+        cands, ans = _candidates(rng, cfg, acts[i], acts)
+        out["action"].append({"gif_name": gif, "question": f"What does the {subj} do {reps[i]} times ?",
+                              **{f"a{j + 1}": c for j, c in enumerate(cands)}, "answer": ans})
+    i = int(rng.integers(len(acts) - 1))
+    if rng.random() < 0.5:
+        q, correct = f"What does the {subj} do after {ACTIONS[acts[i]]} ?", acts[i + 1]
+    else:
+        q, correct = f"What does the {subj} do before {ACTIONS[acts[i + 1]]} ?", acts[i]
+    cands, ans = _candidates(rng, cfg, correct, acts)
+    out["transition"].append({"gif_name": gif, "question": q, **{f"a{j + 1}": c for j, c in enumerate(cands)},
+                              "answer": ans})
+    i = int(rng.integers(len(acts)))
+    out["count"].append({"gif_name": gif, "question": f"How many times does the {subj} {ACTIONS[acts[i]]} ?",
+                         "answer": reps[i]})
+    i = int(rng.integers(len(acts)))
+    if rng.random() < 0.7:
+        out["frameqa"].append({"gif_name": gif, "question": f"what color is the shirt of the {subj} when it "
+                                                            f"{ACTIONS[acts[i]]}s ?",
+                               "answer": COLORS[colors[i]], "type": 2, "description": ""})
+    else:
+        out["frameqa"].append({"gif_name": gif, "question": f"who {ACTIONS[acts[i]]}s ?",
+                               "answer": subj, "type": 0, "description": ""})
+    return out
+
+
+def generate(root: Path, cfg: GeneratorConfig) -> Path:
+    """Write the question files and features under `root` (skipped when already there); returns root."""
+    root = Path(root)
+    stamp = root / "generator.json"
+    if stamp.is_file() and json.loads(stamp.read_text()) == asdict(cfg):
+        return root
+    root.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(cfg.seed)
+    d = cfg.feature_dim
+    protos = {"subject": _directions(rng, cfg.num_subjects, d), "action": _directions(rng, cfg.num_actions, d),
+              "color": 0.7 * _directions(rng, cfg.num_colors, d), "rest": _directions(rng, 1, d)[0]}
+    n = cfg.train_videos + cfg.test_videos
+    features = np.zeros((n, cfg.frames, d), dtype=np.float16)
+    rows: dict[tuple[str, str], list[dict]] = {(s, t): [] for s in ("Train", "Test") for t in TASKS}
+    for key in range(n):
+        features[key], info = _video(rng, cfg, protos)
+        split = "Train" if key < cfg.train_videos else "Test"
+        for task, qs in _questions(rng, cfg, info, key).items():
+            for q in qs:
+                q["key"] = key
+                q["vid_id"] = f"{task.upper()}{len(rows[(split, task)]) + 1}"
+                rows[(split, task)].append(q)
+    np.save(root / "features.npy", features)
+    for (split, task), qs in rows.items():
+        with open(root / file_name(split, task), "w", newline="", encoding="utf-8") as fh:
+            w = csv.DictWriter(fh, fieldnames=COLUMNS[task], delimiter="\t", lineterminator="\n")
+            w.writeheader()
+            for q in qs:
+                w.writerow({c: q[c] for c in COLUMNS[task]})
+    stamp.write_text(json.dumps(asdict(cfg), indent=1))
+    return root

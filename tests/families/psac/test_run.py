@@ -1,0 +1,58 @@
+"""Generated TGIF-QA data in the official layout, and `repro run` at smoke scale filling all four task columns."""
+from __future__ import annotations
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+
+from repro import specs
+from repro.cli import app
+from repro.datasets import tgif
+from repro.errors import ReproError
+from repro.families.psac.synthetic import GeneratorConfig, generate
+from repro.paths import REPO_DIR
+
+SMALL = {"seed": 3, "train_videos": 12, "test_videos": 4, "frames": 8, "feature_dim": 8, "actions_per_video": 2,
+         "max_count": 2}
+
+
+def test_generator_writes_the_official_layout_with_order_dependent_answers(tmp_path):
+    root = generate(tmp_path, GeneratorConfig.from_mapping(SMALL))
+    for split in ("Train", "Test"):
+        for task in tgif.TASKS:
+            qs = tgif.read_questions(root / tgif.file_name(split, task))  # the real files' reader
+            assert qs, (split, task)
+    features = np.load(root / "features.npy")
+    assert features.shape == (16, 8, 8)
+    trans = tgif.read_questions(root / "Train_transition_question.csv")
+    assert all(len(q.candidates) == 5 and (" after " in q.question or " before " in q.question) for q in trans)
+    counts = tgif.read_questions(root / "Train_count_question.csv")
+    assert {q.label for q in counts} <= {1, 2}
+    again = generate(tmp_path / "again", GeneratorConfig.from_mapping(SMALL))
+    assert (again / "Train_action_question.csv").read_text() == (root / "Train_action_question.csv").read_text()
+
+
+def test_generator_rejects_settings_that_do_not_fit():
+    with pytest.raises(ReproError, match="do not fit"):
+        GeneratorConfig.from_mapping({"frames": 6, "actions_per_video": 3, "max_count": 3})
+    with pytest.raises(ReproError, match="unknown psac generator"):
+        GeneratorConfig.from_mapping({"videos": 3})
+
+
+def test_smoke_run_fills_every_task_column(sandbox, runner):
+    folder = sandbox / "experiments" / "psac"
+    folder.mkdir(parents=True)
+    shutil.copy(REPO_DIR / "experiments" / "psac" / "psac-table4-bilstm.yaml", folder)
+    specs._load_all.cache_clear()
+    out = runner.invoke(app, ["run", "psac-table4-bilstm", "--scale", "smoke", "--rows", "Bi-LSTM"],
+                        env={"COLUMNS": "200"})
+    assert out.exit_code == 0, out.output
+    record = json.loads((sandbox / "results" / "psac" / "psac-table4-bilstm" / "Bi-LSTM.smoke.json").read_text())
+    assert set(record["metrics"]) == {"Action", "Trans", "FrameQA", "Count", "Action s/epoch", "Trans s/epoch",
+                                      "FrameQA s/epoch", "Count s/epoch"}
+    assert all(0 <= record["metrics"][c] <= 100 for c in ("Action", "Trans", "FrameQA"))
+    assert 0 <= record["metrics"]["Count"] <= 81
+    per_task = record["extra"]["train"][0]["per_task"]
+    assert sorted(per_task) == sorted(tgif.TASKS) and all(t["steps"] > 0 for t in per_task.values())
