@@ -114,7 +114,7 @@ def make_plan(spec: Spec, scale: str, row_names: list[str] | None = None, seeds:
                          f"({settings.get('generator', {})})"]
     for row in rows:
         if row.compute is not None:
-            ready = _compute_task(row) is not None
+            ready = _compute_task(row, spec.paper) is not None
             plan.steps.append(Step(row, "compute", [0], row.compute["task"], ready=ready))
             continue
         family = family_of(row)
@@ -129,8 +129,9 @@ def make_plan(spec: Spec, scale: str, row_names: list[str] | None = None, seeds:
 ComputeFn = Callable[[RunContext], RowRun]
 
 
-def _compute_task(row: Row) -> ComputeFn | None:
-    """Rows with `compute:` run a generic task; None while the task (or its model's family) is not implemented."""
+def _compute_task(row: Row, paper: str) -> ComputeFn | None:
+    """Rows with `compute:` run a task without training: `complexity` (any family's model, generic), or one
+    the spec's family lists in its COMPUTE_TASKS (e.g. dataset statistics); None while not implemented."""
     task = row.compute.get("task") if row.compute else None
     if task == "complexity":
         if row.config is None or family_of(row) is None:
@@ -138,6 +139,9 @@ def _compute_task(row: Row) -> ComputeFn | None:
         from repro.complexity import run_complexity
 
         return run_complexity
+    family = families.implementation(families.by_paper(paper))
+    if family is not None and task in getattr(family, "COMPUTE_TASKS", ()):
+        return family.compute
     return None
 
 
@@ -159,7 +163,7 @@ def _run_unit(ctx: RunContext) -> tuple[RowRun, str, str, float]:
     """Train/compute one (row, seed); returns what it produced, start and end time, seconds. Runs in any process."""
     started, clock = now_iso(), time.time()
     if ctx.row.compute is not None:
-        run = _compute_task(ctx.row)(ctx)
+        run = _compute_task(ctx.row, ctx.spec.paper)(ctx)
     else:
         run = family_of(ctx.row).run_row(ctx)
     return run, started, now_iso(), time.time() - clock

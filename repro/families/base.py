@@ -19,6 +19,9 @@ the `arch:` values it can build and run so far:
       paper-scale GPU-hours of one training run, for --dry-run
   submission_target(spec) -> str | None
       the `repro submit` target for the test-set predictions the family writes
+
+Optionally, `COMPUTE_TASKS` (names of `compute: {task: ...}` rows it runs without training, such as
+dataset statistics) and `compute(ctx) -> RowRun`.
 """
 from __future__ import annotations
 
