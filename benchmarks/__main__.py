@@ -1,4 +1,5 @@
 """`python -m benchmarks`: run every benchmark with quick settings (each module has its full-size options)."""
+
 from benchmarks import bench_feature_store, bench_train, bench_vqa_eval
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ Feature width defaults to 512 instead of 2048 to keep disk use modest (about 0.2
     python -m benchmarks.bench_feature_store            # 3,000 images
     python -m benchmarks.bench_feature_store --images 500
 """
+
 from __future__ import annotations
 
 import argparse
@@ -44,8 +45,14 @@ def generate(folder: Path, images: int, dim: int, seed: int) -> tuple[Path, Path
             w, h = int(rng.integers(300, 640)), int(rng.integers(300, 640))
             xy = rng.uniform(0, [w / 2, h / 2], (n, 2))
             boxes = np.concatenate([xy, xy + rng.uniform(1, [w / 2, h / 2], (n, 2))], 1).astype(np.float32)
-            np.savez(npz_dir / f"COCO_val2014_{image_id:012d}.jpg.npz", x=feats.T, bbox=boxes, num_bbox=n,
-                     image_h=h, image_w=w)
+            np.savez(
+                npz_dir / f"COCO_val2014_{image_id:012d}.jpg.npz",
+                x=feats.T,
+                bbox=boxes,
+                num_bbox=n,
+                image_h=h,
+                image_w=w,
+            )
             writer.add(image_id, feats, boxes, w, h)
     return store_path, npz_dir, ids
 

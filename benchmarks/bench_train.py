@@ -9,6 +9,7 @@ FLOP/s is the "peak" the utilisation is a ratio of. A training step is forward +
 on a random batch in the data interface's format (14 tokens, 100 regions); its FLOPs are counted
 with torch.utils.flop_counter.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -18,12 +19,11 @@ from pathlib import Path
 
 import torch
 
-from repro.families.mcan_pa.family import build_model
-from repro.families.mcan_pa.family import PAPER_NUM_ANSWERS, PAPER_NUM_TOKENS, example_batch
+from repro.families.mcan_pa.family import PAPER_NUM_ANSWERS, PAPER_NUM_TOKENS, build_model, example_batch
 from repro.nn.measure import count_flops
 from repro.train.losses import compute_loss
-from repro.train.trainer import _autocast, build_optimizer, resolve_precision
 from repro.train.recipe import load_recipe
+from repro.train.trainer import _autocast, build_optimizer, resolve_precision
 
 MODELS = {
     "MCAN": {"arch": "mcan"},
@@ -51,8 +51,9 @@ def matmul_peak(device: torch.device, dtype: torch.dtype, size: int, repeats: in
     return 2 * size**3 / best
 
 
-def bench_model(name: str, batch_size: int, steps: int, warmup: int, device: torch.device, precision: str,
-                progress, task) -> dict:
+def bench_model(
+    name: str, batch_size: int, steps: int, warmup: int, device: torch.device, precision: str, progress, task
+) -> dict:
     torch.manual_seed(0)
     model = build_model(MODELS[name], PAPER_NUM_TOKENS, PAPER_NUM_ANSWERS).to(device)
     batch = example_batch(batch_size, device=device)
@@ -76,8 +77,14 @@ def bench_model(name: str, batch_size: int, steps: int, warmup: int, device: tor
             times.append(time.perf_counter() - start)
         progress.advance(task)
     step_s = sorted(times)[len(times) // 2]
-    return {"model": name, "batch": batch_size, "steps_per_s": 1 / step_s, "samples_per_s": batch_size / step_s,
-            "flops_per_step": flops, "achieved_flops": flops / step_s}
+    return {
+        "model": name,
+        "batch": batch_size,
+        "steps_per_s": 1 / step_s,
+        "samples_per_s": batch_size / step_s,
+        "flops_per_step": flops,
+        "achieved_flops": flops / step_s,
+    }
 
 
 def main(argv: list[str] | None = None) -> list[dict]:
@@ -115,14 +122,30 @@ def main(argv: list[str] | None = None) -> list[dict]:
     base = rows[0]["steps_per_s"]
     where = torch.cuda.get_device_name(device) if device.type == "cuda" else f"CPU ({torch.get_num_threads()} threads)"
     table = Table(title=f"training steps on {where}, {precision}; baseline matmul {peak / 1e9:.1f} GFLOP/s")
-    for col in ("model", "batch", "steps/s", "samples/s", "GFLOP/step", "GFLOP/s", "utilisation", f"× {rows[0]['model']}"):
+    for col in (
+        "model",
+        "batch",
+        "steps/s",
+        "samples/s",
+        "GFLOP/step",
+        "GFLOP/s",
+        "utilisation",
+        f"× {rows[0]['model']}",
+    ):
         table.add_column(col, justify="left" if col == "model" else "right")
     for r in rows:
         r["utilisation"] = r["achieved_flops"] / peak
         r["relative_speed"] = r["steps_per_s"] / base
-        table.add_row(r["model"], str(r["batch"]), f"{r['steps_per_s']:.3f}", f"{r['samples_per_s']:.1f}",
-                      f"{r['flops_per_step'] / 1e9:.1f}", f"{r['achieved_flops'] / 1e9:.1f}",
-                      f"{r['utilisation']:.1%}", f"{r['relative_speed']:.2f}")
+        table.add_row(
+            r["model"],
+            str(r["batch"]),
+            f"{r['steps_per_s']:.3f}",
+            f"{r['samples_per_s']:.1f}",
+            f"{r['flops_per_step'] / 1e9:.1f}",
+            f"{r['achieved_flops'] / 1e9:.1f}",
+            f"{r['utilisation']:.1%}",
+            f"{r['relative_speed']:.2f}",
+        )
     console.print(table)
     if args.json:
         from repro.utils import write_json_atomic

@@ -8,6 +8,7 @@ answers as dicts, re-normalises every answer of every question, and leaves one a
 time, as `vqaEval.py` does. Prints the times, the ratio, and whether every per-question score is
 identical (it exits 1 if not).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -24,8 +25,10 @@ from repro.metrics.files import evaluate_data  # imported before timing, as the 
 
 VQA_V2_VAL = 214_354
 
-_WORDS = ("yes no 2 1 3 white red blue black green brown 0 4 tennis frisbee dog cat man woman kitchen "
-          "pizza skateboarding surfing baseball bat table left right nothing snow grass water wood").split()
+_WORDS = (
+    "yes no 2 1 3 white red blue black green brown 0 4 tennis frisbee dog cat man woman kitchen "
+    "pizza skateboarding surfing baseball bat table left right nothing snow grass water wood"
+).split()
 _VARIANTS = ("{}", "{}.", "The {}", "a {}", "{}!", "{} ", "{}, {}", "{}-{}", "{}?")
 _NUMBER_WORDS = ("two", "three", "one", "none", "ten")
 
@@ -41,17 +44,31 @@ def generate(n: int, seed: int = 0) -> tuple[dict, list]:
         if kind < 0.35:  # all ten humans agree
             answers = [core] * 10
         else:
-            pool = [core, tail[rng.integers(len(tail))], _NUMBER_WORDS[rng.integers(len(_NUMBER_WORDS))],
-                    _VARIANTS[rng.integers(len(_VARIANTS))].format(core, core)]
+            pool = [
+                core,
+                tail[rng.integers(len(tail))],
+                _NUMBER_WORDS[rng.integers(len(_NUMBER_WORDS))],
+                _VARIANTS[rng.integers(len(_VARIANTS))].format(core, core),
+            ]
             answers = [pool[k] for k in rng.integers(len(pool), size=10)]
         pick = rng.random()
-        pred = answers[rng.integers(10)] if pick < 0.6 else (core.capitalize() if pick < 0.8 else
-                                                            tail[rng.integers(len(tail))])
-        annotations.append({
-            "question_id": q, "image_id": q // 3, "question_type": f"type {q % 65}",
-            "answer_type": ("yes/no", "number", "other")[q % 3], "multiple_choice_answer": answers[0],
-            "answers": [{"answer": a, "answer_confidence": "yes", "answer_id": i + 1} for i, a in enumerate(answers)],
-        })
+        pred = (
+            answers[rng.integers(10)]
+            if pick < 0.6
+            else (core.capitalize() if pick < 0.8 else tail[rng.integers(len(tail))])
+        )
+        annotations.append(
+            {
+                "question_id": q,
+                "image_id": q // 3,
+                "question_type": f"type {q % 65}",
+                "answer_type": ("yes/no", "number", "other")[q % 3],
+                "multiple_choice_answer": answers[0],
+                "answers": [
+                    {"answer": a, "answer_confidence": "yes", "answer_id": i + 1} for i, a in enumerate(answers)
+                ],
+            }
+        )
         results.append({"question_id": q, "answer": pred})
     return {"annotations": annotations}, results
 

@@ -1,4 +1,5 @@
 """The `repro` command line: thin, parses options, calls the layers below, renders with rich."""
+
 from __future__ import annotations
 
 import functools
@@ -6,8 +7,8 @@ import json
 import os
 import sys
 import warnings
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable, Optional
 
 import typer
 from rich.console import Console
@@ -74,8 +75,15 @@ def command(*args, **kwargs) -> Callable:
                 except Exception as exc:  # noqa: BLE001 - the boundary: no traceback unless asked
                     if debugging():
                         raise
-                    fail(escape(one_line(f"{type(exc).__name__}: {exc} (internal error; run with --debug or "
-                                         f"REPRO_DEBUG=1 for the traceback)")), 1)
+                    fail(
+                        escape(
+                            one_line(
+                                f"{type(exc).__name__}: {exc} (internal error; run with --debug or "
+                                f"REPRO_DEBUG=1 for the traceback)"
+                            )
+                        ),
+                        1,
+                    )
                 finally:
                     for w in caught:
                         err_console.print(f"[yellow]warning:[/] {escape(one_line(w.message))}", highlight=False)
@@ -92,10 +100,14 @@ def _version(value: bool) -> None:
 
 
 @app.callback(context_settings={"help_option_names": ["-h", "--help"]})
-def _root(version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
-                                       help="Print the version and exit."),
-          debug: bool = typer.Option(False, "--debug", envvar="REPRO_DEBUG",
-                                     help="Show tracebacks instead of one-line errors.")) -> None:
+def _root(
+    version: bool = typer.Option(
+        False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
+    ),
+    debug: bool = typer.Option(
+        False, "--debug", envvar="REPRO_DEBUG", help="Show tracebacks instead of one-line errors."
+    ),
+) -> None:
     """Reproduce the tables of five papers on positional and spatial attention (`repro list` shows them)."""
     if debug:
         os.environ["REPRO_DEBUG"] = "1"
@@ -106,7 +118,7 @@ def _root(version: bool = typer.Option(False, "--version", callback=_version, is
 
 @command("list")
 def list_command(
-    paper: Optional[str] = typer.Option(None, "--paper", "-p", help="Only this paper (an id `repro list` shows)."),
+    paper: str | None = typer.Option(None, "--paper", "-p", help="Only this paper (an id `repro list` shows)."),
     fmt: str = typer.Option("rich", "--format", "-f", help="rich or json."),
 ) -> None:
     """List every experiment: id, paper, table, title, rows, runnable rows, rows with results.
@@ -128,13 +140,20 @@ def list_command(
     entries = []
     for spec in specs:
         results = read_results(spec)
-        entries.append({
-            "id": spec.id, "aliases": aliases(spec), "paper": spec.paper, "table": spec.table, "title": spec.title,
-            "rows": len(spec.rows), "runnable": len(spec.runnable_rows),
-            "implemented": sum(1 for r in spec.runnable_rows if r.config is None or family_of(r) is not None),
-            "with_results": len({name for (name, _) in results}),
-            "scales": sorted({scale for (_, scale) in results}),
-        })
+        entries.append(
+            {
+                "id": spec.id,
+                "aliases": aliases(spec),
+                "paper": spec.paper,
+                "table": spec.table,
+                "title": spec.title,
+                "rows": len(spec.rows),
+                "runnable": len(spec.runnable_rows),
+                "implemented": sum(1 for r in spec.runnable_rows if r.config is None or family_of(r) is not None),
+                "with_results": len({name for (name, _) in results}),
+                "scales": sorted({scale for (_, scale) in results}),
+            }
+        )
     broken = broken_specs()
     if fmt == "json":
         typer.echo(json.dumps(entries, indent=2))
@@ -150,8 +169,15 @@ def _experiments_table(entries: list[dict]) -> None:
     from rich.table import Table
 
     table = Table(title=f"{len(entries)} experiments")
-    for name, justify in (("id", "left"), ("paper", "left"), ("table", "left"), ("title", "left"),
-                          ("rows", "right"), ("runnable", "right"), ("with results", "right")):
+    for name, justify in (
+        ("id", "left"),
+        ("paper", "left"),
+        ("table", "left"),
+        ("title", "left"),
+        ("rows", "right"),
+        ("runnable", "right"),
+        ("with results", "right"),
+    ):
         table.add_column(name, justify=justify, overflow="fold")
     for e in entries:
         done = f"{e['with_results']}" + (f" ({', '.join(e['scales'])})" if e["scales"] else "")
@@ -172,15 +198,24 @@ def show_command(ident: str = typer.Argument(..., metavar="ID", help="Experiment
 
     spec = resolve(ident)
     console.print(f"[bold]{spec.id}[/] — {spec.paper} {spec.table}: {spec.title}")
-    console.print(f"datasets: {', '.join(spec.datasets)}   reported split: {spec.split}"
-                  + (f"   recipe: {spec.recipe}" if spec.recipe else ""))
+    console.print(
+        f"datasets: {', '.join(spec.datasets)}   reported split: {spec.split}"
+        + (f"   recipe: {spec.recipe}" if spec.recipe else "")
+    )
     console.print(f"file: {spec.path}")
     cols = Table(title="columns")
     for name in ("name", "metric", "key", "better", "split", "unit", "tolerance"):
         cols.add_column(name)
     for c in spec.columns:
-        cols.add_row(c.name, c.metric, c.key or "", c.better, c.split or spec.split, c.unit or "",
-                     fmt(spec.tolerance_for(c.name, "paper")))
+        cols.add_row(
+            c.name,
+            c.metric,
+            c.key or "",
+            c.better,
+            c.split or spec.split,
+            c.unit or "",
+            fmt(spec.tolerance_for(c.name, "paper")),
+        )
     console.print(cols)
     rows = Table(title="rows")
     rows.add_column("row", style="bold")
@@ -209,14 +244,18 @@ def show_command(ident: str = typer.Argument(..., metavar="ID", help="Experiment
 @command("table")
 def table_command(
     ident: str = typer.Argument(..., metavar="ID", help="Experiment id, e.g. table5-ablation."),
-    fmt_name: Optional[str] = typer.Option(
-        None, "--format", "-f",
+    fmt_name: str | None = typer.Option(
+        None,
+        "--format",
+        "-f",
         help="rich, text, md, csv, latex, html or json (default: rich in a terminal, text when piped, "
-             "or from the suffix of -o)."),
+        "or from the suffix of -o).",
+    ),
     scale: str = typer.Option("paper", "--scale", "-s", help="Which results to show: paper, synthetic or smoke."),
-    columns: Optional[str] = typer.Option(None, "--columns", "-c", help="Only these columns, e.g. Num,All."),
-    output: Optional[Path] = typer.Option(
-        None, "--output", "-o", help="Write to this file (.md .csv .tex .html .json .txt), replaced atomically."),
+    columns: str | None = typer.Option(None, "--columns", "-c", help="Only these columns, e.g. Num,All."),
+    output: Path | None = typer.Option(
+        None, "--output", "-o", help="Write to this file (.md .csv .tex .html .json .txt), replaced atomically."
+    ),
 ) -> None:
     """Reported beside reproduced, per column; at other scales, each row's effect against the baseline.
 
@@ -237,8 +276,10 @@ def table_command(
     if output is not None:
         by_suffix = SUFFIXES.get(output.suffix.lower())
         if by_suffix is None and fmt_name in (None, "rich"):
-            raise ReproError(f"-o {output}: cannot tell the format from {output.suffix or 'no suffix'!r}; "
-                             f"use one of {', '.join(SUFFIXES)} or --format")
+            raise ReproError(
+                f"-o {output}: cannot tell the format from {output.suffix or 'no suffix'!r}; "
+                f"use one of {', '.join(SUFFIXES)} or --format"
+            )
         if fmt_name not in (None, "rich") and by_suffix not in (None, fmt_name):
             raise ReproError(f"-o {output} names a {by_suffix} file but --format is {fmt_name}")
         fmt_name = by_suffix if fmt_name in (None, "rich") else fmt_name
@@ -262,9 +303,13 @@ def table_command(
 
 @command("check")
 def check_command(
-    idents: Optional[list[str]] = typer.Argument(None, metavar="[ID]...", help="Experiments to check (default: all)."),
-    rerun: bool = typer.Option(False, "--rerun", help="Also train each fingerprinted row for its first steps again "
-                                                      "and compare the losses with the stored fingerprint."),
+    idents: list[str] | None = typer.Argument(None, metavar="[ID]...", help="Experiments to check (default: all)."),
+    rerun: bool = typer.Option(
+        False,
+        "--rerun",
+        help="Also train each fingerprinted row for its first steps again "
+        "and compare the losses with the stored fingerprint.",
+    ),
     rebaseline: bool = typer.Option(False, "--rebaseline", help="With --rerun: store new fingerprints instead."),
     scale: str = typer.Option("synthetic", "--scale", "-s", help="With --rerun: the scale of the fingerprints."),
 ) -> None:
@@ -279,15 +324,16 @@ def check_command(
     """
     from rich.table import Table
 
+    from repro.paths import results_dir
     from repro.report import check_spec
     from repro.results import CorruptResult
     from repro.specs import broken_specs, load_all, resolve
 
-    from repro.paths import results_dir
-
     if not results_dir().is_dir():
-        raise ReproError(f"{results_dir()}: no such results folder (REPRO_RESULTS or the checkout's results/); "
-                         f"nothing to check is not a pass")
+        raise ReproError(
+            f"{results_dir()}: no such results folder (REPRO_RESULTS or the checkout's results/); "
+            f"nothing to check is not a pass"
+        )
     specs = [resolve(i) for i in idents] if idents else list(load_all())
     if not idents:
         for _, message in broken_specs():
@@ -312,8 +358,17 @@ def check_command(
         table.add_column(name, justify="right" if name in ("expected", "got", "Δ", "tolerance") else "left")
     for c in checks:
         status = "[green]ok[/]" if c.ok else "[bold red]REGRESSION[/]"
-        table.add_row(c.spec, c.row, c.scale, c.column, f"{c.expected:.4g} ({c.against})", f"{c.actual:.4g}",
-                      f"{c.actual - c.expected:+.3g}", f"±{c.tolerance:g}", status)
+        table.add_row(
+            c.spec,
+            c.row,
+            c.scale,
+            c.column,
+            f"{c.expected:.4g} ({c.against})",
+            f"{c.actual:.4g}",
+            f"{c.actual - c.expected:+.3g}",
+            f"±{c.tolerance:g}",
+            status,
+        )
     if checks:
         console.print(table)
     for message in unreadable:
@@ -321,8 +376,9 @@ def check_command(
     if failed or unreadable:
         console.print(f"[bold red]{len(failed)} regression(s), {len(unreadable)} unreadable result(s)[/]")
         raise typer.Exit(1)
-    console.print(f"[green]all {len(checks)} stored values within tolerance[/]" if checks
-                  else "no stored results to check")
+    console.print(
+        f"[green]all {len(checks)} stored values within tolerance[/]" if checks else "no stored results to check"
+    )
 
 
 def _check_fingerprints(specs: list, scale: str, rebaseline: bool, explicit: bool) -> None:
@@ -335,14 +391,19 @@ def _check_fingerprints(specs: list, scale: str, rebaseline: bool, explicit: boo
     failed = 0
     for spec in chosen:
         if rebaseline:
-            out = fingerprint.write(spec, scale, on_row=lambda row: console.print(f"fingerprint {spec.id} / {row}"))
+            out = fingerprint.write(
+                spec, scale, on_row=lambda row, spec=spec: console.print(f"fingerprint {spec.id} / {row}")
+            )
             console.print(f"[green]stored[/] {out}", highlight=False)
             continue
         for c in fingerprint.check(spec, scale):
             status = "[green]ok[/]" if c.ok else "[bold red]REGRESSION[/]"
-            console.print(f"{status} fingerprint {c.spec} / {c.row} ({c.scale}, {c.steps} steps): largest relative "
-                          f"loss difference {c.worst:.2e} at step {c.worst_step}, tolerance {c.tolerance:.0e}",
-                          highlight=False, soft_wrap=True)
+            console.print(
+                f"{status} fingerprint {c.spec} / {c.row} ({c.scale}, {c.steps} steps): largest relative "
+                f"loss difference {c.worst:.2e} at step {c.worst_step}, tolerance {c.tolerance:.0e}",
+                highlight=False,
+                soft_wrap=True,
+            )
             failed += not c.ok
     if failed:
         console.print(f"[bold red]{failed} fingerprint regression(s)[/]")
@@ -370,8 +431,18 @@ def parse_seeds(text: str) -> list[int]:
     return seeds
 
 
-def _run(ident: str, rows: Optional[str], scale: str, seeds: Optional[str], dry_run: bool, resume: bool,
-         workdir: Optional[str], rebaseline: bool = False, jobs: Optional[int] = None, force: bool = False) -> None:
+def _run(
+    ident: str,
+    rows: str | None,
+    scale: str,
+    seeds: str | None,
+    dry_run: bool,
+    resume: bool,
+    workdir: str | None,
+    rebaseline: bool = False,
+    jobs: int | None = None,
+    force: bool = False,
+) -> None:
     from rich.table import Table
 
     from repro.paths import data_dir
@@ -390,9 +461,14 @@ def _run(ident: str, rows: Optional[str], scale: str, seeds: Optional[str], dry_
     for name in ("row", "step", "seeds", "what", "GPU-hours", "status"):
         steps.add_column(name, overflow="fold")
     for step in plan.steps:
-        steps.add_row(step.row.name, step.kind, ",".join(map(str, step.seeds)), step.detail,
-                      format_hours(step.gpu_hours) if scale == "paper" else "CPU",
-                      "ready" if step.ready else "[yellow]not implemented yet[/]")
+        steps.add_row(
+            step.row.name,
+            step.kind,
+            ",".join(map(str, step.seeds)),
+            step.detail,
+            format_hours(step.gpu_hours) if scale == "paper" else "CPU",
+            "ready" if step.ready else "[yellow]not implemented yet[/]",
+        )
     console.print(steps)
     for item in plan.data:
         console.print(f"data: {item}", highlight=False)
@@ -402,6 +478,7 @@ def _run(ident: str, rows: Optional[str], scale: str, seeds: Optional[str], dry_
     if dry_run:
         return
     root = Path(workdir) if workdir else data_dir() / "runs"
+
     def finished_run(row: str, seed: int, metrics: dict, seconds: float) -> None:
         values = ", ".join(f"{k} {v:.2f}" for k, v in metrics.items())
         console.print(f"[green]done[/] {row} seed {seed} in {seconds:.0f}s: {values}", highlight=False)
@@ -416,22 +493,38 @@ def _run(ident: str, rows: Optional[str], scale: str, seeds: Optional[str], dry_
         family = family_of(spec.row(result.row))
         target = family.submission_target(spec) if family is not None else None
         for path in result.extra.get("predictions", []):
-            console.print(f"{result.row}: only the server scores {spec.split}; submit with "
-                          f"`repro submit {target or 'TARGET'} --predictions {path}`", highlight=False, soft_wrap=True)
+            console.print(
+                f"{result.row}: only the server scores {spec.split}; submit with "
+                f"`repro submit {target or 'TARGET'} --predictions {path}`",
+                highlight=False,
+                soft_wrap=True,
+            )
 
 
 @command("run")
 def run_command(
     ident: str = typer.Argument(..., metavar="ID", help="Experiment id, e.g. table5-ablation."),
-    rows: Optional[str] = typer.Option(None, "--rows", help="Comma-separated row names (default: every runnable row)."),
+    rows: str | None = typer.Option(None, "--rows", help="Comma-separated row names (default: every runnable row)."),
     scale: str = typer.Option("paper", "--scale", "-s", help="paper, synthetic or smoke."),
-    seeds: Optional[str] = typer.Option(None, "--seeds", help="Comma-separated seeds (default: the spec's)."),
+    seeds: str | None = typer.Option(None, "--seeds", help="Comma-separated seeds (default: the spec's)."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan (rows, data, steps, GPU-hours) and stop."),
-    resume: bool = typer.Option(False, "--resume", help="Keep stored seeds, run the missing ones, continue each from its checkpoint."),
-    workdir: Optional[str] = typer.Option(None, "--workdir", help="Checkpoints and logs (default: $REPRO_DATA_DIR/runs)."),
-    rebaseline: bool = typer.Option(False, "--rebaseline", help="Make these results the new reference for `repro check`."),
-    force: bool = typer.Option(False, "--force", help="Replace stored results of these seeds and start over their checkpoints."),
-    jobs: Optional[int] = typer.Option(None, "--jobs", "-j", min=1, help="Runs at a time, each in its own process (default: the spec's scale setting, else 1)."),
+    resume: bool = typer.Option(
+        False, "--resume", help="Keep stored seeds, run the missing ones, continue each from its checkpoint."
+    ),
+    workdir: str | None = typer.Option(None, "--workdir", help="Checkpoints and logs (default: $REPRO_DATA_DIR/runs)."),
+    rebaseline: bool = typer.Option(
+        False, "--rebaseline", help="Make these results the new reference for `repro check`."
+    ),
+    force: bool = typer.Option(
+        False, "--force", help="Replace stored results of these seeds and start over their checkpoints."
+    ),
+    jobs: int | None = typer.Option(
+        None,
+        "--jobs",
+        "-j",
+        min=1,
+        help="Runs at a time, each in its own process (default: the spec's scale setting, else 1).",
+    ),
 ) -> None:
     """Train and evaluate every runnable row of a table, write results, print the table.
 
@@ -445,10 +538,12 @@ def train_command(
     ident: str = typer.Argument(..., metavar="ID", help="Experiment id, e.g. table5-ablation."),
     row: str = typer.Option(..., "--row", help="The row to train (a name `repro show ID` lists)."),
     scale: str = typer.Option("paper", "--scale", "-s", help="paper, synthetic or smoke."),
-    seed: Optional[int] = typer.Option(None, "--seed", help="One seed (default: the spec's seeds)."),
+    seed: int | None = typer.Option(None, "--seed", help="One seed (default: the spec's seeds)."),
     resume: bool = typer.Option(False, "--resume", help="Continue from the last checkpoint."),
-    workdir: Optional[str] = typer.Option(None, "--workdir", help="Checkpoints and logs (default: $REPRO_DATA_DIR/runs)."),
-    force: bool = typer.Option(False, "--force", help="Replace a stored result of this seed and start over its checkpoint."),
+    workdir: str | None = typer.Option(None, "--workdir", help="Checkpoints and logs (default: $REPRO_DATA_DIR/runs)."),
+    force: bool = typer.Option(
+        False, "--force", help="Replace a stored result of this seed and start over its checkpoint."
+    ),
 ) -> None:
     """Train and evaluate one row of a table.
 
@@ -485,15 +580,27 @@ def model_command(
         raise ReproError(f"row {the_row.name!r} of {spec.id}: arch {the_row.config.arch!r} is not implemented yet")
     models = family.describe(the_row.config)
     if fmt == "json":
-        typer.echo(json.dumps({"spec": spec.id, "row": the_row.name, "family": family_paper(the_row),
-                               "models": [m.to_json() for m in models]}, indent=2))
+        typer.echo(
+            json.dumps(
+                {
+                    "spec": spec.id,
+                    "row": the_row.name,
+                    "family": family_paper(the_row),
+                    "models": [m.to_json() for m in models],
+                },
+                indent=2,
+            )
+        )
         return
-    console.print(f"[bold]{spec.id}[/] / {the_row.name}: {the_row.config.model_dump_json(exclude_defaults=True)}",
-                  highlight=False)
+    console.print(
+        f"[bold]{spec.id}[/] / {the_row.name}: {the_row.config.model_dump_json(exclude_defaults=True)}", highlight=False
+    )
     for m in models:
         flops = "? " if m.flops_per_sample is None else f"{m.flops_per_sample / 1e9:.2f} G"
-        table = Table(title=f"{m.name} ({m.task}): {m.trainable_params:,} trainable of {m.total_params:,} "
-                            f"parameters, {flops}FLOPs per sample")
+        table = Table(
+            title=f"{m.name} ({m.task}): {m.trainable_params:,} trainable of {m.total_params:,} "
+            f"parameters, {flops}FLOPs per sample"
+        )
         table.add_column("module")
         table.add_column("trainable parameters", justify="right")
         for name, count in m.modules:
@@ -512,7 +619,7 @@ def family_paper(row) -> str:
 
 @command("download")
 def download_command(
-    names: Optional[list[str]] = typer.Argument(None, metavar="[NAME]...", help="Datasets to fetch (see --list)."),
+    names: list[str] | None = typer.Argument(None, metavar="[NAME]...", help="Datasets to fetch (see --list)."),
     list_: bool = typer.Option(False, "--list", "-l", help="Show every dataset, its size and what is verified."),
     verify: bool = typer.Option(False, "--verify", help="Rehash files already recorded as verified."),
     fmt: str = typer.Option("rich", "--format", "-f", help="For --list: rich or json."),
@@ -545,12 +652,14 @@ def download_command(
 
 @command("prepare")
 def prepare_command(
-    name: str = typer.Argument(..., metavar="NAME", help="A downloaded dataset or feature set with a preparation "
-                                                          "step, or depth."),
-    source: Optional[Path] = typer.Option(None, "--source", help="Folder with the downloaded files "
-                                                                  "(default: REPRO_DATA_DIR/<dataset>)."),
-    glove: Optional[Path] = typer.Option(None, "--glove", help="glove.840B.300d.txt (default: from glove-840b)."),
-    store: Optional[Path] = typer.Option(None, "--store", help="For depth: the feature store to add depth to."),
+    name: str = typer.Argument(
+        ..., metavar="NAME", help="A downloaded dataset or feature set with a preparation step, or depth."
+    ),
+    source: Path | None = typer.Option(
+        None, "--source", help="Folder with the downloaded files (default: REPRO_DATA_DIR/<dataset>)."
+    ),
+    glove: Path | None = typer.Option(None, "--glove", help="glove.840B.300d.txt (default: from glove-840b)."),
+    store: Path | None = typer.Option(None, "--store", help="For depth: the feature store to add depth to."),
     force: bool = typer.Option(False, "--force", help="Rebuild even if the prepared files are current."),
 ) -> None:
     """Vocabularies, tokenised questions, soft-score targets, memory-mapped feature stores, depth.
@@ -568,18 +677,24 @@ def prepare_command(
 
 @command("submit")
 def submit_command(
-    target: Optional[str] = typer.Argument(None, metavar="TARGET", help="An evaluation target (omit to list them)."),
-    predictions: Optional[str] = typer.Option(None, "--predictions", "-p", help="Prediction file: JSON array or JSON lines."),
-    questions: Optional[str] = typer.Option(None, "--questions", help="Question file (default: the downloaded one)."),
+    target: str | None = typer.Argument(None, metavar="TARGET", help="An evaluation target (omit to list them)."),
+    predictions: str | None = typer.Option(
+        None, "--predictions", "-p", help="Prediction file: JSON array or JSON lines."
+    ),
+    questions: str | None = typer.Option(None, "--questions", help="Question file (default: the downloaded one)."),
     wait: bool = typer.Option(False, "--wait", help="Poll until evaluated and print the result."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Check the file only; no network, nothing sent."),
     yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation."),
-    host: Optional[str] = typer.Option(None, "--host", help="EvalAI API URL (default: ~/.evalai/host_url, EVALAI_API_URL)."),
-    token: Optional[str] = typer.Option(None, "--token", help="EvalAI token or token.json path (default: ~/.evalai/token.json)."),
-    phase: Optional[int] = typer.Option(None, "--phase", help="EvalAI phase id, overriding the catalog and the lookup."),
+    host: str | None = typer.Option(
+        None, "--host", help="EvalAI API URL (default: ~/.evalai/host_url, EVALAI_API_URL)."
+    ),
+    token: str | None = typer.Option(
+        None, "--token", help="EvalAI token or token.json path (default: ~/.evalai/token.json)."
+    ),
+    phase: int | None = typer.Option(None, "--phase", help="EvalAI phase id, overriding the catalog and the lookup."),
     large: bool = typer.Option(False, "--large", help="Use the presigned large-file upload whatever the size."),
-    method: Optional[str] = typer.Option(None, "--method", help="Method name shown on the leaderboard / in file names."),
-    status: Optional[int] = typer.Option(None, "--status", metavar="ID", help="Show (with --wait: follow) a submission."),
+    method: str | None = typer.Option(None, "--method", help="Method name shown on the leaderboard / in file names."),
+    status: int | None = typer.Option(None, "--status", metavar="ID", help="Show (with --wait: follow) a submission."),
     poll: float = typer.Option(5.0, "--poll", help="First polling interval in seconds (grows to 60)."),
     timeout: float = typer.Option(3600.0, "--timeout", help="Give up waiting after this many seconds."),
 ) -> None:
@@ -602,9 +717,21 @@ def submit_command(
         return
     if predictions is None:
         raise ReproError("--predictions FILE is required to submit")
-    opts = SubmitOptions(target=target, predictions=Path(predictions), questions=Path(questions) if questions else None,
-                         wait=wait, dry_run=dry_run, yes=yes, host=host, token=token, phase=phase, large=large, method=method, poll_s=poll,
-                         timeout_s=timeout)
+    opts = SubmitOptions(
+        target=target,
+        predictions=Path(predictions),
+        questions=Path(questions) if questions else None,
+        wait=wait,
+        dry_run=dry_run,
+        yes=yes,
+        host=host,
+        token=token,
+        phase=phase,
+        large=large,
+        method=method,
+        poll_s=poll,
+        timeout_s=timeout,
+    )
     raise typer.Exit(submit(opts, console, err_console, lambda text: typer.confirm(text, default=False)))
 
 
@@ -614,23 +741,31 @@ def submit_command(
 @command("eval")
 def eval_command(
     metric: str = typer.Option(..., "--metric", "-m", help=f"One of {', '.join(METRIC_NAMES)}."),
-    annotations: Path = typer.Option(..., "--annotations", "-a", help="Ground truth: an official file or [{question_id, answers}]."),
-    predictions: Path = typer.Option(..., "--predictions", "-p", help="Predictions: [{question_id, answer}] (or score matrices for recall)."),
-    questions: Optional[Path] = typer.Option(None, "--questions", help="Questions file, checked against the annotations."),
-    threshold: float = typer.Option(0.9, "--threshold", help="WUPS threshold in [0, 1] (the tables use 0.9 and 0.0), or -1 for exact match."),
-    variant: Optional[str] = typer.Option(None, "--variant", help="Reference version: " + "; ".join(f"{m} {'|'.join(v)}" for m, v in METRIC_VARIANTS.items()) + "."),
+    annotations: Path = typer.Option(
+        ..., "--annotations", "-a", help="Ground truth: an official file or [{question_id, answers}]."
+    ),
+    predictions: Path = typer.Option(
+        ..., "--predictions", "-p", help="Predictions: [{question_id, answer}] (or score matrices for recall)."
+    ),
+    questions: Path | None = typer.Option(None, "--questions", help="Questions file, checked against the annotations."),
+    threshold: float = typer.Option(
+        0.9, "--threshold", help="WUPS threshold in [0, 1] (the tables use 0.9 and 0.0), or -1 for exact match."
+    ),
+    variant: str | None = typer.Option(
+        None,
+        "--variant",
+        help="Reference version: " + "; ".join(f"{m} {'|'.join(v)}" for m, v in METRIC_VARIANTS.items()) + ".",
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object: metric, aggregate, n."),
-    per_item: Optional[Path] = typer.Option(None, "--per-item", help="Write {question_id: score} to this file."),
-    digits: Optional[int] = typer.Option(None, "--round", help="Round like the official script (e.g. --round 2)."),
+    per_item: Path | None = typer.Option(None, "--per-item", help="Write {question_id: score} to this file."),
+    digits: int | None = typer.Option(None, "--round", help="Round like the official script (e.g. --round 2)."),
 ) -> None:
     """Score predictions with a metric identical to the official scorer.
 
     Example: [bold]repro eval --metric anls --annotations gold.json --predictions predictions.json --json[/]
     """
-    from repro.metrics.report import (check_per_item_path, evaluate_with_progress, render_table, to_json,
-                                      write_per_item)
-
     from repro.metrics import files
+    from repro.metrics.report import check_per_item_path, evaluate_with_progress, render_table, to_json, write_per_item
 
     if per_item is not None:  # before scoring: a long evaluation is not wasted on a path that will be refused
         check_per_item_path(per_item, files.sources(annotations, predictions, questions))

@@ -6,6 +6,7 @@ metric and key: params -> millions, flops -> billions per sample, time with key
 `inference-per-image` -> seconds. The training time per epoch (`time`, key `train-epoch`) needs
 the dataset and is left empty.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -17,8 +18,9 @@ from repro.errors import ReproError
 from repro.families.base import RowRun, RunContext
 
 
-def complexity(config: Any, *, device: str | torch.device | None = None, repeats: int = 5,
-               seed: int = 0) -> dict[str, Any]:
+def complexity(
+    config: Any, *, device: str | torch.device | None = None, repeats: int = 5, seed: int = 0
+) -> dict[str, Any]:
     """Parameters, FLOPs and inference seconds per sample of the model `config` names, at the paper's settings.
 
     Returns {"params", "params_m", "flops", "flops_g", "inference_s" (batch of one), "device"}.
@@ -36,8 +38,14 @@ def complexity(config: Any, *, device: str | torch.device | None = None, repeats
     dev = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
     model.to(dev)
     seconds = inference_time(model, {k: v.to(dev) for k, v in batch.items()}, repeats=repeats)
-    return {"params": params, "params_m": params / 1e6, "flops": flops, "flops_g": flops / 1e9,
-            "inference_s": seconds, "device": str(dev) if dev.type == "cpu" else torch.cuda.get_device_name(dev)}
+    return {
+        "params": params,
+        "params_m": params / 1e6,
+        "flops": flops,
+        "flops_g": flops / 1e9,
+        "inference_s": seconds,
+        "device": str(dev) if dev.type == "cpu" else torch.cuda.get_device_name(dev),
+    }
 
 
 def run_complexity(ctx: RunContext) -> RowRun:
@@ -50,5 +58,8 @@ def run_complexity(ctx: RunContext) -> RowRun:
             out[col.name] = measured["flops_g"] if col.unit == "G" else float(measured["flops"])
         elif col.metric == "time" and col.key == "inference-per-image":
             out[col.name] = measured["inference_s"]
-    return RowRun(metrics=out, split="none (no data needed)",
-                  info={"params": measured["params"], "flops": measured["flops"], "device": measured["device"]})
+    return RowRun(
+        metrics=out,
+        split="none (no data needed)",
+        info={"params": measured["params"], "flops": measured["flops"], "device": measured["device"]},
+    )

@@ -14,6 +14,7 @@ step).
 Spec settings (`scales.<scale>.fingerprint`): steps (default 40), rows (default: every runnable
 training row), tolerance (default 1e-3).
 """
+
 from __future__ import annotations
 
 import json
@@ -59,8 +60,7 @@ def settings(spec: Spec, scale: str) -> dict[str, Any] | None:
         raise ReproError(f"{spec.path}: scales.{scale}.fingerprint.steps must be a positive integer, got {steps!r}")
     if isinstance(tolerance, bool) or not isinstance(tolerance, (int, float)) or tolerance < 0:
         raise ReproError(f"{spec.path}: scales.{scale}.fingerprint.tolerance must be a non-negative number")
-    rows = [spec.row(name) for name in raw.get("rows", [])] or [
-        r for r in spec.runnable_rows if r.model is not None]
+    rows = [spec.row(name) for name in raw.get("rows", [])] or [r for r in spec.runnable_rows if r.model is not None]
     return {"steps": steps, "tolerance": float(tolerance), "rows": rows}
 
 
@@ -85,8 +85,16 @@ def trajectory(spec: Spec, row: Row, scale: str, steps: int, seed: int = 0) -> l
     torch.set_num_threads(1)
     try:
         with tempfile.TemporaryDirectory(prefix="repro-fingerprint-") as tmp:
-            ctx = RunContext(spec=spec, row=row, config=row.config, scale=scale, settings=run_settings, seed=seed,
-                             workdir=Path(tmp), progress=False)
+            ctx = RunContext(
+                spec=spec,
+                row=row,
+                config=row.config,
+                scale=scale,
+                settings=run_settings,
+                seed=seed,
+                workdir=Path(tmp),
+                progress=False,
+            )
             family.run_row(ctx)
             lines = (Path(tmp) / "train.jsonl").read_text(encoding="utf-8").splitlines()
     finally:
@@ -117,8 +125,9 @@ def check(spec: Spec, scale: str, root: Path | None = None, on_row=None) -> list
     try:
         stored = json.loads(path.read_text(encoding="utf-8"))["rows"]
     except FileNotFoundError:
-        raise ReproError(f"{path}: no stored fingerprint; make one with `repro check {spec.id} --rerun "
-                         f"--rebaseline --scale {scale}`") from None
+        raise ReproError(
+            f"{path}: no stored fingerprint; make one with `repro check {spec.id} --rerun --rebaseline --scale {scale}`"
+        ) from None
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise ReproError(f"{path}: unreadable fingerprint ({exc})") from None
     out = []
@@ -129,8 +138,9 @@ def check(spec: Spec, scale: str, root: Path | None = None, on_row=None) -> list
         got = trajectory(spec, row, scale, len(expected), int(stored[row.name].get("seed", 0)))
         diffs = [abs(g - e) / max(abs(e), 1e-12) for g, e in zip(got, expected)]
         worst = max(range(len(diffs)), key=diffs.__getitem__)
-        out.append(FingerprintCheck(spec.id, row.name, scale, len(expected), diffs[worst], worst + 1,
-                                    config["tolerance"]))
+        out.append(
+            FingerprintCheck(spec.id, row.name, scale, len(expected), diffs[worst], worst + 1, config["tolerance"])
+        )
         if on_row:
             on_row(out[-1])
     return out

@@ -1,4 +1,5 @@
 """Where the toolkit keeps its files: specs, results, data. Overridable by environment variables."""
+
 from __future__ import annotations
 
 import os

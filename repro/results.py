@@ -11,6 +11,7 @@
   kept when a seed is run again, so `repro check` can tell when a change moves a number that is not
   compared with the paper (other scales, and columns with an explained deviation from the paper).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -142,14 +143,15 @@ def read_seed_results(spec: Spec, row: Row, scale: str, root: Path | None = None
     prefix = seed_path(spec, row, scale, 0, root).name[: -len("0.json")]
     if folder.is_dir():
         for path in sorted(folder.glob(f"{glob_escape(prefix)}*.json")):
-            tail = path.name[len(prefix): -len(".json")]
+            tail = path.name[len(prefix) : -len(".json")]
             if not tail.isdigit():
                 continue
             try:
                 seed = SeedResult.from_json(json.loads(path.read_text(encoding="utf-8")))
             except (OSError, ValueError, TypeError, RecursionError) as exc:
-                raise CorruptResultError(f"{path}: unreadable seed result ({exc}); move it away or "
-                                         f"rerun that seed with --force") from None
+                raise CorruptResultError(
+                    f"{path}: unreadable seed result ({exc}); move it away or rerun that seed with --force"
+                ) from None
             found[seed.seed] = seed
     aggregate = result_path(spec, row, scale, root)
     if aggregate.exists():
@@ -161,15 +163,29 @@ def read_seed_results(spec: Spec, row: Row, scale: str, root: Path | None = None
             for i, (seed, metrics) in enumerate(zip(old.seeds, per_seed)):
                 if seed not in found:
                     found[seed] = SeedResult(
-                        spec=spec.id, paper=spec.paper, row=row.name, scale=scale, seed=seed, split=old.split,
-                        metrics=dict(metrics), reference=dict(metrics), config_hash=old.config_hash,
+                        spec=spec.id,
+                        paper=spec.paper,
+                        row=row.name,
+                        scale=scale,
+                        seed=seed,
+                        split=old.split,
+                        metrics=dict(metrics),
+                        reference=dict(metrics),
+                        config_hash=old.config_hash,
                         training=(old.extra.get("train") or [None] * len(per_seed))[i],
-                        extra={k: v[i] for k, v in old.extra.items()
-                               if k not in ("per_seed", "train", "predictions") and isinstance(v, list)
-                               and len(v) == len(per_seed)},
+                        extra={
+                            k: v[i]
+                            for k, v in old.extra.items()
+                            if k not in ("per_seed", "train", "predictions")
+                            and isinstance(v, list)
+                            and len(v) == len(per_seed)
+                        },
                         info={k: v for k, v in old.extra.items() if not isinstance(v, list)},
-                        finished=old.date, wall_time_s=old.wall_time_s / max(len(per_seed), 1), legacy=True,
-                        environment={"git_commit": old.git_commit, "hardware": old.hardware})
+                        finished=old.date,
+                        wall_time_s=old.wall_time_s / max(len(per_seed), 1),
+                        legacy=True,
+                        environment={"git_commit": old.git_commit, "hardware": old.hardware},
+                    )
     return dict(sorted(found.items()))
 
 
@@ -211,13 +227,21 @@ def aggregate(spec: Spec, row: Row, scale: str, seeds: dict[int, SeedResult]) ->
     commits = sorted({u.environment.get("git_commit", "") for u in units} - {""})
     latest = max(units, key=lambda u: u.finished)
     return Result(
-        spec=spec.id, paper=spec.paper, row=row.name, scale=scale, split=latest.split,
-        metrics=_mean(per_seed), std=_std(per_seed) if len(units) > 1 else {}, seeds=list(seeds),
+        spec=spec.id,
+        paper=spec.paper,
+        row=row.name,
+        scale=scale,
+        split=latest.split,
+        metrics=_mean(per_seed),
+        std=_std(per_seed) if len(units) > 1 else {},
+        seeds=list(seeds),
         reference=_mean([u.reference or u.metrics for u in units]),
         config_hash=hashes[0] if len(hashes) == 1 else ",".join(hashes),
         git_commit=commits[-1] if len(commits) == 1 else ",".join(commits),
-        hardware=latest.environment.get("hardware", {}), wall_time_s=round(sum(u.wall_time_s for u in units), 2),
-        date=latest.finished, extra=extra,
+        hardware=latest.environment.get("hardware", {}),
+        wall_time_s=round(sum(u.wall_time_s for u in units), 2),
+        date=latest.finished,
+        extra=extra,
     )
 
 
@@ -291,8 +315,13 @@ def git_state() -> dict[str, Any]:
     """Commit, whether the tree is dirty, and which files differ (untracked ones included)."""
     try:
         head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO_DIR, capture_output=True, text=True, timeout=10)
-        status = subprocess.run(["git", "status", "--porcelain", "--untracked-files=all", "--", "."], cwd=REPO_DIR,
-                                capture_output=True, text=True, timeout=30)
+        status = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=all", "--", "."],
+            cwd=REPO_DIR,
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
     except (OSError, subprocess.SubprocessError):
         return {"commit": "", "dirty": False, "changed": []}
     commit = head.stdout.strip() if head.returncode == 0 else ""
@@ -301,8 +330,20 @@ def git_state() -> dict[str, Any]:
 
 
 _ENVIRONMENT: dict[str, Any] | None = None
-VERSIONED_PACKAGES = ("torch", "numpy", "scipy", "scikit-learn", "pandas", "nltk", "pydantic", "transformers",
-                      "timm", "torchvision", "pillow", "h5py")
+VERSIONED_PACKAGES = (
+    "torch",
+    "numpy",
+    "scipy",
+    "scikit-learn",
+    "pandas",
+    "nltk",
+    "pydantic",
+    "transformers",
+    "timm",
+    "torchvision",
+    "pillow",
+    "h5py",
+)
 
 
 def environment() -> dict[str, Any]:
@@ -327,9 +368,13 @@ def environment() -> dict[str, Any]:
         except Exception as exc:  # noqa: BLE001 - collect_env shells out; its failure must not stop a run
             env_info = f"unavailable: {exc}"
         _ENVIRONMENT = {
-            "packages": versions, "hardware": hardware(), "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+            "packages": versions,
+            "hardware": hardware(),
+            "cpu_capability": torch.backends.cpu.get_cpu_capability(),
             "aten_cpu_capability_env": os.environ.get("ATEN_CPU_CAPABILITY"),
-            "git_commit": git_commit(), "git": state, "collect_env": env_info,
+            "git_commit": git_commit(),
+            "git": state,
+            "collect_env": env_info,
         }
     return {**_ENVIRONMENT, "threads": _threads(), "command": list(sys.argv)}
 
@@ -341,8 +386,12 @@ def _threads() -> int:
 
 
 def hardware() -> dict[str, Any]:
-    info: dict[str, Any] = {"platform": platform.platform(), "python": platform.python_version(),
-                            "cpu_count": os.cpu_count(), "cpu": _cpu_model()}
+    info: dict[str, Any] = {
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "cpu_count": os.cpu_count(),
+        "cpu": _cpu_model(),
+    }
     try:
         import torch
 

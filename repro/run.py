@@ -12,6 +12,7 @@ Scale settings come from the spec's `scales.<scale>` mapping:
   recipe:    overrides of the training recipe (epochs, batch_size, lr, ...)
   seeds:     the seeds to run; results report mean and standard deviation across them
 """
+
 from __future__ import annotations
 
 import math
@@ -64,8 +65,10 @@ def scale_settings(spec: Spec, scale: str) -> dict[str, Any]:
         return {}
     if scale not in spec.scales:
         runnable = ", ".join(sorted(spec.scales)) or "none"
-        raise ReproError(f"{spec.id} has no settings for scale {scale!r} (scales it defines: {runnable}); "
-                         f"add `scales: {{{scale}: ...}}` to {spec.path}")
+        raise ReproError(
+            f"{spec.id} has no settings for scale {scale!r} (scales it defines: {runnable}); "
+            f"add `scales: {{{scale}: ...}}` to {spec.path}"
+        )
     return spec.scales[scale]
 
 
@@ -110,8 +113,7 @@ def make_plan(spec: Spec, scale: str, row_names: list[str] | None = None, seeds:
         if scale == "paper":
             plan.data = data_commands(spec)
         else:
-            plan.data = [f"generated {scale} data for {', '.join(spec.datasets)} "
-                         f"({settings.get('generator', {})})"]
+            plan.data = [f"generated {scale} data for {', '.join(spec.datasets)} ({settings.get('generator', {})})"]
     for row in rows:
         if row.compute is not None:
             ready = _compute_task(row, spec.paper) is not None
@@ -153,10 +155,15 @@ def resolved_config(spec: Spec, row: Row, scale: str, settings: dict[str, Any]) 
 
         resolved = load_recipe(spec.recipe).replace(**settings.get("recipe", {})).to_json()
         recipe = {k: v for k, v in resolved.items() if k not in ("path", "description", "seed")}
-    return {"spec": spec.id, "row": row.name, "scale": scale,
-            "model": row.config.model_dump(mode="json") if row.config is not None else None,
-            "compute": row.compute, "recipe": recipe,
-            "settings": {k: v for k, v in settings.items() if k not in ("seeds", "jobs", "tolerance", "fingerprint")}}
+    return {
+        "spec": spec.id,
+        "row": row.name,
+        "scale": scale,
+        "model": row.config.model_dump(mode="json") if row.config is not None else None,
+        "compute": row.compute,
+        "recipe": recipe,
+        "settings": {k: v for k, v in settings.items() if k not in ("seeds", "jobs", "tolerance", "fingerprint")},
+    }
 
 
 def _run_unit(ctx: RunContext) -> tuple[RowRun, str, str, float]:
@@ -196,14 +203,18 @@ def _units_to_run(plan: Plan, workdir: Path, resume: bool, force: bool) -> list[
                 clashes.append(f"{step.row.name} seed {seed}")
             units.append((step, seed))
     if clashes:
-        raise ReproError(f"{spec.id} at scale {scale} already has results for {', '.join(clashes)}; pass --force to "
-                         f"replace them, or --resume to keep them and run only the missing seeds")
+        raise ReproError(
+            f"{spec.id} at scale {scale} already has results for {', '.join(clashes)}; pass --force to "
+            f"replace them, or --resume to keep them and run only the missing seeds"
+        )
     if not resume and not force:
         started = [unit_dir(workdir, spec, scale, step.row, seed) for step, seed in units]
         started = [d for d in started if (d / "last.pt").exists()]
         if started:
-            raise ReproError(f"{started[0]} holds a checkpoint of an earlier run; pass --resume to continue it or "
-                             f"--force to start again")
+            raise ReproError(
+                f"{started[0]} holds a checkpoint of an earlier run; pass --resume to continue it or "
+                f"--force to start again"
+            )
     return units
 
 
@@ -211,9 +222,17 @@ def unit_dir(workdir: Path, spec: Spec, scale: str, row: Row, seed: int) -> Path
     return workdir / spec.id / scale / row.slug / f"seed{seed}"
 
 
-def execute(plan: Plan, workdir: Path, *, resume: bool = False, force: bool = False, rebaseline: bool = False,
-            jobs: int | None = None, on_row: Callable[[Result], None] | None = None,
-            on_unit: Callable[[str, int, dict[str, float], float], None] | None = None) -> list[Result]:
+def execute(
+    plan: Plan,
+    workdir: Path,
+    *,
+    resume: bool = False,
+    force: bool = False,
+    rebaseline: bool = False,
+    jobs: int | None = None,
+    on_row: Callable[[Result], None] | None = None,
+    on_unit: Callable[[str, int, dict[str, float], float], None] | None = None,
+) -> list[Result]:
     """Run every (row, seed) of a plan, `jobs` at a time. Each unit's record is written as soon as it
     finishes and its row's record (mean, std over every seed present) rebuilt, so an interrupted table
     keeps what finished; stored seeds are replaced only with `force`.
@@ -233,17 +252,44 @@ def execute(plan: Plan, workdir: Path, *, resume: bool = False, force: bool = Fa
     configs = {step.row.name: resolved_config(spec, step.row, scale, settings) for step in plan.steps}
 
     def context(step: Step, seed: int, progress: bool) -> RunContext:
-        return RunContext(spec=spec, row=step.row, config=step.row.config, scale=scale, settings=settings, seed=seed,
-                          workdir=unit_dir(workdir, spec, scale, step.row, seed), resume=resume, progress=progress)
+        return RunContext(
+            spec=spec,
+            row=step.row,
+            config=step.row.config,
+            scale=scale,
+            settings=settings,
+            seed=seed,
+            workdir=unit_dir(workdir, spec, scale, step.row, seed),
+            resume=resume,
+            progress=progress,
+        )
 
     def finished(step: Step, seed: int, outcome: tuple[RowRun, str, str, float]) -> None:
         run, started_at, finished_at, seconds = outcome
         config = configs[step.row.name]
-        write_seed_result(spec, SeedResult(
-            spec=spec.id, paper=spec.paper, row=step.row.name, scale=scale, seed=seed, split=run.split,
-            metrics=run.metrics, config=config, config_hash=config_hash(config), environment=environment(),
-            training=run.training, extra=run.extra, info=run.info, predictions=run.predictions,
-            started=started_at, finished=finished_at, wall_time_s=round(seconds, 2)), rebaseline=rebaseline)
+        write_seed_result(
+            spec,
+            SeedResult(
+                spec=spec.id,
+                paper=spec.paper,
+                row=step.row.name,
+                scale=scale,
+                seed=seed,
+                split=run.split,
+                metrics=run.metrics,
+                config=config,
+                config_hash=config_hash(config),
+                environment=environment(),
+                training=run.training,
+                extra=run.extra,
+                info=run.info,
+                predictions=run.predictions,
+                started=started_at,
+                finished=finished_at,
+                wall_time_s=round(seconds, 2),
+            ),
+            rebaseline=rebaseline,
+        )
         write_result(aggregate(spec, step.row, scale, read_seed_results(spec, step.row, scale)), spec)
         if on_unit:
             on_unit(step.row.name, seed, run.metrics, seconds)
@@ -274,8 +320,9 @@ def _run_parallel(units, jobs: int, context, finished) -> None:
         raise KeyboardInterrupt(f"signal {signum}")
 
     threads = max(1, (os.cpu_count() or 1) // jobs)
-    pool = ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn"),
-                               initializer=_init_worker, initargs=(threads,))
+    pool = ProcessPoolExecutor(
+        max_workers=jobs, mp_context=multiprocessing.get_context("spawn"), initializer=_init_worker, initargs=(threads,)
+    )
     previous = signal.signal(signal.SIGTERM, stop)
     try:
         futures = {pool.submit(_run_unit, context(step, seed, False)): (step, seed) for step, seed in units}

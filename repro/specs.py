@@ -4,13 +4,14 @@ A spec is one table of one paper: its columns (metric, direction), its rows with
 paper printed, which rows this toolkit runs (a `model` or `compute` mapping) and which are cited
 from other papers (`cited`). Every validation error names `file:line`.
 """
+
 from __future__ import annotations
 
 import difflib
 import os
 import re
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cache, lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -136,8 +137,19 @@ def row_slug(name: str) -> str:
 # --- validation --------------------------------------------------------------------------------
 
 _SPEC_KEYS = {
-    "id", "paper", "table", "title", "datasets", "split", "columns", "rows", "recipe",
-    "tolerance", "scales", "claims", "notes",
+    "id",
+    "paper",
+    "table",
+    "title",
+    "datasets",
+    "split",
+    "columns",
+    "rows",
+    "recipe",
+    "tolerance",
+    "scales",
+    "claims",
+    "notes",
 }
 _CLAIM_KEYS = {"text", "row", "over", "column"}
 _COLUMN_KEYS = {"name", "metric", "better", "key", "split", "dataset", "unit"}
@@ -170,8 +182,10 @@ def parse_spec(path: Path) -> Spec:
     if data["paper"] not in papers():
         raise loc.error(("paper",), f"unknown paper {data['paper']!r}; one of {', '.join(papers())}")
     if path.parent.name != data["paper"] or path.stem != data["id"]:
-        raise loc.error(("id",), f"spec {data['id']!r} of {data['paper']!r} must live at "
-                                 f"experiments/{data['paper']}/{data['id']}.yaml")
+        raise loc.error(
+            ("id",),
+            f"spec {data['id']!r} of {data['paper']!r} must live at experiments/{data['paper']}/{data['id']}.yaml",
+        )
     datasets = data["datasets"]
     if isinstance(datasets, str):
         datasets = [datasets]
@@ -200,9 +214,19 @@ def parse_spec(path: Path) -> Spec:
     if notes is not None:
         _expect(loc, ("notes",), notes, str, "notes")
     return Spec(
-        id=data["id"], paper=data["paper"], table=data["table"], title=data["title"],
-        datasets=tuple(str(d) for d in datasets), split=data["split"], columns=tuple(columns),
-        rows=tuple(rows), path=path, recipe=recipe, tolerance=tolerance, scales=scales, claims=claims,
+        id=data["id"],
+        paper=data["paper"],
+        table=data["table"],
+        title=data["title"],
+        datasets=tuple(str(d) for d in datasets),
+        split=data["split"],
+        columns=tuple(columns),
+        rows=tuple(rows),
+        path=path,
+        recipe=recipe,
+        tolerance=tolerance,
+        scales=scales,
+        claims=claims,
         notes=notes,
     )
 
@@ -214,7 +238,9 @@ def _check_datasets(loc: Located, datasets: list) -> None:
         if name not in known:
             close = difflib.get_close_matches(str(name), sorted(known), n=1)
             hint = f" (did you mean {close[0]!r}?)" if close else ""
-            raise loc.error(("datasets", i), f"unknown dataset {name!r}{hint}; `repro download --list` shows the catalog")
+            raise loc.error(
+                ("datasets", i), f"unknown dataset {name!r}{hint}; `repro download --list` shows the catalog"
+            )
 
 
 @lru_cache(maxsize=4)
@@ -236,8 +262,9 @@ def _check_recipe(loc: Located, recipe: str) -> None:
     except ReproError as exc:
         raise loc.error(("recipe",), str(exc)) from None
     if not path.is_file():
-        raise loc.error(("recipe",), f"no recipe {recipe!r} (looked for {path}); known: "
-                                     f"{', '.join(available_recipes()) or 'none'}")
+        raise loc.error(
+            ("recipe",), f"no recipe {recipe!r} (looked for {path}); known: {', '.join(available_recipes()) or 'none'}"
+        )
 
 
 def _parse_claims(loc: Located, raw: Any, row_names: set[str], column_names: set[str]) -> tuple[Claim, ...]:
@@ -252,7 +279,9 @@ def _parse_claims(loc: Located, raw: Any, row_names: set[str], column_names: set
             raise loc.error(where, f"claim is missing {', '.join(missing)}")
         for key, known in (("row", row_names), ("over", row_names), ("column", column_names)):
             if item[key] not in known:
-                raise loc.error(where + (key,), f"claim names unknown {'column' if key == 'column' else 'row'} {item[key]!r}")
+                raise loc.error(
+                    where + (key,), f"claim names unknown {'column' if key == 'column' else 'row'} {item[key]!r}"
+                )
         claims.append(Claim(text=str(item["text"]), row=item["row"], over=item["over"], column=item["column"]))
     return tuple(claims)
 
@@ -276,11 +305,17 @@ def _parse_columns(loc: Located, raw: list) -> list[Column]:
         better = item.get("better", "higher")
         if better not in DIRECTIONS:
             raise loc.error(where + ("better",), f"better must be one of {', '.join(DIRECTIONS)}, got {better!r}")
-        columns.append(Column(
-            name=name, metric=item["metric"], better=better,
-            key=None if item.get("key") is None else str(item["key"]),
-            split=item.get("split"), dataset=item.get("dataset"), unit=item.get("unit"),
-        ))
+        columns.append(
+            Column(
+                name=name,
+                metric=item["metric"],
+                better=better,
+                key=None if item.get("key") is None else str(item["key"]),
+                split=item.get("split"),
+                dataset=item.get("dataset"),
+                unit=item.get("unit"),
+            )
+        )
     if not columns:
         raise loc.error(("columns",), "a spec needs at least one column")
     return columns
@@ -298,15 +333,19 @@ def _parse_rows(loc: Located, raw: list, column_names: set[str]) -> list[Row]:
         name = str(item["name"])
         slug = row_slug(name)
         if slug in seen:
-            raise loc.error(where + ("name",), f"row {name!r} clashes with row {seen[slug]!r} (same file name {slug!r})")
+            raise loc.error(
+                where + ("name",), f"row {name!r} clashes with row {seen[slug]!r} (same file name {slug!r})"
+            )
         seen[slug] = name
         reported = _expect(loc, where + ("reported",), item.get("reported", {}), dict, "reported")
         for col, value in reported.items():
             if col not in column_names:
                 raise loc.error(where + ("reported", col), f"row {name!r} reports unknown column {col!r}")
             if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
-                raise loc.error(where + ("reported", col),
-                                f"row {name!r} column {col!r}: reported value must be a number or null, got {value!r}")
+                raise loc.error(
+                    where + ("reported", col),
+                    f"row {name!r} column {col!r}: reported value must be a number or null, got {value!r}",
+                )
         uncertain = _column_notes(loc, where, item, "uncertain", reported, "what the PDF shows")
         deviation = _column_notes(loc, where, item, "deviation", reported, "why")
         cited, model, compute = item.get("cited"), item.get("model"), item.get("compute")
@@ -322,16 +361,26 @@ def _parse_rows(loc: Located, raw: list, column_names: set[str]) -> list[Row]:
         if compute is not None:
             _expect(loc, where + ("compute",), compute, dict, "compute")
             if compute.get("task") not in COMPUTE_TASKS:
-                raise loc.error(where + ("compute",), f"row {name!r}: compute needs a 'task', one of "
-                                                      f"{', '.join(COMPUTE_TASKS)}; got {compute.get('task')!r}")
+                raise loc.error(
+                    where + ("compute",),
+                    f"row {name!r}: compute needs a 'task', one of "
+                    f"{', '.join(COMPUTE_TASKS)}; got {compute.get('task')!r}",
+                )
             if "model" in compute:
                 config = _model_config(loc, where + ("compute", "model"), compute["model"], name)
-        rows.append(Row(
-            name=name, reported={str(k): (None if v is None else float(v)) for k, v in reported.items()},
-            cited=cited, model=model, compute=compute,
-            uncertain={str(k): v for k, v in uncertain.items()},
-            deviation={str(k): v for k, v in deviation.items()}, note=item.get("note"), config=config,
-        ))
+        rows.append(
+            Row(
+                name=name,
+                reported={str(k): (None if v is None else float(v)) for k, v in reported.items()},
+                cited=cited,
+                model=model,
+                compute=compute,
+                uncertain={str(k): v for k, v in uncertain.items()},
+                deviation={str(k): v for k, v in deviation.items()},
+                note=item.get("note"),
+                config=config,
+            )
+        )
     if not rows:
         raise loc.error(("rows",), "a spec needs at least one row")
     return rows
@@ -347,8 +396,10 @@ def _model_config(loc: Located, where: tuple, model: Any, row: str) -> Any:
     classes = config_classes()
     arch = model.get("arch")
     if arch not in classes:
-        raise loc.error(where + (("arch",) if "arch" in model else ()),
-                        f"row {row!r}: model needs an 'arch', one of {', '.join(sorted(classes))}; got {arch!r}")
+        raise loc.error(
+            where + (("arch",) if "arch" in model else ()),
+            f"row {row!r}: model needs an 'arch', one of {', '.join(sorted(classes))}; got {arch!r}",
+        )
     try:
         return classes[arch].model_validate(model)
     except ValidationError as exc:
@@ -395,7 +446,7 @@ def spec_files(root: Path | None = None) -> list[Path]:
     return sorted(root.glob("*/*.yaml"))
 
 
-@lru_cache(maxsize=None)
+@cache
 def _load_all(root: Path) -> tuple[tuple[Spec, ...], tuple[tuple[Path, str], ...]]:
     specs, broken = [], []
     for path in spec_files(root):
@@ -437,7 +488,7 @@ def aliases(spec: Spec) -> list[str]:
     `ace-rpe-…`. Scripts and CI jobs name them; they keep resolving."""
     if not spec.id.startswith(spec.paper + "-"):
         return []
-    rest = spec.id[len(spec.paper) + 1:]
+    rest = spec.id[len(spec.paper) + 1 :]
     if spec.paper == "mcan-pa":
         return [rest]
     short = spec.paper.replace("-", "")

@@ -3,6 +3,7 @@
 Atomic writes: a temporary file in the same folder, flushed and fsynced, then renamed over the
 target, so a file is either complete or absent; an error or interrupt leaves the old file.
 """
+
 from __future__ import annotations
 
 import difflib
@@ -10,10 +11,11 @@ import hashlib
 import json
 import os
 import tempfile
+from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import IO, Any, Iterator
+from typing import IO, Any
 
 import yaml
 
@@ -109,7 +111,9 @@ class Located:
         try:
             return yaml.SafeLoader.construct_object(_SCALAR_LOADER, node)
         except yaml.YAMLError as exc:
-            raise ReproError(f"{self.path}:{node.start_mark.line + 1}: {getattr(exc, 'problem', None) or exc}") from None
+            raise ReproError(
+                f"{self.path}:{node.start_mark.line + 1}: {getattr(exc, 'problem', None) or exc}"
+            ) from None
 
 
 _SCALAR_LOADER = yaml.SafeLoader("")

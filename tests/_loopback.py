@@ -1,5 +1,6 @@
 """A loopback HTTP file server for download tests: Range support, request log, one-shot connection cuts,
 slow bodies, redirects and bodies without end."""
+
 from __future__ import annotations
 
 import threading
@@ -91,9 +92,9 @@ class FileServer:
                     self._count(len(payload))
                     return
                 for i in range(0, len(payload), 16384):
-                    self.wfile.write(payload[i:i + 16384])
+                    self.wfile.write(payload[i : i + 16384])
                     self.wfile.flush()
-                    self._count(len(payload[i:i + 16384]))
+                    self._count(len(payload[i : i + 16384]))
                     time.sleep(delay)
 
             def _count(self, n: int) -> None:
@@ -114,8 +115,7 @@ class FileServer:
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.httpd.daemon_threads = True
-        self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.02},
-                                       daemon=True)
+        self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
 
     @property
     def base(self) -> str:

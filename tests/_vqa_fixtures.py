@@ -1,4 +1,5 @@
 """Tiny VQA-family files in the official layouts (visualqa.org JSON, COCO-QA text columns, GloVe text)."""
+
 from __future__ import annotations
 
 import json
@@ -10,24 +11,45 @@ ANSWER_TYPES = {"yes": "yes/no", "no": "yes/no", "two": "number", "2": "number"}
 
 
 def vqa_questions(path: Path, subtype: str, questions: list[tuple[int, int, str]], task: str = "Open-Ended") -> None:
-    path.write_text(json.dumps({
-        "info": {"description": "fixture"}, "task_type": task, "data_type": "mscoco", "data_subtype": subtype,
-        "license": {"name": "CC BY 4.0"},
-        "questions": [{"question_id": q, "image_id": i, "question": text} for q, i, text in questions],
-    }))
+    path.write_text(
+        json.dumps(
+            {
+                "info": {"description": "fixture"},
+                "task_type": task,
+                "data_type": "mscoco",
+                "data_subtype": subtype,
+                "license": {"name": "CC BY 4.0"},
+                "questions": [{"question_id": q, "image_id": i, "question": text} for q, i, text in questions],
+            }
+        )
+    )
 
 
 def vqa_annotations(path: Path, subtype: str, annotations: list[tuple[int, int, str, list[str]]]) -> None:
     """annotations: (question_id, image_id, multiple_choice_answer, ten answers)."""
-    path.write_text(json.dumps({
-        "info": {"description": "fixture"}, "data_type": "mscoco", "data_subtype": subtype,
-        "license": {"name": "CC BY 4.0"},
-        "annotations": [{
-            "question_id": q, "image_id": i, "question_type": "what is", "multiple_choice_answer": mc,
-            "answer_type": ANSWER_TYPES.get(mc, "other"),
-            "answers": [{"answer_id": k + 1, "answer": a, "answer_confidence": "yes"} for k, a in enumerate(answers)],
-        } for q, i, mc, answers in annotations],
-    }))
+    path.write_text(
+        json.dumps(
+            {
+                "info": {"description": "fixture"},
+                "data_type": "mscoco",
+                "data_subtype": subtype,
+                "license": {"name": "CC BY 4.0"},
+                "annotations": [
+                    {
+                        "question_id": q,
+                        "image_id": i,
+                        "question_type": "what is",
+                        "multiple_choice_answer": mc,
+                        "answer_type": ANSWER_TYPES.get(mc, "other"),
+                        "answers": [
+                            {"answer_id": k + 1, "answer": a, "answer_confidence": "yes"} for k, a in enumerate(answers)
+                        ],
+                    }
+                    for q, i, mc, answers in annotations
+                ],
+            }
+        )
+    )
 
 
 def write_vqa2(root: Path, prefix: str = "v2_") -> dict:
@@ -45,12 +67,14 @@ def write_vqa2(root: Path, prefix: str = "v2_") -> dict:
         text = "What's the man's-shirt color?" if k == 0 else f"Is there a cat number {k}?"
         (train if k < 12 else val).append((qid, img, text, mc, answers))
     for split, items in (("train2014", train), ("val2014", val)):
-        vqa_questions(root / f"{prefix}OpenEnded_mscoco_{split}_questions.json", split,
-                      [(q, i, t) for q, i, t, _, _ in items])
+        vqa_questions(
+            root / f"{prefix}OpenEnded_mscoco_{split}_questions.json", split, [(q, i, t) for q, i, t, _, _ in items]
+        )
         annotations = f"{prefix}mscoco_{split}_annotations.json" if prefix else f"mscoco_{split}_annotations.json"
         vqa_annotations(root / annotations, split, [(q, i, mc, a) for q, i, _, mc, a in items])
-    test = [(9000 + k, 1 + k, f"How many zebras are in the very long picture of the savanna at noon {k}?")
-            for k in range(3)]
+    test = [
+        (9000 + k, 1 + k, f"How many zebras are in the very long picture of the savanna at noon {k}?") for k in range(3)
+    ]
     vqa_questions(root / f"{prefix}OpenEnded_mscoco_test2015_questions.json", "test2015", test)
     vqa_questions(root / f"{prefix}OpenEnded_mscoco_test-dev2015_questions.json", "test-dev2015", test[:2])
     return {"train": train, "val": val, "test": test}
@@ -58,18 +82,36 @@ def write_vqa2(root: Path, prefix: str = "v2_") -> dict:
 
 def write_vg(root: Path) -> None:
     root.mkdir(parents=True, exist_ok=True)
-    (root / "VG_questions.json").write_text(json.dumps({"questions": [
-        {"image_id": 2, "question": "What color is the giraffe?", "question_id": 7000001}]}))
-    (root / "VG_annotations.json").write_text(json.dumps({"annotations": [
-        {"image_id": 2, "question_id": 7000001, "question_type": "what color", "answer_type": "other",
-         "multiple_choice_answer": "yes", "answers": [{"answer": "yes", "answer_confidence": "yes", "answer_id": k}
-                                                      for k in range(1, 11)]}]}))
+    (root / "VG_questions.json").write_text(
+        json.dumps({"questions": [{"image_id": 2, "question": "What color is the giraffe?", "question_id": 7000001}]})
+    )
+    (root / "VG_annotations.json").write_text(
+        json.dumps(
+            {
+                "annotations": [
+                    {
+                        "image_id": 2,
+                        "question_id": 7000001,
+                        "question_type": "what color",
+                        "answer_type": "other",
+                        "multiple_choice_answer": "yes",
+                        "answers": [
+                            {"answer": "yes", "answer_confidence": "yes", "answer_id": k} for k in range(1, 11)
+                        ],
+                    }
+                ]
+            }
+        )
+    )
 
 
 def write_cocoqa(root: Path) -> None:
     data = {
-        "train": [(9, "what is the man riding", "skateboard", 0), (25, "how many giraffes are there", "two", 1),
-                  (30, "what is the color of the bus", "red", 2)],
+        "train": [
+            (9, "what is the man riding", "skateboard", 0),
+            (25, "how many giraffes are there", "two", 1),
+            (30, "what is the color of the bus", "red", 2),
+        ],
         "test": [(42, "where is the cat sitting", "couch", 3), (9, "what is the man holding", "umbrella", 0)],
     }
     for split, rows in data.items():

@@ -1,4 +1,5 @@
 """Shared fixtures: isolated experiment/results/data folders, a CLI runner."""
+
 from __future__ import annotations
 
 import textwrap
@@ -93,7 +94,8 @@ def toy_family(sandbox: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A tiny family from tests/toy_family, registered with one line, and its spec: trains in a second."""
     from repro import families
 
-    monkeypatch.setattr(families, "FAMILIES", [*families.FAMILIES,
-                                               families.Family("toy", "tests.toy_family", ("toy",))])
+    monkeypatch.setattr(
+        families, "FAMILIES", [*families.FAMILIES, families.Family("toy", "tests.toy_family", ("toy",))]
+    )
     write_spec(sandbox, TOY_SPEC, paper="toy", ident="toy-table1")
     return sandbox

@@ -3,6 +3,7 @@
 Each rank starts from different weights (seeded by its rank); DDP must broadcast rank 0's and keep
 them in step. Every rank saves its final weights and TrainState to WORKDIR/rank<R>.pt.
 """
+
 import os
 import sys
 from pathlib import Path

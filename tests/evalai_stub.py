@@ -6,6 +6,7 @@ submission detail, and the result / error files. Every request is logged without
 except whether the bearer token matched. `fail[route] = (status, body)` makes a route answer an
 error (`fail_times[route] = n`: only the next n times); a dict body is sent as JSON, a str body as HTML.
 """
+
 from __future__ import annotations
 
 import email.parser
@@ -19,13 +20,19 @@ from typing import Any
 from urllib.parse import parse_qs, urlparse
 
 PHASES = {
-    830: [{"id": 1793, "name": "Test-Dev Phase", "codename": "test-dev"},
-          {"id": 1794, "name": "Test-Standard Phase", "codename": "test-std"},
-          {"id": 1795, "name": "Test-Challenge Phase", "codename": "test-challenge"}],
-    874: [{"id": 1801, "name": "Test-Standard", "codename": "test-std"},
-          {"id": 1802, "name": "Test-Violation Standard", "codename": "test-violation"}],
-    225: [{"id": 601, "name": "test-dev2019", "codename": "testdev"},
-          {"id": 602, "name": "test2019", "codename": "test"}],
+    830: [
+        {"id": 1793, "name": "Test-Dev Phase", "codename": "test-dev"},
+        {"id": 1794, "name": "Test-Standard Phase", "codename": "test-std"},
+        {"id": 1795, "name": "Test-Challenge Phase", "codename": "test-challenge"},
+    ],
+    874: [
+        {"id": 1801, "name": "Test-Standard", "codename": "test-std"},
+        {"id": 1802, "name": "Test-Violation Standard", "codename": "test-violation"},
+    ],
+    225: [
+        {"id": 601, "name": "test-dev2019", "codename": "testdev"},
+        {"id": 602, "name": "test2019", "codename": "test"},
+    ],
 }
 VQA_RESULT = [{"test-dev": {"yes/no": 87.21, "number": 54.86, "other": 61.02, "overall": 71.05}}]
 
@@ -36,7 +43,7 @@ class Logged:
     path: str
     authorized: bool
     fields: dict[str, str] = field(default_factory=dict)
-    files: dict[str, tuple[str, bytes]] = field(default_factory=dict)   # part name -> (file name, bytes)
+    files: dict[str, tuple[str, bytes]] = field(default_factory=dict)  # part name -> (file name, bytes)
     body: bytes = b""
 
 
@@ -45,18 +52,17 @@ class EvalAIStub:
         self.token = token
         self.log: list[Logged] = []
         self.fail: dict[str, tuple[int, Any]] = {}
-        self.fail_times: dict[str, int] = {}              # route -> failures left (absent: fail for good)
+        self.fail_times: dict[str, int] = {}  # route -> failures left (absent: fail for good)
         self.submissions: dict[int, dict] = {}
-        self.uploads: dict[int, dict[int, bytes]] = {}   # presigned: submission -> part -> bytes
-        self.remaining: dict[int, dict] = {}             # phase -> limits
+        self.uploads: dict[int, dict[int, bytes]] = {}  # presigned: submission -> part -> bytes
+        self.remaining: dict[int, dict] = {}  # phase -> limits
         self.polls_before_done = 1
         self.outcome = "finished"
         self.result: Any = VQA_RESULT
         self.stderr_text = "Traceback (most recent call last):\nKeyError: 'answer'\n"
         self._next_id = 500
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05},
-                                        daemon=True)
+        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
 
     @property
     def url(self) -> str:
@@ -77,10 +83,20 @@ class EvalAIStub:
 
     def _new_submission(self, phase: int, status: str) -> dict:
         self._next_id += 1
-        sub = {"id": self._next_id, "participant_team": 7, "participant_team_name": "repro-team",
-               "challenge_phase": phase, "status": status, "execution_time": "None",
-               "submitted_at": "2024-06-01T12:00:00.000000Z", "submission_result_file": None,
-               "stderr_file": None, "stdout_file": None, "method_name": "", "polls": 0}
+        sub = {
+            "id": self._next_id,
+            "participant_team": 7,
+            "participant_team_name": "repro-team",
+            "challenge_phase": phase,
+            "status": status,
+            "execution_time": "None",
+            "submitted_at": "2024-06-01T12:00:00.000000Z",
+            "submission_result_file": None,
+            "stderr_file": None,
+            "stdout_file": None,
+            "method_name": "",
+            "polls": 0,
+        }
         self.submissions[sub["id"]] = sub
         return sub
 
@@ -93,13 +109,35 @@ class EvalAIStub:
             found = [p for p in PHASES.get(int(g[1]), []) if p["id"] == int(g[2])]
             if not found:
                 return "phase", 404, {"detail": "Not found."}
-            return "phase", 200, dict(found[0], challenge=int(g[1]), is_active=True, submission_meta_attributes=[],
-                                      max_submissions_per_day=1, max_submissions=5,
-                                      allowed_submission_file_types=".json, .zip, .txt")
+            return (
+                "phase",
+                200,
+                dict(
+                    found[0],
+                    challenge=int(g[1]),
+                    is_active=True,
+                    submission_meta_attributes=[],
+                    max_submissions_per_day=1,
+                    max_submissions=5,
+                    allowed_submission_file_types=".json, .zip, .txt",
+                ),
+            )
         if method == "GET" and (g := m(r"/api/jobs/(\d+)/remaining_submissions/", path)):
-            phases = [{"id": p["id"], "name": p["name"], "limits": self.remaining.get(p["id"], {
-                "remaining_submissions_today_count": 1, "remaining_submissions_this_month_count": 5,
-                "remaining_submissions_count": 4})} for p in PHASES.get(int(g[1]), [])]
+            phases = [
+                {
+                    "id": p["id"],
+                    "name": p["name"],
+                    "limits": self.remaining.get(
+                        p["id"],
+                        {
+                            "remaining_submissions_today_count": 1,
+                            "remaining_submissions_this_month_count": 5,
+                            "remaining_submissions_count": 4,
+                        },
+                    ),
+                }
+                for p in PHASES.get(int(g[1]), [])
+            ]
             return "remaining", 200, {"participant_team": "repro-team", "participant_team_id": 7, "phases": phases}
         if method == "POST" and (g := m(r"/api/jobs/challenge/(\d+)/challenge_phase/(\d+)/submission/", path)):
             if "input_file" not in entry.files:
@@ -111,8 +149,10 @@ class EvalAIStub:
         if method == "POST" and (g := m(r"/api/jobs/phases/(\d+)/get_submission_file_presigned_url/", path)):
             sub = self._new_submission(int(g[1]), "submitting")
             chunks = int(entry.fields.get("num_file_chunks", "1"))
-            urls = [{"partNumber": n, "url": f"{self.url}/s3/{sub['id']}?partNumber={n}&uploadId=U{sub['id']}"}
-                    for n in range(1, chunks + 1)]
+            urls = [
+                {"partNumber": n, "url": f"{self.url}/s3/{sub['id']}?partNumber={n}&uploadId=U{sub['id']}"}
+                for n in range(1, chunks + 1)
+            ]
             return "presign", 201, {"presigned_urls": urls, "upload_id": f"U{sub['id']}", "submission_pk": sub["id"]}
         if method == "PUT" and (g := m(r"/s3/(\d+)", path)):
             return "s3", 200, None
@@ -152,8 +192,9 @@ class EvalAIStub:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length) if length else b""
                 parsed = urlparse(self.path)
-                entry = Logged(method, parsed.path, self.headers.get("Authorization") == f"Bearer {stub.token}",
-                               body=body)
+                entry = Logged(
+                    method, parsed.path, self.headers.get("Authorization") == f"Bearer {stub.token}", body=body
+                )
                 _parse_body(self.headers.get("Content-Type", ""), body, entry)
                 stub.log.append(entry)
                 route, status, payload = stub._route(method, parsed.path, entry)
@@ -200,7 +241,8 @@ class EvalAIStub:
 def _parse_body(ctype: str, body: bytes, entry: Logged) -> None:
     if ctype.startswith("multipart/form-data"):
         message = email.parser.BytesParser(policy=email.policy.HTTP).parsebytes(
-            b"Content-Type: " + ctype.encode() + b"\r\n\r\n" + body)
+            b"Content-Type: " + ctype.encode() + b"\r\n\r\n" + body
+        )
         for part in message.iter_parts():
             name = part.get_param("name", header="content-disposition")
             filename = part.get_filename()

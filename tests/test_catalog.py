@@ -1,4 +1,5 @@
 """The dataset catalog (built-in YAML + REPRO_CATALOG overrides) and safe extraction of archives."""
+
 from __future__ import annotations
 
 import io
@@ -11,10 +12,32 @@ from repro.data.catalog import get_dataset, load_catalog
 from repro.data.extract import safe_extract
 from repro.errors import ReproError
 
-REQUIRED = {"vqa1", "vqa2", "coco-qa", "vg-qa", "bottom-up-36", "openvqa-features", "grid-features", "glove-840b",
-            "wordnet", "textvqa", "textvqa-mmf", "st-vqa", "tgif-qa", "tgif-qa-features", "gqa", "gqa-features",
-            "albef-data", "flickr30k", "snli-ve", "nlvr2", "refcoco-plus", "albef-checkpoints",
-            "bert-base-uncased", "deit-b16"}
+REQUIRED = {
+    "vqa1",
+    "vqa2",
+    "coco-qa",
+    "vg-qa",
+    "bottom-up-36",
+    "openvqa-features",
+    "grid-features",
+    "glove-840b",
+    "wordnet",
+    "textvqa",
+    "textvqa-mmf",
+    "st-vqa",
+    "tgif-qa",
+    "tgif-qa-features",
+    "gqa",
+    "gqa-features",
+    "albef-data",
+    "flickr30k",
+    "snli-ve",
+    "nlvr2",
+    "refcoco-plus",
+    "albef-checkpoints",
+    "bert-base-uncased",
+    "deit-b16",
+}
 
 
 def test_builtin_catalog_covers_every_dataset_the_papers_use(monkeypatch):
@@ -31,10 +54,16 @@ def test_builtin_catalog_covers_every_dataset_the_papers_use(monkeypatch):
 
 def test_override_replaces_and_adds(tmp_path, monkeypatch):
     path = tmp_path / "mine.yaml"
-    path.write_text(yaml.safe_dump({"datasets": {
-        "vqa2": {"files": [{"url": "http://127.0.0.1:1/v.zip", "sha256": "a" * 64, "extract": True}]},
-        "my-set": {"files": [{"url": "https://example.org/x/data.tar.gz"}]},
-    }}))
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "datasets": {
+                    "vqa2": {"files": [{"url": "http://127.0.0.1:1/v.zip", "sha256": "a" * 64, "extract": True}]},
+                    "my-set": {"files": [{"url": "https://example.org/x/data.tar.gz"}]},
+                }
+            }
+        )
+    )
     monkeypatch.setenv("REPRO_CATALOG", str(path))
     catalog = load_catalog()
     assert [f.name for f in catalog["vqa2"].files] == ["v.zip"] and catalog["vqa2"].licence  # other keys kept
@@ -43,14 +72,17 @@ def test_override_replaces_and_adds(tmp_path, monkeypatch):
         get_dataset("vqa3", catalog)
 
 
-@pytest.mark.parametrize("entry, message", [
-    ({"files": [{"url": "http://x/a", "sha256": "xyz"}]}, r"datasets\.bad\.files\[0\]\.sha256"),
-    ({"files": [{"url": "ftp://x/a"}]}, r"files\[0\]\.url: 'ftp://x/a' is not an http"),
-    ({"files": []}, r"datasets\.bad\.files: expected a non-empty list"),
-    ({"files": [{"url": "http://x/a", "extract": "yes"}]}, r"extract: expected true or false"),
-    ({"files": [{"url": "http://x/a", "colour": 1}]}, r"unknown key\(s\) colour"),
-    ({"files": [{"name": "../up", "url": "http://x/a"}]}, r"expected a plain file name"),
-])
+@pytest.mark.parametrize(
+    "entry, message",
+    [
+        ({"files": [{"url": "http://x/a", "sha256": "xyz"}]}, r"datasets\.bad\.files\[0\]\.sha256"),
+        ({"files": [{"url": "ftp://x/a"}]}, r"files\[0\]\.url: 'ftp://x/a' is not an http"),
+        ({"files": []}, r"datasets\.bad\.files: expected a non-empty list"),
+        ({"files": [{"url": "http://x/a", "extract": "yes"}]}, r"extract: expected true or false"),
+        ({"files": [{"url": "http://x/a", "colour": 1}]}, r"unknown key\(s\) colour"),
+        ({"files": [{"name": "../up", "url": "http://x/a"}]}, r"expected a plain file name"),
+    ],
+)
 def test_bad_override_names_the_key(tmp_path, monkeypatch, entry, message):
     path = tmp_path / "bad.yaml"
     path.write_text(yaml.safe_dump({"datasets": {"bad": entry}}))

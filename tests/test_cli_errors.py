@@ -1,4 +1,5 @@
 """The CLI's error boundary: one line and an exit code, a traceback only when asked for."""
+
 from __future__ import annotations
 
 import pytest
@@ -15,8 +16,10 @@ def _disk_full(*args, **kwargs):
     raise OSError(28, "No space left on device", "/data/x.part")
 
 
-@pytest.mark.parametrize("failure, code, text", [(_boom, 1, "RuntimeError: something unforeseen"),
-                                                 (_disk_full, 2, "/data/x.part: No space left on device")])
+@pytest.mark.parametrize(
+    "failure, code, text",
+    [(_boom, 1, "RuntimeError: something unforeseen"), (_disk_full, 2, "/data/x.part: No space left on device")],
+)
 def test_unexpected_and_system_failures_are_one_line(demo_spec, runner, monkeypatch, failure, code, text):
     monkeypatch.setattr(specs, "load_all", failure)
     out = runner.invoke(app, ["list"])

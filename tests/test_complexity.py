@@ -1,12 +1,12 @@
 """Model complexity (mcan-pa Table VI): parameters and FLOPs at the paper's settings."""
+
 import pytest
 import torch
 
-from repro.errors import ReproError
-from repro.families.mcan_pa.family import build_model
 from repro.complexity import complexity
+from repro.errors import ReproError
 from repro.families.mcan_pa.config import McanConfig
-from repro.families.mcan_pa.family import example_batch
+from repro.families.mcan_pa.family import build_model, example_batch
 from repro.nn.measure import count_flops, count_parameters
 from tests.tiny_vqa import TINY_SIZES
 

@@ -1,13 +1,13 @@
 """DSGANet depth histograms (§IV-A) per box and per grid cell, from PNG depth maps."""
+
 from __future__ import annotations
 
 import numpy as np
 import pytest
 from PIL import Image
 
-from repro.datasets.depth import (add_depth_to_store, box_histograms, grid_histograms, load_depth_map,
-                              peak_gray_value)
 from repro.data.store import FeatureStore, FeatureStoreWriter
+from repro.datasets.depth import add_depth_to_store, box_histograms, grid_histograms, load_depth_map, peak_gray_value
 from repro.errors import ReproError
 
 

@@ -1,4 +1,5 @@
 """Downloads against a loopback server: resume, retries, checksums, idempotence, zip-slip, disk space."""
+
 from __future__ import annotations
 
 import hashlib
@@ -10,11 +11,11 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from tests._loopback import FileServer
 from repro.data import download as dl
 from repro.data.catalog import get_dataset, load_catalog
 from repro.data.download import FetchOptions, dataset_status, download_dataset
 from repro.errors import ReproError
+from tests._loopback import FileServer
 
 FAST = FetchOptions(retries=3, backoff=0.0, timeout=5.0, sleep=lambda s: None)
 
@@ -126,8 +127,12 @@ def test_changed_file_on_disk_is_rehashed_and_replaced(tmp_path, monkeypatch, en
 def test_mirrors_are_tried_in_order(tmp_path, monkeypatch, env):
     data = payload(10_000, seed=5)
     with FileServer({"/good/m.bin": data}) as server:
-        entry = entry_for(tmp_path, monkeypatch, "m", [{"name": "m.bin", "sha256": sha(data),
-                                                         "url": [server.url("/gone/m.bin"), server.url("/good/m.bin")]}])
+        entry = entry_for(
+            tmp_path,
+            monkeypatch,
+            "m",
+            [{"name": "m.bin", "sha256": sha(data), "url": [server.url("/gone/m.bin"), server.url("/good/m.bin")]}],
+        )
         download_dataset(entry, env, options=FAST)
     assert (env / "m" / "m.bin").read_bytes() == data
 
@@ -155,8 +160,9 @@ def zip_bytes(members: dict[str, bytes]) -> bytes:
 def test_extracts_verified_archive_once(tmp_path, monkeypatch, env):
     archive = zip_bytes({"inner/q.json": b"{}", "top.txt": b"hello"})
     with FileServer({"/d.zip": archive}) as server:
-        entry = entry_for(tmp_path, monkeypatch, "d", [{"url": server.url("/d.zip"), "sha256": sha(archive),
-                                                         "extract": True}])
+        entry = entry_for(
+            tmp_path, monkeypatch, "d", [{"url": server.url("/d.zip"), "sha256": sha(archive), "extract": True}]
+        )
         download_dataset(entry, env, options=FAST)
         assert (env / "d" / "inner" / "q.json").read_bytes() == b"{}"
         (env / "d" / "top.txt").write_text("edited by the user")
@@ -167,8 +173,9 @@ def test_extracts_verified_archive_once(tmp_path, monkeypatch, env):
 def test_zip_slip_archive_is_refused(tmp_path, monkeypatch, env):
     archive = zip_bytes({"ok.txt": b"fine", "../../escaped.txt": b"evil"})
     with FileServer({"/evil.zip": archive}) as server:
-        entry = entry_for(tmp_path, monkeypatch, "evil", [{"url": server.url("/evil.zip"), "sha256": sha(archive),
-                                                            "extract": True}])
+        entry = entry_for(
+            tmp_path, monkeypatch, "evil", [{"url": server.url("/evil.zip"), "sha256": sha(archive), "extract": True}]
+        )
         with pytest.raises(ReproError, match=r"escaped\.txt.*'\.\.'"):
             download_dataset(entry, env, options=FAST)
     assert not list(tmp_path.rglob("escaped.txt"))
@@ -179,8 +186,12 @@ def test_disk_space_refusal_before_transfer(tmp_path, monkeypatch, env):
     data = payload(50_000, seed=7)
     monkeypatch.setattr(dl, "disk_free", lambda path: 1_000)
     with FileServer({"/huge.bin": data}) as server:
-        entry = entry_for(tmp_path, monkeypatch, "huge", [{"url": server.url("/huge.bin"), "sha256": sha(data),
-                                                            "size_hint": 30_000_000_000}])
+        entry = entry_for(
+            tmp_path,
+            monkeypatch,
+            "huge",
+            [{"url": server.url("/huge.bin"), "sha256": sha(data), "size_hint": 30_000_000_000}],
+        )
         with pytest.raises(ReproError, match="needs 30.00 GB"):
             download_dataset(entry, env, options=FAST)
         assert server.gets("/huge.bin") == []
@@ -194,8 +205,13 @@ def test_disk_space_refusal_before_transfer(tmp_path, monkeypatch, env):
 
 def test_manual_dataset_says_where_to_put_files_then_verifies(tmp_path, monkeypatch, env):
     content = b"registered content"
-    entry = entry_for(tmp_path, monkeypatch, "reg", [{"name": "secret.json", "sha256": sha(content)}],
-                      manual="Register at https://example.org and download secret.json.")
+    entry = entry_for(
+        tmp_path,
+        monkeypatch,
+        "reg",
+        [{"name": "secret.json", "sha256": sha(content)}],
+        manual="Register at https://example.org and download secret.json.",
+    )
     with pytest.raises(ReproError) as err:
         download_dataset(entry, env, options=FAST)
     assert "secret.json" in str(err.value) and str(env / "reg") in str(err.value) and "Register" in str(err.value)

@@ -1,4 +1,5 @@
 """The memory-mapped feature store and the official feature layouts that feed it."""
+
 from __future__ import annotations
 
 import base64
@@ -7,8 +8,8 @@ import pickle
 import numpy as np
 import pytest
 
-from repro.datasets.features import read_bottom_up_tsv, read_openvqa_npz, store_from_npz_dir, store_from_tsv
 from repro.data.store import FeatureStore, FeatureStoreWriter
+from repro.datasets.features import read_bottom_up_tsv, read_openvqa_npz, store_from_npz_dir, store_from_tsv
 from repro.errors import ReproError
 
 DIM = 16
@@ -91,9 +92,16 @@ def test_store_pickles_without_copying_the_data(tmp_path):
 
 
 def tsv_row(image_id, feats, boxes, w, h):
-    return "\t".join([str(image_id), str(w), str(h), str(len(feats)),
-                      base64.b64encode(boxes.astype(np.float32).tobytes()).decode(),
-                      base64.b64encode(feats.astype(np.float32).tobytes()).decode()])
+    return "\t".join(
+        [
+            str(image_id),
+            str(w),
+            str(h),
+            str(len(feats)),
+            base64.b64encode(boxes.astype(np.float32).tobytes()).decode(),
+            base64.b64encode(feats.astype(np.float32).tobytes()).decode(),
+        ]
+    )
 
 
 def test_bottom_up_tsv_to_store(tmp_path):
@@ -125,8 +133,9 @@ def test_openvqa_npz_layout_to_store(tmp_path):
     for image_id, n in ((9, 10), (123456, 100), (42, 57)):
         _, feats, boxes, w, h = make_image(rng, image_id, n)
         images[image_id] = (feats, boxes, w, h)
-        np.savez(folder / f"COCO_train2014_{image_id:012d}.jpg.npz", x=feats.T, bbox=boxes, num_bbox=n,
-                 image_h=h, image_w=w)
+        np.savez(
+            folder / f"COCO_train2014_{image_id:012d}.jpg.npz", x=feats.T, bbox=boxes, num_bbox=n, image_h=h, image_w=w
+        )
     one = read_openvqa_npz(folder / "COCO_train2014_000000000042.jpg.npz", dim=DIM)
     assert one.image_id == 42 and one.features.shape == (57, DIM)
     store = FeatureStore.open(store_from_npz_dir(folder, tmp_path / "train2014.store", dim=DIM))

@@ -1,5 +1,6 @@
 """Hostile input to the data layer: catalog names that are paths, archives that overlap, two downloads of one
 file at once, servers that send too much, and the errors each of these must give (one line, no traceback)."""
+
 from __future__ import annotations
 
 import errno
@@ -18,11 +19,11 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from tests._loopback import FileServer
 from repro.data import download as dl
 from repro.data.catalog import get_dataset, load_catalog
 from repro.data.download import FetchOptions, dataset_status, download_dataset
 from repro.errors import ReproError
+from tests._loopback import FileServer
 
 FAST = FetchOptions(retries=2, backoff=0.0, timeout=5.0, sleep=lambda s: None)
 
@@ -79,8 +80,9 @@ def test_1_dataset_name_that_is_a_path_is_refused_and_nothing_is_deleted(tmp_pat
     # the archive's top-level folder is the one the old code replaced wholesale
     archive = zip_bytes({"runs/other.txt": b"x", "data/other.txt": b"x"})
     with FileServer({"/a.zip": archive}) as server:
-        catalog = write_catalog(tmp_path, {name: {"files": [{"url": server.url("/a.zip"), "sha256": sha(archive),
-                                                              "extract": True}]}})
+        catalog = write_catalog(
+            tmp_path, {name: {"files": [{"url": server.url("/a.zip"), "sha256": sha(archive), "extract": True}]}}
+        )
         monkeypatch.setenv("REPRO_CATALOG", str(catalog))
         with pytest.raises(ReproError) as err:
             load_catalog()
@@ -121,8 +123,9 @@ def test_2_archives_sharing_a_folder_are_merged_and_a_users_file_is_never_replac
 
         # a file the toolkit did not put there is never replaced: the archive is refused as a whole
         (folder / "shared" / "mine.txt").write_bytes(b"the user's own notes")
-        entry = entry_for(tmp_path, monkeypatch, "two", files + [{"url": server.url("/c.zip"), "sha256": sha(c),
-                                                                  "extract": True}])
+        entry = entry_for(
+            tmp_path, monkeypatch, "two", files + [{"url": server.url("/c.zip"), "sha256": sha(c), "extract": True}]
+        )
         with pytest.raises(ReproError) as err:
             download_dataset(entry, root, options=FAST)
     message = one_line_error(err)
@@ -190,8 +193,9 @@ def test_4_server_sending_more_than_the_declared_size_is_cut_off(tmp_path, monke
     big = bytes(200_000)
     with FileServer({"/endless.bin": block, "/big.bin": big}) as server:
         server.endless["/endless.bin"] = 50 << 20
-        entry = entry_for(tmp_path, monkeypatch, "over", [{"url": server.url("/endless.bin"), "sha256": "b" * 64,
-                                                           "size": 100_000}])
+        entry = entry_for(
+            tmp_path, monkeypatch, "over", [{"url": server.url("/endless.bin"), "sha256": "b" * 64, "size": 100_000}]
+        )
         with pytest.raises(ReproError) as err:
             download_dataset(entry, root, options=FAST)
         assert "more than the catalog's size of 100000 bytes" in one_line_error(err)
@@ -233,7 +237,7 @@ def unsupported_zip() -> bytes:
     data = bytearray(zip_bytes({"a.txt": b"hello " * 1000}))
     data[8:10] = struct.pack("<H", 99)  # compression method: none that zipfile knows
     central = data.find(b"PK\x01\x02")
-    data[central + 10:central + 12] = struct.pack("<H", 99)
+    data[central + 10 : central + 12] = struct.pack("<H", 99)
     return bytes(data)
 
 
@@ -248,13 +252,16 @@ def truncated_tar() -> bytes:
     return buf.getvalue()[: len(buf.getvalue()) // 2]
 
 
-@pytest.mark.parametrize("case, expect", [
-    ("redirect-loop", "TooManyRedirects"),
-    ("unparsable-host", "a..b"),
-    ("disk-full", "disk is full"),
-    ("bad-zip", "not a readable zip archive"),
-    ("bad-tar", "not a readable tar archive"),
-])
+@pytest.mark.parametrize(
+    "case, expect",
+    [
+        ("redirect-loop", "TooManyRedirects"),
+        ("unparsable-host", "a..b"),
+        ("disk-full", "disk is full"),
+        ("bad-zip", "not a readable zip archive"),
+        ("bad-tar", "not a readable tar archive"),
+    ],
+)
 def test_5_download_failures_are_one_line_errors(tmp_path, monkeypatch, root, case, expect):
     files = {"/loop": b"", "/bad.zip": unsupported_zip(), "/bad.tar.gz": truncated_tar(), "/f.bin": b"z" * 5000}
     with FileServer(files) as server:
@@ -296,24 +303,49 @@ def test_5_download_failures_are_one_line_errors(tmp_path, monkeypatch, root, ca
     assert expect in one_line_error(err)
 
 
-@pytest.mark.parametrize("case, content, expect", [
-    ("invalid-utf8", b"datasets:\n  a:\n    title: caf\xe9\n    files: [{url: 'http://h/a'}]\n",
-     r"catalog\.yaml:3: not valid UTF-8"),
-    ("invalid-url", b"datasets:\n  a:\n    files: [{url: 'http://[::1/x'}]\n", r"catalog\.yaml:3: .*not a valid url"),
-    ("bad-yaml", b"datasets:\n  a: {files: [\n", r"catalog\.yaml:\d+: not valid YAML"),
-    ("aliases", b"datasets:\n  a:\n    files: [{url: 'http://h/a'}]\n    note: &n [x, x, x]\n"
-                b"    title: &m [*n, *n, *n, *n]\n    licence: &k [*m, *m, *m, *m]\n    papers: [*k, *k]\n",
-     r"catalog\.yaml:7: refused \(more than \d+ aliases"),
-    ("recursive-alias", b"datasets:\n  a: &a\n    files: [{url: 'http://h/a'}]\n    note: *a\n",
-     r"catalog\.yaml:4: refused \(recursive alias"),
-    ("tag", b"datasets:\n  a:\n    title: !!binary aGVsbG8=\n    files: [{url: 'http://h/a'}]\n",
-     r"catalog\.yaml:3: refused \(YAML tags"),
-    ("local-tag", b"datasets:\n  a: !thing\n    files: [{url: 'http://h/a'}]\n", r"catalog\.yaml:2: refused"),
-    ("twice", b"datasets:\n  a:\n    files: [{url: 'http://h/a'}]\n  a:\n    files: [{url: 'http://h/b'}]\n",
-     r"catalog\.yaml:4: refused \(key 'a' given twice"),
-    ("nested-title", b"datasets:\n  a:\n    title: {x: 1}\n    files: [{url: 'http://h/a'}]\n",
-     r"catalog\.yaml:3: datasets\.a\.title: expected text"),
-])
+@pytest.mark.parametrize(
+    "case, content, expect",
+    [
+        (
+            "invalid-utf8",
+            b"datasets:\n  a:\n    title: caf\xe9\n    files: [{url: 'http://h/a'}]\n",
+            r"catalog\.yaml:3: not valid UTF-8",
+        ),
+        (
+            "invalid-url",
+            b"datasets:\n  a:\n    files: [{url: 'http://[::1/x'}]\n",
+            r"catalog\.yaml:3: .*not a valid url",
+        ),
+        ("bad-yaml", b"datasets:\n  a: {files: [\n", r"catalog\.yaml:\d+: not valid YAML"),
+        (
+            "aliases",
+            b"datasets:\n  a:\n    files: [{url: 'http://h/a'}]\n    note: &n [x, x, x]\n"
+            b"    title: &m [*n, *n, *n, *n]\n    licence: &k [*m, *m, *m, *m]\n    papers: [*k, *k]\n",
+            r"catalog\.yaml:7: refused \(more than \d+ aliases",
+        ),
+        (
+            "recursive-alias",
+            b"datasets:\n  a: &a\n    files: [{url: 'http://h/a'}]\n    note: *a\n",
+            r"catalog\.yaml:4: refused \(recursive alias",
+        ),
+        (
+            "tag",
+            b"datasets:\n  a:\n    title: !!binary aGVsbG8=\n    files: [{url: 'http://h/a'}]\n",
+            r"catalog\.yaml:3: refused \(YAML tags",
+        ),
+        ("local-tag", b"datasets:\n  a: !thing\n    files: [{url: 'http://h/a'}]\n", r"catalog\.yaml:2: refused"),
+        (
+            "twice",
+            b"datasets:\n  a:\n    files: [{url: 'http://h/a'}]\n  a:\n    files: [{url: 'http://h/b'}]\n",
+            r"catalog\.yaml:4: refused \(key 'a' given twice",
+        ),
+        (
+            "nested-title",
+            b"datasets:\n  a:\n    title: {x: 1}\n    files: [{url: 'http://h/a'}]\n",
+            r"catalog\.yaml:3: datasets\.a\.title: expected text",
+        ),
+    ],
+)
 def test_5_hostile_catalog_files_are_one_line_errors(tmp_path, monkeypatch, case, content, expect):
     from repro.cli import app
 
@@ -330,20 +362,48 @@ def test_5_hostile_catalog_files_are_one_line_errors(tmp_path, monkeypatch, case
 
 # --- the catalog reader on random input -------------------------------------------------------------
 
-NASTY = st.sampled_from(["..", ".", "/etc", "a/b", "a\\b", "C:x", "runs", ".hidden", "x\x00y", "\ud800", " a",
-                         "ok", "a" * 300, "é", "", "~", "$HOME", "-rf", "a.part"])
+NASTY = st.sampled_from(
+    [
+        "..",
+        ".",
+        "/etc",
+        "a/b",
+        "a\\b",
+        "C:x",
+        "runs",
+        ".hidden",
+        "x\x00y",
+        "\ud800",
+        " a",
+        "ok",
+        "a" * 300,
+        "é",
+        "",
+        "~",
+        "$HOME",
+        "-rf",
+        "a.part",
+    ]
+)
 NAMES = st.one_of(NASTY, st.text(max_size=20))
 SCALARS = st.one_of(st.none(), st.booleans(), st.integers(), st.text(max_size=10), NAMES)
-VALUES = st.recursive(SCALARS, lambda inner: st.one_of(st.lists(inner, max_size=3),
-                                                       st.dictionaries(st.text(max_size=5), inner, max_size=3)),
-                      max_leaves=6)
+VALUES = st.recursive(
+    SCALARS,
+    lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(st.text(max_size=5), inner, max_size=3)),
+    max_leaves=6,
+)
 FILES = st.fixed_dictionaries(
     {"url": st.one_of(st.builds(lambda n: f"http://127.0.0.1:1/{n}", NAMES), st.text(max_size=15), VALUES)},
-    optional={"name": st.one_of(NAMES, VALUES), "sha256": VALUES, "size": VALUES, "extract": VALUES,
-              "note": VALUES})
-DATASETS = st.dictionaries(NAMES, st.fixed_dictionaries({"files": st.lists(FILES, min_size=1, max_size=2)},
-                                                        optional={"title": VALUES, "manual": VALUES}),
-                           min_size=1, max_size=3)
+    optional={"name": st.one_of(NAMES, VALUES), "sha256": VALUES, "size": VALUES, "extract": VALUES, "note": VALUES},
+)
+DATASETS = st.dictionaries(
+    NAMES,
+    st.fixed_dictionaries(
+        {"files": st.lists(FILES, min_size=1, max_size=2)}, optional={"title": VALUES, "manual": VALUES}
+    ),
+    min_size=1,
+    max_size=3,
+)
 
 
 @pytest.fixture
@@ -388,9 +448,14 @@ def test_catalog_reader_on_random_names_keeps_every_path_inside(tmp_path, tiny_b
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(content=st.one_of(st.binary(max_size=200),
-                         st.text(alphabet=st.sampled_from(list("datses:&*!<>[]{}, -\n\t'\"\\/.aé\x00")),
-                                 max_size=200).map(lambda t: ("datasets:\n " + t).encode("utf-8", "surrogatepass"))))
+@given(
+    content=st.one_of(
+        st.binary(max_size=200),
+        st.text(alphabet=st.sampled_from(list("datses:&*!<>[]{}, -\n\t'\"\\/.aé\x00")), max_size=200).map(
+            lambda t: ("datasets:\n " + t).encode("utf-8", "surrogatepass")
+        ),
+    )
+)
 def test_catalog_reader_on_random_bytes_fails_in_one_line(tmp_path, tiny_builtin, content):
     path = tmp_path / "random.yaml"
     path.write_bytes(content)

@@ -1,4 +1,5 @@
 """`repro eval` end to end through the CLI: official and generic files, output forms, bad input."""
+
 import json
 
 import pytest
@@ -16,12 +17,22 @@ def write(path, data):
 
 @pytest.fixture
 def vqa_files(tmp_path):
-    anns = {"annotations": [
-        {"question_id": 1, "question_type": "is the", "answer_type": "yes/no",
-         "answers": [{"answer": "yes", "answer_id": i + 1} for i in range(10)]},
-        {"question_id": 2, "question_type": "how many", "answer_type": "number",
-         "answers": [{"answer": a, "answer_id": i + 1} for i, a in enumerate(["2"] * 2 + ["3"] * 8)]},
-    ]}
+    anns = {
+        "annotations": [
+            {
+                "question_id": 1,
+                "question_type": "is the",
+                "answer_type": "yes/no",
+                "answers": [{"answer": "yes", "answer_id": i + 1} for i in range(10)],
+            },
+            {
+                "question_id": 2,
+                "question_type": "how many",
+                "answer_type": "number",
+                "answers": [{"answer": a, "answer_id": i + 1} for i, a in enumerate(["2"] * 2 + ["3"] * 8)],
+            },
+        ]
+    }
     questions = {"questions": [{"question_id": 1, "question": "?"}, {"question_id": 2, "question": "?"}]}
     preds = [{"question_id": 1, "answer": "yes"}, {"question_id": 2, "answer": "two"}]
     return write(tmp_path / "a.json", anns), write(tmp_path / "q.json", questions), write(tmp_path / "p.json", preds)
@@ -43,8 +54,19 @@ def one_error_line(result, *fragments):
 def test_vqa_official_files_json_and_per_item(vqa_files, tmp_path):
     anns, questions, preds = vqa_files
     items = tmp_path / "items.json"
-    result = run("--metric", "vqa", "--annotations", anns, "--questions", questions, "--predictions", preds,
-                 "--json", "--per-item", items)
+    result = run(
+        "--metric",
+        "vqa",
+        "--annotations",
+        anns,
+        "--questions",
+        questions,
+        "--predictions",
+        preds,
+        "--json",
+        "--per-item",
+        items,
+    )
     assert result.exit_code == 0, result.output
     out = json.loads(result.output)
     assert out["metric"] == "vqa" and out["n"] == 2
@@ -55,8 +77,15 @@ def test_vqa_official_files_json_and_per_item(vqa_files, tmp_path):
 def test_round_two_gives_official_rounding(tmp_path):
     anns = [{"question_id": q, "answers": ["a"] * 3 + ["b"] * 7} for q in range(3)]
     preds = [{"question_id": 0, "answer": "a"}, {"question_id": 1, "answer": "b"}, {"question_id": 2, "answer": "b"}]
-    args = ("--metric", "vqa", "--annotations", write(tmp_path / "a.json", anns),
-            "--predictions", write(tmp_path / "p.json", preds), "--json")
+    args = (
+        "--metric",
+        "vqa",
+        "--annotations",
+        write(tmp_path / "a.json", anns),
+        "--predictions",
+        write(tmp_path / "p.json", preds),
+        "--json",
+    )
     assert json.loads(run(*args).output)["overall"] == pytest.approx(96.6666666)
     assert json.loads(run(*args, "--round", "2").output)["overall"] == 96.67
 
@@ -76,25 +105,36 @@ def test_variant_2016(vqa_files, tmp_path):
 
 
 def test_anls_generic_with_per_item(tmp_path):
-    anns = write(tmp_path / "gt.json", {"data": [{"questionId": 7, "answers": ["ab"]}, {"questionId": 8, "answers": ["xy"]}]})
+    anns = write(
+        tmp_path / "gt.json", {"data": [{"questionId": 7, "answers": ["ab"]}, {"questionId": 8, "answers": ["xy"]}]}
+    )
     preds = write(tmp_path / "pred.json", [{"questionId": 7, "answer": "ac"}, {"questionId": 8, "answer": "XY"}])
     items = tmp_path / "items.json"
     result = run("--metric", "anls", "--annotations", anns, "--predictions", preds, "--json", "--per-item", items)
     from repro import __version__
 
     # the metric's variant and the toolkit version say which scorer produced the number
-    assert json.loads(result.output) == {"metric": "anls", "anls": 0.75, "n": 2, "variant": "rrc",
-                                         "toolkit_version": __version__}
+    assert json.loads(result.output) == {
+        "metric": "anls",
+        "anls": 0.75,
+        "n": 2,
+        "variant": "rrc",
+        "toolkit_version": __version__,
+    }
     assert json.loads(items.read_text()) == {"7": 0.5, "8": 1.0}
 
 
 def test_tgif_count_csv_and_mse(tmp_path):
-    csv = write(tmp_path / "Test_count_question.csv",
-                "gif_name\tquestion\tanswer\tvid_id\tkey\ng1\thow many\t0\tCOUNT1\t1\ng2\thow many\t3\tCOUNT2\t2\n")
-    preds = write(tmp_path / "p.json", [{"question_id": "COUNT1", "answer": 0.3}, {"question_id": "COUNT2", "answer": 4.5}])
+    csv = write(
+        tmp_path / "Test_count_question.csv",
+        "gif_name\tquestion\tanswer\tvid_id\tkey\ng1\thow many\t0\tCOUNT1\t1\ng2\thow many\t3\tCOUNT2\t2\n",
+    )
+    preds = write(
+        tmp_path / "p.json", [{"question_id": "COUNT1", "answer": 0.3}, {"question_id": "COUNT2", "answer": 4.5}]
+    )
     psac = json.loads(run("--metric", "mse", "-a", csv, "-p", preds, "--json").output)
     tgif = json.loads(run("--metric", "mse", "-a", csv, "-p", preds, "--json", "--variant", "tgif").output)
-    assert psac["mse"] == 0.5 and tgif["mse"] == 1.0   # 4.5 rounds to 4
+    assert psac["mse"] == 0.5 and tgif["mse"] == 1.0  # 4.5 rounds to 4
 
 
 def test_cocoqa_text_files_accuracy(tmp_path):
@@ -124,14 +164,20 @@ def test_wups_threshold_zero(tmp_path):
 def test_recall_albef_json_and_npz(tmp_path):
     import numpy as np
 
-    anns = write(tmp_path / "test.json", [{"image": "a.jpg", "caption": ["x", "y"]}, {"image": "b.jpg", "caption": ["z"]}])
-    np.savez(tmp_path / "scores.npz", i2t=np.array([[0.9, 0.1, 0.0], [0.0, 0.1, 0.9]]),
-             t2i=np.array([[1.0, 0.0], [0.0, 1.0], [0.0, 1.0]]))
+    anns = write(
+        tmp_path / "test.json", [{"image": "a.jpg", "caption": ["x", "y"]}, {"image": "b.jpg", "caption": ["z"]}]
+    )
+    np.savez(
+        tmp_path / "scores.npz",
+        i2t=np.array([[0.9, 0.1, 0.0], [0.0, 0.1, 0.9]]),
+        t2i=np.array([[1.0, 0.0], [0.0, 1.0], [0.0, 1.0]]),
+    )
     out = json.loads(run("--metric", "recall", "-a", anns, "-p", tmp_path / "scores.npz", "--json").output)
     assert out["tr@1"] == 100.0 and out["ir@1"] == pytest.approx(200 / 3)
 
 
 # --- bad input: one line, exit 2 ------------------------------------------------------------------
+
 
 def test_unreadable_json(tmp_path, vqa_files):
     anns, _, _ = vqa_files
@@ -146,15 +192,19 @@ def test_missing_file(tmp_path, vqa_files):
 
 def test_prediction_for_unknown_question(tmp_path, vqa_files):
     anns, _, _ = vqa_files
-    preds = write(tmp_path / "p.json", [{"question_id": 1, "answer": "a"}, {"question_id": 2, "answer": "a"},
-                                        {"question_id": 99, "answer": "a"}])
+    preds = write(
+        tmp_path / "p.json",
+        [{"question_id": 1, "answer": "a"}, {"question_id": 2, "answer": "a"}, {"question_id": 99, "answer": "a"}],
+    )
     one_error_line(run("--metric", "vqa", "-a", anns, "-p", preds), "unknown question", "99")
 
 
 def test_missing_predictions_counts_and_lists_ids(tmp_path):
     anns = write(tmp_path / "a.json", [{"question_id": q, "answer": "x"} for q in range(20)])
     preds = write(tmp_path / "p.json", [{"question_id": 0, "answer": "x"}])
-    one_error_line(run("--metric", "accuracy", "-a", anns, "-p", preds), "missing predictions for 19 of 20", "1, 2, 3, 4, 5, ...")
+    one_error_line(
+        run("--metric", "accuracy", "-a", anns, "-p", preds), "missing predictions for 19 of 20", "1, 2, 3, 4, 5, ..."
+    )
 
 
 def test_duplicate_prediction_ids(tmp_path, vqa_files):

@@ -1,4 +1,5 @@
 """MSE (TGIF-QA Count), exact-match accuracy, retrieval recall (ALBEF) and grounding (ALBEF)."""
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -16,14 +17,15 @@ def test_registry():
 
 # --- MSE -----------------------------------------------------------------------------------------
 
+
 def test_count_rounding_ties_go_to_even_and_clip_to_one_ten():
     assert mse.to_count([2.5, 3.5, 0.5, 1.5, 10.5, 11, -3, 4.49]).tolist() == [2, 4, 1, 2, 10, 10, 1, 4]
 
 
 def test_ground_truth_zero_psac_vs_tgif():
     gold, pred = [0, 3], [0.2, 3.0]  # prediction 0.2 becomes 1
-    assert mse.evaluate(gold, pred, "psac").aggregate["mse"] == 0.0       # target max(0, 1) = 1
-    assert mse.evaluate(gold, pred, "tgif").aggregate["mse"] == 0.5       # (1 - 0)^2 / 2
+    assert mse.evaluate(gold, pred, "psac").aggregate["mse"] == 0.0  # target max(0, 1) = 1
+    assert mse.evaluate(gold, pred, "tgif").aggregate["mse"] == 0.5  # (1 - 0)^2 / 2
 
 
 def test_mse_per_item_and_value():
@@ -42,6 +44,7 @@ def test_mse_is_non_negative_and_psac_never_above_tgif(pairs):
 
 # --- accuracy ------------------------------------------------------------------------------------
 
+
 def test_exact_match_rules():
     r = accuracy.evaluate([3, "dog", "Dog", "3"], [3.0, "dog", "dog", 3], types=["n", "o", "o", "n"])
     assert r.per_item == {0: 100.0, 1: 100.0, 2: 0.0, 3: 0.0}
@@ -50,12 +53,17 @@ def test_exact_match_rules():
 
 # --- retrieval -----------------------------------------------------------------------------------
 
+
 def test_recall_hand_computed():
     # 2 images, 4 texts (2 each)
     img2txt = [[0, 1], [2, 3]]
     txt2img = [0, 0, 1, 1]
-    i2t = np.array([[0.1, 0.9, 0.5, 0.2],    # image 0: text 1 first -> rank 0
-                    [0.8, 0.7, 0.1, 0.0]])   # image 1: its texts at positions 2, 3 -> rank 2
+    i2t = np.array(
+        [
+            [0.1, 0.9, 0.5, 0.2],  # image 0: text 1 first -> rank 0
+            [0.8, 0.7, 0.1, 0.0],
+        ]
+    )  # image 1: its texts at positions 2, 3 -> rank 2
     t2i = np.array([[0.9, 0.1], [0.2, 0.3], [0.1, 0.5], [0.6, 0.4]])  # ranks 0, 1, 0, 1
     r = retrieval.evaluate(i2t, t2i, img2txt, txt2img)
     assert r.aggregate["tr@1"] == 50.0 and r.aggregate["tr@5"] == 100.0
@@ -69,7 +77,7 @@ def test_ties_follow_reversed_argsort():
     r = retrieval.evaluate(np.zeros((1, 3)), np.zeros((3, 1)), [[0, 1, 2]], [0, 0, 0])
     assert r.per_item["image:0"] == 0.0  # text 2 comes first, and it belongs to image 0
     r = retrieval.evaluate(np.zeros((2, 1)), np.zeros((1, 2)), [[0], []], [0])
-    assert r.per_item["text:0"] == 1.0   # image 0 is second after reversing
+    assert r.per_item["text:0"] == 1.0  # image 0 is second after reversing
 
 
 def test_shape_mismatch_is_an_error():
@@ -84,10 +92,11 @@ def test_generic_rankings():
 
 # --- grounding -----------------------------------------------------------------------------------
 
+
 def test_iou_pixel_conventions():
     assert grounding.iou([0, 0, 10, 10], [0, 0, 10, 10]) == 1.0
-    assert grounding.iou([0, 0, 10, 10], [9, 9, 10, 10]) == 0.0      # one shared pixel: strict < says none
-    assert grounding.iou([0, 0, 10, 10], [0, 0, 10, 5]) == 0.5       # exactly 0.5
+    assert grounding.iou([0, 0, 10, 10], [9, 9, 10, 10]) == 0.0  # one shared pixel: strict < says none
+    assert grounding.iou([0, 0, 10, 10], [0, 0, 10, 5]) == 0.5  # exactly 0.5
 
 
 def test_hit_rate_per_split():

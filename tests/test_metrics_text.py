@@ -1,4 +1,5 @@
 """TextVQA (mmf) and ANLS (Robust Reading Competition script and the implementations it differs from)."""
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -6,19 +7,22 @@ from hypothesis import strategies as st
 from repro.errors import ReproError
 from repro.metrics import anls, textvqa
 
-
 # --- TextVQA --------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("text, expected", [
-    ("Dog's", "dog 's"),          # "'s" split off after lower-casing
-    ("1,000", "1000"),            # commas deleted before the punctuation rule
-    ("Hello?", "hello"),
-    ("a, b", "b"),                # comma gone first, then "a" is an article
-    ("The Two", "2"),
-    ("x-y", "x y"),
-    ("x - y", "x y"),
-    ("stop.", "stop"),
-])
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("Dog's", "dog 's"),  # "'s" split off after lower-casing
+        ("1,000", "1000"),  # commas deleted before the punctuation rule
+        ("Hello?", "hello"),
+        ("a, b", "b"),  # comma gone first, then "a" is an article
+        ("The Two", "2"),
+        ("x-y", "x y"),
+        ("x - y", "x y"),
+        ("stop.", "stop"),
+    ],
+)
 def test_textvqa_normalisation(text, expected):
     assert textvqa.normalize(text) == expected
 
@@ -43,6 +47,7 @@ def test_textvqa_aggregate_is_percent():
 
 
 # --- ANLS ----------------------------------------------------------------------------------------
+
 
 def test_levenshtein():
     assert anls.levenshtein("kitten", "sitting") == 3

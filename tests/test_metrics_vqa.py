@@ -1,4 +1,5 @@
 """VQA accuracy: every rule of vqaEval.py pinned by hand-computed cases, plus properties."""
+
 import math
 
 import numpy as np
@@ -9,8 +10,8 @@ from hypothesis import strategies as st
 from repro.errors import ReproError
 from repro.metrics import vqa
 
-
 # --- leave-one-out averaging over the 10 answers ---------------------------------------------------
+
 
 @pytest.mark.parametrize("m, expected", [(0, 0.0), (1, 0.3), (2, 0.6), (3, 0.9), (4, 1.0), (10, 1.0)])
 def test_leave_one_out_by_number_of_matching_humans(m, expected):
@@ -27,16 +28,20 @@ def test_per_question_score_is_the_python_float_expression():
 
 # --- punctuation --------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("text, expected", [
-    ("a-b", "a b"),               # no space next to it: becomes a space
-    ("a - b", "a  b"),             # a space beside it somewhere: deleted
-    ("hello, world", "hello world"),
-    ("yes!", "yes "),
-    ("1,000 a-b", "1000 ab"),      # a digit-comma-digit anywhere: every mark deleted
-    ("dog's", "dog's"),            # apostrophe is not in the list
-    ("3:00", "3:00"),              # nor is the colon
-    ("(a)b", " a b"),
-])
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("a-b", "a b"),  # no space next to it: becomes a space
+        ("a - b", "a  b"),  # a space beside it somewhere: deleted
+        ("hello, world", "hello world"),
+        ("yes!", "yes "),
+        ("1,000 a-b", "1000 ab"),  # a digit-comma-digit anywhere: every mark deleted
+        ("dog's", "dog's"),  # apostrophe is not in the list
+        ("3:00", "3:00"),  # nor is the colon
+        ("(a)b", " a b"),
+    ],
+)
 def test_punctuation_rule(text, expected):
     assert vqa.strip_punctuation(text) == expected
 
@@ -46,9 +51,17 @@ def test_space_test_reads_the_input_not_the_rewritten_text():
     assert vqa.strip_punctuation("a,b, c") == "ab c"
 
 
-@pytest.mark.parametrize("text, expected", [
-    ("5.", "5"), ("3.5", "3.5"), (".5", ".5"), ("a.b", "ab"), ("e.g.", "eg"), ("1.2.", "1.2"),
-])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("5.", "5"),
+        ("3.5", "3.5"),
+        (".5", ".5"),
+        ("a.b", "ab"),
+        ("e.g.", "eg"),
+        ("1.2.", "1.2"),
+    ],
+)
 def test_period_rule_removes_periods_not_followed_by_a_digit(text, expected):
     assert vqa.strip_punctuation(text) == expected
 
@@ -60,11 +73,24 @@ def test_period_rule_removes_at_most_32_periods():
 
 # --- digits, articles, contractions -----------------------------------------------------------
 
-@pytest.mark.parametrize("text, expected", [
-    ("The Two dogs", "2 dogs"), ("none", "0"), ("ten", "10"), ("eleven", "eleven"), ("an apple", "apple"),
-    ("a", ""), ("dont", "don't"), ("whats up", "what's up"), ("Im", "im"), ("Ive", "ive"),
-    ("somebody'd", "somebodyd"), ("  many   spaces ", "many spaces"),
-])
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("The Two dogs", "2 dogs"),
+        ("none", "0"),
+        ("ten", "10"),
+        ("eleven", "eleven"),
+        ("an apple", "apple"),
+        ("a", ""),
+        ("dont", "don't"),
+        ("whats up", "what's up"),
+        ("Im", "im"),
+        ("Ive", "ive"),
+        ("somebody'd", "somebodyd"),
+        ("  many   spaces ", "many spaces"),
+    ],
+)
 def test_digits_articles_contractions(text, expected):
     assert vqa.digits_and_articles(text) == expected
 
@@ -75,6 +101,7 @@ def test_contraction_table_is_complete():
 
 
 # --- when the rules apply: 2021 head vs 2016 -------------------------------------------------------
+
 
 def test_2021_all_humans_agree_means_exact_comparison():
     assert vqa.score_one("Yes", ["yes"] * 10) == 0.0
@@ -106,6 +133,7 @@ def test_unknown_variant_is_an_error():
 
 # --- evaluate: aggregates and checks -------------------------------------------------------------
 
+
 def test_evaluate_overall_and_per_type():
     answers = [["yes"] * 10, ["2"] * 4 + ["3"] * 6, ["red"] * 2 + ["blue"] * 8]
     preds = ["yes", "two", "red"]
@@ -133,8 +161,30 @@ def test_official_rounding():
 
 # --- properties ----------------------------------------------------------------------------------
 
-ALPHABET = st.sampled_from(["yes", "Yes", "no", "two", "2", "the dog", "dog", "dog.", "a-b", "a - b",
-                            "1,000", "1000", "dont", "don't", " yes", "yes\n", "3.5", "none", "0", "(x)"])
+ALPHABET = st.sampled_from(
+    [
+        "yes",
+        "Yes",
+        "no",
+        "two",
+        "2",
+        "the dog",
+        "dog",
+        "dog.",
+        "a-b",
+        "a - b",
+        "1,000",
+        "1000",
+        "dont",
+        "don't",
+        " yes",
+        "yes\n",
+        "3.5",
+        "none",
+        "0",
+        "(x)",
+    ]
+)
 ROWS = st.lists(st.tuples(st.lists(ALPHABET, min_size=10, max_size=10), ALPHABET), min_size=1, max_size=25)
 
 
@@ -173,9 +223,48 @@ def test_question_order_does_not_change_per_question_scores(rows):
 
 # --- the vectorised path: many strings at once, codes, the official-layout table -------------------
 
-TOKENS = st.sampled_from(["yes", "Yes", "two", "Two", "none", "the", "a", "an", "dont", "Im", "somebody'd",
-                          "dog", "3", "5", ".", ",", "-", "!", "?", "(", ")", "/", "1,000", "3.5", ":", "'",
-                          " ", "  ", "\n", "\t", "\x0b", "\u3000", "\x00", "Σ", "ΟΔΟΣ", "İ", "é", "ß"])
+TOKENS = st.sampled_from(
+    [
+        "yes",
+        "Yes",
+        "two",
+        "Two",
+        "none",
+        "the",
+        "a",
+        "an",
+        "dont",
+        "Im",
+        "somebody'd",
+        "dog",
+        "3",
+        "5",
+        ".",
+        ",",
+        "-",
+        "!",
+        "?",
+        "(",
+        ")",
+        "/",
+        "1,000",
+        "3.5",
+        ":",
+        "'",
+        " ",
+        "  ",
+        "\n",
+        "\t",
+        "\x0b",
+        "\u3000",
+        "\x00",
+        "Σ",
+        "ΟΔΟΣ",
+        "İ",
+        "é",
+        "ß",
+    ]
+)
 TEXTS = st.lists(TOKENS, max_size=8).map("".join)
 
 
@@ -188,12 +277,15 @@ def test_rules_over_many_strings_equal_the_rules_one_by_one(texts):
     assert vqa.normalize_many(texts) == [vqa.normalize(t) for t in texts]
 
 
-@pytest.mark.parametrize("texts", [
-    ["ΟΔΟΣ", "Σ", "aΣ", "Σa", "ΑΣ Β"],      # the final sigma depends on the neighbours within each text
-    ["a\x00b", "the dog"],                     # a text holding the separator: each on its own
-    ["", " ", "a", "the"],                     # empty results keep their place
-    [],
-])
+@pytest.mark.parametrize(
+    "texts",
+    [
+        ["ΟΔΟΣ", "Σ", "aΣ", "Σa", "ΑΣ Β"],  # the final sigma depends on the neighbours within each text
+        ["a\x00b", "the dog"],  # a text holding the separator: each on its own
+        ["", " ", "a", "the"],  # empty results keep their place
+        [],
+    ],
+)
 def test_rules_over_many_strings_edge_cases(texts):
     assert vqa.digits_and_articles_many(texts) == [vqa.digits_and_articles(t) for t in texts]
     assert vqa.clean_whitespace_many(texts) == [vqa.clean_whitespace(t) for t in texts]
@@ -204,7 +296,7 @@ def test_one_word_map_is_the_three_rules_in_turn():
     # numbers, then articles, then contractions: one lookup is the same when no word is in two
     # tables and no digit a number word becomes is an article or a contraction
     keys = [set(vqa.NUMBER_WORDS), set(vqa.ARTICLES), set(vqa.CONTRACTIONS)]
-    assert all(not (a & b) for i, a in enumerate(keys) for b in keys[i + 1:])
+    assert all(not (a & b) for i, a in enumerate(keys) for b in keys[i + 1 :])
     assert not set(vqa.NUMBER_WORDS.values()) & (vqa.ARTICLES | set(vqa.CONTRACTIONS))
 
 
@@ -224,8 +316,10 @@ def _official(rows):
 
 
 @settings(max_examples=150, deadline=None)
-@given(st.lists(st.tuples(st.lists(TEXTS, min_size=10, max_size=10), TEXTS), min_size=1, max_size=20),
-       st.sampled_from(vqa.VARIANTS))
+@given(
+    st.lists(st.tuples(st.lists(TEXTS, min_size=10, max_size=10), TEXTS), min_size=1, max_size=20),
+    st.sampled_from(vqa.VARIANTS),
+)
 def test_official_table_and_plain_lists_score_like_the_scalar_path(rows, variant):
     answers = [r[0] for r in rows]
     preds = [r[1] for r in rows]
@@ -270,8 +364,10 @@ def test_labels_read_as_the_plain_sequence_and_give_the_same_breakdown():
     assert vqa.Labels.from_items(items, []) == {}
     answers = [["a"] * 10, ["b"] * 10, ["a"] * 3 + ["b"] * 7, ["c"] * 10, ["a"] * 10]
     preds = ["a", "b", "a", "c", "b"]
-    assert (vqa.evaluate(answers, preds, answer_types=labels, question_types=labels).aggregate
-            == vqa.evaluate(answers, preds, answer_types=plain, question_types=plain).aggregate)
+    assert (
+        vqa.evaluate(answers, preds, answer_types=labels, question_types=labels).aggregate
+        == vqa.evaluate(answers, preds, answer_types=plain, question_types=plain).aggregate
+    )
     with pytest.raises(KeyError):
         vqa.Labels.from_items([{"answer_type": "other"}, {}], ["answer_type"])
     with pytest.raises(TypeError):
@@ -284,8 +380,10 @@ def test_official_file_layout_scores_like_plain_lists():
     answers = [["yes"] * 10, ["2"] * 3 + ["two"] * 7, ["red"] * 2 + ["Red."] * 8, ["dog"] * 10]
     preds = ["yes", "2", "red", "Dog"]
     atypes, qtypes = ["yes/no", "number", "other", "other"], ["is", "how many", "what", "what"]
-    items = [{"question_id": 10 + i, "answer_type": a, "question_type": q, **row}
-             for i, (a, q, row) in enumerate(zip(atypes, qtypes, _official(answers)))]
+    items = [
+        {"question_id": 10 + i, "answer_type": a, "question_type": q, **row}
+        for i, (a, q, row) in enumerate(zip(atypes, qtypes, _official(answers)))
+    ]
     results = [{"question_id": 10 + i, "answer": p} for i, p in enumerate(preds)]
     plain = vqa.evaluate(answers, preds, [10, 11, 12, 13], atypes, qtypes)
     got = evaluate_data("vqa", {"annotations": items}, results)

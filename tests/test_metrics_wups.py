@@ -1,4 +1,5 @@
 """WUPS: the threshold rule and the directions, on a small fake taxonomy and on the real WordNet 3.0."""
+
 import os
 
 import pytest
@@ -33,7 +34,7 @@ def test_threshold_rule_full_score_at_or_above_tenth_below():
     wn = FakeWordNet(TABLE)
     assert wups.Measure(0.9, wn)("cup", "mug") == 0.95
     assert wups.Measure(0.9, wn)("cat", "dog") == pytest.approx(0.08)
-    assert wups.Measure(0.8, wn)("cat", "dog") == 0.8       # exactly at the threshold: kept
+    assert wups.Measure(0.8, wn)("cat", "dog") == 0.8  # exactly at the threshold: kept
     assert wups.Measure(0.0, wn)("cat", "dog") == 0.8
 
 
@@ -74,6 +75,7 @@ def test_cocoqa_cache_key_quirk():
 
 # --- the real WordNet 3.0 -------------------------------------------------------------------------
 
+
 def _wordnet_or_skip():
     try:
         return wordnet.load()
@@ -103,9 +105,9 @@ def test_real_wup_values(real_wordnet):
     dog, cat = real_wordnet.synset("dog.n.01"), real_wordnet.synset("cat.n.01")
     assert dog.wup_similarity(cat) == pytest.approx(0.857142857, abs=1e-6)  # 2*12 / (2 + 2 + 2*12)
     m9 = wups.Measure(0.9, real_wordnet)
-    assert m9.wup("dog", "cat") == pytest.approx(6 / 7)       # best pair over all noun senses
-    assert m9("dog", "cat") == pytest.approx(0.1 * 6 / 7)     # below 0.9: a tenth
-    assert m9("car", "truck") == pytest.approx(11 / 12)       # above 0.9: in full
+    assert m9.wup("dog", "cat") == pytest.approx(6 / 7)  # best pair over all noun senses
+    assert m9("dog", "cat") == pytest.approx(0.1 * 6 / 7)  # below 0.9: a tenth
+    assert m9("car", "truck") == pytest.approx(11 / 12)  # above 0.9: in full
     assert wups.Measure(6 / 7, real_wordnet)("dog", "cat") == pytest.approx(6 / 7)  # at the threshold
     assert m9("dogs", "dog") == 1.0  # the plural lemmatises to the same synsets
 
@@ -131,6 +133,7 @@ def test_missing_wordnet_says_how_to_get_it(tmp_path, monkeypatch):
     monkeypatch.setenv("REPRO_DATA_DIR", str(tmp_path))
     monkeypatch.setattr(wordnet, "DEBIAN_DIR", tmp_path / "nowhere")
     import nltk
+
     monkeypatch.setattr(nltk.data, "path", [str(tmp_path / "nltk")])
     with pytest.raises(ReproError, match="repro download wordnet"):
         wordnet.load()

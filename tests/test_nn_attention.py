@@ -1,4 +1,5 @@
 """Shared attention: bias and masks per head, MCAN's LayerNorm."""
+
 import math
 
 import torch

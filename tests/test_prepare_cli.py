@@ -1,4 +1,5 @@
 """`repro prepare` end to end on fixture files laid out as the downloads leave them."""
+
 from __future__ import annotations
 
 import base64
@@ -7,10 +8,10 @@ import json
 import numpy as np
 from typer.testing import CliRunner
 
-from tests._vqa_fixtures import write_glove, write_vqa2
 from repro.cli import app
-from repro.datasets.prepare import prepare
 from repro.data.store import FeatureStore
+from repro.datasets.prepare import prepare
+from tests._vqa_fixtures import write_glove, write_vqa2
 
 
 def test_prepare_vqa2_from_data_dir_with_glove(tmp_path, monkeypatch):
@@ -44,8 +45,18 @@ def test_prepare_feature_stores_and_skip_when_current(tmp_path, monkeypatch):
     for image_id in (9, 25):
         feats = rng.standard_normal((36, 8)).astype(np.float32)
         boxes = np.tile(np.array([[1, 2, 30, 40]], np.float32), (36, 1))
-        rows.append("\t".join([str(image_id), "640", "480", "36", base64.b64encode(boxes.tobytes()).decode(),
-                               base64.b64encode(feats.tobytes()).decode()]))
+        rows.append(
+            "\t".join(
+                [
+                    str(image_id),
+                    "640",
+                    "480",
+                    "36",
+                    base64.b64encode(boxes.tobytes()).decode(),
+                    base64.b64encode(feats.tobytes()).decode(),
+                ]
+            )
+        )
     (tsv_dir / "trainval_resnet101_faster_rcnn_genome_36.tsv").write_text("\n".join(rows) + "\n")
     [out] = prepare("bottom-up-36", dim=8)
     assert out == tmp_path / "prepared" / "features" / "bottom-up-36" / "trainval.store"
@@ -56,7 +67,13 @@ def test_prepare_feature_stores_and_skip_when_current(tmp_path, monkeypatch):
 
     npz_dir = tmp_path / "openvqa-features" / "val2014"
     npz_dir.mkdir(parents=True)
-    np.savez(npz_dir / "COCO_val2014_000000000042.jpg.npz", x=rng.standard_normal((8, 12)).astype(np.float32),
-             bbox=np.ones((12, 4), np.float32), num_bbox=12, image_h=300, image_w=500)
+    np.savez(
+        npz_dir / "COCO_val2014_000000000042.jpg.npz",
+        x=rng.standard_normal((8, 12)).astype(np.float32),
+        bbox=np.ones((12, 4), np.float32),
+        num_bbox=12,
+        image_h=300,
+        image_w=500,
+    )
     [store] = prepare("openvqa-features", dim=8)
     assert store.name == "val2014.store" and FeatureStore.open(store).get(42)["count"] == 12

@@ -1,4 +1,5 @@
 """Claims judged with Welch's t-test over the seeds of the two rows a claim compares."""
+
 from __future__ import annotations
 
 import json
@@ -21,9 +22,17 @@ def _write(spec, row: str, values: list[float], scale: str = "synthetic") -> Non
     per_seed = [{"Num": v, "All": 1.0} for v in values]
     mean = sum(values) / len(values)
     std = math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1)) if len(values) > 1 else None
-    result = results.Result(spec=spec.id, paper=spec.paper, row=row, scale=scale, split="val",
-                            metrics={"Num": mean, "All": 1.0}, std={"Num": std, "All": 0.0} if std else {},
-                            seeds=list(range(len(values))), extra={"per_seed": per_seed})
+    result = results.Result(
+        spec=spec.id,
+        paper=spec.paper,
+        row=row,
+        scale=scale,
+        split="val",
+        metrics={"Num": mean, "All": 1.0},
+        std={"Num": std, "All": 0.0} if std else {},
+        seeds=list(range(len(values))),
+        extra={"per_seed": per_seed},
+    )
     results.write_result(result, spec)
 
 

@@ -1,4 +1,5 @@
 """Exports through pandas: md, csv, latex (multi-level headers, best in bold), html, json; -o by suffix."""
+
 from __future__ import annotations
 
 import csv
@@ -57,22 +58,35 @@ def test_latex_groups_columns_by_dataset():
 
 def test_html_has_every_number_and_bold_best(demo_spec):
     spec = resolve("t1-demo")
-    results.write_result(results.Result(spec="t1-demo", paper="mcan-pa", row="Ours*", scale="paper",
-                                        split="test-dev", metrics={"Num": 55.36, "All": 70.55}, seeds=[0]), spec)
+    results.write_result(
+        results.Result(
+            spec="t1-demo",
+            paper="mcan-pa",
+            row="Ours*",
+            scale="paper",
+            split="test-dev",
+            metrics={"Num": 55.36, "All": 70.55},
+            seeds=[0],
+        ),
+        spec,
+    )
     page = render_html(build_view(spec))
     assert page.startswith("<!DOCTYPE html>") and "font-weight: bold" in page
     for number in ("54.86", "55.36", "+0.50", "71.05?", "70.55", "-0.50", "50.00", "70.00"):
         assert f">{number}<" in page
 
 
-@pytest.mark.parametrize("suffix, check", [
-    (".md", lambda text: text.startswith("**mcan-pa Table V")),
-    (".csv", lambda text: next(csv.DictReader(io.StringIO(text)))["row"] == "MCAN"),
-    (".tex", lambda text: text.startswith(r"\begin{table}")),
-    (".html", lambda text: text.startswith("<!DOCTYPE html>")),
-    (".json", lambda text: json.loads(text)["id"] == "table5-ablation"),
-    (".txt", lambda text: text.startswith("mcan-pa Table V") and "┃" not in text),
-])
+@pytest.mark.parametrize(
+    "suffix, check",
+    [
+        (".md", lambda text: text.startswith("**mcan-pa Table V")),
+        (".csv", lambda text: next(csv.DictReader(io.StringIO(text)))["row"] == "MCAN"),
+        (".tex", lambda text: text.startswith(r"\begin{table}")),
+        (".html", lambda text: text.startswith("<!DOCTYPE html>")),
+        (".json", lambda text: json.loads(text)["id"] == "table5-ablation"),
+        (".txt", lambda text: text.startswith("mcan-pa Table V") and "┃" not in text),
+    ],
+)
 def test_output_file_takes_its_format_from_the_suffix(tmp_path, suffix, check):
     target = tmp_path / f"table{suffix}"
     out = _invoke("table5-ablation", "--scale", "synthetic", "-o", str(target))
@@ -94,8 +108,18 @@ def test_json_keeps_its_keys_and_adds_some():
     data = json.loads(_invoke("table5-ablation", "--scale", "synthetic", "--format", "json").output)
     assert {"id", "paper", "table", "title", "split", "scale", "columns", "rows", "other_scales", "claims"} <= set(data)
     row = data["rows"][0]
-    assert {"name", "cited", "reference", "runnable", "reported", "uncertain", "reproduced", "std", "delta",
-            "scale"} <= set(row)
+    assert {
+        "name",
+        "cited",
+        "reference",
+        "runnable",
+        "reported",
+        "uncertain",
+        "reproduced",
+        "std",
+        "delta",
+        "scale",
+    } <= set(row)
     assert row["n"] == 3 and row["reproduced_split"] == "val" and data["baseline"] == "MCAN"
 
 

@@ -1,4 +1,5 @@
 """Terminal tables never cut a number or a row name: blocks of columns, plain text in pipes, --columns."""
+
 from __future__ import annotations
 
 import re

@@ -1,4 +1,5 @@
 """Result records (round trip, atomic writes, tolerant reads), table rendering, `repro check`."""
+
 from __future__ import annotations
 
 import csv
@@ -15,9 +16,20 @@ from repro.specs import resolve
 
 
 def _result(row: str, scale: str = "paper", **metrics) -> results.Result:
-    return results.Result(spec="t1-demo", paper="mcan-pa", row=row, scale=scale, split="test-dev",
-                          metrics=metrics, seeds=[0], config_hash="abc", git_commit="deadbeef",
-                          hardware={"cpu_count": 2}, wall_time_s=1.5, date="2026-11-21T00:00:00+00:00")
+    return results.Result(
+        spec="t1-demo",
+        paper="mcan-pa",
+        row=row,
+        scale=scale,
+        split="test-dev",
+        metrics=metrics,
+        seeds=[0],
+        config_hash="abc",
+        git_commit="deadbeef",
+        hardware={"cpu_count": 2},
+        wall_time_s=1.5,
+        date="2026-11-21T00:00:00+00:00",
+    )
 
 
 def test_result_round_trip(demo_spec):
@@ -141,8 +153,9 @@ def test_check_compares_other_scales_with_their_reference(demo_spec, runner):
 def test_check_fails_on_unreadable_result(demo_spec, runner, sandbox):
     folder = sandbox / "results" / "mcan-pa" / "t1-demo"
     folder.mkdir(parents=True)
-    (folder / "Ours-star.json").write_text(json.dumps({"spec": "t1-demo", "row": "Ours*", "scale": "paper",
-                                                        "metrics": {"All": "high"}}))
+    (folder / "Ours-star.json").write_text(
+        json.dumps({"spec": "t1-demo", "row": "Ours*", "scale": "paper", "metrics": {"All": "high"}})
+    )
     out = runner.invoke(app, ["check"])
     assert out.exit_code == 1 and "unreadable" in out.output
 
@@ -150,9 +163,13 @@ def test_check_fails_on_unreadable_result(demo_spec, runner, sandbox):
 def test_explained_deviation_is_checked_against_its_own_reference(sandbox, runner):
     from tests.conftest import SPEC_TEXT, write_spec
 
-    write_spec(sandbox, SPEC_TEXT.replace(
-        "    uncertain: {All: \"PDF shows '71.0/'\"}",
-        "    uncertain: {All: \"PDF shows '71.0/'\"}\n    deviation: {Num: \"the paper's own accounting gives 60\"}"))
+    write_spec(
+        sandbox,
+        SPEC_TEXT.replace(
+            "    uncertain: {All: \"PDF shows '71.0/'\"}",
+            '    uncertain: {All: "PDF shows \'71.0/\'"}\n    deviation: {Num: "the paper\'s own accounting gives 60"}',
+        ),
+    )
     spec = resolve("t1-demo")
     results.write_result(_result("Ours*", Num=60.0, All=71.1), spec)  # Num is 5 points off the paper
     out = runner.invoke(app, ["check"], env={"COLUMNS": "200"})

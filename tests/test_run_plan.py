@@ -1,4 +1,5 @@
 """Planning `repro run`: rows, seeds, scales, dry-run output and refusals."""
+
 from __future__ import annotations
 
 import pytest

@@ -1,5 +1,6 @@
 """Result records per (row, scale, seed): nothing silently overwritten, every unit kept as it finishes,
 every record able to rebuild its run."""
+
 from __future__ import annotations
 
 import json
@@ -17,8 +18,9 @@ def _record(sandbox, row="Sighted"):
 
 
 def _run(runner, *args):
-    return runner.invoke(app, ["run", "toy-table1", "--scale", "smoke", "--rows", "Sighted", *args],
-                         env={"COLUMNS": "200"})
+    return runner.invoke(
+        app, ["run", "toy-table1", "--scale", "smoke", "--rows", "Sighted", *args], env={"COLUMNS": "200"}
+    )
 
 
 def test_a_run_of_fewer_seeds_neither_replaces_the_others_nor_looks_like_a_regression(toy_family, runner):
@@ -27,7 +29,9 @@ def test_a_run_of_fewer_seeds_neither_replaces_the_others_nor_looks_like_a_regre
     assert two["seeds"] == [0, 1] and len(two["extra"]["per_seed"]) == 2
 
     again = _run(runner, "--seeds", "0")
-    assert again.exit_code == 2 and "already has results for Sighted seed 0" in again.output and "--force" in again.output
+    assert (
+        again.exit_code == 2 and "already has results for Sighted seed 0" in again.output and "--force" in again.output
+    )
     assert _record(toy_family) == two
 
     assert _run(runner, "--seeds", "0", "--force").exit_code == 0
@@ -59,8 +63,9 @@ def test_each_unit_is_kept_as_soon_as_it_finishes(toy_family, runner, monkeypatc
 
 def test_a_record_holds_its_resolved_config_and_environment_and_lr_changes_the_hash(toy_family, runner):
     assert _run(runner, "--seeds", "0").exit_code == 0
-    unit = json.loads((toy_family / "results" / "toy" / "toy-table1" / "seeds" / "Sighted.smoke.seed0.json")
-                      .read_text())
+    unit = json.loads(
+        (toy_family / "results" / "toy" / "toy-table1" / "seeds" / "Sighted.smoke.seed0.json").read_text()
+    )
     assert unit["config"]["model"] == {"arch": "toy", "hidden": 16, "use_position": True}
     assert unit["config"]["recipe"]["schedule"] == {"name": "constant", "base_lr": 0.05}
     env = unit["environment"]
@@ -68,12 +73,18 @@ def test_a_record_holds_its_resolved_config_and_environment_and_lr_changes_the_h
     assert env["command"] and "commit" in env["git"] and unit["started"] <= unit["finished"]
     first_hash = unit["config_hash"]
 
-    write_spec(toy_family, TOY_SPEC.replace("smoke: {seeds: [0]}",
-                                            "smoke: {seeds: [0], recipe: {schedule: {name: constant, base_lr: 0.01}}}"),
-               paper="toy", ident="toy-table1")
+    write_spec(
+        toy_family,
+        TOY_SPEC.replace(
+            "smoke: {seeds: [0]}", "smoke: {seeds: [0], recipe: {schedule: {name: constant, base_lr: 0.01}}}"
+        ),
+        paper="toy",
+        ident="toy-table1",
+    )
     assert _run(runner, "--seeds", "0", "--force").exit_code == 0
-    unit = json.loads((toy_family / "results" / "toy" / "toy-table1" / "seeds" / "Sighted.smoke.seed0.json")
-                      .read_text())
+    unit = json.loads(
+        (toy_family / "results" / "toy" / "toy-table1" / "seeds" / "Sighted.smoke.seed0.json").read_text()
+    )
     assert unit["config"]["recipe"]["schedule"]["base_lr"] == 0.01 and unit["config_hash"] != first_hash
 
 

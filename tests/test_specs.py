@@ -1,4 +1,5 @@
 """Spec loading: every committed spec validates; malformed specs give file:line; ids resolve."""
+
 from __future__ import annotations
 
 import json
@@ -64,8 +65,12 @@ def test_demo_spec_parses(demo_spec):
 @pytest.mark.parametrize(
     "old, new, line, message",
     [
-        ("  - {name: All, metric: vqa, key: overall, better: higher}",
-         "  - {name: All, metric: vqaa, key: overall, better: higher}", 9, "unknown metric 'vqaa'"),
+        (
+            "  - {name: All, metric: vqa, key: overall, better: higher}",
+            "  - {name: All, metric: vqaa, key: overall, better: higher}",
+            9,
+            "unknown metric 'vqaa'",
+        ),
         ("    reported: {Num: 54.86, All: 71.05}", "    reported: {Num: 54.86, Al: 71.05}", 16, "unknown column 'Al'"),
         ("    reported: {Num: 54.86, All: 71.05}", "    reported: {Num: '54.8x', All: 71.05}", 16, "must be a number"),
         ('    cited: "[7]"\n', "", 11, "needs one of: cited"),
@@ -130,8 +135,20 @@ def test_list_json_has_every_spec(demo_spec, runner):
     result = runner.invoke(app, ["list", "--format", "json"])
     assert result.exit_code == 0, result.output
     entries = json.loads(result.output)
-    assert entries == [{"id": "t1-demo", "aliases": [], "paper": "mcan-pa", "table": "Table IX", "title": "A demo table",
-                        "rows": 2, "runnable": 1, "implemented": 1, "with_results": 0, "scales": []}]
+    assert entries == [
+        {
+            "id": "t1-demo",
+            "aliases": [],
+            "paper": "mcan-pa",
+            "table": "Table IX",
+            "title": "A demo table",
+            "rows": 2,
+            "runnable": 1,
+            "implemented": 1,
+            "with_results": 0,
+            "scales": [],
+        }
+    ]
 
 
 def test_show_prints_rows_and_uncertainty(demo_spec, runner):
@@ -152,7 +169,11 @@ def test_a_typo_in_a_shipped_specs_model_mapping_fails_list_with_file_and_line(s
 
 
 def test_ids_before_the_one_scheme_keep_resolving():
-    for old, new in (("table5-ablation", "mcan-pa-table5-ablation"), ("sam4c-table1-textvqa", "sa-m4c-table1-textvqa"),
-                     ("acerpe-table1-pe", "ace-rpe-table1-pe"), ("mcan-pa/table5-ablation", "mcan-pa-table5-ablation"),
-                     ("psac-table2-sota", "psac-table2-sota")):
+    for old, new in (
+        ("table5-ablation", "mcan-pa-table5-ablation"),
+        ("sam4c-table1-textvqa", "sa-m4c-table1-textvqa"),
+        ("acerpe-table1-pe", "ace-rpe-table1-pe"),
+        ("mcan-pa/table5-ablation", "mcan-pa-table5-ablation"),
+        ("psac-table2-sota", "psac-table2-sota"),
+    ):
         assert specs.resolve(old, REPO_DIR / "experiments").id == new

@@ -1,4 +1,5 @@
 """`repro submit` driving the real `evalai` client against a loopback EvalAI stub (tests/evalai_stub.py)."""
+
 from __future__ import annotations
 
 import hashlib
@@ -32,7 +33,7 @@ def stub(home: Path):
     server = EvalAIStub(TOKEN).start()
     config = home / ".evalai"
     config.mkdir()
-    (config / "host_url").write_text(server.url)            # the client's format: no trailing newline
+    (config / "host_url").write_text(server.url)  # the client's format: no trailing newline
     (config / "token.json").write_text(json.dumps({"token": TOKEN}))
     yield server
     server.stop()
@@ -88,7 +89,7 @@ def test_direct_upload_sends_the_file_to_challenge_and_phase(runner, sandbox, st
     assert record["sha256"] == hashlib.sha256(preds.read_bytes()).hexdigest()
     assert record["upload"] == "direct" and record["questions"] == len(QIDS)
     assert f"submission {sid}" in result.stdout
-    assert "today 1" in result.stdout and "in all 4" in result.stdout   # remaining submissions shown
+    assert "today 1" in result.stdout and "in all 4" in result.stdout  # remaining submissions shown
 
 
 def test_large_upload_uses_presigned_flow_and_looks_up_the_phase(runner, sandbox, stub):
@@ -99,15 +100,18 @@ def test_large_upload_uses_presigned_flow_and_looks_up_the_phase(runner, sandbox
     test_std = next(p["id"] for p in PHASES[830] if p["name"] == "Test-Standard Phase")
     paths = [c.path for c in stub.calls("POST")]
     sid = max(stub.submissions)
-    assert paths == [f"/api/jobs/phases/{test_std}/get_submission_file_presigned_url/",
-                     f"/api/jobs/phases/{test_std}/finish_submission_file_upload/{sid}/",
-                     f"/api/jobs/phases/{test_std}/send_submission_message/{sid}/"]
+    assert paths == [
+        f"/api/jobs/phases/{test_std}/get_submission_file_presigned_url/",
+        f"/api/jobs/phases/{test_std}/finish_submission_file_upload/{sid}/",
+        f"/api/jobs/phases/{test_std}/send_submission_message/{sid}/",
+    ]
     assert stub.uploads[sid] == {1: preds.read_bytes()}
     finish = stub.calls("POST", f"/api/jobs/phases/{test_std}/finish")[0]
     assert json.loads(finish.fields["parts"]) == [{"ETag": f'"etag-{preds.stat().st_size}"', "PartNumber": 1}]
-    assert not stub.calls("POST", "/api/jobs/challenge/")      # never the direct route
+    assert not stub.calls("POST", "/api/jobs/challenge/")  # never the direct route
     (record,) = records(sandbox)
     assert (record["phase"], record["upload"], record["submission_id"]) == (test_std, "presigned", sid)
+
     # the phase id is cached: a second submission does not list the phases again
     def listed() -> int:
         return sum(c.path == "/api/challenges/challenge/830/challenge_phase" for c in stub.log)
@@ -145,13 +149,16 @@ def test_json_lines_are_converted_never_uploaded_as_is(runner, sandbox, stub):
 # --- nothing incomplete leaves the machine ------------------------------------------------------
 
 
-@pytest.mark.parametrize("case, fragment", [
-    ("missing", "3 of 40 test2015 questions missing (e.g. 458752000, 458752001, 458752002)"),
-    ("duplicate", "1 duplicate question_ids (e.g. 458752005)"),
-    ("unknown", "1 question_ids not in test2015 (e.g. 999)"),
-    ("answer-int", "answer 7 is int, not a string"),
-    ("id-str", "question_id '458752000' is str, not int"),
-])
+@pytest.mark.parametrize(
+    "case, fragment",
+    [
+        ("missing", "3 of 40 test2015 questions missing (e.g. 458752000, 458752001, 458752002)"),
+        ("duplicate", "1 duplicate question_ids (e.g. 458752005)"),
+        ("unknown", "1 question_ids not in test2015 (e.g. 999)"),
+        ("answer-int", "answer 7 is int, not a string"),
+        ("id-str", "question_id '458752000' is str, not int"),
+    ],
+)
 def test_bad_file_is_refused_before_any_request(runner, sandbox, stub, case, fragment):
     vqa_questions(sandbox)
     records_ = [{"question_id": i, "answer": "yes"} for i in QIDS]
@@ -171,7 +178,7 @@ def test_bad_file_is_refused_before_any_request(runner, sandbox, stub, case, fra
     assert result.exit_code == 2
     line = one_line(result)
     assert fragment in line and "nothing sent" in line
-    assert stub.log == []              # not even a phase lookup
+    assert stub.log == []  # not even a phase lookup
     assert records(sandbox) == []
 
 
@@ -215,8 +222,11 @@ def test_declining_the_confirmation_sends_nothing(runner, sandbox, stub):
 
 def test_no_submission_left_today_is_refused_before_upload(runner, sandbox, stub):
     vqa_questions(sandbox)
-    stub.remaining[1794] = {"remaining_submissions_today_count": 0, "remaining_submissions_this_month_count": 4,
-                            "remaining_submissions_count": 3}
+    stub.remaining[1794] = {
+        "remaining_submissions_today_count": 0,
+        "remaining_submissions_this_month_count": 4,
+        "remaining_submissions_count": 3,
+    }
     preds = vqa_predictions(sandbox / "p.json")
     result = submit(runner, "vqa2-test-std", "-p", str(preds), "--yes")
     assert result.exit_code == 2
@@ -232,8 +242,10 @@ def test_token_never_appears_in_output_records_or_cache(runner, sandbox, stub, h
     vqa_questions(sandbox)
     preds = vqa_predictions(sandbox / "p.json")
     outputs = []
-    for args in (["vqa2-test-std", "-p", str(preds), "--yes", "--large", "--token", TOKEN, "--wait", "--poll", "0.01"],
-                 ["vqa2-test-dev", "-p", str(preds), "--yes", "--token", TOKEN]):
+    for args in (
+        ["vqa2-test-std", "-p", str(preds), "--yes", "--large", "--token", TOKEN, "--wait", "--poll", "0.01"],
+        ["vqa2-test-dev", "-p", str(preds), "--yes", "--token", TOKEN],
+    ):
         result = submit(runner, *args)
         assert result.exit_code == 0, result.output
         outputs.append(result.output)
@@ -243,11 +255,14 @@ def test_token_never_appears_in_output_records_or_cache(runner, sandbox, stub, h
     assert result.exit_code == 1 and "may not submit" in one_line(result)
     outputs.append(result.output)
     assert all(c.authorized for c in stub.log if c.path.startswith("/api/"))
-    stored = [p.read_text() for p in sandbox.rglob("*") if p.is_file() and p.suffix in (".jsonl", ".json")
-              and "data" not in p.parts and p.parent.name != ".evalai"]
+    stored = [
+        p.read_text()
+        for p in sandbox.rglob("*")
+        if p.is_file() and p.suffix in (".jsonl", ".json") and "data" not in p.parts and p.parent.name != ".evalai"
+    ]
     for text in outputs + stored:
         assert TOKEN not in text
-    assert not (home / ".evalai" / "token.json").exists()     # --token is not written to disk
+    assert not (home / ".evalai" / "token.json").exists()  # --token is not written to disk
 
 
 def test_missing_token_is_one_line(runner, sandbox, stub, home):
@@ -306,13 +321,13 @@ def test_wait_retries_server_hiccups_and_gives_up_after_the_timeout(runner, sand
     result = submit(runner, "vqa2-test-dev", "-p", str(preds), "--yes", "--wait", "--poll", "0.01")
     assert result.exit_code == 0, result.output
     assert "71.05" in result.stdout
-    stub.polls_before_done = 10 ** 6
+    stub.polls_before_done = 10**6
     result = submit(runner, "vqa2-test-dev", "-p", str(preds), "--yes", "--wait", "--poll", "0.01", "--timeout", "0.05")
     assert result.exit_code == 1
     sid = max(stub.submissions)
     assert f"submission {sid} is still running" in one_line(result)
     assert f"repro submit --status {sid} --wait" in one_line(result)
-    assert 2 <= len(stub.calls("GET", f"/api/jobs/submission/{sid}")) < 10     # backoff, not a busy loop
+    assert 2 <= len(stub.calls("GET", f"/api/jobs/submission/{sid}")) < 10  # backoff, not a busy loop
 
 
 def test_file_type_the_phase_does_not_accept(runner, sandbox, stub):
@@ -332,19 +347,34 @@ def test_unknown_submission_status(runner, sandbox, stub):
 # --- server errors become one clear line ---------------------------------------------------------
 
 
-@pytest.mark.parametrize("route, status, body, fragment", [
-    ("submit", 403, {"error": "The maximum number of submission for today has been reached"},
-     "The maximum number of submission for today has been reached"),
-    ("submit", 406, {"error": "Sorry, cannot accept submissions since challenge phase is not active"},
-     "challenge phase is not active"),
-    ("submit", 401, {"detail": "Invalid token"}, "EvalAI rejected the token (HTTP 401: Invalid token)"),
-    ("submit", 401, {"detail": "Given token not valid for any token type"}, "EvalAI rejected the token"),
-    ("submit", 502, "<html><body><h1>502 Bad Gateway</h1></body></html>", "EvalAI server error (HTTP 502"),
-    ("submit", 500, {"error": "boom"}, "EvalAI server error (HTTP 500 boom)"),
-    ("presign", 403, {"error": "The maximum number of submissions has been reached"},
-     "The maximum number of submissions has been reached"),
-    ("phase", 406, {"error": "Challenge is not active"}, "Challenge is not active"),
-])
+@pytest.mark.parametrize(
+    "route, status, body, fragment",
+    [
+        (
+            "submit",
+            403,
+            {"error": "The maximum number of submission for today has been reached"},
+            "The maximum number of submission for today has been reached",
+        ),
+        (
+            "submit",
+            406,
+            {"error": "Sorry, cannot accept submissions since challenge phase is not active"},
+            "challenge phase is not active",
+        ),
+        ("submit", 401, {"detail": "Invalid token"}, "EvalAI rejected the token (HTTP 401: Invalid token)"),
+        ("submit", 401, {"detail": "Given token not valid for any token type"}, "EvalAI rejected the token"),
+        ("submit", 502, "<html><body><h1>502 Bad Gateway</h1></body></html>", "EvalAI server error (HTTP 502"),
+        ("submit", 500, {"error": "boom"}, "EvalAI server error (HTTP 500 boom)"),
+        (
+            "presign",
+            403,
+            {"error": "The maximum number of submissions has been reached"},
+            "The maximum number of submissions has been reached",
+        ),
+        ("phase", 406, {"error": "Challenge is not active"}, "Challenge is not active"),
+    ],
+)
 def test_server_errors_become_one_clear_line(runner, sandbox, stub, route, status, body, fragment):
     vqa_questions(sandbox)
     stub.fail[route] = (status, body)
@@ -410,8 +440,11 @@ def test_vqa1_gets_the_named_results_zip(runner, sandbox, stub):
 
 def test_nlvr2_gets_a_csv_and_email_instructions(runner, sandbox, stub):
     preds = sandbox / "nlvr2.json"
-    preds.write_text(json.dumps([{"identifier": "test2-0-1-0", "prediction": "True"},
-                                 {"identifier": "test2-0-1-1", "prediction": "False"}]))
+    preds.write_text(
+        json.dumps(
+            [{"identifier": "test2-0-1-0", "prediction": "True"}, {"identifier": "test2-0-1-1", "prediction": "False"}]
+        )
+    )
     result = submit(runner, "nlvr2-test-u", "-p", str(preds))
     assert result.exit_code == 0, result.output
     out = sandbox / "nlvr2.nlvr2-test-u" / "nlvr2_predictions.csv"

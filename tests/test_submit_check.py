@@ -1,4 +1,5 @@
 """Local parts of `repro submit`: the target catalog, pre-flight checks, files, records, configuration."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -13,10 +14,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from repro.errors import ReproError
-from repro.submit.evalai import Connection, resolve_connection
 from repro.submit import SubmitOptions, _is_large
-from repro.submit.check import (PredictionFormat, check_coverage, get_target, load_targets, preflight,
-                                read_predictions, write_upload_file)
+from repro.submit.check import (
+    PredictionFormat,
+    check_coverage,
+    get_target,
+    load_targets,
+    preflight,
+    read_predictions,
+    write_upload_file,
+)
+from repro.submit.evalai import Connection, resolve_connection
 from repro.submit.records import add_record, read_records, records_path, update_record
 
 VQA = PredictionFormat("question_id", int, "answer")
@@ -35,8 +43,10 @@ def write(path: Path, text: str) -> Path:
 
 
 def vqa_questions(sandbox: Path, ids) -> Path:
-    return write(sandbox / "data" / "vqa2" / "v2_OpenEnded_mscoco_test2015_questions.json",
-                 json.dumps({"questions": [{"question_id": i, "question": "?"} for i in ids]}))
+    return write(
+        sandbox / "data" / "vqa2" / "v2_OpenEnded_mscoco_test2015_questions.json",
+        json.dumps({"questions": [{"question_id": i, "question": "?"} for i in ids]}),
+    )
 
 
 # --- catalog ----------------------------------------------------------------------------------
@@ -66,20 +76,24 @@ def test_malformed_catalog_names_the_target(tmp_path):
 # --- reading and checking -----------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("text, message", [
-    ("", "empty file"),
-    ("question_id,answer\n1,yes\n", "not JSON"),
-    ('[{"question_id": 1, "answer": "yes"},\n {"question_id": 2 "answer": "no"}]', r"p.json:2:\d+: not valid JSON"),
-    ('{"question_id": 1, "answer": "yes"}\n{"question_id": 2, "answer": }\n', r"p.json:2: not valid JSON lines"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("", "empty file"),
+        ("question_id,answer\n1,yes\n", "not JSON"),
+        ('[{"question_id": 1, "answer": "yes"},\n {"question_id": 2 "answer": "no"}]', r"p.json:2:\d+: not valid JSON"),
+        ('{"question_id": 1, "answer": "yes"}\n{"question_id": 2, "answer": }\n', r"p.json:2: not valid JSON lines"),
+    ],
+)
 def test_unreadable_predictions_say_where(tmp_path, text, message):
     with pytest.raises(ReproError, match=message):
         read_predictions(write(tmp_path / "p.json", text))
 
 
 def test_json_lines_are_read_with_their_kind(tmp_path):
-    entries, kind = read_predictions(write(tmp_path / "p.jsonl", '{"question_id": 1, "answer": "a"}\n\n'
-                                                                  '{"question_id": 2, "answer": "b"}\n'))
+    entries, kind = read_predictions(
+        write(tmp_path / "p.jsonl", '{"question_id": 1, "answer": "a"}\n\n{"question_id": 2, "answer": "b"}\n')
+    )
     assert kind == "lines" and [e["question_id"] for e in entries] == [1, 2]
 
 
@@ -118,16 +132,18 @@ def test_coverage_reports_exactly_what_is_wrong(dropped, doubled, unknown):
 
 def test_extra_keys_are_dropped_into_a_converted_file(sandbox):
     vqa_questions(sandbox, range(4))
-    source = write(sandbox / "preds.json", json.dumps(
-        [{"question_id": i, "answer": "a", "image_id": 9, "pred_source": "ocr"} for i in range(4)]))
+    source = write(
+        sandbox / "preds.json",
+        json.dumps([{"question_id": i, "answer": "a", "image_id": 9, "pred_source": "ocr"} for i in range(4)]),
+    )
     check = preflight(get_target("vqa2-test-dev"), source)
     assert "dropped" in check.converted
-    assert not (sandbox / "preds.vqa2-test-dev.json").exists()      # checking writes nothing
+    assert not (sandbox / "preds.vqa2-test-dev.json").exists()  # checking writes nothing
     out = write_upload_file(check)
     assert out == sandbox / "preds.vqa2-test-dev.json"
     assert json.loads(out.read_text()) == [{"question_id": i, "answer": "a"} for i in range(4)]
     assert check.size == out.stat().st_size
-    assert [p.name for p in sandbox.iterdir() if p.name.startswith(".")] == []   # no temp files left
+    assert [p.name for p in sandbox.iterdir() if p.name.startswith(".")] == []  # no temp files left
 
 
 def test_a_clean_array_is_sent_as_is(sandbox):
@@ -157,7 +173,7 @@ def test_question_ids_are_cached_until_the_file_changes(sandbox, cache):
     assert preflight(get_target("vqa2-test-dev"), source).question_count == 5
     (cached,) = (cache / "repro" / "question-ids").iterdir()
     assert json.loads(cached.read_text())["ids"] == [0, 1, 2, 3, 4]
-    vqa_questions(sandbox, range(6))                      # the file changes: the cache is not trusted
+    vqa_questions(sandbox, range(6))  # the file changes: the cache is not trusted
     os.utime(qfile, ns=(1, 1))
     with pytest.raises(ReproError, match="1 of 6 test2015 questions missing"):
         preflight(get_target("vqa2-test-dev"), source)
@@ -215,6 +231,6 @@ def test_connection_follows_the_clients_configuration(tmp_path, monkeypatch):
 def test_missing_client_is_one_line(monkeypatch):
     from repro.submit.evalai import _import_client
 
-    monkeypatch.setitem(sys.modules, "evalai.utils.common", None)   # as if the client were not installed
+    monkeypatch.setitem(sys.modules, "evalai.utils.common", None)  # as if the client were not installed
     with pytest.raises(ReproError, match=r"evalai client is not importable .*pip install --no-deps evalai==1.3.18"):
         _import_client()

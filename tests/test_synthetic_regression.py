@@ -1,5 +1,6 @@
 """CI regression of the committed synthetic results: they agree with their spec, every row's training
 fingerprint reproduces on this CPU, and the fingerprint catches real changes."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -45,8 +46,13 @@ def synthetic_data(tmp_path_factory):
 
 def _only(spec, row: str):
     """The spec with its synthetic fingerprint restricted to one row."""
-    scales = {**spec.scales, "synthetic": {**spec.scales["synthetic"],
-                                           "fingerprint": {**spec.scales["synthetic"]["fingerprint"], "rows": [row]}}}
+    scales = {
+        **spec.scales,
+        "synthetic": {
+            **spec.scales["synthetic"],
+            "fingerprint": {**spec.scales["synthetic"]["fingerprint"], "rows": [row]},
+        },
+    }
     return dataclasses.replace(spec, scales=scales)
 
 
@@ -65,8 +71,9 @@ def test_the_fingerprint_catches_pma_switched_off(synthetic_data, monkeypatch):
     real = family.build_model
 
     def without_pma(config, *args, **kwargs):
-        return real(config.model_copy(update={"positional": tuple(p for p in config.positional if p != "pma")}),
-                    *args, **kwargs)
+        return real(
+            config.model_copy(update={"positional": tuple(p for p in config.positional if p != "pma")}), *args, **kwargs
+        )
 
     monkeypatch.setattr(family, "build_model", without_pma)
     spec = _only(resolve("table5-ablation", EXPERIMENTS), "MCAN+PA (ours)")

@@ -1,4 +1,5 @@
 """DistributedDataParallel for real: two CPU processes under torchrun (gloo) train a tiny model."""
+
 import os
 import subprocess
 import sys
@@ -25,12 +26,24 @@ seed: 3
 def test_two_ranks_end_identical_and_match_one_process(tmp_path):
     recipe_path = tmp_path / "ddp.yaml"
     recipe_path.write_text(RECIPE)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
-           "OMP_NUM_THREADS": "1"}
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+        "OMP_NUM_THREADS": "1",
+    }
     for key in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
         env.pop(key, None)
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-           "-m", "tests.ddp_worker", str(tmp_path / "ddp"), str(recipe_path)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc_per_node=2",
+        "-m",
+        "tests.ddp_worker",
+        str(tmp_path / "ddp"),
+        str(recipe_path),
+    ]
     done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=180)
     assert done.returncode == 0, done.stderr[-3000:]
 

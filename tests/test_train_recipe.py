@@ -1,4 +1,5 @@
 """Recipes and schedules: the paper's MCAN+PA schedule, validation with file:line errors."""
+
 import pytest
 
 from repro.errors import ReproError
@@ -45,14 +46,17 @@ def test_replace_validates(tmp_path):
         r.replace(speed=3)
 
 
-@pytest.mark.parametrize("change, line, word", [
-    (GOOD.replace("epochs: 2", "epochs: 0"), 3, "epochs"),
-    (GOOD.replace("adam,", "adamm,"), 1, "adamm"),
-    (GOOD.replace("loss: bce-sum", "loss: hinge"), 5, "loss"),
-    (GOOD + "train_splits: [train, test-dev]\n", 6, "test"),
-    (GOOD + "warmup: 3\n", 6, "warmup"),
-    (GOOD.replace("base_lr: 0.001", "base_lr: fast"), 2, "base_lr"),
-])
+@pytest.mark.parametrize(
+    "change, line, word",
+    [
+        (GOOD.replace("epochs: 2", "epochs: 0"), 3, "epochs"),
+        (GOOD.replace("adam,", "adamm,"), 1, "adamm"),
+        (GOOD.replace("loss: bce-sum", "loss: hinge"), 5, "loss"),
+        (GOOD + "train_splits: [train, test-dev]\n", 6, "test"),
+        (GOOD + "warmup: 3\n", 6, "warmup"),
+        (GOOD.replace("base_lr: 0.001", "base_lr: fast"), 2, "base_lr"),
+    ],
+)
 def test_bad_recipes_point_at_their_line(tmp_path, change, line, word):
     path = _write(tmp_path, change)
     with pytest.raises(ReproError, match=rf"r\.yaml:{line}: .*{word}"):

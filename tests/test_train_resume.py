@@ -1,4 +1,5 @@
-"""Checkpoints and resume: an interrupted run continued with resume=True ends exactly where an uninterrupted one does."""
+"""Checkpoints and resume: an interrupted run continued with resume=True ends where an uninterrupted one does."""
+
 import json
 import os
 import signal
@@ -42,6 +43,7 @@ def interrupt_at(stop_step, signum):
     def hook(step):
         if step == stop_step:
             os.kill(os.getpid(), signum)
+
     return hook
 
 

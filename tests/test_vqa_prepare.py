@@ -1,4 +1,5 @@
 """VQA-family preparation from fixtures in the official layouts, and the torch Dataset over it."""
+
 from __future__ import annotations
 
 import json
@@ -9,12 +10,12 @@ import pytest
 import torch
 from torch.utils.data import DataLoader
 
-from tests._vqa_fixtures import write_cocoqa, write_glove, write_vg, write_vqa2
-from repro.data.store import FeatureStoreWriter, FeatureStore
-from repro.datasets.vqa_text import encode, normalize_answer, soft_score, tokenize
+from repro.data.store import FeatureStore, FeatureStoreWriter
 from repro.datasets.vqa import load_split, prepare_vqa
 from repro.datasets.vqa_dataset import VQADataset
+from repro.datasets.vqa_text import encode, normalize_answer, soft_score, tokenize
 from repro.errors import ReproError
+from tests._vqa_fixtures import write_cocoqa, write_glove, write_vg, write_vqa2
 
 
 def test_tokenize_as_mcan():
@@ -29,8 +30,18 @@ def test_encode_pads_truncates_and_marks_unknown():
     assert encode(["a"] * 20, vocab, 14).tolist() == [2] * 14
 
 
-@pytest.mark.parametrize("raw, norm", [("Two", "2"), ("a dog", "dog"), ("dont", "don't"), ("1,000", "1000"),
-                                       ("yes.", "yes"), ("the red-white bus", "red white bus"), ("3.5", "3.5")])
+@pytest.mark.parametrize(
+    "raw, norm",
+    [
+        ("Two", "2"),
+        ("a dog", "dog"),
+        ("dont", "don't"),
+        ("1,000", "1000"),
+        ("yes.", "yes"),
+        ("the red-white bus", "red white bus"),
+        ("3.5", "3.5"),
+    ],
+)
 def test_answer_normalisation(raw, norm):
     assert normalize_answer(raw) == norm
 
@@ -53,8 +64,9 @@ def test_prepare_vqa2_vocabularies_tokens_targets(tmp_path, vqa2):
     out = prepare_vqa("vqa2", src, tmp_path / "prepared" / "vqa2", glove)
     answers = json.loads((out / "answer_vocab.json").read_text())
     assert answers == ["yes"]  # 'yes' 9x kept; '2' (two + 2) 8x dropped by MCAN's > 8 rule
-    assert json.loads((prepare_vqa("vqa2", src, tmp_path / "p8", None, answer_min_count=8)
-                       / "answer_vocab.json").read_text()) == ["yes", "2"]
+    assert json.loads(
+        (prepare_vqa("vqa2", src, tmp_path / "p8", None, answer_min_count=8) / "answer_vocab.json").read_text()
+    ) == ["yes", "2"]
     vocab = json.loads((out / "token_vocab.json").read_text())
     assert vocab["PAD"] == 0 and vocab["UNK"] == 1 and vocab["whats"] == 2
     assert "zebras" in vocab  # MCAN's vocabulary covers the test questions too
@@ -73,7 +85,10 @@ def test_prepare_vqa2_vocabularies_tokens_targets(tmp_path, vqa2):
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["params"]["answer_min_count"] == 9 and manifest["toolkit_version"]
     assert {os.path.basename(s["path"]) for s in manifest["sources"]} >= {
-        "v2_OpenEnded_mscoco_train2014_questions.json", "v2_mscoco_val2014_annotations.json", "glove.txt"}
+        "v2_OpenEnded_mscoco_train2014_questions.json",
+        "v2_mscoco_val2014_annotations.json",
+        "glove.txt",
+    }
     assert all(len(s["sha256"]) == 64 for s in manifest["sources"])
 
 

@@ -1,11 +1,23 @@
 """A tiny VQA-shaped dataset and model sizes for model and training tests (CPU, well under a second)."""
+
 from __future__ import annotations
 
 import torch
 from torch.utils.data import Dataset
 
-TINY_SIZES = {"d_model": 16, "layers": 2, "heads": 2, "ffn": 32, "flat_out": 24, "flat_mlp": 16, "embed_dim": 8,
-              "max_tokens": 6, "max_boxes": 5, "feature_dim": 12, "geometry_dim": 16}
+TINY_SIZES = {
+    "d_model": 16,
+    "layers": 2,
+    "heads": 2,
+    "ffn": 32,
+    "flat_out": 24,
+    "flat_mlp": 16,
+    "embed_dim": 8,
+    "max_tokens": 6,
+    "max_boxes": 5,
+    "feature_dim": 12,
+    "geometry_dim": 16,
+}
 NUM_TOKENS, NUM_ANSWERS = 30, 7
 
 TABLE5_CONFIGS = {
@@ -46,9 +58,15 @@ class TinyVQA(Dataset):
         return len(self.tokens)
 
     def __getitem__(self, i: int) -> dict[str, torch.Tensor]:
-        return {"tokens": self.tokens[i], "features": self.features[i], "boxes": self.boxes[i],
-                "box_count": self.counts[i], "image_size": self.image_size[i], "target": self.target[i],
-                "question_id": torch.tensor(1000 + i)}
+        return {
+            "tokens": self.tokens[i],
+            "features": self.features[i],
+            "boxes": self.boxes[i],
+            "box_count": self.counts[i],
+            "image_size": self.image_size[i],
+            "target": self.target[i],
+            "question_id": torch.tensor(1000 + i),
+        }
 
 
 def tiny_batch(n: int = 4, seed: int = 0) -> dict[str, torch.Tensor]:

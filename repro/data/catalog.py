@@ -10,6 +10,7 @@ take the name of a folder the toolkit keeps in the data folder (`runs`, `prepare
 The YAML is read with a safe loader that also refuses tags, more than a few aliases, recursive
 aliases and a key given twice; every error names the file and, where known, the line.
 """
+
 from __future__ import annotations
 
 import os
@@ -195,8 +196,9 @@ class _CatalogLoader(yaml.SafeLoader):
         if isinstance(event, yaml.AliasEvent):
             self.aliases += 1
             if self.aliases > MAX_ALIASES:
-                raise _Refused(None, None, f"more than {MAX_ALIASES} aliases (*name); write the values out",
-                               event.start_mark)
+                raise _Refused(
+                    None, None, f"more than {MAX_ALIASES} aliases (*name); write the values out", event.start_mark
+                )
             if event.anchor in self.open_anchors:
                 raise _Refused(None, None, f"recursive alias *{event.anchor}", event.start_mark)
             return super().compose_node(parent, index)
@@ -221,9 +223,11 @@ def _load_yaml(path: Path) -> tuple[Any, dict[tuple, int]]:
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        line = raw[:exc.start].count(b"\n") + 1
-        raise ReproError(f"catalog {path}:{line}: not valid UTF-8 (byte {raw[exc.start]:#04x} "
-                         f"at offset {exc.start}); save the file as UTF-8") from None
+        line = raw[: exc.start].count(b"\n") + 1
+        raise ReproError(
+            f"catalog {path}:{line}: not valid UTF-8 (byte {raw[exc.start]:#04x} "
+            f"at offset {exc.start}); save the file as UTF-8"
+        ) from None
     loader = None
     try:
         loader = _CatalogLoader(text)
@@ -233,9 +237,10 @@ def _load_yaml(path: Path) -> tuple[Any, dict[tuple, int]]:
             _index_lines(path, node, (), lines)
         data = loader.construct_document(node) if node is not None else None
     except yaml.reader.ReaderError as exc:
-        line = text[:exc.position].count("\n") + 1
-        raise ReproError(f"catalog {path}:{line}: not valid YAML (character {exc.character:#06x} "
-                         "is not allowed)") from None
+        line = text[: exc.position].count("\n") + 1
+        raise ReproError(
+            f"catalog {path}:{line}: not valid YAML (character {exc.character:#06x} is not allowed)"
+        ) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
@@ -305,18 +310,26 @@ def _dataset(name: str, raw: dict[str, Any], source: tuple[str, dict], origins: 
         raise ReproError(f"{at('files')}: file name(s) listed twice: {', '.join(sorted(dupes))}")
     clashes = sorted(n + s for n in names for s in TEMP_SUFFIXES if n + s in names)
     if clashes:
-        raise ReproError(f"{at('files')}: file name(s) {', '.join(clashes)} clash with the downloader's "
-                         "temporary names (.part, .corrupt) of another file")
+        raise ReproError(
+            f"{at('files')}: file name(s) {', '.join(clashes)} clash with the downloader's "
+            "temporary names (.part, .corrupt) of another file"
+        )
     papers = raw.get("papers") or []
     if not isinstance(papers, list):
         raise ReproError(f"{at('papers')}: expected a list")
     manual = raw.get("manual") or None
     if manual is not None and not isinstance(manual, str):
         raise ReproError(f"{at('manual')}: expected text, got {type(manual).__name__}")
-    return DatasetEntry(name=name, title=_text(raw.get("title"), at("title")),
-                        papers=tuple(_text(p, at("papers")(i)) for i, p in enumerate(papers)),
-                        licence=_text(raw.get("licence"), at("licence")), manual=manual,
-                        note=_text(raw.get("note"), at("note")), files=entries, source=source[0])
+    return DatasetEntry(
+        name=name,
+        title=_text(raw.get("title"), at("title")),
+        papers=tuple(_text(p, at("papers")(i)) for i, p in enumerate(papers)),
+        licence=_text(raw.get("licence"), at("licence")),
+        manual=manual,
+        note=_text(raw.get("note"), at("note")),
+        files=entries,
+        source=source[0],
+    )
 
 
 def _text(value: Any, where: _Loc) -> str:
@@ -358,8 +371,15 @@ def _file(where: _Loc, raw: Any) -> FileEntry:
     extract = raw.get("extract", False)
     if not isinstance(extract, bool):
         raise ReproError(f"{where('extract')}: expected true or false, got {extract!r}")
-    return FileEntry(name=name, urls=tuple(urls), sha256=sha, size=sizes["size"],
-                     size_hint=sizes["size_hint"], extract=extract, note=_text(raw.get("note"), where("note")))
+    return FileEntry(
+        name=name,
+        urls=tuple(urls),
+        sha256=sha,
+        size=sizes["size"],
+        size_hint=sizes["size_hint"],
+        extract=extract,
+        note=_text(raw.get("note"), where("note")),
+    )
 
 
 def _url_problem(url: str) -> str | None:

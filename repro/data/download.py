@@ -24,6 +24,7 @@ For each file of a catalog entry, into `<data_dir>/<dataset>/`:
 Files without a url (datasets behind a registration form) are never fetched: the user puts them
 in the folder and the same verification applies.
 """
+
 from __future__ import annotations
 
 import errno
@@ -32,10 +33,11 @@ import json
 import os
 import shutil
 import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import requests
 from filelock import FileLock, Timeout
@@ -78,8 +80,10 @@ def check_disk_space(folder: Path, needed: int | None, what: str) -> None:
         return
     free = disk_free(folder)
     if needed + DISK_RESERVE > free:
-        raise ReproError(f"{what}: needs {_gb(needed)} but only {_gb(free)} is free in {folder}; "
-                         "free some space or set REPRO_DATA_DIR to a larger disk")
+        raise ReproError(
+            f"{what}: needs {_gb(needed)} but only {_gb(free)} is free in {folder}; "
+            "free some space or set REPRO_DATA_DIR to a larger disk"
+        )
 
 
 def _gb(n: int) -> str:
@@ -90,8 +94,9 @@ def _gb(n: int) -> str:
 
 
 @contextmanager
-def file_lock(folder: Path, name: str, what: str, timeout: float | None = None,
-              log: Callable[[str], None] = lambda message: None) -> Iterator[None]:
+def file_lock(
+    folder: Path, name: str, what: str, timeout: float | None = None, log: Callable[[str], None] = lambda message: None
+) -> Iterator[None]:
     """Hold `<folder>/.repro-locks/<name>.lock`; another holder is waited for (at most `timeout` s)."""
     path = folder / LOCK_DIR / f"{name}.lock"
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -103,8 +108,9 @@ def file_lock(folder: Path, name: str, what: str, timeout: float | None = None,
         try:
             lock.acquire(timeout=-1 if timeout is None else timeout)
         except Timeout:
-            raise ReproError(f"{what}: another repro process still holds {path} after {timeout:g} s; "
-                             "run again when it has finished") from None
+            raise ReproError(
+                f"{what}: another repro process still holds {path} after {timeout:g} s; run again when it has finished"
+            ) from None
     try:
         yield
     finally:
@@ -161,8 +167,13 @@ class VerificationRecord:
     def mark(self, entry: FileEntry, path: Path, digest: str) -> None:
         with self.update():
             st = path.stat()
-            self.files[entry.name] = {"sha256": digest, "size": st.st_size, "mtime_ns": st.st_mtime_ns,
-                                      "expected": entry.sha256, "verified_at": now_iso()}
+            self.files[entry.name] = {
+                "sha256": digest,
+                "size": st.st_size,
+                "mtime_ns": st.st_mtime_ns,
+                "expected": entry.sha256,
+                "verified_at": now_iso(),
+            }
 
     def forget(self, name: str) -> None:
         with self.update():
@@ -226,8 +237,13 @@ class FetchOptions:
     lock_timeout: float | None = None  # seconds to wait for another process on the same file; None: no limit
 
 
-def fetch_file(entry: FileEntry, target: Path, session: requests.Session | None = None,
-               progress: Progress | None = None, options: FetchOptions | None = None) -> str:
+def fetch_file(
+    entry: FileEntry,
+    target: Path,
+    session: requests.Session | None = None,
+    progress: Progress | None = None,
+    options: FetchOptions | None = None,
+) -> str:
     """Download `entry` to `target` (atomically, via `<target>.part`); returns the verified sha256.
 
     The caller holds `file_lock(target.parent, entry.name, ...)` (as `download_dataset` does), so no
@@ -262,22 +278,26 @@ def fetch_file(entry: FileEntry, target: Path, session: requests.Session | None 
                 options.sleep(options.backoff * (2 ** max(failures - 1, 0)))
             except (_MirrorRefused, requests.RequestException, ValueError) as exc:
                 # a url requests cannot use, a redirect loop, more bytes than declared: not worth a retry
-                errors.append(f"{url}: {type(exc).__name__}: {exc}" if not isinstance(exc, _MirrorRefused)
-                              else f"{url}: {exc}")
+                errors.append(
+                    f"{url}: {type(exc).__name__}: {exc}" if not isinstance(exc, _MirrorRefused) else f"{url}: {exc}"
+                )
                 digest = None
                 break
         if digest is None:
             continue
         if not entry.digest_matches(digest):
             part.unlink(missing_ok=True)
-            raise ReproError(f"{target}: checksum mismatch: expected sha256 {entry.sha256}, got {digest}; "
-                             "the download was deleted (a moved or changed file? "
-                             "update the catalog with REPRO_CATALOG)")
+            raise ReproError(
+                f"{target}: checksum mismatch: expected sha256 {entry.sha256}, got {digest}; "
+                "the download was deleted (a moved or changed file? "
+                "update the catalog with REPRO_CATALOG)"
+            )
         size = part.stat().st_size
         if entry.size is not None and size != entry.size:
             part.unlink(missing_ok=True)
-            raise ReproError(f"{target}: size mismatch: expected {entry.size} bytes, got {size}; "
-                             "the download was deleted")
+            raise ReproError(
+                f"{target}: size mismatch: expected {entry.size} bytes, got {size}; the download was deleted"
+            )
         os.replace(part, target)
         return digest
     if not entry.urls:
@@ -286,8 +306,9 @@ def fetch_file(entry: FileEntry, target: Path, session: requests.Session | None 
     raise ReproError(f"{target}: download failed from every url ({'; '.join(errors)}){resume}")
 
 
-def _transfer(url: str, entry: FileEntry, part: Path, session: requests.Session, bar: Bar,
-              options: FetchOptions) -> str:
+def _transfer(
+    url: str, entry: FileEntry, part: Path, session: requests.Session, bar: Bar, options: FetchOptions
+) -> str:
     """One request: resume `part` from its current size, stream to the end, return the sha256.
 
     The body may not grow `part` past the catalog's exact `size` nor past the server's own
@@ -322,8 +343,9 @@ def _transfer(url: str, entry: FileEntry, part: Path, session: requests.Session,
         announced = offset + int(length) if length.isascii() and length.isdigit() else None
         if entry.size is not None and announced is not None and announced > entry.size:
             part.unlink(missing_ok=True)
-            raise _MirrorRefused(f"announces {announced} bytes but the catalog's size is {entry.size}; "
-                                 "nothing downloaded")
+            raise _MirrorRefused(
+                f"announces {announced} bytes but the catalog's size is {entry.size}; nothing downloaded"
+            )
         limits = [n for n in (entry.size, announced) if n is not None]
         limit = min(limits) if limits else None
         total = announced if announced is not None else entry.expected_bytes
@@ -342,8 +364,7 @@ def _transfer(url: str, entry: FileEntry, part: Path, session: requests.Session,
                     fh.close()
                     part.unlink(missing_ok=True)
                     what = "the catalog's size" if limit == entry.size else "its Content-Length"
-                    raise _MirrorRefused(f"sent more than {what} of {limit} bytes; stopped, and "
-                                         f"{part.name} deleted")
+                    raise _MirrorRefused(f"sent more than {what} of {limit} bytes; stopped, and {part.name} deleted")
                 fh.write(chunk)
                 hasher.update(chunk)
                 bar.advance(len(chunk))
@@ -363,9 +384,11 @@ def _transfer(url: str, entry: FileEntry, part: Path, session: requests.Session,
 def _check_disk_while_streaming(part: Path, written: int) -> None:
     free = disk_free(part.parent)
     if free < DISK_RESERVE:
-        raise ReproError(f"{part}: download stopped after {_gb(written)} with only {_gb(free)} left free on the "
-                         f"disk (the server gave no size, or more than announced); {part.name} was kept so a "
-                         "later run can resume: free some space, or delete it if the server is at fault")
+        raise ReproError(
+            f"{part}: download stopped after {_gb(written)} with only {_gb(free)} left free on the "
+            f"disk (the server gave no size, or more than announced); {part.name} was kept so a "
+            "later run can resume: free some space, or delete it if the server is at fault"
+        )
 
 
 def _hash_into(path: Path, hasher: "hashlib._Hash") -> None:
@@ -431,9 +454,15 @@ def dataset_status(entry: DatasetEntry, root: Path) -> list[FileStatus]:
     return out
 
 
-def download_dataset(entry: DatasetEntry, root: Path, verify: bool = False, progress: Progress | None = None,
-                     session: requests.Session | None = None, options: FetchOptions | None = None,
-                     log: Callable[[str], None] = lambda message: None) -> dict[str, str]:
+def download_dataset(
+    entry: DatasetEntry,
+    root: Path,
+    verify: bool = False,
+    progress: Progress | None = None,
+    session: requests.Session | None = None,
+    options: FetchOptions | None = None,
+    log: Callable[[str], None] = lambda message: None,
+) -> dict[str, str]:
     """Fetch, verify and extract every file of `entry` into `root/<name>/`; returns {file: sha256}."""
     options = options or FetchOptions()
     folder = folder_inside(root, entry.name)
@@ -458,8 +487,16 @@ def download_dataset(entry: DatasetEntry, root: Path, verify: bool = False, prog
     return digests
 
 
-def _one_file(f: FileEntry, path: Path, root: Path, verify: bool, progress: Progress | None,
-              session: requests.Session, options: FetchOptions, log: Callable[[str], None]) -> str:
+def _one_file(
+    f: FileEntry,
+    path: Path,
+    root: Path,
+    verify: bool,
+    progress: Progress | None,
+    session: requests.Session,
+    options: FetchOptions,
+    log: Callable[[str], None],
+) -> str:
     """Verify (or fetch, then verify) one file and unpack it if asked; the caller holds its lock."""
     folder = path.parent
     record = VerificationRecord(folder)  # read now: another process may have just verified the file
@@ -469,12 +506,16 @@ def _one_file(f: FileEntry, path: Path, root: Path, verify: bool, progress: Prog
         if not f.digest_matches(digest):
             record.forget(f.name)
             if f.manual:
-                raise ReproError(f"{path}: checksum mismatch: expected sha256 {f.sha256}, got {digest}; "
-                                 "replace the file with a good copy")
+                raise ReproError(
+                    f"{path}: checksum mismatch: expected sha256 {f.sha256}, got {digest}; "
+                    "replace the file with a good copy"
+                )
             bad = path.with_name(path.name + ".corrupt")
             os.replace(path, bad)
-            log(f"{path}: checksum mismatch (expected sha256 {f.sha256}, got {digest}); "
-                f"moved to {bad.name}, downloading again")
+            log(
+                f"{path}: checksum mismatch (expected sha256 {f.sha256}, got {digest}); "
+                f"moved to {bad.name}, downloading again"
+            )
             digest = None
         else:
             record.mark(f, path, digest)
@@ -490,9 +531,14 @@ def _one_file(f: FileEntry, path: Path, root: Path, verify: bool, progress: Prog
             if not record.unpacked_whole(f.name, digest):
                 same, changed = record.unchanged(f.name)
                 restoring = record.extracted.get(f.name) == digest
-                placed = unpack(path, folder, replaceable=same, keep=changed if restoring else (),
-                                staging_root=root,
-                                check_space=lambda n: check_disk_space(folder, n, f"extraction of {f.name}"))
+                placed = unpack(
+                    path,
+                    folder,
+                    replaceable=same,
+                    keep=changed if restoring else (),
+                    staging_root=root,
+                    check_space=lambda n: check_disk_space(folder, n, f"extraction of {f.name}"),
+                )
                 record.mark_unpacked(f.name, digest, placed)
     return digest
 

@@ -12,6 +12,7 @@ is replaced only when the caller says the toolkit unpacked it (from an earlier v
 archive) and nobody changed it since. Anything else is a conflict: the extraction is refused before
 a single file is moved, and the message names the files.
 """
+
 from __future__ import annotations
 
 import errno
@@ -24,8 +25,8 @@ import tarfile
 import tempfile
 import zipfile
 import zlib
+from collections.abc import Callable, Iterable
 from pathlib import Path, PurePosixPath
-from typing import Callable, Iterable
 
 from repro.errors import ReproError
 
@@ -33,8 +34,7 @@ ARCHIVE_SUFFIXES = (".zip", ".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tbz2", ".ta
 OWN_PREFIX = ".repro"  # the toolkit's own files in a dataset folder: record, locks, staging
 STAGING_PREFIX = ".repro-extract-"
 # what a damaged archive raises while it is read (besides BadZipFile / TarError)
-_READ_ERRORS = (EOFError, zlib.error, lzma.LZMAError, gzip.BadGzipFile, NotImplementedError, RuntimeError,
-                ValueError)
+_READ_ERRORS = (EOFError, zlib.error, lzma.LZMAError, gzip.BadGzipFile, NotImplementedError, RuntimeError, ValueError)
 
 Placed = dict[str, list[int]]  # relative path -> [size, mtime_ns] of what an archive put in place
 
@@ -55,8 +55,9 @@ def _check_name(archive: Path, name: str) -> PurePosixPath:
         raise ReproError(f"{archive}: refused to extract {name!r}: NUL in a name")
     parts = [p for p in path.parts if p != "."]
     if parts and parts[0].startswith(OWN_PREFIX):
-        raise ReproError(f"{archive}: refused to extract {name!r}: names starting with {OWN_PREFIX!r} "
-                         "are the toolkit's own files")
+        raise ReproError(
+            f"{archive}: refused to extract {name!r}: names starting with {OWN_PREFIX!r} are the toolkit's own files"
+        )
     return path
 
 
@@ -88,8 +89,14 @@ def safe_extract(archive: Path, dest: Path) -> list[str]:
     return sorted({rel.split("/", 1)[0] for rel in unpack(archive, dest)})
 
 
-def unpack(archive: Path, dest: Path, replaceable: Iterable[str] = (), keep: Iterable[str] = (),
-           staging_root: Path | None = None, check_space: Callable[[int], None] | None = None) -> Placed:
+def unpack(
+    archive: Path,
+    dest: Path,
+    replaceable: Iterable[str] = (),
+    keep: Iterable[str] = (),
+    staging_root: Path | None = None,
+    check_space: Callable[[int], None] | None = None,
+) -> Placed:
     """Unpack `archive` into `dest`, merging into what is there; returns every file it provides.
 
     `replaceable`: relative paths the toolkit unpacked earlier (from this archive) and that are unchanged
@@ -153,8 +160,10 @@ def _merge(archive: Path, staging: Path, dest: Path, replaceable: set[str], keep
             elif s_dir and d.is_dir() and not d.is_symlink():
                 plan(s, d, r)
             elif s_dir or (d.is_dir() and not d.is_symlink()):
-                conflicts.append(f"{r} (a {'folder' if s_dir else 'file'} in the archive, "
-                                 f"a {'file' if s_dir else 'folder'} in {dest})")
+                conflicts.append(
+                    f"{r} (a {'folder' if s_dir else 'file'} in the archive, "
+                    f"a {'file' if s_dir else 'folder'} in {dest})"
+                )
             elif _same(s, d):
                 placed[r] = _stat(d)  # already there, byte for byte: nothing to move
             elif r in replaceable:
@@ -168,8 +177,10 @@ def _merge(archive: Path, staging: Path, dest: Path, replaceable: set[str], keep
     plan(staging, dest, "")
     if conflicts:
         shown = "; ".join(conflicts[:5]) + (f"; and {len(conflicts) - 5} more" if len(conflicts) > 5 else "")
-        raise ReproError(f"{archive}: not unpacked, {len(conflicts)} file(s) in {dest} would be overwritten: "
-                         f"{shown}. Move them away (or delete them) and run again")
+        raise ReproError(
+            f"{archive}: not unpacked, {len(conflicts)} file(s) in {dest} would be overwritten: "
+            f"{shown}. Move them away (or delete them) and run again"
+        )
     for s, d in moves:
         os.replace(s, d)
     return placed
@@ -202,9 +213,12 @@ def _extract_tar(archive: Path, staging: Path, check_space: Callable[[int], None
                 path = _check_name(archive, m.name)
                 if m.issym() or m.islnk():
                     if not _link_stays_inside(path, m.linkname) or (
-                            m.islnk() and ".." in PurePosixPath(m.linkname).parts):
-                        raise ReproError(f"{archive}: refused to extract {m.name!r}: link to "
-                                         f"{m.linkname!r} points outside the dataset folder")
+                        m.islnk() and ".." in PurePosixPath(m.linkname).parts
+                    ):
+                        raise ReproError(
+                            f"{archive}: refused to extract {m.name!r}: link to "
+                            f"{m.linkname!r} points outside the dataset folder"
+                        )
                 elif not (m.isfile() or m.isdir()):
                     raise ReproError(f"{archive}: refused to extract {m.name!r}: device or special file")
             if check_space is not None:

@@ -6,6 +6,7 @@ ones (feature TSVs of 25 GB, the 5.6 GB GloVe file) get a `sampled-sha256`: the 
 size and their first and last 16 MiB, which detects a replaced or truncated file without reading
 it all. A folder of thousands of per-image files is fingerprinted by its file names and sizes.
 """
+
 from __future__ import annotations
 
 import hashlib

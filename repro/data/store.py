@@ -17,6 +17,7 @@ The writer builds the folder under a hidden temporary name and renames it into p
 so a store is complete or absent. Readers map the files lazily (also after pickling into
 DataLoader workers) and never load a whole file into memory.
 """
+
 from __future__ import annotations
 
 import json
@@ -69,8 +70,9 @@ class FeatureStoreWriter:
     `num_images` images may be added, the files are trimmed on close.
     """
 
-    def __init__(self, path: Path, num_images: int, max_boxes: int = 100, dim: int = 2048,
-                 meta: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self, path: Path, num_images: int, max_boxes: int = 100, dim: int = 2048, meta: dict[str, Any] | None = None
+    ) -> None:
         if num_images < 0 or max_boxes <= 0 or dim <= 0:
             raise ReproError(f"{path}: bad store shape ({num_images}, {max_boxes}, {dim})")
         self.path = Path(path)
@@ -99,11 +101,13 @@ class FeatureStoreWriter:
         if self.count >= self.num_images:
             raise ReproError(f"{self.path}: more than the {self.num_images} images the store was sized for")
         if features.ndim != 2 or features.shape[1] != self.dim:
-            raise ReproError(f"{self.path}: image {image_id}: features have shape {features.shape}, "
-                             f"expected [n, {self.dim}]")
+            raise ReproError(
+                f"{self.path}: image {image_id}: features have shape {features.shape}, expected [n, {self.dim}]"
+            )
         if boxes.shape != (features.shape[0], 4):
-            raise ReproError(f"{self.path}: image {image_id}: boxes have shape {boxes.shape}, "
-                             f"expected [{features.shape[0]}, 4]")
+            raise ReproError(
+                f"{self.path}: image {image_id}: boxes have shape {boxes.shape}, expected [{features.shape[0]}, 4]"
+            )
         if width <= 0 or height <= 0:
             raise ReproError(f"{self.path}: image {image_id}: image size {width}x{height} is not positive")
         n = min(features.shape[0], self.max_boxes)
@@ -128,9 +132,16 @@ class FeatureStoreWriter:
         np.save(self.tmp / "counts.npy", self._counts[:n])
         np.save(self.tmp / "sizes.npy", self._sizes[:n])
         np.save(self.tmp / "image_ids.npy", self._ids[:n])
-        meta = {"version": STORE_VERSION, "num_images": n, "max_boxes": self.max_boxes, "dim": self.dim,
-                "features_dtype": "float16", "boxes_dtype": "float32", "box_format": "x1y1x2y2 pixels",
-                **self.meta}
+        meta = {
+            "version": STORE_VERSION,
+            "num_images": n,
+            "max_boxes": self.max_boxes,
+            "dim": self.dim,
+            "features_dtype": "float16",
+            "boxes_dtype": "float32",
+            "box_format": "x1y1x2y2 pixels",
+            **self.meta,
+        }
         (self.tmp / _META).write_text(json.dumps(meta, indent=2, sort_keys=True), encoding="utf-8")
         for name in os.listdir(self.tmp):
             with open(self.tmp / name, "rb+") as fh:
@@ -182,8 +193,9 @@ class FeatureStore:
         except (OSError, ValueError) as exc:
             raise ReproError(f"{path}/{_META}: unreadable ({exc})") from None
         if meta.get("version") != STORE_VERSION:
-            raise ReproError(f"{path}: store version {meta.get('version')} is not {STORE_VERSION}; "
-                             "run repro prepare --force")
+            raise ReproError(
+                f"{path}: store version {meta.get('version')} is not {STORE_VERSION}; run repro prepare --force"
+            )
         try:
             store = cls(path, meta)
             store._mapped()
@@ -196,8 +208,9 @@ class FeatureStore:
             n = len(self.image_ids)
             maps: dict[str, np.ndarray] = {}
             if n:
-                maps["features"] = np.memmap(self.path / "features.f16", np.float16, "r",
-                                             shape=(n, self.max_boxes, self.dim))
+                maps["features"] = np.memmap(
+                    self.path / "features.f16", np.float16, "r", shape=(n, self.max_boxes, self.dim)
+                )
                 maps["boxes"] = np.memmap(self.path / "boxes.f32", np.float32, "r", shape=(n, self.max_boxes, 4))
             for extra in self.extras:
                 maps[extra] = np.load(self.path / f"{extra}.npy", mmap_mode="r")
@@ -234,8 +247,11 @@ class FeatureStore:
         r = self.row(image_id)
         maps = self._mapped()
         out: dict[str, Any] = {
-            "features": np.array(maps["features"][r]), "boxes": np.array(maps["boxes"][r]),
-            "count": int(self.counts[r]), "width": int(self.sizes[r, 0]), "height": int(self.sizes[r, 1]),
+            "features": np.array(maps["features"][r]),
+            "boxes": np.array(maps["boxes"][r]),
+            "count": int(self.counts[r]),
+            "width": int(self.sizes[r, 0]),
+            "height": int(self.sizes[r, 1]),
         }
         for extra in self.extras:
             value = np.array(maps[extra][r])
@@ -258,8 +274,11 @@ class FeatureStore:
         finally:
             Path(tmp).unlink(missing_ok=True)
         meta = dict(store.meta)
-        meta.setdefault("extras", {})[name] = {"dtype": str(array.dtype), "shape": list(array.shape[1:]),
-                                               **(info or {})}
+        meta.setdefault("extras", {})[name] = {
+            "dtype": str(array.dtype),
+            "shape": list(array.shape[1:]),
+            **(info or {}),
+        }
         fd, tmp = tempfile.mkstemp(prefix=".meta.", suffix=".json", dir=path)
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             json.dump(meta, fh, indent=2, sort_keys=True)

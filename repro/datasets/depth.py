@@ -16,6 +16,7 @@ Choices where the paper is silent, recorded here:
 - Grid cells: the map is split into rows x cols regions with rounded equal boundaries, numbered
   row-major (index = row * cols + col).
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -24,10 +25,10 @@ import numpy as np
 from PIL import Image
 from rich.progress import Progress
 
-from repro.datasets.features import image_id_from_name
 from repro.data.manifest import folder_digest
 from repro.data.progress import Bar
 from repro.data.store import FeatureStore
+from repro.datasets.features import image_id_from_name
 from repro.errors import ReproError
 
 BINS = 16
@@ -83,8 +84,9 @@ def box_regions(boxes: np.ndarray, width: int, height: int, map_shape: tuple[int
     return np.stack([x1, y1, np.maximum(x2, x1 + 1), np.maximum(y2, y1 + 1)], 1)
 
 
-def box_histograms(depth: np.ndarray, boxes: np.ndarray, width: int, height: int,
-                   bins: int = BINS) -> tuple[np.ndarray, np.ndarray]:
+def box_histograms(
+    depth: np.ndarray, boxes: np.ndarray, width: int, height: int, bins: int = BINS
+) -> tuple[np.ndarray, np.ndarray]:
     """(dep_hist float32 [n, bins], peak bin int64 [n]) for pixel boxes [n, 4] of a width x height image."""
     if len(boxes) == 0:
         return np.zeros((0, bins), np.float32), np.zeros(0, np.int64)
@@ -96,8 +98,14 @@ def grid_regions(map_shape: tuple[int, int], rows: int, cols: int) -> np.ndarray
     mh, mw = map_shape
     ys = np.round(np.linspace(0, mh, rows + 1)).astype(np.int64)
     xs = np.round(np.linspace(0, mw, cols + 1)).astype(np.int64)
-    return np.array([[xs[c], ys[r], max(xs[c + 1], xs[c] + 1), max(ys[r + 1], ys[r] + 1)]
-                     for r in range(rows) for c in range(cols)], np.int64)
+    return np.array(
+        [
+            [xs[c], ys[r], max(xs[c + 1], xs[c] + 1), max(ys[r + 1], ys[r] + 1)]
+            for r in range(rows)
+            for c in range(cols)
+        ],
+        np.int64,
+    )
 
 
 def grid_histograms(depth: np.ndarray, rows: int, cols: int, bins: int = BINS) -> tuple[np.ndarray, np.ndarray]:
@@ -129,8 +137,10 @@ def add_depth_to_store(store_path: Path, depth_dir: Path, progress: Progress | N
     maps = index_depth_maps(depth_dir)
     missing = [int(i) for i in store.image_ids if int(i) not in maps]
     if missing:
-        raise ReproError(f"{depth_dir}: no depth map for {len(missing)} of {len(store)} images of {store_path} "
-                         f"(e.g. image {missing[0]}; expected <name>_<image id>.png)")
+        raise ReproError(
+            f"{depth_dir}: no depth map for {len(missing)} of {len(store)} images of {store_path} "
+            f"(e.g. image {missing[0]}; expected <name>_<image id>.png)"
+        )
     hist = np.zeros((len(store), store.max_boxes, BINS), np.float16)
     peak = np.zeros((len(store), store.max_boxes), np.uint8)
     bar = Bar(progress, f"depth {Path(store_path).name}", len(store))

@@ -12,14 +12,16 @@ Stores are written one per source split: a TSV becomes `<split>.store` named by 
 file name before the first underscore (`trainval_resnet101_...tsv` -> `trainval`), an npz folder
 becomes `<folder name>.store` (`train2014`, `val2014`, `test2015`).
 """
+
 from __future__ import annotations
 
 import base64
 import binascii
 import csv
 import sys
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator, NamedTuple
+from typing import NamedTuple
 
 import numpy as np
 from rich.progress import Progress
@@ -56,8 +58,10 @@ def read_bottom_up_tsv(path: Path, dim: int = 2048) -> Iterator[ImageFeatures]:
             if not row:
                 continue
             if len(row) != len(TSV_FIELDS):
-                raise ReproError(f"{path}:{line}: expected {len(TSV_FIELDS)} tab-separated fields "
-                                 f"({', '.join(TSV_FIELDS)}), found {len(row)}")
+                raise ReproError(
+                    f"{path}:{line}: expected {len(TSV_FIELDS)} tab-separated fields "
+                    f"({', '.join(TSV_FIELDS)}), found {len(row)}"
+                )
             try:
                 image_id, width, height, n = (int(v) for v in row[:4])
                 boxes = np.frombuffer(base64.b64decode(row[4]), np.float32).reshape(n, 4)
@@ -83,8 +87,9 @@ def read_openvqa_npz(path: Path, dim: int = 2048) -> ImageFeatures:
         with np.load(path) as z:
             missing = [k for k in ("x", "bbox", "image_w", "image_h") if k not in z.files]
             if missing:
-                raise ReproError(f"{path}: missing key(s) {', '.join(missing)} (OpenVQA layout: x, bbox, "
-                                 "num_bbox, image_w, image_h)")
+                raise ReproError(
+                    f"{path}: missing key(s) {', '.join(missing)} (OpenVQA layout: x, bbox, num_bbox, image_w, image_h)"
+                )
             x, bbox = np.asarray(z["x"], np.float32), np.asarray(z["bbox"], np.float32)
             width, height = int(z["image_w"]), int(z["image_h"])
             num = int(z["num_bbox"]) if "num_bbox" in z.files else None
@@ -102,8 +107,14 @@ def tsv_split_name(path: Path) -> str:
     return path.name.split("_")[0].split(".")[0]
 
 
-def store_from_tsv(tsv: Path, out: Path, max_boxes: int = 100, dim: int = 2048, meta: dict | None = None,
-                   progress: Progress | None = None) -> Path:
+def store_from_tsv(
+    tsv: Path,
+    out: Path,
+    max_boxes: int = 100,
+    dim: int = 2048,
+    meta: dict | None = None,
+    progress: Progress | None = None,
+) -> Path:
     n = count_lines(tsv)
     bar = Bar(progress, f"features {tsv.name}", n)
     with FeatureStoreWriter(out, n, max_boxes=max_boxes, dim=dim, meta=meta) as writer:
@@ -113,8 +124,14 @@ def store_from_tsv(tsv: Path, out: Path, max_boxes: int = 100, dim: int = 2048, 
     return out
 
 
-def store_from_npz_dir(folder: Path, out: Path, max_boxes: int = 100, dim: int = 2048, meta: dict | None = None,
-                       progress: Progress | None = None) -> Path:
+def store_from_npz_dir(
+    folder: Path,
+    out: Path,
+    max_boxes: int = 100,
+    dim: int = 2048,
+    meta: dict | None = None,
+    progress: Progress | None = None,
+) -> Path:
     files = sorted(folder.glob("*.npz"))
     if not files:
         raise ReproError(f"{folder}: no .npz feature files")

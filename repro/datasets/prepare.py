@@ -7,14 +7,15 @@ Outputs under `<data_dir>/prepared/`:
   and <split> `trainval`/`test2015` (TSV) or `train2014`/`val2014`/`test2015` (npz)
 - `depth`: adds DSGANet depth histograms to an existing store (`--store`, maps in `--source`)
 """
+
 from __future__ import annotations
 
 from pathlib import Path
 
 from rich.progress import Progress
 
-from repro.datasets.features import store_from_npz_dir, store_from_tsv, tsv_split_name
 from repro.data.manifest import build_manifest, file_digest, folder_digest, is_current, read_manifest
+from repro.datasets.features import store_from_npz_dir, store_from_tsv, tsv_split_name
 from repro.datasets.vqa import DATASETS as VQA_DATASETS
 from repro.datasets.vqa import find_file, prepare_vqa
 from repro.errors import ReproError
@@ -38,9 +39,16 @@ def _visible(path: Path, base: Path) -> bool:
     return not any(part.startswith(".") for part in path.relative_to(base).parts)
 
 
-def prepare(name: str, source: Path | None = None, glove: Path | None = None, store: Path | None = None,
-            force: bool = False, max_boxes: int = 100, dim: int = 2048,
-            progress: Progress | None = None) -> list[Path]:
+def prepare(
+    name: str,
+    source: Path | None = None,
+    glove: Path | None = None,
+    store: Path | None = None,
+    force: bool = False,
+    max_boxes: int = 100,
+    dim: int = 2048,
+    progress: Progress | None = None,
+) -> list[Path]:
     root = data_dir()
     if name not in TARGETS:
         raise ReproError(f"cannot prepare {name!r}; one of {', '.join(TARGETS)}")
@@ -48,8 +56,17 @@ def prepare(name: str, source: Path | None = None, glove: Path | None = None, st
         if glove is None and (root / "glove-840b").is_dir():
             glove = find_file(root / "glove-840b", GLOVE_FILE)
         vg_dir = root / "vg-qa" if name == "vqa2" and (root / "vg-qa").is_dir() else None
-        return [prepare_vqa(name, source or root / name, prepared_dir(name, root), glove, vg_dir=vg_dir,
-                            force=force, progress=progress)]
+        return [
+            prepare_vqa(
+                name,
+                source or root / name,
+                prepared_dir(name, root),
+                glove,
+                vg_dir=vg_dir,
+                force=force,
+                progress=progress,
+            )
+        ]
     if name == "depth":
         from repro.datasets.depth import add_depth_to_store
 
@@ -77,8 +94,9 @@ def prepare(name: str, source: Path | None = None, glove: Path | None = None, st
             raise ReproError(f"{src}: no .npz feature files (are the archives extracted? run repro download {name})")
         for folder in folders:
             out = out_dir / f"{folder.name}.store"
-            manifest = build_manifest("feature-store", [folder_digest(folder, "*.npz")],
-                                      {"max_boxes": max_boxes, "dim": dim})
+            manifest = build_manifest(
+                "feature-store", [folder_digest(folder, "*.npz")], {"max_boxes": max_boxes, "dim": dim}
+            )
             if force or not is_current((read_manifest(out / "meta.json") or {}).get("manifest"), manifest):
                 store_from_npz_dir(folder, out, max_boxes, dim, meta={"manifest": manifest}, progress=progress)
             outputs.append(out)

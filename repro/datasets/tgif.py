@@ -11,14 +11,16 @@ their `.csv` name, one file per split (`Train`, `Test`, `Total`) and task:
 generators of this toolkit write the same layout, so one reader serves real and generated data.
 The folder is `$REPRO_TGIF_DIR` if set, else `<data_dir>/tgif-qa`.
 """
+
 from __future__ import annotations
 
 import csv
 import os
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from repro.errors import ReproError
 from repro.paths import data_dir
@@ -95,11 +97,20 @@ def read_questions(path: Path, task: str | None = None) -> list[Question]:
     out = []
     for i, row in enumerate(read_rows(path)):
         try:
-            out.append(Question(
-                task=task, gif_name=row["gif_name"], question=row["question"], answer=row["answer"],
-                vid_id=row["vid_id"], key=int(row["key"]),
-                candidates=tuple(row[f"a{j}"] for j in range(1, NUM_CANDIDATES + 1)) if task in MULTIPLE_CHOICE else (),
-                type=int(row["type"]) if task == "frameqa" else None))
+            out.append(
+                Question(
+                    task=task,
+                    gif_name=row["gif_name"],
+                    question=row["question"],
+                    answer=row["answer"],
+                    vid_id=row["vid_id"],
+                    key=int(row["key"]),
+                    candidates=tuple(row[f"a{j}"] for j in range(1, NUM_CANDIDATES + 1))
+                    if task in MULTIPLE_CHOICE
+                    else (),
+                    type=int(row["type"]) if task == "frameqa" else None,
+                )
+            )
         except (KeyError, TypeError, ValueError) as exc:
             raise ReproError(f"{path}: row {i + 2} is malformed ({exc})") from None
     return out

@@ -25,6 +25,7 @@
 
 COCO-QA has no question ids; a question's id is its line number (from 0) within its split.
 """
+
 from __future__ import annotations
 
 import json
@@ -49,14 +50,18 @@ DATASETS = ("vqa2", "vqa1", "coco-qa")
 
 # split -> (questions file, annotations file or None), the names inside the official zips
 VQA_FILES = {
-    "vqa2": {"train": ("v2_OpenEnded_mscoco_train2014_questions.json", "v2_mscoco_train2014_annotations.json"),
-             "val": ("v2_OpenEnded_mscoco_val2014_questions.json", "v2_mscoco_val2014_annotations.json"),
-             "test": ("v2_OpenEnded_mscoco_test2015_questions.json", None),
-             "test-dev": ("v2_OpenEnded_mscoco_test-dev2015_questions.json", None)},
-    "vqa1": {"train": ("OpenEnded_mscoco_train2014_questions.json", "mscoco_train2014_annotations.json"),
-             "val": ("OpenEnded_mscoco_val2014_questions.json", "mscoco_val2014_annotations.json"),
-             "test": ("OpenEnded_mscoco_test2015_questions.json", None),
-             "test-dev": ("OpenEnded_mscoco_test-dev2015_questions.json", None)},
+    "vqa2": {
+        "train": ("v2_OpenEnded_mscoco_train2014_questions.json", "v2_mscoco_train2014_annotations.json"),
+        "val": ("v2_OpenEnded_mscoco_val2014_questions.json", "v2_mscoco_val2014_annotations.json"),
+        "test": ("v2_OpenEnded_mscoco_test2015_questions.json", None),
+        "test-dev": ("v2_OpenEnded_mscoco_test-dev2015_questions.json", None),
+    },
+    "vqa1": {
+        "train": ("OpenEnded_mscoco_train2014_questions.json", "mscoco_train2014_annotations.json"),
+        "val": ("OpenEnded_mscoco_val2014_questions.json", "mscoco_val2014_annotations.json"),
+        "test": ("OpenEnded_mscoco_test2015_questions.json", None),
+        "test-dev": ("OpenEnded_mscoco_test-dev2015_questions.json", None),
+    },
 }
 VG_FILES = ("VG_questions.json", "VG_annotations.json")
 COCOQA_TYPES = {0: "object", 1: "number", 2: "color", 3: "location"}
@@ -233,14 +238,23 @@ def targets(questions: list[Question], answer_index: dict[str, int], vqa_scores:
 # --- the whole preparation --------------------------------------------------------------------
 
 
-def prepare_vqa(dataset: str, source_dir: Path, out_dir: Path, glove: Path | None = None, *,
-                vg_dir: Path | None = None, max_tokens: int = MAX_TOKENS, answer_min_count: int = 9,
-                force: bool = False, progress: Progress | None = None) -> Path:
+def prepare_vqa(
+    dataset: str,
+    source_dir: Path,
+    out_dir: Path,
+    glove: Path | None = None,
+    *,
+    vg_dir: Path | None = None,
+    max_tokens: int = MAX_TOKENS,
+    answer_min_count: int = 9,
+    force: bool = False,
+    progress: Progress | None = None,
+) -> Path:
     """Prepare `dataset` (vqa2, vqa1, coco-qa; vqa2 adds a `vg` split when `vg_dir` holds the MCAN
     VG files) from the official files under `source_dir` into `out_dir`. Returns `out_dir`."""
     found = discover_splits(dataset, Path(source_dir), vg_dir)
     sources = []
-    for split, (qpath, apath) in sorted(found.items()):
+    for _split, (qpath, apath) in sorted(found.items()):
         if dataset == "coco-qa":
             sources += [file_digest(qpath / name) for name in COCOQA_FILES]
         else:
@@ -249,8 +263,13 @@ def prepare_vqa(dataset: str, source_dir: Path, out_dir: Path, glove: Path | Non
         if not Path(glove).is_file():
             raise ReproError(f"{glove}: no such GloVe file")
         sources.append(file_digest(Path(glove)))
-    params = {"dataset": dataset, "splits": sorted(found), "max_tokens": max_tokens,
-              "answer_min_count": answer_min_count, "glove": glove is not None}
+    params = {
+        "dataset": dataset,
+        "splits": sorted(found),
+        "max_tokens": max_tokens,
+        "answer_min_count": answer_min_count,
+        "glove": glove is not None,
+    }
     manifest = build_manifest("vqa-questions", sources, params)
     out_dir = Path(out_dir)
     if not force and is_current(read_manifest(out_dir / "manifest.json"), manifest):
@@ -295,11 +314,15 @@ def prepare_vqa(dataset: str, source_dir: Path, out_dir: Path, glove: Path | Non
             }
             has_answers = all(q.answers is not None for q in questions) and bool(questions)
             if has_answers:
-                arrays["target_index"], arrays["target_score"] = targets(questions, answer_index,
-                                                                         vqa_scores=dataset != "coco-qa")
+                arrays["target_index"], arrays["target_score"] = targets(
+                    questions, answer_index, vqa_scores=dataset != "coco-qa"
+                )
             np.savez(tmp / f"{split}.questions.npz", **arrays)
-            stats[split] = {"questions": len(questions), "images": len({q.image_id for q in questions}),
-                            "answers": has_answers}
+            stats[split] = {
+                "questions": len(questions),
+                "images": len({q.image_id for q in questions}),
+                "answers": has_answers,
+            }
         manifest["stats"] = stats
         write_json_atomic(tmp / "manifest.json", manifest)
         replace_dir(tmp, out_dir)
@@ -313,8 +336,6 @@ def load_split(prepared_dir: Path, split: str) -> dict[str, np.ndarray]:
     path = Path(prepared_dir) / f"{split}.questions.npz"
     if not path.is_file():
         have = sorted(p.name.split(".")[0] for p in Path(prepared_dir).glob("*.questions.npz"))
-        raise ReproError(f"{path}: no such split; prepared splits: {', '.join(have) or 'none'} "
-                         "(run repro prepare)")
+        raise ReproError(f"{path}: no such split; prepared splits: {', '.join(have) or 'none'} (run repro prepare)")
     with np.load(path) as z:
         return {k: z[k] for k in z.files}
-

@@ -7,6 +7,7 @@ from the float16 store), `boxes` FloatTensor [max_boxes, 4] pixels, `box_count` 
 [num_answers] of soft scores. Stores with DSGANet depth also give `depth_hist` [max_boxes, 16] and
 `depth_peak` LongTensor [max_boxes].
 """
+
 from __future__ import annotations
 
 import json
@@ -40,8 +41,10 @@ class VQADataset(Dataset):
         self.target_score = data.get("target_score")
         missing = [int(i) for i in np.unique(self.image_ids) if int(i) not in store]
         if missing:
-            raise ReproError(f"{store.path}: no features for {len(missing)} image(s) of split {split!r} "
-                             f"(e.g. {', '.join(map(str, missing[:3]))}); prepare the matching feature store")
+            raise ReproError(
+                f"{store.path}: no features for {len(missing)} image(s) of split {split!r} "
+                f"(e.g. {', '.join(map(str, missing[:3]))}); prepare the matching feature store"
+            )
 
     @property
     def num_tokens(self) -> int:

@@ -6,12 +6,13 @@ steps, evaluation, test-set files, paper-scale cost), its model modules, synthet
 `recipes/*.yaml` and a README with the paper's equations and the choices made where it is silent.
 Adding a family is one folder plus one line below.
 """
+
 from __future__ import annotations
 
 import importlib
 import importlib.util
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -91,11 +92,13 @@ def implementation(family: Family) -> ModuleType | None:
 def require(family: Family) -> ModuleType:
     module = implementation(family)
     if module is None:
-        raise ReproError(f"the {family.paper} family ({', '.join(family.archs)}) is not implemented yet: "
-                         f"its rows are validated and shown, not run")
+        raise ReproError(
+            f"the {family.paper} family ({', '.join(family.archs)}) is not implemented yet: "
+            f"its rows are validated and shown, not run"
+        )
     return module
 
 
-@lru_cache(maxsize=None)
+@cache
 def _import(name: str) -> ModuleType:
     return importlib.import_module(name)

@@ -23,6 +23,7 @@ the `arch:` values it can build and run so far:
 Optionally, `COMPUTE_TASKS` (names of `compute: {task: ...}` rows it runs without training, such as
 dataset statistics) and `compute(ctx) -> RowRun`.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -76,6 +77,11 @@ class ModelInfo:
     modules: list[tuple[str, int]]  # (top-level module, trainable parameters)
 
     def to_json(self) -> dict[str, Any]:
-        return {"name": self.name, "task": self.task, "trainable_params": self.trainable_params,
-                "total_params": self.total_params, "flops_per_sample": self.flops_per_sample,
-                "modules": [{"name": n, "trainable_params": p} for n, p in self.modules]}
+        return {
+            "name": self.name,
+            "task": self.task,
+            "trainable_params": self.trainable_params,
+            "total_params": self.total_params,
+            "flops_per_sample": self.flops_per_sample,
+            "modules": [{"name": n, "trainable_params": p} for n, p in self.modules],
+        }

@@ -4,6 +4,7 @@
 `get(name)` imports that module. Every `evaluate` returns a `MetricResult` (aggregate dict,
 per-item scores, n). `repro.metrics.files.evaluate_files` reads official or generic files first.
 """
+
 from __future__ import annotations
 
 import importlib

@@ -12,10 +12,11 @@ A prediction is right when it equals the gold answer exactly: no case folding, n
 GQA script and the TGIF/PSAC label comparison do. Numbers compare by value, so a choice index
 given as 3 or 3.0 equals 3; a number never equals a string ("3" is not 3): say which you mean.
 """
+
 from __future__ import annotations
 
+from collections.abc import Hashable, Sequence
 from numbers import Number
-from typing import Hashable, Sequence
 
 from repro.errors import ReproError
 from repro.metrics.base import MetricResult
@@ -31,8 +32,12 @@ def is_correct(gold, prediction) -> bool:
     return False
 
 
-def evaluate(gold: Sequence, predictions: Sequence, question_ids: Sequence[Hashable] | None = None,
-             types: Sequence[str] | None = None) -> MetricResult:
+def evaluate(
+    gold: Sequence,
+    predictions: Sequence,
+    question_ids: Sequence[Hashable] | None = None,
+    types: Sequence[str] | None = None,
+) -> MetricResult:
     if len(gold) != len(predictions):
         raise ReproError(f"accuracy: {len(gold)} annotated questions but {len(predictions)} predictions")
     per_q = [1.0 if is_correct(g, p) else 0.0 for g, p in zip(gold, predictions)]

@@ -27,9 +27,10 @@ Where the other implementations differ (selectable with `variant`, for compariso
   divisor comes from the processed strings, and it keeps a similarity only when the distance is
   strictly below 0.5, so a similarity of exactly 0.5 scores 0.
 """
+
 from __future__ import annotations
 
-from typing import Hashable, Sequence
+from collections.abc import Hashable, Sequence
 
 from repro.errors import ReproError
 from repro.metrics.base import MetricResult
@@ -82,9 +83,13 @@ def score_one(prediction: str, answers: Sequence[str], variant: str = "rrc", thr
     return 0.0 if best < threshold else best
 
 
-def evaluate(answers: Sequence[Sequence[str]], predictions: Sequence[str],
-             question_ids: Sequence[Hashable] | None = None, variant: str = "rrc",
-             threshold: float = THRESHOLD) -> MetricResult:
+def evaluate(
+    answers: Sequence[Sequence[str]],
+    predictions: Sequence[str],
+    question_ids: Sequence[Hashable] | None = None,
+    variant: str = "rrc",
+    threshold: float = THRESHOLD,
+) -> MetricResult:
     """`anls` = mean per-question score (a float sum in question order over the count)."""
     if len(answers) != len(predictions):
         raise ReproError(f"anls: {len(answers)} annotated questions but {len(predictions)} predictions")

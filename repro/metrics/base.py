@@ -1,12 +1,13 @@
 """What every metric returns: an aggregate, per-item scores and the item count; and `shown`, how a
 value read from a file appears in an error message."""
+
 from __future__ import annotations
 
 import re
 import reprlib
-from collections.abc import Mapping
+from collections.abc import Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Hashable, Iterator, Sequence
+from typing import Any
 
 
 @dataclass
@@ -46,7 +47,7 @@ def shown(value: Any) -> str:
     if isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool)):
         text = value if isinstance(value, str) else (str(value) if value.bit_length() < 200 else _SHORT.repr(value))
         if len(text) > SHOWN_LENGTH:
-            text = text[:SHOWN_LENGTH - 3] + "..."
+            text = text[: SHOWN_LENGTH - 3] + "..."
     else:
         text = _SHORT.repr(value)
     return one_line(text)

@@ -13,13 +13,15 @@ What each metric accepts (anything else is a ReproError naming the file and the 
 * grounding: gold boxes [x, y, w, h] of four finite numbers with w > 0 and h > 0; a predicted box
   the same, or null (no box: a miss, as ALBEF scores a reference it chose no box for).
 """
+
 from __future__ import annotations
 
 import gc
 import math
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Iterator, Optional
+from typing import Any
 
 from repro.errors import ReproError
 from repro.metrics import get, io
@@ -33,8 +35,10 @@ DEFAULT_VARIANT = {"vqa": "2021", "anls": "rrc", "wups": "cocoqa", "mse": "psac"
 def _strings(values: list, metric: str, ids: list, what: str, path: Path) -> None:
     for qid, value in zip(ids, values):
         if not isinstance(value, str):
-            raise ReproError(f"{path}: {metric}: {what} of question {shown(qid)} is {type(value).__name__} "
-                             f"{shown(value)}, not a string")
+            raise ReproError(
+                f"{path}: {metric}: {what} of question {shown(qid)} is {type(value).__name__} "
+                f"{shown(value)}, not a string"
+            )
 
 
 def _answer_lists(gold: io.Gold, metric: str) -> list[list[str]]:
@@ -64,7 +68,8 @@ def _is_answer(value: Any) -> bool:
 
 def _ids(values: Any) -> bool:
     return isinstance(values, list) and all(
-        isinstance(v, str) or (isinstance(v, int) and not isinstance(v, bool)) for v in values)
+        isinstance(v, str) or (isinstance(v, int) and not isinstance(v, bool)) for v in values
+    )
 
 
 @contextmanager
@@ -80,9 +85,15 @@ def paused_gc() -> Iterator[None]:
             gc.enable()
 
 
-def evaluate_files(metric: str, annotations: Path, predictions: Path, questions: Optional[Path] = None,
-                   threshold: float = 0.9, variant: Optional[str] = None,
-                   step: Callable[[str], None] = lambda name: None) -> MetricResult:
+def evaluate_files(
+    metric: str,
+    annotations: Path,
+    predictions: Path,
+    questions: Path | None = None,
+    threshold: float = 0.9,
+    variant: str | None = None,
+    step: Callable[[str], None] = lambda name: None,
+) -> MetricResult:
     """Read, align and score. `step(name)` is called as each phase starts (for a progress display)."""
     if variant is not None and metric not in DEFAULT_VARIANT:
         raise ReproError(f"--variant applies to {', '.join(DEFAULT_VARIANT)}, not {metric}")
@@ -104,7 +115,7 @@ def evaluate_files(metric: str, annotations: Path, predictions: Path, questions:
     return result
 
 
-def sources(annotations: Path, predictions: Path, questions: Optional[Path] = None) -> tuple:
+def sources(annotations: Path, predictions: Path, questions: Path | None = None) -> tuple:
     """(role, path) of every file `evaluate_files` reads: what --per-item must not overwrite."""
     files = [("annotations", p) for p in io.annotation_files(Path(annotations))]
     files.append(("predictions", Path(predictions)))
@@ -113,8 +124,9 @@ def sources(annotations: Path, predictions: Path, questions: Optional[Path] = No
     return tuple(files)
 
 
-def evaluate_data(metric: str, annotations: Any, predictions: Any, threshold: float = 0.9,
-                  variant: Optional[str] = None) -> MetricResult:
+def evaluate_data(
+    metric: str, annotations: Any, predictions: Any, threshold: float = 0.9, variant: str | None = None
+) -> MetricResult:
     """The same from already-parsed JSON (what a caller holding the data in memory uses)."""
     with paused_gc():
         gold = io.annotations_from_data(metric, annotations, Path("<annotations>"))
@@ -122,8 +134,9 @@ def evaluate_data(metric: str, annotations: Any, predictions: Any, threshold: fl
         return score(metric, gold, preds, Path("<predictions>"), threshold, variant)
 
 
-def score(metric: str, gold: io.Gold, predictions: dict, where: Path, threshold: float = 0.9,
-          variant: Optional[str] = None) -> MetricResult:
+def score(
+    metric: str, gold: io.Gold, predictions: dict, where: Path, threshold: float = 0.9, variant: str | None = None
+) -> MetricResult:
     """Align predictions to the gold order, check the values fit the metric, and score."""
     module = get(metric)
     variant = variant or DEFAULT_VARIANT.get(metric)
@@ -133,10 +146,13 @@ def score(metric: str, gold: io.Gold, predictions: dict, where: Path, threshold:
         if not isinstance(gold.values, io.AnswerTable):
             for qid, value in zip(gold.ids, gold.values):
                 if not isinstance(value, list):
-                    raise ReproError(f"{gold.path}: question {shown(qid)} has one answer {shown(value)}; "
-                                     f"the VQA score needs a list of {module.N_ANSWERS} human answers")
-        return module.evaluate(gold.values, preds, gold.ids, f.get("answer_type"),
-                               f.get("question_type"), variant=variant)
+                    raise ReproError(
+                        f"{gold.path}: question {shown(qid)} has one answer {shown(value)}; "
+                        f"the VQA score needs a list of {module.N_ANSWERS} human answers"
+                    )
+        return module.evaluate(
+            gold.values, preds, gold.ids, f.get("answer_type"), f.get("question_type"), variant=variant
+        )
     if metric in ("textvqa", "anls"):
         _strings(preds, metric, gold.ids, "the prediction", where)
         kwargs: dict[str, Any] = {"variant": variant} if metric == "anls" else {}
@@ -155,18 +171,23 @@ def score(metric: str, gold: io.Gold, predictions: dict, where: Path, threshold:
         answers = _single(gold, metric)
         for qid, value in zip(gold.ids, answers):
             if not _is_answer(value):
-                raise ReproError(f"{gold.path}: question {shown(qid)}: the answer {shown(value)} is not a string, "
-                                 f"a finite number or a boolean")
+                raise ReproError(
+                    f"{gold.path}: question {shown(qid)}: the answer {shown(value)} is not a string, "
+                    f"a finite number or a boolean"
+                )
         return module.evaluate(answers, preds, gold.ids, f.get("type") or f.get("answer_type"))
     if metric == "recall":
         relevant = [v if isinstance(v, list) else [v] for v in gold.values]
         for qid, rel, p in zip(gold.ids, relevant, preds):
             if not _ids(p):
-                raise ReproError(f"{where}: recall: the prediction for query {shown(qid)} must be a ranked list "
-                                 f"of string or integer ids")
+                raise ReproError(
+                    f"{where}: recall: the prediction for query {shown(qid)} must be a ranked list "
+                    f"of string or integer ids"
+                )
             if not _ids(rel):
-                raise ReproError(f"{gold.path}: recall: the relevant ids of query {shown(qid)} must be strings "
-                                 f"or integers")
+                raise ReproError(
+                    f"{gold.path}: recall: the relevant ids of query {shown(qid)} must be strings or integers"
+                )
         return module.evaluate_rankings(relevant, preds, gold.ids)
     if metric == "grounding":
         for qid, box in zip(gold.ids, gold.values):

@@ -20,11 +20,13 @@ by area ** alpha; the highest strictly positive score wins. When no proposal sco
 keeps the box chosen for the previous reference (a stale variable); `select_boxes` does the same,
 and gives None (a miss) when there is no previous box.
 """
+
 from __future__ import annotations
 
 import math
+from collections.abc import Hashable, Sequence
 from numbers import Real
-from typing import Any, Hashable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -37,8 +39,11 @@ IOU_HIT = 0.5
 def check_box(box: Any, what: str) -> list[float]:
     """`box` as four floats, or a ReproError "<what> ..." saying why it is not [x, y, w, h] with
     finite values, w > 0 and h > 0 and a finite, non-zero area."""
-    if (not isinstance(box, (list, tuple)) or len(box) != 4
-            or any(isinstance(v, bool) or not isinstance(v, Real) for v in box)):
+    if (
+        not isinstance(box, (list, tuple))
+        or len(box) != 4
+        or any(isinstance(v, bool) or not isinstance(v, Real) for v in box)
+    ):
         raise ReproError(f"{what} must be [x, y, w, h], four numbers, not {shown(box)}")
     try:
         values = [float(v) for v in box]
@@ -64,15 +69,16 @@ def iou(box1: Sequence[float], box2: Sequence[float]) -> float:
     return float(inter) / union
 
 
-def select_boxes(heatmaps: Sequence[np.ndarray], detections: Sequence[Sequence[Sequence[float]]],
-                 alpha: float = 0.5) -> list[list[float] | None]:
+def select_boxes(
+    heatmaps: Sequence[np.ndarray], detections: Sequence[Sequence[Sequence[float]]], alpha: float = 0.5
+) -> list[list[float] | None]:
     chosen: list[list[float] | None] = []
     previous = None
     for heat, dets in zip(heatmaps, detections):
         best_score = 0
         for det in dets:
             x, y, w, h = det[:4]
-            score = heat[int(y):int(y + h), int(x):int(x + w)].sum() / (w * h) ** alpha
+            score = heat[int(y) : int(y + h), int(x) : int(x + w)].sum() / (w * h) ** alpha
             if score > best_score:
                 previous = list(det[:4])
                 best_score = score
@@ -80,8 +86,12 @@ def select_boxes(heatmaps: Sequence[np.ndarray], detections: Sequence[Sequence[S
     return chosen
 
 
-def evaluate(gold_boxes: Sequence[Sequence[float]], pred_boxes: Sequence[Sequence[float] | None],
-             splits: Sequence[str] | None = None, ref_ids: Sequence[Hashable] | None = None) -> MetricResult:
+def evaluate(
+    gold_boxes: Sequence[Sequence[float]],
+    pred_boxes: Sequence[Sequence[float] | None],
+    splits: Sequence[str] | None = None,
+    ref_ids: Sequence[Hashable] | None = None,
+) -> MetricResult:
     if len(gold_boxes) != len(pred_boxes):
         raise ReproError(f"grounding: {len(gold_boxes)} references but {len(pred_boxes)} predicted boxes")
     ids = list(ref_ids) if ref_ids is not None else list(range(len(gold_boxes)))

@@ -31,16 +31,18 @@ file, bytes that are not UTF-8, JSON that does not parse or nests too deeply, an
 an .npz that is not one (a .npy file, a truncated archive), a top level or an item of the wrong type,
 a file with no questions.
 """
+
 from __future__ import annotations
 
 import csv
 import json
 import zipfile
 import zlib
+from collections.abc import Hashable
 from dataclasses import dataclass, field
 from io import StringIO
 from pathlib import Path
-from typing import Any, Hashable
+from typing import Any
 
 from repro.errors import ReproError
 from repro.metrics.base import shown
@@ -108,8 +110,9 @@ def _plain_ids(ids) -> bool:
 def _check_id(qid: Any, path: Path, where: str) -> Any:
     if isinstance(qid, str) or (isinstance(qid, int) and not isinstance(qid, bool)):
         return qid
-    raise ReproError(f"{path}: {where}: the id {shown(qid)} is {type(qid).__name__}; "
-                     f"an id must be a string or an integer")
+    raise ReproError(
+        f"{path}: {where}: the id {shown(qid)} is {type(qid).__name__}; an id must be a string or an integer"
+    )
 
 
 def _duplicates(ids: list) -> list[str]:
@@ -149,8 +152,7 @@ def _label(value: Any, path: Path, qid: Any, name: str) -> str:
         return value
     if isinstance(value, int) and not isinstance(value, bool):
         return str(value)
-    raise ReproError(f"{path}: question {shown(qid)}: {name} {shown(value)} is {type(value).__name__}, "
-                     f"not a string")
+    raise ReproError(f"{path}: question {shown(qid)}: {name} {shown(value)} is {type(value).__name__}, not a string")
 
 
 def _answer_text(value: Any, path: Path, qid: Any) -> Any:
@@ -186,8 +188,11 @@ def _fast_items(items: list, path: Path) -> Gold | None:
         fields = {name: [item[name] for item in items] for name in LABELS if name in items[0]}
     except (TypeError, KeyError, IndexError):
         return None
-    if (len(set(ids)) != len(ids) or any(not isinstance(v, list) for v in values)
-            or any(set(map(type, labels)) != {str} for labels in fields.values())):
+    if (
+        len(set(ids)) != len(ids)
+        or any(not isinstance(v, list) for v in values)
+        or any(set(map(type, labels)) != {str} for labels in fields.values())
+    ):
         return None
     return Gold(ids, values, fields, path)
 
@@ -317,8 +322,9 @@ def annotations_from_data(metric: str, data: Any, path: Path, questions: Path | 
         if metric == "recall" and data and isinstance(data[0], dict) and "caption" in data[0]:
             return _albef_retrieval(data, path)
         return _generic_items(data, path)
-    raise ReproError(f"{path}: expected a list of {{question_id, answers}} or an official annotation file, "
-                     f"not {type(data).__name__}")
+    raise ReproError(
+        f"{path}: expected a list of {{question_id, answers}} or an official annotation file, not {type(data).__name__}"
+    )
 
 
 def _as_list(value: Any, path: Path, name: str) -> list:
@@ -335,8 +341,10 @@ def _check_questions(gold: Gold, questions: Path) -> None:
     qids = {_key(_item_id(q, questions, i)) for i, q in enumerate(items)}  # ids checked as they are read
     missing = [g for g in gold.ids if _key(g) not in qids]
     if missing or len(qids) != len(gold.ids):
-        raise ReproError(f"{questions}: questions do not match the annotations "
-                         f"({len(qids)} questions, {len(gold.ids)} annotations; not in questions: {_few(missing)})")
+        raise ReproError(
+            f"{questions}: questions do not match the annotations "
+            f"({len(qids)} questions, {len(gold.ids)} annotations; not in questions: {_few(missing)})"
+        )
 
 
 def _albef_retrieval(items: list, path: Path) -> Gold:
@@ -412,8 +420,9 @@ def align(gold: Gold, predictions: dict, path: Path) -> list[Any]:
         raise ReproError(f"{path}: {len(unknown)} prediction(s) for unknown question(s): {_few(unknown)}")
     missing = [q for q in gold.ids if _key(q) not in by_text]
     if missing:
-        raise ReproError(f"{path}: missing predictions for {len(missing)} of {len(gold.ids)} question(s): "
-                         f"{_few(missing)}")
+        raise ReproError(
+            f"{path}: missing predictions for {len(missing)} of {len(gold.ids)} question(s): {_few(missing)}"
+        )
     return [by_text[_key(q)][1] for q in gold.ids]
 
 
@@ -436,8 +445,9 @@ def _read_npz(path: Path) -> dict:
         try:
             loaded = np.load(handle, allow_pickle=False)
         except NPZ_ERRORS as exc:
-            raise ReproError(f"{path}: not an .npz archive of score matrices "
-                             f"({exc.__class__.__name__}: {exc})") from None
+            raise ReproError(
+                f"{path}: not an .npz archive of score matrices ({exc.__class__.__name__}: {exc})"
+            ) from None
         if not isinstance(loaded, np.lib.npyio.NpzFile):
             raise ReproError(f"{path}: a single array (.npy), not an .npz archive holding 'i2t' and 't2i'")
         try:

@@ -21,11 +21,13 @@ Counts and predictions must be finite numbers: a NaN, null, infinite or text val
 naming the question (not a missing item). Both reference scripts take model outputs that are
 always numbers; counting such a value as a miss would score a broken file.
 """
+
 from __future__ import annotations
 
 import math
+from collections.abc import Hashable, Sequence
 from numbers import Real
-from typing import Any, Hashable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -74,8 +76,12 @@ def targets(gold, variant: str = "psac") -> np.ndarray:
     raise ReproError(f"unknown mse variant {variant!r}; one of {', '.join(VARIANTS)}")
 
 
-def evaluate(gold: Sequence[float], predictions: Sequence[float], variant: str = "psac",
-             question_ids: Sequence[Hashable] | None = None) -> MetricResult:
+def evaluate(
+    gold: Sequence[float],
+    predictions: Sequence[float],
+    variant: str = "psac",
+    question_ids: Sequence[Hashable] | None = None,
+) -> MetricResult:
     """`mse` plus per-question squared errors."""
     if len(gold) != len(predictions):
         raise ReproError(f"mse: {len(gold)} annotated questions but {len(predictions)} predictions")

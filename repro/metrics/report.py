@@ -8,6 +8,7 @@ item was never returned, an aggregate over no items) is written as null. `to_jso
 named: a symlink, "..", a hard link), a directory, or a file name with no room for the temporary
 file it writes first; the file is written atomically (`repro.utils`).
 """
+
 from __future__ import annotations
 
 import errno
@@ -15,26 +16,34 @@ import json
 import math
 import os
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from rich.text import Text
 
-from repro.utils import atomic_open
 from repro.errors import ReproError
 from repro.metrics.base import LazyPerItem, MetricResult, one_line
+from repro.utils import atomic_open
 
 PHASES = ("reading annotations", "reading predictions", "scoring")
 
 
-def evaluate_with_progress(metric: str, annotations: Path, predictions: Path, questions: Optional[Path],
-                           threshold: float, variant: Optional[str], console: Console) -> MetricResult:
+def evaluate_with_progress(
+    metric: str,
+    annotations: Path,
+    predictions: Path,
+    questions: Path | None,
+    threshold: float,
+    variant: str | None,
+    console: Console,
+) -> MetricResult:
     from repro.metrics.files import evaluate_files
 
-    with Progress(TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(),
-                  console=console, transient=True) as progress:
+    with Progress(
+        TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(), console=console, transient=True
+    ) as progress:
         task = progress.add_task(f"{metric}: starting", total=len(PHASES))
 
         def step(name: str) -> None:
@@ -50,7 +59,7 @@ def evaluate_with_progress(metric: str, annotations: Path, predictions: Path, qu
     return result
 
 
-def rounded(value: Any, digits: Optional[int]) -> Any:
+def rounded(value: Any, digits: int | None) -> Any:
     if digits is None:
         return value
     if isinstance(value, float):
@@ -76,7 +85,7 @@ def null_items(result: MetricResult) -> int:
     return sum(1 for v in result.per_item.values() if not math.isfinite(float(v)))
 
 
-def to_json(result: MetricResult, digits: Optional[int] = None) -> dict[str, Any]:
+def to_json(result: MetricResult, digits: int | None = None) -> dict[str, Any]:
     """The aggregate as strict JSON; `null_items` when some per-item scores are not finite."""
     out = strict(rounded(result.to_json(), digits))
     missing = null_items(result)
@@ -108,7 +117,7 @@ def check_per_item_path(path: Path, sources: tuple = ()) -> None:
         raise ReproError(one_line(f"--per-item {path} is a directory; give a file name"))
 
 
-def write_per_item(path: Path, result: MetricResult, digits: Optional[int] = None) -> None:
+def write_per_item(path: Path, result: MetricResult, digits: int | None = None) -> None:
     """{id: score} as strict JSON (NaN or infinite scores as null), written atomically; never over an
     input of `result` (its `sources`), a directory or a name too long for the temporary file."""
     path = Path(path)
@@ -120,9 +129,13 @@ def write_per_item(path: Path, result: MetricResult, digits: Optional[int] = Non
             handle.write("\n")
     except OSError as exc:
         if exc.errno == errno.ENAMETOOLONG:
-            raise ReproError(one_line(f"--per-item {path}: the file name is too long ({len(os.fsencode(path.name))} "
-                                      f"bytes; it is written first under a temporary name about 14 bytes "
-                                      f"longer)")) from None
+            raise ReproError(
+                one_line(
+                    f"--per-item {path}: the file name is too long ({len(os.fsencode(path.name))} "
+                    f"bytes; it is written first under a temporary name about 14 bytes "
+                    f"longer)"
+                )
+            ) from None
         raise ReproError(one_line(f"--per-item {path}: cannot write ({exc.strerror or exc})")) from None
 
 
@@ -137,7 +150,7 @@ def _cell(label: Any) -> Text:
     return Text(one_line(str(label)))
 
 
-def render_table(result: MetricResult, digits: Optional[int] = None) -> Table:
+def render_table(result: MetricResult, digits: int | None = None) -> Table:
     """One row per aggregate value; per-type breakdowns listed after, indented by their group."""
     aggregate = rounded(result.aggregate, digits)
     table = Table(title=f"{result.metric} on {result.n} items")

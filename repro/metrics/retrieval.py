@@ -22,9 +22,10 @@ Per-item values are the 0-based ranks, keyed "image:<i>" and "text:<j>".
 `evaluate_rankings` is the generic form: any queries with a set of relevant ids and a ranked list
 of returned ids; it gives `r@1`, `r@5`, `r@10` and per-query ranks.
 """
+
 from __future__ import annotations
 
-from typing import Hashable, Sequence
+from collections.abc import Hashable, Sequence
 
 import numpy as np
 
@@ -65,8 +66,10 @@ def evaluate(scores_i2t, scores_t2i, img2txt: Sequence[Sequence[int]], txt2img: 
     t2i = np.asarray(scores_t2i, dtype=np.float64)
     n_img, n_txt = len(img2txt), len(txt2img)
     if i2t.shape != (n_img, n_txt) or t2i.shape != (n_txt, n_img):
-        raise ReproError(f"recall: score matrices {i2t.shape} and {t2i.shape} do not fit {n_img} images "
-                         f"and {n_txt} texts (need ({n_img}, {n_txt}) and ({n_txt}, {n_img}))")
+        raise ReproError(
+            f"recall: score matrices {i2t.shape} and {t2i.shape} do not fit {n_img} images "
+            f"and {n_txt} texts (need ({n_img}, {n_txt}) and ({n_txt}, {n_img}))"
+        )
     if any(not 0 <= j < n_txt for texts in img2txt for j in texts) or any(not 0 <= i < n_img for i in txt2img):
         raise ReproError("recall: an image-text link points outside the score matrices")
     tr, ir = image_ranks(i2t, img2txt), text_ranks(t2i, txt2img)
@@ -77,8 +80,11 @@ def evaluate(scores_i2t, scores_t2i, img2txt: Sequence[Sequence[int]], txt2img: 
     return MetricResult("recall", aggregate, per_item, n_img + n_txt)
 
 
-def evaluate_rankings(relevant: Sequence[Sequence[Hashable]], ranked: Sequence[Sequence[Hashable]],
-                      query_ids: Sequence[Hashable] | None = None) -> MetricResult:
+def evaluate_rankings(
+    relevant: Sequence[Sequence[Hashable]],
+    ranked: Sequence[Sequence[Hashable]],
+    query_ids: Sequence[Hashable] | None = None,
+) -> MetricResult:
     """R@K over queries: rank = first position of any relevant id in the returned list (absent: miss)."""
     if len(relevant) != len(ranked):
         raise ReproError(f"recall: {len(relevant)} annotated queries but {len(ranked)} rankings")

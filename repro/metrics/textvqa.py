@@ -17,11 +17,12 @@ prediction and to every human answer:
    happens through a punctuation mark next to a space (quirk kept);
 4. the VQA period rule (again with at most 32 periods removed) and digits/articles/contractions.
 """
+
 from __future__ import annotations
 
 import re
-from functools import lru_cache
-from typing import Hashable, Sequence
+from collections.abc import Hashable, Sequence
+from functools import cache
 
 from repro.errors import ReproError
 from repro.metrics.base import MetricResult
@@ -30,7 +31,7 @@ from repro.metrics.vqa import N_ANSWERS, digits_and_articles, leave_one_out, str
 MMF_DIGIT_COMMA = re.compile(r"(?<=\d)(\,)+(?=\d)")
 
 
-@lru_cache(maxsize=None)
+@cache
 def normalize(text: str) -> str:
     """mmf's `EvalAIAnswerProcessor.__call__`."""
     text = text.lower().replace(",", "").replace("?", "").replace("'s", " 's").strip()
@@ -48,8 +49,9 @@ def score_one(prediction: str, answers: Sequence[str]) -> float:
     return leave_one_out([g == pred for g in gts])
 
 
-def evaluate(answers: Sequence[Sequence[str]], predictions: Sequence[str],
-             question_ids: Sequence[Hashable] | None = None) -> MetricResult:
+def evaluate(
+    answers: Sequence[Sequence[str]], predictions: Sequence[str], question_ids: Sequence[Hashable] | None = None
+) -> MetricResult:
     """TextVQA accuracy in percent: `accuracy` = 100 * mean of the per-question scores."""
     if len(answers) != len(predictions):
         raise ReproError(f"textvqa: {len(answers)} annotated questions but {len(predictions)} predictions")

@@ -45,13 +45,14 @@ per-question scores come from the exact Python expression the script evaluates, 
 pattern of matching human answers, so they are bit-identical to a per-question loop; the
 per-question mapping is built only when it is read.
 """
+
 from __future__ import annotations
 
 import re
 from collections import defaultdict
+from collections.abc import Hashable, Iterable, Sequence
 from itertools import chain, compress, count, islice
 from operator import itemgetter
-from typing import Hashable, Iterable, Sequence
 
 import numpy as np
 
@@ -61,14 +62,25 @@ from repro.metrics.base import LazyPerItem, MetricResult, shown
 VARIANTS = ("2021", "2016")
 N_ANSWERS = 10
 
-PUNCTUATION = (";", "/", "[", "]", '"', "{", "}", "(", ")", "=", "+", "\\", "_", "-",
-               ">", "<", "@", "`", ",", "?", "!")
+PUNCTUATION = (";", "/", "[", "]", '"', "{", "}", "(", ")", "=", "+", "\\", "_", "-", ">", "<", "@", "`", ",", "?", "!")
 DIGIT_COMMA_DIGIT = re.compile(r"(\d)(,)(\d)")
 PERIOD = re.compile(r"(?!<=\d)(\.)(?!\d)")
 PERIOD_COUNT = 32  # the script passes re.UNICODE (== 32) as re.sub's `count`
 _HAS_PUNCT_OR_PERIOD = re.compile("[" + re.escape("".join(PUNCTUATION)) + ".]")
-NUMBER_WORDS = {"none": "0", "zero": "0", "one": "1", "two": "2", "three": "3", "four": "4", "five": "5",
-                "six": "6", "seven": "7", "eight": "8", "nine": "9", "ten": "10"}
+NUMBER_WORDS = {
+    "none": "0",
+    "zero": "0",
+    "one": "1",
+    "two": "2",
+    "three": "3",
+    "four": "4",
+    "five": "5",
+    "six": "6",
+    "seven": "7",
+    "eight": "8",
+    "nine": "9",
+    "ten": "10",
+}
 ARTICLES = frozenset({"a", "an", "the"})
 
 # The contraction table of the reference script, one "from to" pair per entry.
@@ -95,8 +107,7 @@ wouldnt've wouldn't've|wouldn'tve wouldn't've|yall y'all|yall'll y'all'll|y'alll
 yall'd've y'all'd've|y'alld've y'all'd've|y'all'dve y'all'd've|youd you'd|youd've you'd've
 you'dve you'd've|youll you'll|youre you're|youve you've
 """
-CONTRACTIONS = dict(
-    tuple(pair.split(" ")) for pair in _CONTRACTION_PAIRS.replace("\n", "|").split("|") if pair.strip())
+CONTRACTIONS = dict(tuple(pair.split(" ")) for pair in _CONTRACTION_PAIRS.replace("\n", "|").split("|") if pair.strip())
 
 
 # One map for `digits_and_articles_many`: number words to digits, articles to "" (dropped), contractions
@@ -337,8 +348,14 @@ def _answer_and_prediction_codes(rows, predictions: Sequence) -> tuple[np.ndarra
 BLOCK = 1 << 14  # questions matched at a time: the temporaries stay small and in cache
 
 
-def _match_patterns(gt_codes: np.ndarray, pred_codes: np.ndarray, mixed_of: np.ndarray, pred_mixed_of: np.ndarray,
-                    agree_of: np.ndarray | None, pred_agree_of: np.ndarray | None) -> np.ndarray:
+def _match_patterns(
+    gt_codes: np.ndarray,
+    pred_codes: np.ndarray,
+    mixed_of: np.ndarray,
+    pred_mixed_of: np.ndarray,
+    agree_of: np.ndarray | None,
+    pred_agree_of: np.ndarray | None,
+) -> np.ndarray:
     """Which human answers equal the prediction, per question as a 10-bit number (bit j: answer j).
 
     Codes are compared after a lookup: `agree_of` gives the strings that decide whether all human
@@ -350,14 +367,14 @@ def _match_patterns(gt_codes: np.ndarray, pred_codes: np.ndarray, mixed_of: np.n
     n = len(pred_codes)
     patterns = np.empty(n, dtype=np.uint16)
     for start in range(0, n, BLOCK):
-        gt, pred = gt_codes[start:start + BLOCK], pred_codes[start:start + BLOCK]
+        gt, pred = gt_codes[start : start + BLOCK], pred_codes[start : start + BLOCK]
         agree_codes = gt if agree_of is None else agree_of[gt]
         agree = (agree_codes == agree_codes[:, :1]).all(axis=1)
         match = mixed_of[gt] == pred_mixed_of[pred][:, None]
         pred_agree = pred[agree] if pred_agree_of is None else pred_agree_of[pred[agree]]
         match[agree] = (agree_codes[agree, 0] == pred_agree)[:, None]
         # the ten bits of each row, least significant first, as one little-endian 16-bit number
-        patterns[start:start + BLOCK] = np.packbits(match, axis=1, bitorder="little").view("<u2")[:, 0]
+        patterns[start : start + BLOCK] = np.packbits(match, axis=1, bitorder="little").view("<u2")[:, 0]
     return patterns
 
 
@@ -385,8 +402,9 @@ def _match(rows: Sequence[Sequence[str]], predictions: Sequence[str], variant: s
     predicted = np.zeros(len(strings), dtype=bool)
     predicted[pred_codes] = True  # only predictions are normalised: each distinct one once
     norm_of = np.zeros(len(strings), dtype=punct_of.dtype)
-    norm_of[predicted] = factorize(normalize_many(clean_whitespace_many(_pick(strings, predicted))),
-                                   int(predicted.sum()), space)
+    norm_of[predicted] = factorize(
+        normalize_many(clean_whitespace_many(_pick(strings, predicted))), int(predicted.sum()), space
+    )
     return _match_patterns(gt_codes, pred_codes, punct_of, norm_of, None, norm_of)
 
 
@@ -430,8 +448,10 @@ def _group_percent(values: np.ndarray, groups: Sequence[str]) -> dict[str, float
     order = np.argsort(codes, kind="stable")
     bounds = np.concatenate([[0], np.cumsum(np.bincount(codes, minlength=len(names)))])
     ordered = values[order].tolist()
-    return {str(name): 100 * float(sum(ordered[bounds[k]:bounds[k + 1]])) / int(bounds[k + 1] - bounds[k])
-            for k, name in enumerate(names)}
+    return {
+        str(name): 100 * float(sum(ordered[bounds[k] : bounds[k + 1]])) / int(bounds[k + 1] - bounds[k])
+        for k, name in enumerate(names)
+    }
 
 
 def evaluate(
@@ -447,8 +467,9 @@ def evaluate(
     ids = list(question_ids) if question_ids is not None else list(range(len(predictions)))
     bad = _first_wrong_count(answers)
     if bad is not None:
-        raise ReproError(f"vqa: question {ids[bad]} has {len(answers[bad])} human answers; "
-                         f"the VQA score needs {N_ANSWERS}")
+        raise ReproError(
+            f"vqa: question {ids[bad]} has {len(answers[bad])} human answers; the VQA score needs {N_ANSWERS}"
+        )
     per_q = scores(answers, predictions, variant)
     as_list = per_q.tolist()
     aggregate: dict = {"overall": 100 * float(sum(as_list)) / len(as_list) if as_list else float("nan")}

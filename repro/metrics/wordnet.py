@@ -11,6 +11,7 @@ Search order (first hit wins):
 
 Nothing found: a ReproError that says how to get it (`repro download wordnet`).
 """
+
 from __future__ import annotations
 
 import os
@@ -23,26 +24,76 @@ from repro.errors import ReproError
 from repro.paths import data_dir
 
 DEBIAN_DIR = Path("/usr/share/wordnet")
-NEEDED = ("data.noun", "index.noun", "noun.exc", "data.verb", "index.verb", "verb.exc",
-          "data.adj", "index.adj", "adj.exc", "data.adv", "index.adv", "adv.exc")
+NEEDED = (
+    "data.noun",
+    "index.noun",
+    "noun.exc",
+    "data.verb",
+    "index.verb",
+    "verb.exc",
+    "data.adj",
+    "index.adj",
+    "adj.exc",
+    "data.adv",
+    "index.adv",
+    "adv.exc",
+)
 OPTIONAL = ("cntlist.rev", "index.sense")
 
 # lexnames(5WN): file number, lexicographer file name, syntactic category (1 noun, 2 verb, 3 adj, 4 adv)
 LEXNAMES = (
-    "adj.all 3", "adj.pert 3", "adv.all 4", "noun.Tops 1", "noun.act 1", "noun.animal 1", "noun.artifact 1",
-    "noun.attribute 1", "noun.body 1", "noun.cognition 1", "noun.communication 1", "noun.event 1",
-    "noun.feeling 1", "noun.food 1", "noun.group 1", "noun.location 1", "noun.motive 1", "noun.object 1",
-    "noun.person 1", "noun.phenomenon 1", "noun.plant 1", "noun.possession 1", "noun.process 1",
-    "noun.quantity 1", "noun.relation 1", "noun.shape 1", "noun.state 1", "noun.substance 1", "noun.time 1",
-    "verb.body 2", "verb.change 2", "verb.cognition 2", "verb.communication 2", "verb.competition 2",
-    "verb.consumption 2", "verb.contact 2", "verb.creation 2", "verb.emotion 2", "verb.motion 2",
-    "verb.perception 2", "verb.possession 2", "verb.social 2", "verb.stative 2", "verb.weather 2",
+    "adj.all 3",
+    "adj.pert 3",
+    "adv.all 4",
+    "noun.Tops 1",
+    "noun.act 1",
+    "noun.animal 1",
+    "noun.artifact 1",
+    "noun.attribute 1",
+    "noun.body 1",
+    "noun.cognition 1",
+    "noun.communication 1",
+    "noun.event 1",
+    "noun.feeling 1",
+    "noun.food 1",
+    "noun.group 1",
+    "noun.location 1",
+    "noun.motive 1",
+    "noun.object 1",
+    "noun.person 1",
+    "noun.phenomenon 1",
+    "noun.plant 1",
+    "noun.possession 1",
+    "noun.process 1",
+    "noun.quantity 1",
+    "noun.relation 1",
+    "noun.shape 1",
+    "noun.state 1",
+    "noun.substance 1",
+    "noun.time 1",
+    "verb.body 2",
+    "verb.change 2",
+    "verb.cognition 2",
+    "verb.communication 2",
+    "verb.competition 2",
+    "verb.consumption 2",
+    "verb.contact 2",
+    "verb.creation 2",
+    "verb.emotion 2",
+    "verb.motion 2",
+    "verb.perception 2",
+    "verb.possession 2",
+    "verb.social 2",
+    "verb.stative 2",
+    "verb.weather 2",
     "adj.ppl 3",
 )
 
-HOW_TO_GET = ("WordNet 3.0 not found in $REPRO_DATA_DIR/wordnet, the NLTK data path or /usr/share/wordnet; "
-              "get it with `repro download wordnet` (or `apt-get install wordnet-base`, or "
-              "`python -m nltk.downloader wordnet`)")
+HOW_TO_GET = (
+    "WordNet 3.0 not found in $REPRO_DATA_DIR/wordnet, the NLTK data path or /usr/share/wordnet; "
+    "get it with `repro download wordnet` (or `apt-get install wordnet-base`, or "
+    "`python -m nltk.downloader wordnet`)"
+)
 
 
 def is_dict_dir(path: Path) -> bool:

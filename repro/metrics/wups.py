@@ -27,10 +27,11 @@ t = -1 means plain exact-match accuracy in both scripts, and here. Any other thr
 [0, 1] (the scripts take any number; outside [0, 1] the rule stops meaning anything): a ReproError.
 Wu-Palmer values come from the installed NLTK (3.8+); the 2015 scripts ran an older NLTK.
 """
+
 from __future__ import annotations
 
 import math
-from typing import Hashable, Sequence
+from collections.abc import Hashable, Sequence
 
 from repro.errors import ReproError
 from repro.metrics.base import MetricResult, shown
@@ -103,9 +104,15 @@ def score_malinowski(gold: str, prediction: str, measure: Measure) -> float:
     return min(left, right)
 
 
-def evaluate(gold: Sequence[str], predictions: Sequence[str], threshold: float = 0.9,
-             variant: str = "cocoqa", question_ids: Sequence[Hashable] | None = None,
-             types: Sequence[str] | None = None, wordnet=None) -> MetricResult:
+def evaluate(
+    gold: Sequence[str],
+    predictions: Sequence[str],
+    threshold: float = 0.9,
+    variant: str = "cocoqa",
+    question_ids: Sequence[Hashable] | None = None,
+    types: Sequence[str] | None = None,
+    wordnet=None,
+) -> MetricResult:
     """WUPS in percent under `key_for(threshold)`; `per_type` when `types` are given."""
     if variant not in VARIANTS:
         raise ReproError(f"unknown wups variant {variant!r}; one of {', '.join(VARIANTS)}")

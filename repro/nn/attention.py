@@ -5,6 +5,7 @@ maps (Eq. 8) or multiplies them in (Relation Networks), SA-M4C restricts heads w
 DSGANet adds depth and semantic biases, ACE-RPE adds relative-position terms. All of them are a
 bias added to `q·k·scale` before the softmax, which is what `scaled_dot_product_attention` takes.
 """
+
 from __future__ import annotations
 
 import torch
@@ -36,15 +37,17 @@ class FeedForward(nn.Module):
 
     def __init__(self, d_model: int, ffn: int, dropout: float = 0.1):
         super().__init__()
-        self.net = nn.Sequential(nn.Linear(d_model, ffn), nn.ReLU(inplace=True), nn.Dropout(dropout),
-                                 nn.Linear(ffn, d_model))
+        self.net = nn.Sequential(
+            nn.Linear(d_model, ffn), nn.ReLU(inplace=True), nn.Dropout(dropout), nn.Linear(ffn, d_model)
+        )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.net(x)
 
 
-def attention_bias(bias: torch.Tensor | None, key_padding_mask: torch.Tensor | None,
-                   dtype: torch.dtype) -> torch.Tensor | None:
+def attention_bias(
+    bias: torch.Tensor | None, key_padding_mask: torch.Tensor | None, dtype: torch.dtype
+) -> torch.Tensor | None:
     """One additive float mask for SDPA: `bias` (broadcastable to [B, h, Nq, Nk]) plus MASK_VALUE on padded keys.
 
     `key_padding_mask` is [B, Nk], True where the key is padding.
@@ -81,12 +84,20 @@ class MultiHeadAttention(nn.Module):
         b, n, _ = x.shape
         return x.view(b, n, self.heads, self.d_head).transpose(1, 2)
 
-    def forward(self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, *,
-                bias: torch.Tensor | None = None, key_padding_mask: torch.Tensor | None = None,
-                scale: float | None = None) -> torch.Tensor:
+    def forward(
+        self,
+        query: torch.Tensor,
+        key: torch.Tensor,
+        value: torch.Tensor,
+        *,
+        bias: torch.Tensor | None = None,
+        key_padding_mask: torch.Tensor | None = None,
+        scale: float | None = None,
+    ) -> torch.Tensor:
         q, k, v = self.split(self.q(query)), self.split(self.k(key)), self.split(self.v(value))
         mask = attention_bias(bias, key_padding_mask, q.dtype)
-        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask,
-                                             dropout_p=self.dropout if self.training else 0.0, scale=scale)
+        out = F.scaled_dot_product_attention(
+            q, k, v, attn_mask=mask, dropout_p=self.dropout if self.training else 0.0, scale=scale
+        )
         b, _, n, _ = out.shape
         return self.out(out.transpose(1, 2).reshape(b, n, self.heads * self.d_head))

@@ -3,6 +3,7 @@
 FLOPs are counted by `torch.utils.flop_counter` (a multiply-add is 2 FLOPs); element-wise work
 (softmax, LayerNorm, activations) is not counted, as is usual.
 """
+
 from __future__ import annotations
 
 import time

@@ -1,4 +1,5 @@
 """Regression check for CI: every stored result of a spec against the paper or its own reference."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -36,6 +37,16 @@ def check_spec(spec: Spec, results_root: Path | None = None) -> list[Check]:
             actual = result.metrics.get(col.name)
             if expected is None or actual is None:
                 continue
-            checks.append(Check(spec.id, row_name, scale, col.name, float(expected), float(actual),
-                                spec.tolerance_for(col.name, scale), against))
+            checks.append(
+                Check(
+                    spec.id,
+                    row_name,
+                    scale,
+                    col.name,
+                    float(expected),
+                    float(actual),
+                    spec.tolerance_for(col.name, scale),
+                    against,
+                )
+            )
     return checks

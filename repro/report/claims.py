@@ -3,6 +3,7 @@
 At a scale with at least two seeds per row the per-seed values of the two rows are compared with
 Welch's t-test (unequal variances), one-sided in the claimed direction, at level ALPHA.
 """
+
 from __future__ import annotations
 
 import math
@@ -89,9 +90,13 @@ def seed_sample(result: Result | None, column: str) -> Sample:
         return Sample(math.nan, math.nan, 0)
     per_seed = result.extra.get("per_seed") if isinstance(result.extra, dict) else None
     if isinstance(per_seed, list):
-        values = [float(run[column]) for run in per_seed
-                  if isinstance(run, dict) and isinstance(run.get(column), (int, float))
-                  and not isinstance(run.get(column), bool)]
+        values = [
+            float(run[column])
+            for run in per_seed
+            if isinstance(run, dict)
+            and isinstance(run.get(column), (int, float))
+            and not isinstance(run.get(column), bool)
+        ]
         if values:
             std = statistics.stdev(values) if len(values) > 1 else 0.0
             return Sample(statistics.fmean(values), std, len(values))
@@ -111,12 +116,12 @@ def welch(a: Sample, b: Sample, sign: float = 1.0, confidence: float | None = No
 
     confidence = CONFIDENCE if confidence is None else confidence
     margin = sign * (a.mean - b.mean)
-    va, vb = a.std ** 2 / a.n, b.std ** 2 / b.n
+    va, vb = a.std**2 / a.n, b.std**2 / b.n
     se = math.sqrt(va + vb)
     if se == 0.0:  # every seed gave the same value on both rows: the difference is exact
         p = 0.0 if margin > 0 else 1.0 if margin < 0 else 0.5
         return Welch(margin, 0.0, math.inf, p, margin, margin)
-    df = (va + vb) ** 2 / (va ** 2 / (a.n - 1) + vb ** 2 / (b.n - 1))
+    df = (va + vb) ** 2 / (va**2 / (a.n - 1) + vb**2 / (b.n - 1))
     p = float(stats.t.sf(margin / se, df))
     half = float(stats.t.ppf(0.5 + confidence / 2, df)) * se
     return Welch(margin, se, df, p, margin - half, margin + half)
@@ -131,10 +136,12 @@ def fmt_p(p: float | None) -> str:
 
 
 def claims_caption() -> str:
-    return (f"One-sided Welch t-test per claim over the seeds of the two rows, at α = {ALPHA:g}; "
-            f"margin = mean difference in the claimed direction, with its {CONFIDENCE:.0%} confidence "
-            "interval (Welch–Satterthwaite df); p = one-sided, in the claimed direction (near 1 when reversed); "
-            "n = seeds of the row and of the row it is compared with.")
+    return (
+        f"One-sided Welch t-test per claim over the seeds of the two rows, at α = {ALPHA:g}; "
+        f"margin = mean difference in the claimed direction, with its {CONFIDENCE:.0%} confidence "
+        "interval (Welch–Satterthwaite df); p = one-sided, in the claimed direction (near 1 when reversed); "
+        "n = seeds of the row and of the row it is compared with."
+    )
 
 
 CLAIM_KEYS = ("claim", "in the paper", "verdict", "margin", "CI", "p", "n")
@@ -158,5 +165,14 @@ def claim_cells(c: ClaimView) -> dict[str, str]:
 
 
 def claim_to_json(c: ClaimView) -> dict:
-    return {"text": c.text, "paper": c.paper, "verdict": c.verdict, "margin": c.margin, "spread": c.spread,
-            "p_value": c.p_value, "ci_low": c.ci_low, "ci_high": c.ci_high, "n": None if c.n is None else list(c.n)}
+    return {
+        "text": c.text,
+        "paper": c.paper,
+        "verdict": c.verdict,
+        "margin": c.margin,
+        "spread": c.spread,
+        "p_value": c.p_value,
+        "ci_low": c.ci_low,
+        "ci_high": c.ci_high,
+        "n": None if c.n is None else list(c.n),
+    }

@@ -1,4 +1,5 @@
 """Exports of a table view through pandas: Markdown, CSV (long form), LaTeX, HTML and JSON."""
+
 from __future__ import annotations
 
 import html
@@ -68,16 +69,23 @@ def _flat(key: tuple) -> str:
 def render_markdown(view: TableView) -> str:
     cells, _ = frame(view)
     header = [_flat(k) for k in cells.columns]
-    lines = [f"**{caption(view)}**", "", "| " + " | ".join(header) + " |",
-             "|" + "|".join([" --- "] + [" ---: "] * (len(header) - 1)) + "|"]
+    lines = [
+        f"**{caption(view)}**",
+        "",
+        "| " + " | ".join(header) + " |",
+        "|" + "|".join([" --- "] + [" ---: "] * (len(header) - 1)) + "|",
+    ]
     for line in cells.itertuples(index=False):
         lines.append("| " + " | ".join(str(c).replace("|", "\\|") for c in line) + " |")
     notes = footnotes(view)
     if notes:
         lines += [""] + [f"_{n}_" for n in notes]
     if view.claims:
-        lines += ["", "| " + " | ".join(claim_header(view.scale, k) for k in CLAIM_KEYS) + " |",
-                  "| --- | --- | --- | ---: | ---: | ---: | ---: |"]
+        lines += [
+            "",
+            "| " + " | ".join(claim_header(view.scale, k) for k in CLAIM_KEYS) + " |",
+            "| --- | --- | --- | ---: | ---: | ---: | ---: |",
+        ]
         for c in view.claims:
             claim = claim_cells(c)
             lines.append("| " + " | ".join(claim[k].replace("|", "\\|") for k in CLAIM_KEYS) + " |")
@@ -92,15 +100,24 @@ def long_frame(view: TableView) -> pd.DataFrame:
     for row in view.rows:
         for col in view.columns:
             cell = row.cells[col]
-            records.append({
-                "row": row.name, "cited": row.cited or "", "column": col, "reported": cell.reported,
-                "uncertain": "yes" if cell.uncertain else "", "reproduced": cell.reproduced, "std": cell.std,
-                "delta": cell.delta, "scale": view.scale, "n": row.n,
-                "split": "" if row.result is None else row.result.split,
-                "baseline": "" if base is None else base.name,
-                "effect_paper": view.effect(row, col, reproduced=False),
-                "effect_reproduced": view.effect(row, col, reproduced=True),
-            })
+            records.append(
+                {
+                    "row": row.name,
+                    "cited": row.cited or "",
+                    "column": col,
+                    "reported": cell.reported,
+                    "uncertain": "yes" if cell.uncertain else "",
+                    "reproduced": cell.reproduced,
+                    "std": cell.std,
+                    "delta": cell.delta,
+                    "scale": view.scale,
+                    "n": row.n,
+                    "split": "" if row.result is None else row.result.split,
+                    "baseline": "" if base is None else base.name,
+                    "effect_paper": view.effect(row, col, reproduced=False),
+                    "effect_reproduced": view.effect(row, col, reproduced=True),
+                }
+            )
     out = pd.DataFrame.from_records(records, columns=list(records[0]) if records else None)
     for name in ("reported", "reproduced", "std", "delta", "effect_paper", "effect_reproduced"):
         if name in out:
@@ -114,16 +131,32 @@ def render_csv(view: TableView) -> str:
     return long_frame(view).to_csv(index=False, lineterminator="\n", na_rep="")
 
 
-_LATEX_SPECIAL = {"&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_", "{": r"\{", "}": r"\}",
-                  "~": r"\textasciitilde{}", "^": r"\textasciicircum{}", "\\": r"\textbackslash{}"}
+_LATEX_SPECIAL = {
+    "&": r"\&",
+    "%": r"\%",
+    "$": r"\$",
+    "#": r"\#",
+    "_": r"\_",
+    "{": r"\{",
+    "}": r"\}",
+    "~": r"\textasciitilde{}",
+    "^": r"\textasciicircum{}",
+    "\\": r"\textbackslash{}",
+}
 _NUMBER = re.compile(r"(?<![\w.])-(?=\d)")
 
 
 def _latex_escape(text: str) -> str:
     text = "".join(_LATEX_SPECIAL.get(ch, ch) for ch in str(text))
     text = _NUMBER.sub("$-$", text).replace("−", "$-$")
-    return (text.replace("Δ", r"$\Delta$").replace("±", r"$\pm$").replace("✓", r"$\checkmark$")
-            .replace("✗", r"$\times$").replace("–", "--").replace("α", r"$\alpha$"))
+    return (
+        text.replace("Δ", r"$\Delta$")
+        .replace("±", r"$\pm$")
+        .replace("✓", r"$\checkmark$")
+        .replace("✗", r"$\times$")
+        .replace("–", "--")
+        .replace("α", r"$\alpha$")
+    )
 
 
 def render_latex(view: TableView) -> str:
@@ -146,28 +179,47 @@ def render_latex(view: TableView) -> str:
         claims = pd.DataFrame([claim_cells(c) for c in view.claims], columns=list(CLAIM_KEYS))
         claims.columns = [_latex_escape(claim_header(view.scale, k)) for k in CLAIM_KEYS]
         table = claims.map(_latex_escape).style.hide(axis="index").to_latex(hrules=True, column_format="p{5cm}llrrrr")
-        lines += ["", r"\begin{table}[t]", r"\centering",
-                  r"\caption{" + _latex_escape(f"The paper's claims at scale {view.scale}. {claims_caption()}") + "}",
-                  table.rstrip(), r"\end{table}"]
+        lines += [
+            "",
+            r"\begin{table}[t]",
+            r"\centering",
+            r"\caption{" + _latex_escape(f"The paper's claims at scale {view.scale}. {claims_caption()}") + "}",
+            table.rstrip(),
+            r"\end{table}",
+        ]
     return "\n".join(lines) + "\n"
 
 
 def render_html(view: TableView) -> str:
     """A standalone HTML page: the table (best values in bold), footnotes and claims."""
     cells, best = frame(view)
-    styler = (cells.style.hide(axis="index").format(escape="html")
-              .apply(lambda _: best.map(lambda b: "font-weight: bold" if b else ""), axis=None)
-              .set_caption(html.escape(caption(view)))
-              .set_table_styles([{"selector": "td", "props": "text-align: right; padding: 0 .6em"},
-                                 {"selector": "th", "props": "text-align: center; padding: 0 .6em"}]))
-    parts = ["<!DOCTYPE html>", '<html><head><meta charset="utf-8">',
-             f"<title>{html.escape(view.spec.id)}</title></head><body>", styler.to_html()]
+    styler = (
+        cells.style.hide(axis="index")
+        .format(escape="html")
+        .apply(lambda _: best.map(lambda b: "font-weight: bold" if b else ""), axis=None)
+        .set_caption(html.escape(caption(view)))
+        .set_table_styles(
+            [
+                {"selector": "td", "props": "text-align: right; padding: 0 .6em"},
+                {"selector": "th", "props": "text-align: center; padding: 0 .6em"},
+            ]
+        )
+    )
+    parts = [
+        "<!DOCTYPE html>",
+        '<html><head><meta charset="utf-8">',
+        f"<title>{html.escape(view.spec.id)}</title></head><body>",
+        styler.to_html(),
+    ]
     parts += [f"<p><small>{html.escape(n)}</small></p>" for n in footnotes(view)]
     if view.claims:
         claims = pd.DataFrame([claim_cells(c) for c in view.claims], columns=list(CLAIM_KEYS))
         claims.columns = [claim_header(view.scale, k) for k in CLAIM_KEYS]
-        parts += [f"<h3>{html.escape(f'The paper’s claims at scale {view.scale}')}</h3>",
-                  claims.to_html(index=False, escape=True), f"<p><small>{html.escape(claims_caption())}</small></p>"]
+        parts += [
+            f"<h3>{html.escape(f'The paper’s claims at scale {view.scale}')}</h3>",
+            claims.to_html(index=False, escape=True),
+            f"<p><small>{html.escape(claims_caption())}</small></p>",
+        ]
     return "\n".join(parts + ["</body></html>"]) + "\n"
 
 
@@ -179,29 +231,45 @@ def view_to_json(view: TableView) -> dict:
         return view.selected is None or name in shown
 
     return {
-        "id": spec.id, "paper": spec.paper, "table": spec.table, "title": spec.title,
-        "split": spec.split, "scale": view.scale,
-        "columns": [{"name": c.name, "metric": c.metric, "key": c.key, "better": c.better, "unit": c.unit}
-                    for c in spec.columns if keep(c.name)],
-        "rows": [{
-            "name": row.name, "cited": row.cited is not None, "reference": row.cited, "runnable": row.runnable,
-            "reported": {c: cell.reported for c, cell in row.cells.items()
-                         if cell.reported is not None and keep(c)},
-            "uncertain": {c: cell.uncertain for c, cell in row.cells.items() if cell.uncertain and keep(c)},
-            "reproduced": None if row.result is None else
-                          {c: v for c, v in row.result.metrics.items() if keep(c)},
-            "std": None if row.result is None or not row.result.std else
-                   {c: v for c, v in row.result.std.items() if keep(c)},
-            "delta": None if row.result is None else
-                     {c: cell.delta for c, cell in row.cells.items() if cell.delta is not None and keep(c)},
-            "scale": None if row.result is None else view.scale,
-            "n": row.n,
-            "reproduced_split": None if row.result is None else (row.result.split or None),
-        } for row in view.rows],
+        "id": spec.id,
+        "paper": spec.paper,
+        "table": spec.table,
+        "title": spec.title,
+        "split": spec.split,
+        "scale": view.scale,
+        "columns": [
+            {"name": c.name, "metric": c.metric, "key": c.key, "better": c.better, "unit": c.unit}
+            for c in spec.columns
+            if keep(c.name)
+        ],
+        "rows": [
+            {
+                "name": row.name,
+                "cited": row.cited is not None,
+                "reference": row.cited,
+                "runnable": row.runnable,
+                "reported": {
+                    c: cell.reported for c, cell in row.cells.items() if cell.reported is not None and keep(c)
+                },
+                "uncertain": {c: cell.uncertain for c, cell in row.cells.items() if cell.uncertain and keep(c)},
+                "reproduced": None if row.result is None else {c: v for c, v in row.result.metrics.items() if keep(c)},
+                "std": None
+                if row.result is None or not row.result.std
+                else {c: v for c, v in row.result.std.items() if keep(c)},
+                "delta": None
+                if row.result is None
+                else {c: cell.delta for c, cell in row.cells.items() if cell.delta is not None and keep(c)},
+                "scale": None if row.result is None else view.scale,
+                "n": row.n,
+                "reproduced_split": None if row.result is None else (row.result.split or None),
+            }
+            for row in view.rows
+        ],
         "baseline": None if view.baseline is None else view.baseline.name,
         "other_scales": view.other_scales,
         "claims": [claim_to_json(c) for c in view.claims],
-        "alpha": ALPHA, "confidence": CONFIDENCE,
+        "alpha": ALPHA,
+        "confidence": CONFIDENCE,
     }
 
 

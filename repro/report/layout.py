@@ -4,6 +4,7 @@ A table is a row-name column plus groups of columns (one group per metric). When
 fit the width, they are split into blocks, each repeating the row-name column; a group too wide on
 its own is split into its columns. Rendered with rich (boxes, colour) or as plain text (pipes, files).
 """
+
 from __future__ import annotations
 
 import textwrap
@@ -63,11 +64,14 @@ def table_grid(view: TableView, cited: str = "cited") -> Grid:
         digits = column_digits(view, col)
         better = view.spec.column(col).better
         cells = [r.cells[col] for r in view.rows]
-        reported = Col("reported", [fmt_reported(c, digits) for c in cells],
-                       ["yellow" if c.uncertain else None for c in cells])
-        ours = Col("ours" if paper_scale else view.scale,
-                   [cited if r.cited else fmt_reproduced(r.cells[col], digits) for r in view.rows],
-                   ["dim" if r.cited else None for r in view.rows])
+        reported = Col(
+            "reported", [fmt_reported(c, digits) for c in cells], ["yellow" if c.uncertain else None for c in cells]
+        )
+        ours = Col(
+            "ours" if paper_scale else view.scale,
+            [cited if r.cited else fmt_reproduced(r.cells[col], digits) for r in view.rows],
+            ["dim" if r.cited else None for r in view.rows],
+        )
         if paper_scale:
             deltas = Col("Δ", [fmt_delta(c) for c in cells], [_delta_style(c.delta, better) for c in cells])
             group = [reported, ours, deltas]
@@ -85,8 +89,12 @@ def table_grid(view: TableView, cited: str = "cited") -> Grid:
                 at_scale.append(fmt_signed(s) + (f" {mark}" if mark else ""))
                 paper_styles.append(None)
                 scale_styles.append({"✓": "green", "✗": "red"}.get(mark))
-            group = [reported, ours, Col("Δ paper", in_paper, paper_styles),
-                     Col(f"Δ {view.scale}", at_scale, scale_styles)]
+            group = [
+                reported,
+                ours,
+                Col("Δ paper", in_paper, paper_styles),
+                Col(f"Δ {view.scale}", at_scale, scale_styles),
+            ]
         for c in group:
             c.group = column_label(view, col)
         group[0].lead = True
@@ -152,17 +160,18 @@ def plain_block(grid: Grid, block: list[list[Col]]) -> list[str]:
     # a group's name is written over its columns, followed by a rule; widen its last column if needed
     k = 1
     for group in block:
-        span = sum(widths[k:k + len(group)]) + GAP * (len(group) - 1)
+        span = sum(widths[k : k + len(group)]) + GAP * (len(group) - 1)
         name = group[0].group
         if name and cell_len(name) > span:
             widths[k + len(group) - 1] += cell_len(name) - span
         k += len(group)
     group_line, k = [" " * widths[0]], 1
     for group in block:
-        span = sum(widths[k:k + len(group)]) + GAP * (len(group) - 1)
+        span = sum(widths[k : k + len(group)]) + GAP * (len(group) - 1)
         name = group[0].group
-        group_line.append((name + " " + "─" * (span - cell_len(name) - 1)) if cell_len(name) < span else
-                          _pad(name, span, "left"))
+        group_line.append(
+            (name + " " + "─" * (span - cell_len(name) - 1)) if cell_len(name) < span else _pad(name, span, "left")
+        )
         k += len(group)
     lines = []
     if any(g[0].group for g in block):
@@ -177,8 +186,9 @@ def plain_block(grid: Grid, block: list[list[Col]]) -> list[str]:
 
 def _wrap(text: str, width: int, indent: str = "") -> list[str]:
     """Wrap prose at spaces (never inside a word or number)."""
-    return textwrap.wrap(text, width=max(width, 20), subsequent_indent=indent, break_long_words=False,
-                         break_on_hyphens=False) or [""]
+    return textwrap.wrap(
+        text, width=max(width, 20), subsequent_indent=indent, break_long_words=False, break_on_hyphens=False
+    ) or [""]
 
 
 def render_plain(view: TableView, width: int = 80) -> str:
@@ -200,8 +210,14 @@ def render_plain(view: TableView, width: int = 80) -> str:
 def claims_grid(view: TableView) -> Grid:
     cells = [claim_cells(c) for c in view.claims]
     label = Col("claim", [c["claim"] for c in cells], justify="left")
-    cols = [Col(claim_header(view.scale, k), [c[k] for c in cells],
-                justify="left" if k in ("in the paper", "verdict") else "right") for k in CLAIM_KEYS[1:]]
+    cols = [
+        Col(
+            claim_header(view.scale, k),
+            [c[k] for c in cells],
+            justify="left" if k in ("in the paper", "verdict") else "right",
+        )
+        for k in CLAIM_KEYS[1:]
+    ]
     return Grid(label, [cols])
 
 
@@ -210,8 +226,10 @@ def claim_lines(view: TableView, claim: ClaimView, width: int) -> list[str]:
     cells = claim_cells(claim)
     facts = [f"in the paper: {cells['in the paper']}", f"at scale {view.scale}: {cells['verdict']}"]
     if claim.margin is not None:
-        facts.append(f"margin {cells['margin']}" + (f", {claim_header(view.scale, 'CI')} {cells['CI']}"
-                                                    if claim.ci_low is not None else ""))
+        facts.append(
+            f"margin {cells['margin']}"
+            + (f", {claim_header(view.scale, 'CI')} {cells['CI']}" if claim.ci_low is not None else "")
+        )
     if claim.p_value is not None:
         facts.append(f"p {cells['p']}")
     if claim.n is not None:
@@ -244,15 +262,22 @@ def plain_claims(view: TableView, width: int) -> list[str]:
 
 def _rich_table(grid: Grid, block: list[list[Col]], **kwargs) -> Table:
     table = Table(**kwargs)
-    table.add_column(escape(grid.label.header), style="bold", justify=grid.label.justify, no_wrap=True,
-                     min_width=grid.label.width, overflow="fold")
+    table.add_column(
+        escape(grid.label.header),
+        style="bold",
+        justify=grid.label.justify,
+        no_wrap=True,
+        min_width=grid.label.width,
+        overflow="fold",
+    )
     depth = max((len(_group_lines(g[0])) for g in block), default=0)
     for group in block:
         for col in group:
             above = _group_lines(col) if col.lead else []
             header = "\n".join([""] * (depth - len(above)) + above + [col.header])
-            table.add_column(escape(header), justify=col.justify, no_wrap=True,
-                             min_width=_rich_col_width(col), overflow="fold")
+            table.add_column(
+                escape(header), justify=col.justify, no_wrap=True, min_width=_rich_col_width(col), overflow="fold"
+            )
     for r in range(len(grid.label.cells)):
         row: list[Text] = [Text(grid.label.cells[r])]
         for group in block:
@@ -280,8 +305,13 @@ class RichView:
         parts = blocks(grid, options.max_width, _rich_width)
         notes = "\n".join(footnotes(self.view)) or None
         for i, block in enumerate(parts):
-            yield _rich_table(grid, block, title=caption(self.view) if i == 0 else None,
-                              caption=notes if i == len(parts) - 1 else None, caption_justify="left")
+            yield _rich_table(
+                grid,
+                block,
+                title=caption(self.view) if i == 0 else None,
+                caption=notes if i == len(parts) - 1 else None,
+                caption_justify="left",
+            )
 
 
 class RichClaims:
@@ -296,12 +326,20 @@ class RichClaims:
         if _rich_width([grid.label] + grid.groups[0]) <= options.max_width:
             table = Table(title=title, title_justify="left", caption=claims_caption(), caption_justify="left")
             for key in CLAIM_KEYS:
-                table.add_column(claim_header(view.scale, key), no_wrap=True, overflow="fold",
-                                 justify="left" if key in ("claim", "in the paper", "verdict") else "right")
+                table.add_column(
+                    claim_header(view.scale, key),
+                    no_wrap=True,
+                    overflow="fold",
+                    justify="left" if key in ("claim", "in the paper", "verdict") else "right",
+                )
             for c in view.claims:
                 cells = claim_cells(c)
-                table.add_row(*[Text(cells[k], style=verdict_style(c.verdict)) if k == "verdict" else cells[k]
-                                for k in CLAIM_KEYS])
+                table.add_row(
+                    *[
+                        Text(cells[k], style=verdict_style(c.verdict)) if k == "verdict" else cells[k]
+                        for k in CLAIM_KEYS
+                    ]
+                )
             yield table
             return
         yield Text(title, style="italic")
@@ -313,7 +351,8 @@ class RichClaims:
 
 def verdict_style(verdict: str) -> str:
     return {"holds": "green", "reversed": "bold red", "no results": "dim"}.get(
-        verdict, "yellow" if verdict.startswith("not decided") else "dim")
+        verdict, "yellow" if verdict.startswith("not decided") else "dim"
+    )
 
 
 def render_rich(view: TableView) -> RichView:
@@ -322,6 +361,3 @@ def render_rich(view: TableView) -> RichView:
 
 def render_claims_rich(view: TableView) -> RichClaims | None:
     return RichClaims(view) if view.claims else None
-
-
-

@@ -2,6 +2,7 @@
 
 The view never mixes scales: it shows the results of one scale, and says which.
 """
+
 from __future__ import annotations
 
 import difflib
@@ -89,11 +90,16 @@ def select_columns(spec: Spec, names: list[str] | None) -> list[str] | None:
     return list(dict.fromkeys(names))
 
 
-def build_view(spec: Spec, scale: str = "paper", results_root: Path | None = None,
-               columns: list[str] | None = None) -> TableView:
+def build_view(
+    spec: Spec, scale: str = "paper", results_root: Path | None = None, columns: list[str] | None = None
+) -> TableView:
     everything = read_results(spec, root=results_root)
-    view = TableView(spec=spec, scale=scale, selected=select_columns(spec, columns),
-                     other_scales=sorted({s for (_, s) in everything if s != scale}))
+    view = TableView(
+        spec=spec,
+        scale=scale,
+        selected=select_columns(spec, columns),
+        other_scales=sorted({s for (_, s) in everything if s != scale}),
+    )
     for row in spec.rows:
         result = everything.get((row.name, scale))
         cells = {}
@@ -182,8 +188,10 @@ def reproduced_on(view: TableView) -> str:
 def caption(view: TableView) -> str:
     spec = view.spec
     on = reproduced_on(view)
-    return (f"{spec.paper} {spec.table} ({spec.id}): {spec.title} — reported on {spec.split}; "
-            f"reproduced at scale {view.scale}" + (f" ({on})" if on else ""))
+    return (
+        f"{spec.paper} {spec.table} ({spec.id}): {spec.title} — reported on {spec.split}; "
+        f"reproduced at scale {view.scale}" + (f" ({on})" if on else "")
+    )
 
 
 def footnotes(view: TableView) -> list[str]:
@@ -197,8 +205,10 @@ def footnotes(view: TableView) -> list[str]:
     if view.scale != "paper":
         notes.append(f"Scale {view.scale!r} is not the paper's setting: compare trends, not values.")
         if view.baseline is not None:
-            notes.append(f"Δ = row − {view.baseline.name} (the first runnable row), in the paper and at scale "
-                         f"{view.scale}; ✓ = the same sign in both, ✗ = opposite signs.")
+            notes.append(
+                f"Δ = row − {view.baseline.name} (the first runnable row), in the paper and at scale "
+                f"{view.scale}; ✓ = the same sign in both, ✗ = opposite signs."
+            )
     if view.other_scales:
         notes.append(f"Results also exist at scale(s): {', '.join(view.other_scales)} (use --scale).")
     return notes

@@ -7,24 +7,33 @@ target, phase, file, question count and remaining submissions and asking for con
 submission is recorded (`repro.submit.records`) and, with `--wait`, polled until evaluated. Targets
 on other servers get the exact file they require and instructions for uploading it by hand.
 """
+
 from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
 from repro.errors import ReproError
-from repro.submit.check import (MB, Preflight, Target, get_target, load_targets, package_manual, preflight,
-                                write_upload_file)
+from repro.submit.check import (
+    MB,
+    Preflight,
+    Target,
+    get_target,
+    load_targets,
+    package_manual,
+    preflight,
+    write_upload_file,
+)
 from repro.submit.records import add_record, find_record, resolve_phase, update_record
 from repro.utils import sha256_file
-
 
 # --- the command --------------------------------------------------------------------------------
 
@@ -77,11 +86,20 @@ def submit(opts: SubmitOptions, console: Console, err: Console, confirm: Callabl
     submission_id = _send(client, target, phase_id, upload, large, metadata, err)
     console.print(f"[green]submitted[/] {escape(upload.name)} as submission [bold]{submission_id}[/]", highlight=False)
     record = {
-        "target": target.name, "challenge": target.challenge, "phase": phase_id, "phase_name": phase_name,
-        "host": client.conn.host, "predictions": str(check.source), "file": str(upload),
-        "sha256": sha256_file(upload), "bytes": upload.stat().st_size, "questions": check.count,
-        "upload": "presigned" if large else "direct", "submission_id": submission_id,
-        "submitted_at": _now(), "status": "submitted",
+        "target": target.name,
+        "challenge": target.challenge,
+        "phase": phase_id,
+        "phase_name": phase_name,
+        "host": client.conn.host,
+        "predictions": str(check.source),
+        "file": str(upload),
+        "sha256": sha256_file(upload),
+        "bytes": upload.stat().st_size,
+        "questions": check.count,
+        "upload": "presigned" if large else "direct",
+        "submission_id": submission_id,
+        "submitted_at": _now(),
+        "status": "submitted",
     }
     console.print(f"recorded in {escape(str(add_record(record)))}", highlight=False)
     if not opts.wait:
@@ -90,8 +108,16 @@ def submit(opts: SubmitOptions, console: Console, err: Console, confirm: Callabl
     return follow(client, submission_id, console, err, opts.poll_s, opts.timeout_s)
 
 
-def show_status(submission_id: int, console: Console, err: Console, wait: bool, host: str | None = None,
-                token: str | None = None, poll_s: float = 5.0, timeout_s: float = 3600.0) -> int:
+def show_status(
+    submission_id: int,
+    console: Console,
+    err: Console,
+    wait: bool,
+    host: str | None = None,
+    token: str | None = None,
+    poll_s: float = 5.0,
+    timeout_s: float = 3600.0,
+) -> int:
     """`repro submit --status ID`: the submission's status, and its result once evaluated."""
     from repro.submit.evalai import TERMINAL, EvalAI, resolve_connection
 
@@ -102,8 +128,11 @@ def show_status(submission_id: int, console: Console, err: Console, wait: bool, 
     data = client.submission(submission_id)
     if data["status"] in TERMINAL:
         return _finish(client, data, console)
-    console.print(f"submission {submission_id}: [bold]{escape(str(data['status']))}[/] "
-                  f"(submitted {escape(str(data.get('submitted_at', '?')))})", highlight=False)
+    console.print(
+        f"submission {submission_id}: [bold]{escape(str(data['status']))}[/] "
+        f"(submitted {escape(str(data.get('submitted_at', '?')))})",
+        highlight=False,
+    )
     return 0
 
 
@@ -127,8 +156,10 @@ def follow(client: Any, submission_id: int, console: Console, err: Console, poll
             if data["status"] in TERMINAL:
                 return _finish(client, data, console)
             if elapsed + delay > timeout_s:
-                raise ServerError(f"submission {submission_id} is still {data['status']} after {elapsed:.0f} s; "
-                                  f"check later with `repro submit --status {submission_id} --wait`")
+                raise ServerError(
+                    f"submission {submission_id} is still {data['status']} after {elapsed:.0f} s; "
+                    f"check later with `repro submit --status {submission_id} --wait`"
+                )
             time.sleep(delay)
             delay = min(delay * 1.5, 60.0)
 
@@ -199,8 +230,11 @@ def _check_file_type(detail: dict, upload: Path, phase_name: str) -> None:
 def _refuse_when_exhausted(limits: dict | None, phase_name: str) -> None:
     if not limits:
         return
-    for key, what in (("remaining_submissions_today_count", "today"), ("remaining_submissions_count", "in all"),
-                      ("remaining_submissions_this_month_count", "this month")):
+    for key, what in (
+        ("remaining_submissions_today_count", "today"),
+        ("remaining_submissions_count", "in all"),
+        ("remaining_submissions_this_month_count", "this month"),
+    ):
         if limits.get(key) == 0:
             raise ReproError(f"the server reports no submissions left {what} for phase {phase_name!r}; nothing sent")
 
@@ -209,16 +243,30 @@ def _limits_text(limits: dict | None) -> str:
     if not limits:
         return "not reported by the server"
     if "message" in limits:
-        return f"{limits['message']}" + (f" (next in {limits['remaining_time']})" if limits.get("remaining_time") else "")
-    parts = [f"{what} {limits[key]}" for key, what in (("remaining_submissions_today_count", "today"),
-                                                        ("remaining_submissions_this_month_count", "this month"),
-                                                        ("remaining_submissions_count", "in all"))
-             if key in limits]
+        return f"{limits['message']}" + (
+            f" (next in {limits['remaining_time']})" if limits.get("remaining_time") else ""
+        )
+    parts = [
+        f"{what} {limits[key]}"
+        for key, what in (
+            ("remaining_submissions_today_count", "today"),
+            ("remaining_submissions_this_month_count", "this month"),
+            ("remaining_submissions_count", "in all"),
+        )
+        if key in limits
+    ]
     return ", ".join(parts) or "not reported by the server"
 
 
-def _summary(console: Console, check: Preflight, phase: tuple[int | None, str], large: bool,
-             limits: dict | None, host: str = "", detail: dict | None = None) -> None:
+def _summary(
+    console: Console,
+    check: Preflight,
+    phase: tuple[int | None, str],
+    large: bool,
+    limits: dict | None,
+    host: str = "",
+    detail: dict | None = None,
+) -> None:
     target = check.target
     table = Table.grid(padding=(0, 2))
     table.add_column(style="bold")
@@ -231,12 +279,18 @@ def _summary(console: Console, check: Preflight, phase: tuple[int | None, str], 
     table.add_row("phase", f"{phase_id if phase_id else '(looked up by name when sending)'} {phase_name}".strip())
     if detail and detail.get("is_active") is False:
         table.add_row("", "[yellow]the server marks this phase inactive[/]")
-    table.add_row("file", str(check.upload if check.converted and check.upload != check.source else check.source)
-                  + (f"  ({check.converted})" if check.converted else ""))
+    table.add_row(
+        "file",
+        str(check.upload if check.converted and check.upload != check.source else check.source)
+        + (f"  ({check.converted})" if check.converted else ""),
+    )
     table.add_row("size", f"{check.size / MB:,.2f} MB, {'presigned (large-file)' if large else 'direct'} upload")
-    covered = (f"{check.count:,} predictions, every one of {check.question_count:,} questions "
-               f"({check.target.questions.split if check.target.questions else check.questions}) answered once"
-               if check.question_count else f"{check.count:,} predictions")
+    covered = (
+        f"{check.count:,} predictions, every one of {check.question_count:,} questions "
+        f"({check.target.questions.split if check.target.questions else check.questions}) answered once"
+        if check.question_count
+        else f"{check.count:,} predictions"
+    )
     table.add_row("questions", covered)
     table.add_row("limits", target.limits or "not published")
     if host:
@@ -255,12 +309,21 @@ def _pinned(err: Console) -> Console:
 def _send(client: Any, target: Target, phase_id: int, upload: Path, large: bool, metadata: dict, err: Console) -> int:
     from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
 
-    with Progress(TextColumn("uploading {task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn(),
-                  console=_pinned(err), transient=True, disable=not err.is_terminal,
-                  redirect_stdout=False, redirect_stderr=False) as progress:
+    with Progress(
+        TextColumn("uploading {task.description}"),
+        BarColumn(),
+        DownloadColumn(),
+        TransferSpeedColumn(),
+        console=_pinned(err),
+        transient=True,
+        disable=not err.is_terminal,
+        redirect_stdout=False,
+        redirect_stderr=False,
+    ) as progress:
         task = progress.add_task(upload.name, total=upload.stat().st_size)
-        return client.submit(target.challenge, phase_id, upload, large, metadata,
-                             on_read=lambda n: progress.advance(task, n))
+        return client.submit(
+            target.challenge, phase_id, upload, large, metadata, on_read=lambda n: progress.advance(task, n)
+        )
 
 
 def _prepare_manual(check: Preflight, opts: SubmitOptions, console: Console) -> int:
@@ -287,8 +350,12 @@ def targets_table() -> Table:
     for name in ("target", "server", "challenge / phase", "must answer", "limits"):
         table.add_column(name, overflow="fold")
     for target in load_targets().values():
-        where = (f"{target.challenge} / {target.phase or ' or '.join(target.phase_names[:2])}"
-                 if target.on_evalai else "by hand")
-        table.add_row(target.name, target.server, where, target.questions.split if target.questions else "(hidden)",
-                      target.limits)
+        where = (
+            f"{target.challenge} / {target.phase or ' or '.join(target.phase_names[:2])}"
+            if target.on_evalai
+            else "by hand"
+        )
+        table.add_row(
+            target.name, target.server, where, target.questions.split if target.questions else "(hidden)", target.limits
+        )
     return table

@@ -6,6 +6,7 @@ within the server's limit. Any failure is one line (ReproError, exit 2) that say
 nothing is sent. JSON-lines input, or records with keys the server does not read, are converted to
 the canonical JSON array; servers outside EvalAI get the exact file (zip, JSON, CSV) they require.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -21,10 +22,10 @@ from typing import Any
 
 import yaml
 
-from repro.utils import write_bytes_atomic
 from repro.errors import ReproError
 from repro.metrics.files import paused_gc
 from repro.paths import data_dir
+from repro.utils import write_bytes_atomic
 
 TARGETS_FILE = Path(__file__).resolve().parent / "targets.yaml"
 MB = 1024 * 1024
@@ -39,7 +40,7 @@ class PredictionFormat:
     id_key: str
     id_type: type
     answer_key: str
-    answers: tuple[str, ...] = ()   # allowed values, empty = any string
+    answers: tuple[str, ...] = ()  # allowed values, empty = any string
 
     def describe(self) -> str:
         return f"{{{self.id_key}: {self.id_type.__name__}, {self.answer_key}: str}}"
@@ -47,8 +48,8 @@ class PredictionFormat:
 
 @dataclass(frozen=True)
 class QuestionSource:
-    path: str              # relative to the data folder
-    layout: str            # list | keyed | lines
+    path: str  # relative to the data folder
+    layout: str  # list | keyed | lines
     split: str
     list_key: str = ""
     id_key: str = ""
@@ -92,17 +93,27 @@ def _target(name: str, entry: Any, path: Path) -> Target:
         id_type = {"int": int, "str": str}[pred["id_type"]]
         prediction = PredictionFormat(pred["id_key"], id_type, pred["answer_key"], tuple(pred.get("answers") or ()))
         q = entry.get("questions")
-        questions = None if q is None else QuestionSource(q["path"], q["layout"], q["split"], q.get("list_key", ""),
-                                                          q.get("id_key", ""))
+        questions = (
+            None
+            if q is None
+            else QuestionSource(q["path"], q["layout"], q["split"], q.get("list_key", ""), q.get("id_key", ""))
+        )
         if questions is not None and questions.layout not in ("list", "keyed", "lines"):
             raise ValueError(f"unknown questions layout {questions.layout!r}")
         target = Target(
-            name=name, title=entry["title"], server=entry["server"], prediction=prediction, questions=questions,
-            max_file_mb=float(entry["max_file_mb"]), limits=entry.get("limits", ""),
-            challenge=entry.get("challenge"), phase=entry.get("phase"),
+            name=name,
+            title=entry["title"],
+            server=entry["server"],
+            prediction=prediction,
+            questions=questions,
+            max_file_mb=float(entry["max_file_mb"]),
+            limits=entry.get("limits", ""),
+            challenge=entry.get("challenge"),
+            phase=entry.get("phase"),
             phase_names=tuple(entry.get("phase_names") or ()),
             direct_upload_max_mb=float(entry.get("direct_upload_max_mb", 10)),
-            package=dict(entry.get("package") or {}), instructions=entry.get("instructions", ""),
+            package=dict(entry.get("package") or {}),
+            instructions=entry.get("instructions", ""),
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise ReproError(f"{where}: malformed ({type(exc).__name__}: {exc})") from None
@@ -127,13 +138,13 @@ def get_target(name: str, targets: dict[str, Target] | None = None) -> Target:
 class Preflight:
     target: Target
     source: Path
-    upload: Path                 # what is sent or handed over: the source itself or a converted file
-    count: int                   # predictions
-    records: list[dict]          # canonical {id_key, answer_key} records
-    converted: str = ""          # why a converted file is sent instead of the source
+    upload: Path  # what is sent or handed over: the source itself or a converted file
+    count: int  # predictions
+    records: list[dict]  # canonical {id_key, answer_key} records
+    converted: str = ""  # why a converted file is sent instead of the source
     questions: Path | None = None
     question_count: int | None = None
-    size: int = 0                # bytes of what is sent
+    size: int = 0  # bytes of what is sent
     notes: list[str] = field(default_factory=list)
 
 
@@ -157,7 +168,7 @@ def read_predictions(path: Path) -> tuple[list[Any], str]:
             return _read_json_lines(path, text), "lines"
         raise ReproError(f"{path}:{exc.lineno}:{exc.colno}: not valid JSON ({exc.msg})") from None
     if isinstance(data, dict):
-        return [data], "lines"   # a one-line JSON-lines file
+        return [data], "lines"  # a one-line JSON-lines file
     return data, "array"
 
 
@@ -181,8 +192,9 @@ def read_question_ids(path: Path, source: QuestionSource, id_type: type) -> set:
         else:
             data = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise ReproError(f"question file {path} not found; download the dataset (`repro download`) "
-                         "or pass --questions FILE") from None
+        raise ReproError(
+            f"question file {path} not found; download the dataset (`repro download`) or pass --questions FILE"
+        ) from None
     except (OSError, ValueError) as exc:
         raise ReproError(f"question file {path}: unreadable ({type(exc).__name__})") from None
     try:
@@ -213,8 +225,14 @@ def question_ids(path: Path, source: QuestionSource, id_type: type) -> set:
         stat = path.stat()
     except OSError:
         return read_question_ids(path, source, id_type)
-    stamp = {"path": str(path.resolve()), "size": stat.st_size, "mtime_ns": stat.st_mtime_ns,
-             "layout": source.layout, "list_key": source.list_key, "id_key": source.id_key}
+    stamp = {
+        "path": str(path.resolve()),
+        "size": stat.st_size,
+        "mtime_ns": stat.st_mtime_ns,
+        "layout": source.layout,
+        "list_key": source.list_key,
+        "id_key": source.id_key,
+    }
     key = hashlib.sha256(json.dumps(stamp, sort_keys=True).encode()).hexdigest()[:24]
     cached = cache_dir() / "question-ids" / f"{key}.json"
     try:
@@ -242,6 +260,7 @@ def _sample(ids: Any) -> str:
 
 def check_entries(entries: list[Any], fmt: PredictionFormat, path: Path, kind: str) -> tuple[list[dict], bool]:
     """Canonical records from raw entries, and whether any entry carried keys the server does not read."""
+
     def where(index: int) -> str:
         return f"{path}:{index + 1}" if kind == "lines" else f"{path}: entry {index + 1}"
 
@@ -255,18 +274,27 @@ def check_entries(entries: list[Any], fmt: PredictionFormat, path: Path, kind: s
             problem = ("not-object", f"{where(index)} is {type(entry).__name__}, not an object {fmt.describe()}")
         elif fmt.id_key not in entry or fmt.answer_key not in entry:
             missing = fmt.id_key if fmt.id_key not in entry else fmt.answer_key
-            problem = (f"no-{missing}", f"{where(index)} has no '{missing}' (keys: {', '.join(map(str, entry)) or 'none'})")
+            problem = (
+                f"no-{missing}",
+                f"{where(index)} has no '{missing}' (keys: {', '.join(map(str, entry)) or 'none'})",
+            )
         elif type(entry[fmt.id_key]) is not fmt.id_type:
             value = entry[fmt.id_key]
-            problem = ("id-type", f"{where(index)}: {fmt.id_key} {value!r} is {type(value).__name__}, "
-                                  f"not {fmt.id_type.__name__}")
+            problem = (
+                "id-type",
+                f"{where(index)}: {fmt.id_key} {value!r} is {type(value).__name__}, not {fmt.id_type.__name__}",
+            )
         elif not isinstance(entry[fmt.answer_key], str):
             value = entry[fmt.answer_key]
-            problem = ("answer-type", f"{where(index)}: {fmt.answer_key} {value!r} is {type(value).__name__}, "
-                                      "not a string")
+            problem = (
+                "answer-type",
+                f"{where(index)}: {fmt.answer_key} {value!r} is {type(value).__name__}, not a string",
+            )
         elif fmt.answers and entry[fmt.answer_key] not in fmt.answers:
-            problem = ("answer-value", f"{where(index)}: {fmt.answer_key} {entry[fmt.answer_key]!r} is not one of "
-                                       f"{', '.join(fmt.answers)}")
+            problem = (
+                "answer-value",
+                f"{where(index)}: {fmt.answer_key} {entry[fmt.answer_key]!r} is not one of {', '.join(fmt.answers)}",
+            )
         if problem is not None:
             problems[problem[0]] += 1
             first.setdefault(problem[0], problem[1])
@@ -324,8 +352,9 @@ def _preflight(target: Target, predictions: Path, questions: Path | None) -> Pre
             source = QuestionSource(str(question_path), layout, question_path.name, "", target.prediction.id_key)
         if not questions and not question_path.exists():
             dataset = source.path.split("/")[0]
-            raise ReproError(f"question file {question_path} not found; run `repro download {dataset}` "
-                             "or pass --questions FILE")
+            raise ReproError(
+                f"question file {question_path} not found; run `repro download {dataset}` or pass --questions FILE"
+            )
         required = question_ids(question_path, source, target.prediction.id_type)
         check_coverage(records, target.prediction, required, predictions, source.split)
         result.questions, result.question_count = question_path, len(required)
@@ -337,8 +366,10 @@ def _preflight(target: Target, predictions: Path, questions: Path | None) -> Pre
         result.converted = f"keys other than {target.prediction.id_key} and {target.prediction.answer_key} dropped"
     result.size = len(canonical_bytes(records)) if result.converted else predictions.stat().st_size
     if result.size > target.max_file_mb * MB:
-        raise ReproError(f"{predictions}: {result.size / MB:,.1f} MB is over the server's "
-                         f"{target.max_file_mb:,.0f} MB limit; nothing sent")
+        raise ReproError(
+            f"{predictions}: {result.size / MB:,.1f} MB is over the server's "
+            f"{target.max_file_mb:,.0f} MB limit; nothing sent"
+        )
     return result
 
 

@@ -14,6 +14,7 @@ used. The client's submission functions are called directly, inside `_client_ses
 Read-only calls the client has no quiet function for (phase list, phase detail, remaining
 submissions, result files) use `requests` directly with the same bearer header.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -22,9 +23,10 @@ import io
 import json
 import os
 import re
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import requests
 
@@ -85,14 +87,18 @@ def resolve_connection(host: str | None = None, token: str | None = None) -> Con
             host = os.environ.get("EVALAI_API_URL", DEFAULT_HOST)
     host = host.strip().rstrip("/")
     if not re.match(r"^https?://[^/\s]+", host):
-        raise ReproError(f"EvalAI host {host!r} is not an http(s) URL (from --host, ~/.evalai/host_url or EVALAI_API_URL)")
+        raise ReproError(
+            f"EvalAI host {host!r} is not an http(s) URL (from --host, ~/.evalai/host_url or EVALAI_API_URL)"
+        )
     if token and Path(token).is_file():
         token = _token_from_file(Path(token))
     if not token:
         path = evalai_dir() / "token.json"
         if not path.is_file():
-            raise ReproError(f"no EvalAI token: save the token from your EvalAI profile page as {path} "
-                             "({\"token\": \"...\"}) or pass --token")
+            raise ReproError(
+                f"no EvalAI token: save the token from your EvalAI profile page as {path} "
+                '({"token": "..."}) or pass --token'
+            )
         token = _token_from_file(path)
     return Connection(host=host, token=token.strip())
 
@@ -104,7 +110,7 @@ def _token_from_file(path: Path) -> str:
         raise ReproError(f"{path}: not a readable token file ({type(exc).__name__})") from None
     token = data.get("token") if isinstance(data, dict) else None
     if not isinstance(token, str) or not token.strip():
-        raise ReproError(f"{path}: no \"token\" string in it")
+        raise ReproError(f'{path}: no "token" string in it')
     return token
 
 
@@ -116,10 +122,10 @@ class Call:
     method: str
     url: str
     status: int | None = None
-    body: Any = None          # parsed JSON, or text
+    body: Any = None  # parsed JSON, or text
     json_body: bool = False
     reason: str = ""
-    error: str = ""           # connection-level failure
+    error: str = ""  # connection-level failure
     etag: str | None = None
 
     @property
@@ -189,8 +195,10 @@ def _import_client() -> Any:
             importlib.import_module(module)
         return importlib.import_module("evalai.utils.auth")
     except ImportError as exc:
-        raise ReproError(f"the evalai client is not importable ({exc}); install it with "
-                         "`pip install --no-deps evalai==1.3.18` (see the Makefile)") from None
+        raise ReproError(
+            f"the evalai client is not importable ({exc}); install it with "
+            "`pip install --no-deps evalai==1.3.18` (see the Makefile)"
+        ) from None
 
 
 @contextlib.contextmanager
@@ -199,7 +207,7 @@ def _client_session(conn: Connection) -> Iterator[tuple[_Recorder, io.StringIO]]
     saved = {name: getattr(auth, name) for name in ("get_user_auth_token", "HOST_URL_FILE_PATH", "API_HOST_URL")}
     output = io.StringIO()
     auth.get_user_auth_token = lambda: conn.token
-    auth.HOST_URL_FILE_PATH = os.path.join(os.devnull, "no-host-file")   # never exists: API_HOST_URL is used
+    auth.HOST_URL_FILE_PATH = os.path.join(os.devnull, "no-host-file")  # never exists: API_HOST_URL is used
     auth.API_HOST_URL = conn.host
     try:
         with _Recorder() as recorder, contextlib.redirect_stdout(output), contextlib.redirect_stderr(output):
@@ -241,11 +249,15 @@ def describe_http_failure(call: Call, host: str) -> ServerError:
     message = _server_message(call).replace("\n", " ")
     status = call.status or 0
     if status == 401 or ("token" in message.lower() and status in (400, 403)):
-        text = (f"EvalAI rejected the token (HTTP {status}: {message}); save a fresh token from your "
-                "EvalAI profile in ~/.evalai/token.json or pass --token")
+        text = (
+            f"EvalAI rejected the token (HTTP {status}: {message}); save a fresh token from your "
+            "EvalAI profile in ~/.evalai/token.json or pass --token"
+        )
     elif status >= 500:
-        text = (f"EvalAI server error (HTTP {status} {message}); try again later, after checking the phase's "
-                "submissions on the EvalAI page")
+        text = (
+            f"EvalAI server error (HTTP {status} {message}); try again later, after checking the phase's "
+            "submissions on the EvalAI page"
+        )
     elif status == 404:
         text = f"EvalAI has no such resource (HTTP 404: {message}) at {call.url.split('?')[0]}"
     else:
@@ -323,8 +335,15 @@ class EvalAI:
 
     # through the client ---------------------------------------------------------------------
 
-    def submit(self, challenge: int, phase: int, path: Path, large: bool, metadata: dict[str, str],
-               on_read: Callable[[int], None] | None = None) -> int:
+    def submit(
+        self,
+        challenge: int,
+        phase: int,
+        path: Path,
+        large: bool,
+        metadata: dict[str, str],
+        on_read: Callable[[int], None] | None = None,
+    ) -> int:
         """Send `path` to (challenge, phase) with the client's direct or presigned upload; the new id."""
         _import_client()  # a clear line when the client is missing
         from evalai.utils.common import upload_file_using_presigned_url
@@ -346,8 +365,18 @@ class EvalAI:
 
     def _submitted_id(self, recorder: _Recorder, output: str, failure: BaseException | None, large: bool) -> int:
         calls = recorder.calls
-        created = next((c for c in calls if c.method == "POST" and c.json_body and isinstance(c.body, dict)
-                        and c.status in (200, 201) and ("submission_pk" in c.body or "id" in c.body)), None)
+        created = next(
+            (
+                c
+                for c in calls
+                if c.method == "POST"
+                and c.json_body
+                and isinstance(c.body, dict)
+                and c.status in (200, 201)
+                and ("submission_pk" in c.body or "id" in c.body)
+            ),
+            None,
+        )
         sid = None
         if created is not None:
             sid = created.body.get("submission_pk", created.body.get("id"))

@@ -7,19 +7,20 @@ The file is rewritten whole (temp file + rename) under an advisory lock, so a cr
 
 Phase ids found by name are cached in `$XDG_CACHE_HOME/repro/evalai-phases.json`, per host and target.
 """
+
 from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from repro.errors import ReproError
 from repro.paths import results_dir
 from repro.submit.check import Target, cache_dir
 from repro.utils import write_bytes_atomic
-
 
 # --- submission records -------------------------------------------------------------------------
 
@@ -112,8 +113,10 @@ def resolve_phase(target: Target, client: Any, override: int | None = None) -> t
             _write_cache(cache_path, cache)
             return cache[key]["id"], cache[key]["name"]
     listed = ", ".join(f"{p.get('id')} {p.get('name')!r}" for p in phases) or "none"
-    raise ReproError(f"challenge {target.challenge} has no phase named {' / '.join(target.phase_names)} "
-                     f"(phases: {listed}); pass --phase ID")
+    raise ReproError(
+        f"challenge {target.challenge} has no phase named {' / '.join(target.phase_names)} "
+        f"(phases: {listed}); pass --phase ID"
+    )
 
 
 def _read_cache(path: Path) -> dict:

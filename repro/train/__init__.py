@@ -2,6 +2,7 @@
 
 Entry points: `load_recipe(name)`, `fit(model, dataset, recipe, workdir)`, `predict(model, dataset, batch_size)`.
 """
+
 from __future__ import annotations
 
 from repro.train.recipe import Recipe, load_recipe

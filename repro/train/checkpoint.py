@@ -3,6 +3,7 @@
 A checkpoint is written to a temp file beside `last.pt` and renamed over it, so a crash or a second
 signal during the save never leaves a truncated file under the name that `--resume` reads.
 """
+
 from __future__ import annotations
 
 import random
@@ -12,8 +13,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from repro.utils import atomic_open
 from repro.errors import ReproError
+from repro.utils import atomic_open
 
 LAST = "last.pt"
 FORMAT = 1
@@ -34,9 +35,17 @@ def set_rng_state(state: dict[str, Any]) -> None:
         torch.cuda.set_rng_state_all(state["cuda"])
 
 
-def save_checkpoint(path: Path, *, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
-                    scaler: Any = None, epoch: int, step: int, step_in_epoch: int,
-                    extra: dict[str, Any] | None = None) -> Path:
+def save_checkpoint(
+    path: Path,
+    *,
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    scaler: Any = None,
+    epoch: int,
+    step: int,
+    step_in_epoch: int,
+    extra: dict[str, Any] | None = None,
+) -> Path:
     """Save everything a resumed run needs. `epoch` is the epoch in progress (0-indexed) and
     `step_in_epoch` how many of its batches are done; an epoch boundary is (epoch + 1, 0)."""
     state = {
@@ -64,12 +73,19 @@ def load_checkpoint(path: Path, map_location: str | torch.device = "cpu") -> dic
     except Exception as exc:  # a truncated or foreign file
         raise ReproError(f"{path}: not a readable checkpoint ({type(exc).__name__}: {exc})") from None
     if not isinstance(state, dict) or state.get("format") != FORMAT:
-        raise ReproError(f"{path}: not a checkpoint of this toolkit (format {state.get('format') if isinstance(state, dict) else '?'})")
+        found = state.get("format") if isinstance(state, dict) else "?"
+        raise ReproError(f"{path}: not a checkpoint of this toolkit (format {found})")
     return state
 
 
-def restore(state: dict[str, Any], *, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
-            scaler: Any = None, rng: bool = True) -> None:
+def restore(
+    state: dict[str, Any],
+    *,
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    scaler: Any = None,
+    rng: bool = True,
+) -> None:
     """Load model/optimizer/scaler states (and the RNG states unless rng=False) from a checkpoint dict."""
     try:
         model.load_state_dict(state["model"])

@@ -4,6 +4,7 @@ Launch with `torchrun --nproc_per_node=G [--nnodes=N ...] <script>`; torchrun se
 and LOCAL_RANK, which `init_from_env` reads. The recipe's batch size is the global batch: each of
 the W processes takes batch/W samples per step, so the paper's batch holds whatever the GPU count.
 """
+
 from __future__ import annotations
 
 import os
@@ -68,8 +69,10 @@ def device_for(env: DistEnv, device: str | torch.device | None = None) -> torch.
 def per_device_batch(global_batch: int, env: DistEnv) -> int:
     """Global batch / world size; the global batch must split evenly."""
     if global_batch % env.world_size:
-        raise ReproError(f"the global batch {global_batch} does not split over {env.world_size} processes; "
-                         f"use a process count that divides it")
+        raise ReproError(
+            f"the global batch {global_batch} does not split over {env.world_size} processes; "
+            f"use a process count that divides it"
+        )
     return global_batch // env.world_size
 
 
@@ -83,8 +86,9 @@ def wrap(model: nn.Module, env: DistEnv, device: torch.device) -> nn.Module:
 
 def sampler(dataset, env: DistEnv, *, seed: int, shuffle: bool = True) -> DistributedSampler:
     """A DistributedSampler (also used with one process, so the sample order is the same code path)."""
-    return DistributedSampler(dataset, num_replicas=env.world_size, rank=env.rank, shuffle=shuffle,
-                              seed=seed, drop_last=False)
+    return DistributedSampler(
+        dataset, num_replicas=env.world_size, rank=env.rank, shuffle=shuffle, seed=seed, drop_last=False
+    )
 
 
 def barrier(env: DistEnv) -> None:

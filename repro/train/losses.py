@@ -5,6 +5,7 @@ bce-sum: BCE-with-logits over soft answer scores, summed over answers and sample
 bce-mean: the same, averaged over every element.
 cross-entropy: softmax cross-entropy against class indices (or soft distributions), mean over samples.
 """
+
 from __future__ import annotations
 
 import torch

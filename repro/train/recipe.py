@@ -1,9 +1,10 @@
-"""Training recipes: `<paper>/<name>` is `repro/families/<family>/recipes/<name>.yaml`, validated with `file:line` errors.
+"""Training recipes: `<paper>/<name>` is `repro/families/<family>/recipes/<name>.yaml`, checked with `file:line`.
 
 A recipe is everything about *how* a row is trained that the paper fixes: optimiser, learning-rate
 schedule, epochs, batch size (global, whatever the GPU count), gradient clipping, precision, loss,
 seed and the splits trained on. Example: `mcan-pa/vqa2`.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -14,8 +15,12 @@ from typing import Any
 from repro.errors import ReproError
 from repro.utils import Located, read_yaml, unknown_keys
 
-OPTIMIZERS = {"adam": {"betas", "eps", "weight_decay"}, "adamw": {"betas", "eps", "weight_decay"},
-              "adamax": {"betas", "eps", "weight_decay"}, "sgd": {"momentum", "weight_decay"}}
+OPTIMIZERS = {
+    "adam": {"betas", "eps", "weight_decay"},
+    "adamw": {"betas", "eps", "weight_decay"},
+    "adamax": {"betas", "eps", "weight_decay"},
+    "sgd": {"momentum", "weight_decay"},
+}
 SCHEDULES = {
     "mcan": {"base_lr", "warmup_epochs", "decay_epochs", "decay_rate"},
     "linear-warmup-step": {"base_lr", "start_lr", "warmup_epochs", "decay_epochs", "decay_rate"},
@@ -25,8 +30,21 @@ SCHEDULES = {
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")
 # The last two are computed by their family's loss step (repro.families.base), not by repro.train.losses.
 LOSSES = ("bce-sum", "bce-mean", "cross-entropy", "decoding-bce", "per-task")
-_KEYS = {"description", "optimizer", "schedule", "epochs", "batch_size", "eval_batch_size", "grad_clip", "max_steps",
-         "precision", "loss", "seed", "train_splits", "num_workers"}
+_KEYS = {
+    "description",
+    "optimizer",
+    "schedule",
+    "epochs",
+    "batch_size",
+    "eval_batch_size",
+    "grad_clip",
+    "max_steps",
+    "precision",
+    "loss",
+    "seed",
+    "train_splits",
+    "num_workers",
+}
 _REQUIRED = ("optimizer", "schedule", "epochs", "batch_size", "loss")
 
 
@@ -106,20 +124,33 @@ def parse_recipe(path: Path, name: str) -> Recipe:
     for key in ("epochs", "batch_size", "eval_batch_size", "num_workers", "seed"):
         if key in data and data[key] is not None and (isinstance(data[key], bool) or not isinstance(data[key], int)):
             raise loc.error((key,), f"{key} must be an integer, got {data[key]!r}")
-    if data.get("grad_clip") is not None and (isinstance(data["grad_clip"], bool)
-                                              or not isinstance(data["grad_clip"], (int, float))):
+    if data.get("grad_clip") is not None and (
+        isinstance(data["grad_clip"], bool) or not isinstance(data["grad_clip"], (int, float))
+    ):
         raise loc.error(("grad_clip",), f"grad_clip must be a number or null, got {data['grad_clip']!r}")
     splits = data.get("train_splits", [])
     if not isinstance(splits, list) or not all(isinstance(s, str) for s in splits):
         raise loc.error(("train_splits",), "train_splits must be a list of split names")
     if any("test" in s for s in splits):
-        raise loc.error(("train_splits",), f"train_splits {splits} names a test split; nothing is trained or chosen on test")
+        raise loc.error(
+            ("train_splits",), f"train_splits {splits} names a test split; nothing is trained or chosen on test"
+        )
     recipe = Recipe(
-        name=name, optimizer=data["optimizer"], schedule=data["schedule"], epochs=data["epochs"],
-        batch_size=data["batch_size"], loss=data["loss"], eval_batch_size=data.get("eval_batch_size"),
+        name=name,
+        optimizer=data["optimizer"],
+        schedule=data["schedule"],
+        epochs=data["epochs"],
+        batch_size=data["batch_size"],
+        loss=data["loss"],
+        eval_batch_size=data.get("eval_batch_size"),
         grad_clip=None if data.get("grad_clip") is None else float(data["grad_clip"]),
-        precision=data.get("precision", "auto"), seed=data.get("seed", 0), train_splits=tuple(splits),
-        num_workers=data.get("num_workers", 0), max_steps=data.get("max_steps"), description=str(data.get("description", "")).strip(), path=path,
+        precision=data.get("precision", "auto"),
+        seed=data.get("seed", 0),
+        train_splits=tuple(splits),
+        num_workers=data.get("num_workers", 0),
+        max_steps=data.get("max_steps"),
+        description=str(data.get("description", "")).strip(),
+        path=path,
     )
     try:
         _check_values(recipe)
@@ -161,8 +192,9 @@ def _check_values(r: Recipe) -> None:
         raise ReproError(f"loss: must be one of {', '.join(LOSSES)}, got {r.loss!r}")
     if r.grad_clip is not None and r.grad_clip <= 0:
         raise ReproError(f"grad_clip: must be positive or null, got {r.grad_clip}")
-    if r.max_steps is not None and (isinstance(r.max_steps, bool) or not isinstance(r.max_steps, int)
-                                    or r.max_steps < 1):
+    if r.max_steps is not None and (
+        isinstance(r.max_steps, bool) or not isinstance(r.max_steps, int) or r.max_steps < 1
+    ):
         raise ReproError(f"max_steps: must be a positive integer or null, got {r.max_steps!r}")
     if r.num_workers < 0:
         raise ReproError(f"num_workers: must be 0 or more, got {r.num_workers}")

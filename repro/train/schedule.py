@@ -9,6 +9,7 @@ at 0-indexed epoch warmup_epochs - 1, then ×decay_rate at each of decay_epochs.
 to 1 over warmup_iterations, then ×decay_rate at each of decay_iterations.
 `constant`: base_lr throughout.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -16,23 +17,40 @@ from typing import Any
 from repro.errors import ReproError
 
 
-def mcan_lr(epoch: int, base_lr: float, warmup_epochs: int = 3, decay_epochs: tuple[int, ...] | list[int] = (10, 12),
-            decay_rate: float = 0.2) -> float:
+def mcan_lr(
+    epoch: int,
+    base_lr: float,
+    warmup_epochs: int = 3,
+    decay_epochs: tuple[int, ...] | list[int] = (10, 12),
+    decay_rate: float = 0.2,
+) -> float:
     """Learning rate of 0-indexed `epoch`."""
     if epoch < warmup_epochs:
         return base_lr * (epoch + 1) / (warmup_epochs + 1)
     return base_lr * decay_rate ** sum(1 for e in decay_epochs if epoch >= e)
 
 
-def linear_warmup_step_lr(epoch: int, base_lr: float, start_lr: float, warmup_epochs: int = 4,
-                          decay_epochs: tuple[int, ...] | list[int] = (10, 12), decay_rate: float = 0.2) -> float:
+def linear_warmup_step_lr(
+    epoch: int,
+    base_lr: float,
+    start_lr: float,
+    warmup_epochs: int = 4,
+    decay_epochs: tuple[int, ...] | list[int] = (10, 12),
+    decay_rate: float = 0.2,
+) -> float:
     if epoch < warmup_epochs:
         return start_lr + (base_lr - start_lr) * epoch / max(warmup_epochs - 1, 1)
     return base_lr * decay_rate ** sum(1 for e in decay_epochs if epoch >= e)
 
 
-def m4c_lr(iteration: int, base_lr: float, warmup_iterations: int = 1000, warmup_factor: float = 0.2,
-           decay_iterations: tuple[int, ...] | list[int] = (14000, 19000), decay_rate: float = 0.1) -> float:
+def m4c_lr(
+    iteration: int,
+    base_lr: float,
+    warmup_iterations: int = 1000,
+    warmup_factor: float = 0.2,
+    decay_iterations: tuple[int, ...] | list[int] = (14000, 19000),
+    decay_rate: float = 0.1,
+) -> float:
     if iteration < warmup_iterations:
         alpha = iteration / warmup_iterations
         return base_lr * (warmup_factor * (1 - alpha) + alpha)

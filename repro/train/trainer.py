@@ -11,6 +11,7 @@ Batches are dicts of tensors. What a batch's loss is comes from the caller: `los
 (each family has its own: repro.families.base), by default the recipe's loss of `model(batch)`
 against `batch["target"]`; `predict(..., predict_step=...)` likewise.
 """
+
 from __future__ import annotations
 
 import json
@@ -19,10 +20,11 @@ import os
 import signal
 import threading
 import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import torch
 from torch import nn
@@ -85,8 +87,7 @@ def build_optimizer(recipe: Recipe, params) -> torch.optim.Optimizer:
     lr = learning_rate(recipe.schedule, 0)
     if "betas" in opt:
         opt["betas"] = tuple(opt["betas"])
-    kinds = {"adam": torch.optim.Adam, "adamw": torch.optim.AdamW, "adamax": torch.optim.Adamax,
-             "sgd": torch.optim.SGD}
+    kinds = {"adam": torch.optim.Adam, "adamw": torch.optim.AdamW, "adamax": torch.optim.Adamax, "sgd": torch.optim.SGD}
     return kinds[name](params, lr=lr, **opt)
 
 
@@ -151,13 +152,26 @@ def _rewrite_log(path: Path, keep_until_step: int) -> None:
 
 
 def _progress(enabled: bool):
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
 
     return Progress(
-        TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-        TextColumn("loss {task.fields[loss]}"), TextColumn("lr {task.fields[lr]}"),
-        TextColumn("{task.fields[rate]} samples/s"), TimeElapsedColumn(), TimeRemainingColumn(),
-        disable=not enabled, transient=False,
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("loss {task.fields[loss]}"),
+        TextColumn("lr {task.fields[lr]}"),
+        TextColumn("{task.fields[rate]} samples/s"),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+        disable=not enabled,
+        transient=False,
     )
 
 
@@ -180,10 +194,20 @@ def logits_predict_step(model: nn.Module, batch: dict[str, Any]) -> torch.Tensor
     return model(batch)
 
 
-def fit(model: nn.Module, train_dataset: Dataset, recipe: Recipe, workdir: Path, *, resume: bool = False,
-        device: str | torch.device | None = None, log_every: int = 1, progress: bool = True,
-        collate_fn: Callable | None = None, on_step: Callable[[int], None] | None = None,
-        loss_step: LossStep | None = None) -> TrainState:
+def fit(
+    model: nn.Module,
+    train_dataset: Dataset,
+    recipe: Recipe,
+    workdir: Path,
+    *,
+    resume: bool = False,
+    device: str | torch.device | None = None,
+    log_every: int = 1,
+    progress: bool = True,
+    collate_fn: Callable | None = None,
+    on_step: Callable[[int], None] | None = None,
+    loss_step: LossStep | None = None,
+) -> TrainState:
     """Train `model` on `train_dataset` by `recipe`; checkpoints and logs go to `workdir`.
 
     Runs as one process, or as one rank of a torchrun job (DDP, per-process batch = global / world).
@@ -213,9 +237,11 @@ def fit(model: nn.Module, train_dataset: Dataset, recipe: Recipe, workdir: Path,
         state = ckpt.load_checkpoint(ckpt_path, map_location=dev)
         saved = state["extra"]
         if saved.get("global_batch") != recipe.batch_size or saved.get("dataset_size") != len(train_dataset):
-            raise ReproError(f"{ckpt_path}: saved with global batch {saved.get('global_batch')} on "
-                             f"{saved.get('dataset_size')} samples; this run has {recipe.batch_size} on "
-                             f"{len(train_dataset)}; start again without --resume")
+            raise ReproError(
+                f"{ckpt_path}: saved with global batch {saved.get('global_batch')} on "
+                f"{saved.get('dataset_size')} samples; this run has {recipe.batch_size} on "
+                f"{len(train_dataset)}; start again without --resume"
+            )
         ckpt.restore(state, model=model, optimizer=optimizer, scaler=scaler)
         start_epoch, start_step_in_epoch, step = state["epoch"], state["step_in_epoch"], state["step"]
         resumed_from = {"epoch": start_epoch, "step": step}
@@ -231,23 +257,35 @@ def fit(model: nn.Module, train_dataset: Dataset, recipe: Recipe, workdir: Path,
     net = dist_utils.wrap(model, env, dev)
     loss_step = loss_step or recipe_loss_step(recipe.loss)
     loss_scale = env.world_size if is_summed(recipe.loss) else 1
-    extra = {"global_batch": recipe.batch_size, "dataset_size": len(train_dataset), "world_size": env.world_size,
-             "recipe": recipe.name}
+    extra = {
+        "global_batch": recipe.batch_size,
+        "dataset_size": len(train_dataset),
+        "world_size": env.world_size,
+        "recipe": recipe.name,
+    }
     flag = _StopFlag()
     last_loss: float | None = None
     samples = step * recipe.batch_size
     total_steps = steps_per_epoch * recipe.epochs
 
-    with _catch_signals(flag), _progress(progress and env.is_main) as bar, \
-            open(log_path, "a", encoding="utf-8") if env.is_main else nullcontext() as log:
+    with (
+        _catch_signals(flag),
+        _progress(progress and env.is_main) as bar,
+        open(log_path, "a", encoding="utf-8") if env.is_main else nullcontext() as log,
+    ):
         task = bar.add_task(recipe.name, total=total_steps, completed=step, loss="–", lr="–", rate="–")
         for epoch in range(start_epoch, recipe.epochs):
             sampler.set_epoch(epoch)
             order = list(iter(sampler))
             first = start_step_in_epoch if epoch == start_epoch else 0
-            batches = [order[i:i + local_batch] for i in range(first * local_batch, len(order), local_batch)]
-            loader = DataLoader(train_dataset, batch_sampler=batches, num_workers=recipe.num_workers,
-                                collate_fn=collate_fn, generator=torch.Generator().manual_seed(recipe.seed + epoch))
+            batches = [order[i : i + local_batch] for i in range(first * local_batch, len(order), local_batch)]
+            loader = DataLoader(
+                train_dataset,
+                batch_sampler=batches,
+                num_workers=recipe.num_workers,
+                collate_fn=collate_fn,
+                generator=torch.Generator().manual_seed(recipe.seed + epoch),
+            )
             net.train()
             tick = time.perf_counter()
             for i, batch in enumerate(loader, start=first):
@@ -274,13 +312,24 @@ def fit(model: nn.Module, train_dataset: Dataset, recipe: Recipe, workdir: Path,
                 step += 1
                 samples += recipe.batch_size
                 value = float(loss.detach())
-                last_loss = (dist_utils.all_reduce_mean(value, env, dev) * (env.world_size if loss_scale > 1 else 1))
+                last_loss = dist_utils.all_reduce_mean(value, env, dev) * (env.world_size if loss_scale > 1 else 1)
                 now = time.perf_counter()
                 rate = recipe.batch_size / max(now - tick, 1e-9)
                 tick = now
                 if log is not None and (step % log_every == 0 or i + 1 == steps_per_epoch):
-                    log.write(json.dumps({"epoch": epoch + 1, "step": step, "loss": last_loss, "lr": lr,
-                                          "samples_per_s": round(rate, 3), "elapsed_s": round(now - started, 3)}) + "\n")
+                    log.write(
+                        json.dumps(
+                            {
+                                "epoch": epoch + 1,
+                                "step": step,
+                                "loss": last_loss,
+                                "lr": lr,
+                                "samples_per_s": round(rate, 3),
+                                "elapsed_s": round(now - started, 3),
+                            }
+                        )
+                        + "\n"
+                    )
                     log.flush()
                 bar.update(task, advance=1, loss=f"{last_loss:.4g}", lr=f"{lr:.3g}", rate=f"{rate:.1f}")
                 if on_step is not None:
@@ -290,30 +339,60 @@ def fit(model: nn.Module, train_dataset: Dataset, recipe: Recipe, workdir: Path,
                     stop = dist_utils.all_reduce_mean(float(stop), env, dev) > 0
                 if stop:
                     if env.is_main:
-                        ckpt.save_checkpoint(ckpt_path, model=model, optimizer=optimizer, scaler=scaler,
-                                             epoch=epoch, step=step, step_in_epoch=i + 1, extra=extra)
+                        ckpt.save_checkpoint(
+                            ckpt_path,
+                            model=model,
+                            optimizer=optimizer,
+                            scaler=scaler,
+                            epoch=epoch,
+                            step=step,
+                            step_in_epoch=i + 1,
+                            extra=extra,
+                        )
                     dist_utils.barrier(env)
                     name = signal.Signals(flag.signal).name if flag.signal else "a signal on another rank"
-                    raise TrainingInterrupted(f"training interrupted by {name} at epoch {epoch + 1}, step {step}; "
-                                              f"checkpoint saved to {ckpt_path}; run again with --resume to continue")
+                    raise TrainingInterrupted(
+                        f"training interrupted by {name} at epoch {epoch + 1}, step {step}; "
+                        f"checkpoint saved to {ckpt_path}; run again with --resume to continue"
+                    )
                 if recipe.max_steps is not None and step >= recipe.max_steps:
                     break
             if recipe.max_steps is not None and step >= recipe.max_steps:
                 break  # a short run (e.g. a regression fingerprint): no checkpoint
             if env.is_main:
-                ckpt.save_checkpoint(ckpt_path, model=model, optimizer=optimizer, scaler=scaler,
-                                     epoch=epoch + 1, step=step, step_in_epoch=0, extra=extra)
+                ckpt.save_checkpoint(
+                    ckpt_path,
+                    model=model,
+                    optimizer=optimizer,
+                    scaler=scaler,
+                    epoch=epoch + 1,
+                    step=step,
+                    step_in_epoch=0,
+                    extra=extra,
+                )
             dist_utils.barrier(env)
             if flag.signal is not None:  # arrived while the epoch's checkpoint was being written
-                raise TrainingInterrupted(f"training interrupted by {signal.Signals(flag.signal).name} after epoch "
-                                          f"{epoch + 1}; checkpoint saved to {ckpt_path}; run again with --resume")
+                raise TrainingInterrupted(
+                    f"training interrupted by {signal.Signals(flag.signal).name} after epoch "
+                    f"{epoch + 1}; checkpoint saved to {ckpt_path}; run again with --resume"
+                )
 
     result = TrainState(
-        epochs_done=recipe.epochs if recipe.max_steps is None else epoch + 1, step=step, world_size=env.world_size, gpu_count=dist_utils.gpu_count(env, dev),
-        global_batch=recipe.batch_size, per_device_batch=local_batch,
-        device=str(dev) if dev.type == "cpu" else torch.cuda.get_device_name(dev), precision=precision,
-        final_loss=last_loss, wall_time_s=round(time.perf_counter() - started, 3), samples_seen=samples,
-        checkpoint=str(ckpt_path), log=str(log_path), resumed_from=resumed_from, recipe=recipe.to_json(),
+        epochs_done=recipe.epochs if recipe.max_steps is None else epoch + 1,
+        step=step,
+        world_size=env.world_size,
+        gpu_count=dist_utils.gpu_count(env, dev),
+        global_batch=recipe.batch_size,
+        per_device_batch=local_batch,
+        device=str(dev) if dev.type == "cpu" else torch.cuda.get_device_name(dev),
+        precision=precision,
+        final_loss=last_loss,
+        wall_time_s=round(time.perf_counter() - started, 3),
+        samples_seen=samples,
+        checkpoint=str(ckpt_path),
+        log=str(log_path),
+        resumed_from=resumed_from,
+        recipe=recipe.to_json(),
     )
     if env.is_main:
         write_json_atomic(workdir / STATE_NAME, result.to_json())
@@ -321,17 +400,29 @@ def fit(model: nn.Module, train_dataset: Dataset, recipe: Recipe, workdir: Path,
 
 
 @torch.no_grad()
-def predict(model: nn.Module, dataset: Dataset, batch_size: int, *, device: str | torch.device | None = None,
-            collate_fn: Callable | None = None, top_k: int | None = None, progress: bool = True,
-            precision: str = "fp32", predict_step: PredictStep | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+def predict(
+    model: nn.Module,
+    dataset: Dataset,
+    batch_size: int,
+    *,
+    device: str | torch.device | None = None,
+    collate_fn: Callable | None = None,
+    top_k: int | None = None,
+    progress: bool = True,
+    precision: str = "fp32",
+    predict_step: PredictStep | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Score every sample in order: (question_ids [N], logits [N, A]) or, with top_k, (ids, indices [N, k]).
 
     Runs in one process (evaluation needs no DDP); results are on the CPU.
     """
     if batch_size < 1:
         raise ReproError(f"batch size must be at least 1, got {batch_size}")
-    dev = torch.device(device) if device is not None else (torch.device("cuda") if torch.cuda.is_available()
-                                                            else torch.device("cpu"))
+    dev = (
+        torch.device(device)
+        if device is not None
+        else (torch.device("cuda") if torch.cuda.is_available() else torch.device("cpu"))
+    )
     precision = resolve_precision(precision, dev)
     model.to(dev).eval()
     loader = DataLoader(dataset, batch_size=batch_size, shuffle=False, collate_fn=collate_fn)

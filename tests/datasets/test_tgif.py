@@ -1,4 +1,5 @@
 """TGIF-QA readers on the real question files (shared/data/tgif-qa) and on a written sample."""
+
 from __future__ import annotations
 
 from pathlib import Path

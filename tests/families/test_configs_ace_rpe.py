@@ -1,4 +1,5 @@
 """The ace-rpe family config (ALBEF backbone) accepts every spec row's `model:` and rejects nonsense."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -96,50 +97,59 @@ def test_lambda_is_read_and_written_under_its_paper_name():
     assert ALBEFConfig.model_validate(config.model_dump()) == config
 
 
-@pytest.mark.parametrize("model", [
-    {"arch": "albef", "positon_embedding": "ace-rpe"},
-    {"arch": "albef", "anchor_los": True},
-    {"arch": "albef", "share": True},
-    {"arch": "albef", "G": 8},
-    {"arch": "albef", "lamda": 2},
-    {"arch": "albef", "positional": ["pwa"]},
-])
+@pytest.mark.parametrize(
+    "model",
+    [
+        {"arch": "albef", "positon_embedding": "ace-rpe"},
+        {"arch": "albef", "anchor_los": True},
+        {"arch": "albef", "share": True},
+        {"arch": "albef", "G": 8},
+        {"arch": "albef", "lamda": 2},
+        {"arch": "albef", "positional": ["pwa"]},
+    ],
+)
 def test_unknown_keys_rejected(model):
     with pytest.raises(ValidationError, match="Extra inputs are not permitted"):
         _build(model)
 
 
-@pytest.mark.parametrize("model", [
-    {"arch": "albef", "position_embedding": "sinusoidal"},
-    {"arch": "albef", "position_embedding": "APE"},
-    {"arch": "albef", "mode": "additive"},
-    {"arch": "albef", "apply_to": ["query", "output"]},
-    {"arch": "albef", "pretrain": "12m"},
-    {"arch": "albef", "task": "captioning"},
-    {"arch": "albef", "groups": 0},
-    {"arch": "albef", "lambda": 0},
-    {"arch": "albef", "delta": 1.5},
-    {"arch": "albef", "delta": -0.05},
-    {"arch": "albef", "bt": 0},
-    {"arch": "albef", "shared": "sometimes"},
-    {"arch": "vl-bert"},
-])
+@pytest.mark.parametrize(
+    "model",
+    [
+        {"arch": "albef", "position_embedding": "sinusoidal"},
+        {"arch": "albef", "position_embedding": "APE"},
+        {"arch": "albef", "mode": "additive"},
+        {"arch": "albef", "apply_to": ["query", "output"]},
+        {"arch": "albef", "pretrain": "12m"},
+        {"arch": "albef", "task": "captioning"},
+        {"arch": "albef", "groups": 0},
+        {"arch": "albef", "lambda": 0},
+        {"arch": "albef", "delta": 1.5},
+        {"arch": "albef", "delta": -0.05},
+        {"arch": "albef", "bt": 0},
+        {"arch": "albef", "shared": "sometimes"},
+        {"arch": "vl-bert"},
+    ],
+)
 def test_out_of_range_or_unknown_choice_rejected(model):
     with pytest.raises(ValidationError):
         ALBEFConfig.model_validate(model)
 
 
-@pytest.mark.parametrize("model,message", [
-    ({"arch": "albef", "position_embedding": "ape", "anchor_loss": True}, "set anchor_loss: false"),
-    ({"arch": "albef", "position_embedding": "none", "mode": "bias"}, "need ace-rpe or uniform"),
-    ({"arch": "albef", "position_embedding": "rpe", "shared": True}, "need ace-rpe or uniform"),
-    ({"arch": "albef", "position_embedding": "uniform", "delta": 0.1}, "only position_embedding ace-rpe has"),
-    ({"arch": "albef", "anchor_loss": False, "lambda": 3}, "anchor_loss is false"),
-    ({"arch": "albef", "mode": "bias", "apply_to": ["query"]}, "bias mode"),
-    ({"arch": "albef", "apply_to": []}, "position_embedding: none"),
-    ({"arch": "albef", "apply_to": ["key", "key"]}, "twice"),
-    ({"arch": "albef", "groups": 7}, "not divisible by groups"),
-])
+@pytest.mark.parametrize(
+    "model,message",
+    [
+        ({"arch": "albef", "position_embedding": "ape", "anchor_loss": True}, "set anchor_loss: false"),
+        ({"arch": "albef", "position_embedding": "none", "mode": "bias"}, "need ace-rpe or uniform"),
+        ({"arch": "albef", "position_embedding": "rpe", "shared": True}, "need ace-rpe or uniform"),
+        ({"arch": "albef", "position_embedding": "uniform", "delta": 0.1}, "only position_embedding ace-rpe has"),
+        ({"arch": "albef", "anchor_loss": False, "lambda": 3}, "anchor_loss is false"),
+        ({"arch": "albef", "mode": "bias", "apply_to": ["query"]}, "bias mode"),
+        ({"arch": "albef", "apply_to": []}, "position_embedding: none"),
+        ({"arch": "albef", "apply_to": ["key", "key"]}, "twice"),
+        ({"arch": "albef", "groups": 7}, "not divisible by groups"),
+    ],
+)
 def test_inconsistent_settings_explained(model, message):
     with pytest.raises(ValidationError, match=message):
         _build(model)
@@ -155,9 +165,19 @@ def test_apply_to_order_does_not_matter():
     assert a.apply_to == ("query", "value") and a == _build({"arch": "albef", "apply_to": ["query", "value"]})
 
 
-@pytest.mark.parametrize("spec_id", ["ace-rpe-table1-pe", "ace-rpe-table2-pe", "ace-rpe-table3-sota",
-                                     "ace-rpe-table4-sota", "ace-rpe-table5-grounding", "ace-rpe-table6-shared",
-                                     "ace-rpe-table8-mode", "ace-rpe-table9-qkv"])
+@pytest.mark.parametrize(
+    "spec_id",
+    [
+        "ace-rpe-table1-pe",
+        "ace-rpe-table2-pe",
+        "ace-rpe-table3-sota",
+        "ace-rpe-table4-sota",
+        "ace-rpe-table5-grounding",
+        "ace-rpe-table6-shared",
+        "ace-rpe-table8-mode",
+        "ace-rpe-table9-qkv",
+    ],
+)
 def test_rows_of_a_table_differ(spec_id):
     configs = {name: _build(model) for name, model in _rows(spec_id).items()}
     assert len(set(configs.values())) == len(configs), spec_id
@@ -184,6 +204,14 @@ def test_the_default_model_is_the_same_row_everywhere():
 
 def test_table1_switches():
     rows = {name: _build(model) for name, model in _rows("ace-rpe-table1-pe").items()}
-    assert [c.position_embedding for c in rows.values()] == ["none", "ape", "rpe", "ape+rpe", "uniform", "ace-rpe",
-                                                             "ace-rpe", "ace-rpe"]
+    assert [c.position_embedding for c in rows.values()] == [
+        "none",
+        "ape",
+        "rpe",
+        "ape+rpe",
+        "uniform",
+        "ace-rpe",
+        "ace-rpe",
+        "ace-rpe",
+    ]
     assert rows["ACE-RPE+Lace (14M*)"].pretrain == "14m" and not rows["ACE-RPE"].anchor_loss

@@ -1,4 +1,5 @@
 """The dsganet family config accepts every spec row's `model:` and rejects nonsense."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -76,8 +77,12 @@ def test_every_dsganet_spec_row_is_of_this_family():
 
 def test_defaults_are_the_full_object_model():
     config = DSGANetConfig(arch="dsganet")  # DSGANet-O
-    assert (config.features, config.question_encoder, config.daa, config.sga) == ("objects", "bert",
-                                                                                   ("bbox", "depth"), True)
+    assert (config.features, config.question_encoder, config.daa, config.sga) == (
+        "objects",
+        "bert",
+        ("bbox", "depth"),
+        True,
+    )
     assert (config.layers, config.hidden_size, config.spatial_dim, config.depth_bins) == (6, 768, 160, 16)
     assert config.grid_alpha == pytest.approx(1 / 3)
 
@@ -87,41 +92,50 @@ def test_grid_rows_default_to_no_sga():
     assert config.sga is False and config == _build(_rows("dsganet-table4-vqa2")["DSGANet-G"])
 
 
-@pytest.mark.parametrize("model", [
-    {"arch": "dsganet", "dda": ["bbox"]},
-    {"arch": "dsganet", "sag": True},
-    {"arch": "dsganet", "question_encoders": "bert"},
-    {"arch": "dsganet", "alpha": 0.5},
-])
+@pytest.mark.parametrize(
+    "model",
+    [
+        {"arch": "dsganet", "dda": ["bbox"]},
+        {"arch": "dsganet", "sag": True},
+        {"arch": "dsganet", "question_encoders": "bert"},
+        {"arch": "dsganet", "alpha": 0.5},
+    ],
+)
 def test_unknown_keys_rejected(model):
     with pytest.raises(ValidationError, match="Extra inputs are not permitted"):
         _build(model)
 
 
-@pytest.mark.parametrize("model", [
-    {"arch": "dsganet", "features": "pixels"},
-    {"arch": "dsganet", "question_encoder": "lstm"},
-    {"arch": "dsganet", "daa": ["bbox", "semantic"]},
-    {"arch": "dsganet", "daa": "bbox"},
-    {"arch": "dsganet", "sga": None},
-    {"arch": "dsganet", "features": "grids", "grid_alpha": 0},
-    {"arch": "dsganet", "layers": 0},
-    {"arch": "dsganet", "depth_bins": 0},
-    {"arch": "dsganet", "depth_value": "median"},
-    {"arch": "dsganet", "log_eps": 0},
-    {"arch": "mcan"},
-])
+@pytest.mark.parametrize(
+    "model",
+    [
+        {"arch": "dsganet", "features": "pixels"},
+        {"arch": "dsganet", "question_encoder": "lstm"},
+        {"arch": "dsganet", "daa": ["bbox", "semantic"]},
+        {"arch": "dsganet", "daa": "bbox"},
+        {"arch": "dsganet", "sga": None},
+        {"arch": "dsganet", "features": "grids", "grid_alpha": 0},
+        {"arch": "dsganet", "layers": 0},
+        {"arch": "dsganet", "depth_bins": 0},
+        {"arch": "dsganet", "depth_value": "median"},
+        {"arch": "dsganet", "log_eps": 0},
+        {"arch": "mcan"},
+    ],
+)
 def test_out_of_range_or_unknown_choice_rejected(model):
     with pytest.raises(ValidationError):
         DSGANetConfig.model_validate(model)
 
 
-@pytest.mark.parametrize("model,message", [
-    ({"arch": "dsganet", "features": "grids", "sga": True}, "SGA is defined on the object graph only"),
-    ({"arch": "dsganet", "features": "objects", "grid_alpha": 0.5}, "grid_alpha is set with object features"),
-    ({"arch": "dsganet", "daa": ["bbox", "bbox"]}, "twice"),
-    ({"arch": "dsganet", "heads": 7}, "not divisible"),
-])
+@pytest.mark.parametrize(
+    "model,message",
+    [
+        ({"arch": "dsganet", "features": "grids", "sga": True}, "SGA is defined on the object graph only"),
+        ({"arch": "dsganet", "features": "objects", "grid_alpha": 0.5}, "grid_alpha is set with object features"),
+        ({"arch": "dsganet", "daa": ["bbox", "bbox"]}, "twice"),
+        ({"arch": "dsganet", "heads": 7}, "not divisible"),
+    ],
+)
 def test_inconsistent_settings_explained(model, message):
     with pytest.raises(ValidationError, match=message):
         _build(model)
@@ -132,8 +146,10 @@ def test_relation_order_does_not_matter():
     assert swapped == _build({"arch": "dsganet", "daa": ["bbox", "depth"]})
 
 
-@pytest.mark.parametrize("spec_id", ["dsganet-table4-vqa2", "dsganet-table6-relations", "dsganet-table7-ablation",
-                                     "dsganet-table8-gqa-ablation"])
+@pytest.mark.parametrize(
+    "spec_id",
+    ["dsganet-table4-vqa2", "dsganet-table6-relations", "dsganet-table7-ablation", "dsganet-table8-gqa-ablation"],
+)
 def test_rows_of_a_table_differ(spec_id):
     configs = {name: _build(model) for name, model in _rows(spec_id).items()}
     assert len(set(configs.values())) == len(configs), spec_id

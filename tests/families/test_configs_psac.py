@@ -1,4 +1,5 @@
 """The psac family config accepts every spec row's `model:` and rejects nonsense."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -82,43 +83,52 @@ def test_defaults_are_the_full_model():
     assert config.task is None
 
 
-@pytest.mark.parametrize("model", [
-    {"arch": "psac", "vpsa_layer": 2},
-    {"arch": "psac", "char_embeding": False},
-    {"arch": "psac", "coattention": ["q2v"]},
-    {"arch": "psac", "positional": ["pwa"]},
-])
+@pytest.mark.parametrize(
+    "model",
+    [
+        {"arch": "psac", "vpsa_layer": 2},
+        {"arch": "psac", "char_embeding": False},
+        {"arch": "psac", "coattention": ["q2v"]},
+        {"arch": "psac", "positional": ["pwa"]},
+    ],
+)
 def test_unknown_keys_rejected(model):
     with pytest.raises(ValidationError, match="Extra inputs are not permitted"):
         _build(model)
 
 
-@pytest.mark.parametrize("model", [
-    {"arch": "psac", "vpsa_layers": -1},
-    {"arch": "psac", "video_encoder": "lstm"},
-    {"arch": "psac", "video_features": "flow"},
-    {"arch": "psac", "co_attention": ["q2v", "both"]},
-    {"arch": "psac", "co_attention": "q2v"},
-    {"arch": "psac", "task": "counting"},
-    {"arch": "psac", "num_frames": 0},
-    {"arch": "psac", "heads": 0},
-    {"arch": "psac", "dropout": -0.1},
-    {"arch": "psac", "char_embedding": "maybe"},
-    {"arch": "mcan"},
-])
+@pytest.mark.parametrize(
+    "model",
+    [
+        {"arch": "psac", "vpsa_layers": -1},
+        {"arch": "psac", "video_encoder": "lstm"},
+        {"arch": "psac", "video_features": "flow"},
+        {"arch": "psac", "co_attention": ["q2v", "both"]},
+        {"arch": "psac", "co_attention": "q2v"},
+        {"arch": "psac", "task": "counting"},
+        {"arch": "psac", "num_frames": 0},
+        {"arch": "psac", "heads": 0},
+        {"arch": "psac", "dropout": -0.1},
+        {"arch": "psac", "char_embedding": "maybe"},
+        {"arch": "mcan"},
+    ],
+)
 def test_out_of_range_or_unknown_choice_rejected(model):
     with pytest.raises(ValidationError):
         PSACConfig.model_validate(model)
 
 
-@pytest.mark.parametrize("model,message", [
-    ({"arch": "psac", "video_encoder": "vpsa", "vpsa_layers": 0}, "needs vpsa_layers >= 1"),
-    ({"arch": "psac", "video_encoder": "none", "vpsa_layers": 2}, "VPSA blocks exist only"),
-    ({"arch": "psac", "video_encoder": "bilstm", "vpsa_layers": 1}, "VPSA blocks exist only"),
-    ({"arch": "psac", "bilstm_hidden": 512}, "only sizes the Bi-LSTM"),
-    ({"arch": "psac", "co_attention": ["q2v", "q2v"]}, "twice"),
-    ({"arch": "psac", "char_embedding": False, "char_dim": 32}, "char_embedding is false"),
-])
+@pytest.mark.parametrize(
+    "model,message",
+    [
+        ({"arch": "psac", "video_encoder": "vpsa", "vpsa_layers": 0}, "needs vpsa_layers >= 1"),
+        ({"arch": "psac", "video_encoder": "none", "vpsa_layers": 2}, "VPSA blocks exist only"),
+        ({"arch": "psac", "video_encoder": "bilstm", "vpsa_layers": 1}, "VPSA blocks exist only"),
+        ({"arch": "psac", "bilstm_hidden": 512}, "only sizes the Bi-LSTM"),
+        ({"arch": "psac", "co_attention": ["q2v", "q2v"]}, "twice"),
+        ({"arch": "psac", "char_embedding": False, "char_dim": 32}, "char_embedding is false"),
+    ],
+)
 def test_inconsistent_settings_explained(model, message):
     with pytest.raises(ValidationError, match=message):
         _build(model)
@@ -141,8 +151,7 @@ def test_task_is_set_per_column():
     assert len(set(tasks.values())) == 4
 
 
-@pytest.mark.parametrize("spec_id", ["psac-table3-vpsa", "psac-table4-bilstm", "psac-table5-char",
-                                     "psac-table6-coatt"])
+@pytest.mark.parametrize("spec_id", ["psac-table3-vpsa", "psac-table4-bilstm", "psac-table5-char", "psac-table6-coatt"])
 def test_rows_of_a_table_differ(spec_id):
     configs = {name: _build(model) for name, model in _rows(spec_id).items()}
     assert len(set(configs.values())) == len(configs), spec_id

@@ -1,4 +1,5 @@
 """The sa-m4c family configs (M4C, SA-M4C) accept every spec row's `model:` and reject nonsense."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -82,33 +83,39 @@ def test_defaults_are_the_papers_models():
     assert DATA_EVAL_FIELDS <= set(M4CConfig.model_fields) & set(SAM4CConfig.model_fields)
 
 
-@pytest.mark.parametrize("model", [
-    {"arch": "sa-m4c", "spatal_layers": 4},
-    {"arch": "sa-m4c", "seeds": 5},
-    {"arch": "m4c", "normal_layer": 6},
-    {"arch": "m4c", "context": 2},  # a SA-M4C setting on M4C
-    {"arch": "m4c", "graph": "random"},
-])
+@pytest.mark.parametrize(
+    "model",
+    [
+        {"arch": "sa-m4c", "spatal_layers": 4},
+        {"arch": "sa-m4c", "seeds": 5},
+        {"arch": "m4c", "normal_layer": 6},
+        {"arch": "m4c", "context": 2},  # a SA-M4C setting on M4C
+        {"arch": "m4c", "graph": "random"},
+    ],
+)
 def test_unknown_keys_rejected(model):
     with pytest.raises(ValidationError, match="Extra inputs are not permitted"):
         _build(model)
 
 
-@pytest.mark.parametrize("model", [
-    {"arch": "sa-m4c", "context": 0},
-    {"arch": "sa-m4c", "context": 14},
-    {"arch": "sa-m4c", "spatial_layers": 0},
-    {"arch": "sa-m4c", "graph": "semantic"},
-    {"arch": "sa-m4c", "heads": 8},
-    {"arch": "sa-m4c", "ocr": "tesseract"},
-    {"arch": "m4c", "det_backbone": "resnet-50"},
-    {"arch": "m4c", "beam": 0},
-    {"arch": "m4c", "normal_layers": -1},
-    {"arch": "m4c", "top_k": 0, "topk_layers": 4},
-    {"arch": "m4c", "with_stvqa": "sometimes"},
-    {"arch": "m4c", "dropout": 1.0},
-    {"arch": "m4c", "hidden_size": 768, "heads": 7},
-])
+@pytest.mark.parametrize(
+    "model",
+    [
+        {"arch": "sa-m4c", "context": 0},
+        {"arch": "sa-m4c", "context": 14},
+        {"arch": "sa-m4c", "spatial_layers": 0},
+        {"arch": "sa-m4c", "graph": "semantic"},
+        {"arch": "sa-m4c", "heads": 8},
+        {"arch": "sa-m4c", "ocr": "tesseract"},
+        {"arch": "m4c", "det_backbone": "resnet-50"},
+        {"arch": "m4c", "beam": 0},
+        {"arch": "m4c", "normal_layers": -1},
+        {"arch": "m4c", "top_k": 0, "topk_layers": 4},
+        {"arch": "m4c", "with_stvqa": "sometimes"},
+        {"arch": "m4c", "dropout": 1.0},
+        {"arch": "m4c", "hidden_size": 768, "heads": 7},
+    ],
+)
 def test_out_of_range_or_unknown_choice_rejected(model):
     with pytest.raises(ValidationError):
         _build(model)
@@ -121,12 +128,15 @@ def test_arch_must_match_the_class():
         M4CConfig.model_validate({"arch": "mcan"})
 
 
-@pytest.mark.parametrize("model,message", [
-    ({"arch": "m4c", "normal_layers": 2, "topk_layers": 4, "regat_layers": 4}, "at most one"),
-    ({"arch": "m4c", "normal_layers": 0}, "at least one layer"),
-    ({"arch": "m4c", "top_k": 9}, "top_k is set but topk_layers is 0"),
-    ({"arch": "sa-m4c", "heads": 16, "hidden_size": 768}, "one head per spatial relation"),
-])
+@pytest.mark.parametrize(
+    "model,message",
+    [
+        ({"arch": "m4c", "normal_layers": 2, "topk_layers": 4, "regat_layers": 4}, "at most one"),
+        ({"arch": "m4c", "normal_layers": 0}, "at least one layer"),
+        ({"arch": "m4c", "top_k": 9}, "top_k is set but topk_layers is 0"),
+        ({"arch": "sa-m4c", "heads": 16, "hidden_size": 768}, "one head per spatial relation"),
+    ],
+)
 def test_inconsistent_settings_explained(model, message):
     with pytest.raises(ValidationError, match=message):
         _build(model)

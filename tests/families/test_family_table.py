@@ -1,4 +1,5 @@
 """The family table: a new family is one folder plus one line, and the generic layers run it unchanged."""
+
 from __future__ import annotations
 
 import json
@@ -20,8 +21,9 @@ def test_a_toy_family_runs_through_run_and_table_without_touching_the_toolkit(to
 
 
 def test_a_typo_in_a_toy_row_is_refused_with_its_line(toy_family, runner):
-    write_spec(toy_family, TOY_SPEC.replace("use_position: false", "use_postion: false"), paper="toy",
-               ident="toy-table1")
+    write_spec(
+        toy_family, TOY_SPEC.replace("use_position: false", "use_postion: false"), paper="toy", ident="toy-table1"
+    )
     out = runner.invoke(app, ["list"])
     assert out.exit_code == 2
     assert "toy-table1.yaml:12:" in out.output and "use_postion" in out.output and "use_position" in out.output
@@ -29,7 +31,8 @@ def test_a_typo_in_a_toy_row_is_refused_with_its_line(toy_family, runner):
 
 def test_generic_layers_name_no_paper_model_or_dataset():
     generic = ["repro/cli.py", "repro/run.py", "repro/train/trainer.py", "repro/report.py"]
-    found = subprocess.run(["grep", "-niE", "mcan|vqa|m4c|psac|albef", *generic], cwd=REPO_DIR,
-                           capture_output=True, text=True).stdout.splitlines()
+    found = subprocess.run(
+        ["grep", "-niE", "mcan|vqa|m4c|psac|albef", *generic], cwd=REPO_DIR, capture_output=True, text=True
+    ).stdout.splitlines()
     code = [line for line in found if not line.split(":", 2)[2].lstrip().startswith("#")]
     assert code == [], "\n".join(code)

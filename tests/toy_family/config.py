@@ -1,4 +1,5 @@
 """The toy family's typed config: a linear classifier over a generated point, with or without its position."""
+
 from __future__ import annotations
 
 from typing import Literal

@@ -1,5 +1,6 @@
 """The toy family's run protocol: label = which half of the plane a point lies in; the model sees the
 point's position only when `use_position` is on, so that row should win."""
+
 from __future__ import annotations
 
 import torch
@@ -8,7 +9,6 @@ from torch.utils.data import Dataset
 
 from repro.families.base import ModelInfo, RowRun, RunContext
 from repro.nn.measure import count_parameters
-
 
 ARCHS = ("toy",)
 

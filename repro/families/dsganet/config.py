@@ -5,6 +5,7 @@ BERT question encoder, DAA with bbox and depth relations, SGA. The paper's sizes
 d_s = 160 and 16-bin depth histograms (Sec. V-B); the rest are MCAN's, the base model, as no code of
 DSGANet is public (shared/reference/MODELS.md section 8 lists the ambiguities).
 """
+
 from __future__ import annotations
 
 from typing import Literal
@@ -25,44 +26,73 @@ class DSGANetConfig(BaseModel):
 
     arch: Literal["dsganet"]
     features: Literal["objects", "grids"] = Field(
-        "objects", description="Visual features: 100 bottom-up object regions (DSGANet-O, DSGA of Eq. 15) or "
-                               "X-152 C5 grid cells (DSGANet-G, DSGA of Eq. 19); Table VII 'V-features'.")
+        "objects",
+        description="Visual features: 100 bottom-up object regions (DSGANet-O, DSGA of Eq. 15) or "
+        "X-152 C5 grid cells (DSGANet-G, DSGA of Eq. 19); Table VII 'V-features'.",
+    )
     question_encoder: Literal["bert", "gru"] = Field(
-        "bert", description="Question word embeddings and vector q: bert-base-uncased, or a GRU where Tables "
-                            "VII-VIII leave 'Bert' unmarked (Sec. IV-B).")
+        "bert",
+        description="Question word embeddings and vector q: bert-base-uncased, or a GRU where Tables "
+        "VII-VIII leave 'Bert' unmarked (Sec. IV-B).",
+    )
     daa: tuple[Relation, ...] = Field(
-        ("bbox", "depth"), description="Relations of depth-aware attention DAA (Eq. 16): bbox r^bbox (Eq. 3), "
-                                       "depth r^depth (Eq. 4), both concatenated into R^spatial (Eq. 5-6), or () "
-                                       "for no DAA (Table VI). With grids: DAA^bbox (Eq. 20-21) and DAA^depth "
-                                       "(Eq. 22-24).")
+        ("bbox", "depth"),
+        description="Relations of depth-aware attention DAA (Eq. 16): bbox r^bbox (Eq. 3), "
+        "depth r^depth (Eq. 4), both concatenated into R^spatial (Eq. 5-6), or () "
+        "for no DAA (Table VI). With grids: DAA^bbox (Eq. 20-21) and DAA^depth "
+        "(Eq. 22-24).",
+    )
     sga: bool = Field(
-        True, description="Semantic guided attention SGA (Eq. 17-18), defined on the object graph only; a row "
-                          "with grid features that does not say gets false.")
-    grid_alpha: float = Field(1 / 3, gt=0.0, description="alpha of Eq. 19, the weight of the DAA terms with grid "
-                                                         "features (1/3 in the paper); only with features grids.")
+        True,
+        description="Semantic guided attention SGA (Eq. 17-18), defined on the object graph only; a row "
+        "with grid features that does not say gets false.",
+    )
+    grid_alpha: float = Field(
+        1 / 3,
+        gt=0.0,
+        description="alpha of Eq. 19, the weight of the DAA terms with grid "
+        "features (1/3 in the paper); only with features grids.",
+    )
 
     # --- sizes (Sec. V-B; MCAN where the paper is silent) ---
-    layers: int = Field(6, ge=1, description="L, stacked layers of the question encoder and of the image encoder "
-                                             "(Sec. IV-D, V-B).")
+    layers: int = Field(
+        6, ge=1, description="L, stacked layers of the question encoder and of the image encoder (Sec. IV-D, V-B)."
+    )
     hidden_size: int = Field(768, ge=1, description="d_h, hidden size (Sec. V-B).")
-    spatial_dim: int = Field(160, ge=1, description="d_s, size of the spatial relation R^spatial and of the "
-                                                    "DAA/SGA queries and keys (Eq. 6; Sec. V-B).")
-    heads: int = Field(12, ge=1, description="Attention heads of SA/GA/DSGA; not given by the paper (64-d heads "
-                                             "as in MCAN).")
+    spatial_dim: int = Field(
+        160,
+        ge=1,
+        description="d_s, size of the spatial relation R^spatial and of the "
+        "DAA/SGA queries and keys (Eq. 6; Sec. V-B).",
+    )
+    heads: int = Field(
+        12, ge=1, description="Attention heads of SA/GA/DSGA; not given by the paper (64-d heads as in MCAN)."
+    )
     ff_size: int = Field(3072, ge=1, description="FFN inner size; not given by the paper (4 d_h as in MCAN).")
     dropout: float = Field(0.1, ge=0.0, lt=1.0, description="Dropout; not given by the paper (MCAN's 0.1).")
-    depth_bins: int = Field(16, ge=1, description="k, bins of the depth histogram dep^hist over gray values 0-255 "
-                                                  "(Sec. IV-A).")
+    depth_bins: int = Field(
+        16, ge=1, description="k, bins of the depth histogram dep^hist over gray values 0-255 (Sec. IV-A)."
+    )
     depth_value: Literal["peak-bin-mean", "peak-bin-centre", "mode"] = Field(
-        "peak-bin-mean", description="How the scalar depth dep_i of a region is read from its depth map: the mean "
-                                     "gray value inside the most frequent histogram bin (default), that bin's "
-                                     "centre, or the most frequent gray value (Sec. IV-A is ambiguous).")
-    log_eps: float = Field(1e-3, gt=0.0, description="Floor inside the logarithms of Eq. 3-4 (|dx|/w, dep_j/dep_i), "
-                                                     "which the paper leaves unguarded; 1e-3 as in ReGAT / "
-                                                     "Relation Networks.")
+        "peak-bin-mean",
+        description="How the scalar depth dep_i of a region is read from its depth map: the mean "
+        "gray value inside the most frequent histogram bin (default), that bin's "
+        "centre, or the most frequent gray value (Sec. IV-A is ambiguous).",
+    )
+    log_eps: float = Field(
+        1e-3,
+        gt=0.0,
+        description="Floor inside the logarithms of Eq. 3-4 (|dx|/w, dep_j/dep_i), "
+        "which the paper leaves unguarded; 1e-3 as in ReGAT / "
+        "Relation Networks.",
+    )
     max_objects: int = Field(100, ge=1, description="Object regions per image, zero-padded (Sec. IV-A).")
-    max_grids: int = Field(608, ge=1, description="Grid cells per image after flattening H x W, zero-padded "
-                                                  "(19 x 32 at most for 600 x 1000 inputs; grid-feats-vqa).")
+    max_grids: int = Field(
+        608,
+        ge=1,
+        description="Grid cells per image after flattening H x W, zero-padded "
+        "(19 x 32 at most for 600 x 1000 inputs; grid-feats-vqa).",
+    )
 
     @field_validator("daa")
     @classmethod
@@ -82,11 +112,14 @@ class DSGANetConfig(BaseModel):
     @model_validator(mode="after")
     def _settings_agree(self):
         if self.features == "grids" and self.sga:
-            raise ValueError("sga is true with grid features: SGA is defined on the object graph only (Eq. 15 vs "
-                             "Eq. 19); set sga: false")
+            raise ValueError(
+                "sga is true with grid features: SGA is defined on the object graph only (Eq. 15 vs "
+                "Eq. 19); set sga: false"
+            )
         if self.features == "objects" and "grid_alpha" in self.model_fields_set:
-            raise ValueError("grid_alpha is set with object features: alpha weights DAA only in the grid variant "
-                             "(Eq. 19)")
+            raise ValueError(
+                "grid_alpha is set with object features: alpha weights DAA only in the grid variant (Eq. 19)"
+            )
         if self.hidden_size % self.heads:
             raise ValueError(f"hidden_size {self.hidden_size} is not divisible by heads {self.heads}")
         return self

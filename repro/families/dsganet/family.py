@@ -9,6 +9,7 @@ VQA soft accuracy (`overall`) and the accuracy on the relational subset (`rel`, 
 Paper scale is not runnable yet: it needs the depth extras of the real feature stores and BERT's
 WordPiece ids of the questions (see the family README).
 """
+
 from __future__ import annotations
 
 import json
@@ -32,9 +33,34 @@ SUBMISSION_TARGETS = {"vqa2": "vqa2-test-dev"}
 BERT_FOLDER = "bert-base-uncased"  # catalog entry: data_dir()/bert-base-uncased
 # The "Rel." subset (Sec. V-D): questions with one of the top-100 Visual Genome relationship words or phrases,
 # less non-relational words. The paper does not print its list; these are frequent VG spatial predicates.
-REL_PHRASES = ("on", "in", "behind", "in front of", "next to", "near", "above", "under", "below", "beside",
-               "on top of", "inside", "by", "beneath", "over", "against", "along", "across", "between",
-               "around", "left of", "right of", "underneath", "outside", "on side of", "at")
+REL_PHRASES = (
+    "on",
+    "in",
+    "behind",
+    "in front of",
+    "next to",
+    "near",
+    "above",
+    "under",
+    "below",
+    "beside",
+    "on top of",
+    "inside",
+    "by",
+    "beneath",
+    "over",
+    "against",
+    "along",
+    "across",
+    "between",
+    "around",
+    "left of",
+    "right of",
+    "underneath",
+    "outside",
+    "on side of",
+    "at",
+)
 
 
 # --- model --------------------------------------------------------------------------------------
@@ -58,9 +84,18 @@ def paper_sizes(config: DSGANetConfig | dict | None = None) -> dict[str, Any]:
     s = dict(PAPER_SIZES)
     if config is not None:
         c = as_config(config)
-        s.update(d_model=c.hidden_size, layers=c.layers, heads=c.heads, ffn=c.ff_size, spatial_dim=c.spatial_dim,
-                 dropout=c.dropout, depth_bins=c.depth_bins, flat_out=2 * c.hidden_size,
-                 max_boxes=c.max_objects, max_grids=c.max_grids)
+        s.update(
+            d_model=c.hidden_size,
+            layers=c.layers,
+            heads=c.heads,
+            ffn=c.ff_size,
+            spatial_dim=c.spatial_dim,
+            dropout=c.dropout,
+            depth_bins=c.depth_bins,
+            flat_out=2 * c.hidden_size,
+            max_boxes=c.max_objects,
+            max_grids=c.max_grids,
+        )
     return s
 
 
@@ -77,9 +112,14 @@ def model_sizes(config: DSGANetConfig | dict, sizes: dict | None = None) -> dict
     return full
 
 
-def build_model(config: DSGANetConfig | dict, num_tokens: int = PAPER_NUM_TOKENS,
-                num_answers: int = PAPER_NUM_ANSWERS, embeddings: torch.Tensor | None = None,
-                sizes: dict | None = None, bert_weights: Path | None = None) -> nn.Module:
+def build_model(
+    config: DSGANetConfig | dict,
+    num_tokens: int = PAPER_NUM_TOKENS,
+    num_answers: int = PAPER_NUM_ANSWERS,
+    embeddings: torch.Tensor | None = None,
+    sizes: dict | None = None,
+    bert_weights: Path | None = None,
+) -> nn.Module:
     """The model a row names; `sizes` overrides the paper's. BERT weights come from `bert_weights` or the local
     bert-base-uncased folder when it holds weights and BERT has bert-base's sizes; otherwise BERT starts random."""
     from repro.families.dsganet.model import PAPER_SIZES, DSGANet, load_bert_weights
@@ -88,9 +128,19 @@ def build_model(config: DSGANetConfig | dict, num_tokens: int = PAPER_NUM_TOKENS
     s = model_sizes(config, sizes)
     if num_tokens < 2 or num_answers < 1:
         raise ReproError(f"model needs at least 2 tokens and 1 answer, got {num_tokens} and {num_answers}")
-    model = DSGANet(num_tokens, num_answers, s, features=config.features, encoder=config.question_encoder,
-                    daa=config.daa, sga=config.sga, alpha=config.grid_alpha, depth_value=config.depth_value,
-                    log_eps=config.log_eps, embeddings=embeddings)
+    model = DSGANet(
+        num_tokens,
+        num_answers,
+        s,
+        features=config.features,
+        encoder=config.question_encoder,
+        daa=config.daa,
+        sga=config.sga,
+        alpha=config.grid_alpha,
+        depth_value=config.depth_value,
+        log_eps=config.log_eps,
+        embeddings=embeddings,
+    )
     if config.question_encoder == "bert":
         bert_keys = [k for k in PAPER_SIZES if k.startswith("bert_")]
         if bert_weights is not None or all(s[k] == PAPER_SIZES[k] for k in bert_keys):
@@ -100,9 +150,15 @@ def build_model(config: DSGANetConfig | dict, num_tokens: int = PAPER_NUM_TOKENS
     return model
 
 
-def example_batch(batch_size: int = 1, sizes: dict[str, Any] | None = None, *,
-                  config: DSGANetConfig | dict | None = None, seed: int = 0, num_tokens: int = PAPER_NUM_TOKENS,
-                  device: torch.device | str = "cpu") -> dict[str, torch.Tensor]:
+def example_batch(
+    batch_size: int = 1,
+    sizes: dict[str, Any] | None = None,
+    *,
+    config: DSGANetConfig | dict | None = None,
+    seed: int = 0,
+    num_tokens: int = PAPER_NUM_TOKENS,
+    device: torch.device | str = "cpu",
+) -> dict[str, torch.Tensor]:
     """A batch in the data interface's format: full-length questions, every region (or grid cell) present, boxes in
     a 640 x 480 image, depth extras. Grid rows get a rows x cols grid with rows * cols = max_grids or less."""
     from repro.datasets.depth import grid_regions
@@ -135,7 +191,10 @@ def example_batch(batch_size: int = 1, sizes: dict[str, Any] | None = None, *,
         "boxes": boxes,
         "box_count": torch.full((batch_size,), n, dtype=torch.long),
         "image_size": torch.tensor([[width, height]]).repeat(batch_size, 1),
-        "depth_hist": hist, "depth_peak": peak, "depth_mean": mean, "depth_mode": mean.floor(),
+        "depth_hist": hist,
+        "depth_peak": peak,
+        "depth_mean": mean,
+        "depth_mode": mean.floor(),
         "question_id": torch.arange(batch_size),
     }
     return {k: v.to(device) for k, v in batch.items()}
@@ -149,9 +208,16 @@ def describe(config: DSGANetConfig | dict) -> list[ModelInfo]:
     torch.manual_seed(0)
     model = build_model(config, bert_weights=None)
     modules = [(name, count_parameters(child)) for name, child in model.named_children()]
-    return [ModelInfo(name=config.arch, task="vqa", trainable_params=count_parameters(model),
-                      total_params=count_parameters(model, trainable_only=False),
-                      flops_per_sample=count_flops(model, example_batch(1, config=config)), modules=modules)]
+    return [
+        ModelInfo(
+            name=config.arch,
+            task="vqa",
+            trainable_params=count_parameters(model),
+            total_params=count_parameters(model, trainable_only=False),
+            flops_per_sample=count_flops(model, example_batch(1, config=config)),
+            modules=modules,
+        )
+    ]
 
 
 def gpu_hours(config: DSGANetConfig | dict) -> float | None:
@@ -184,9 +250,11 @@ def predict_step(model: nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tens
 def prepare_data(spec: Spec, scale: str, settings: dict[str, Any]) -> dict[str, Path]:
     """Generate and prepare the data at synthetic/smoke scale; paper scale is not runnable yet."""
     if scale == "paper":
-        raise ReproError(f"{spec.id}: paper-scale DSGANet needs the depth extras of the real feature stores "
-                         f"(depth_hist, depth_peak, depth_mean) and BERT WordPiece ids of the questions, which "
-                         f"the toolkit does not prepare yet; run --scale synthetic or smoke")
+        raise ReproError(
+            f"{spec.id}: paper-scale DSGANet needs the depth extras of the real feature stores "
+            f"(depth_hist, depth_peak, depth_mean) and BERT WordPiece ids of the questions, which "
+            f"the toolkit does not prepare yet; run --scale synthetic or smoke"
+        )
     from repro.datasets.vqa import prepare_vqa
     from repro.families.dsganet.synthetic import GeneratorConfig, generate
 
@@ -218,8 +286,9 @@ def rel_questions(questions_file: Path) -> set[int]:
     """Question ids of the "Rel." subset: questions that contain one of REL_PHRASES as whole words."""
     import re
 
-    pattern = re.compile(r"\b(" + "|".join(re.escape(p) for p in sorted(REL_PHRASES, key=len, reverse=True))
-                         + r")\b", re.IGNORECASE)
+    pattern = re.compile(
+        r"\b(" + "|".join(re.escape(p) for p in sorted(REL_PHRASES, key=len, reverse=True)) + r")\b", re.IGNORECASE
+    )
     questions = json.loads(Path(questions_file).read_text())["questions"]
     return {int(q["question_id"]) for q in questions if pattern.search(q["question"])}
 
@@ -236,39 +305,59 @@ def run_row(ctx: RunContext) -> RowRun:
     store = "features" if config.features == "objects" else "grid_features"
     train = dataset(data["prepared"], "train", data[f"train_{store}"])
     val = dataset(data["prepared"], "val", data[f"val_{store}"])
-    recipe = load_recipe(ctx.spec.recipe).replace(**{**ctx.settings.get("recipe", {}), "seed": ctx.seed,
-                                                     "train_splits": ("train",)})
+    recipe = load_recipe(ctx.spec.recipe).replace(
+        **{**ctx.settings.get("recipe", {}), "seed": ctx.seed, "train_splits": ("train",)}
+    )
     seed_everything(ctx.seed)
     model = build_model(config, train.num_tokens, train.num_answers, sizes=ctx.settings.get("sizes"))
-    state = fit(model, train, recipe, ctx.workdir, loss_step=loss_step(recipe.loss), resume=ctx.resume,
-                progress=ctx.progress)
-    scores = score(model, val, train.answer_vocab, data["val_annotations"], data["val_questions"], recipe,
-                   ctx.progress)
+    state = fit(
+        model, train, recipe, ctx.workdir, loss_step=loss_step(recipe.loss), resume=ctx.resume, progress=ctx.progress
+    )
+    scores = score(model, val, train.answer_vocab, data["val_annotations"], data["val_questions"], recipe, ctx.progress)
     # "accuracy" columns (GQA, Tables V and VIII) are exact match with the answer; "vqa" columns the VQA score
-    metrics = {col.name: float(scores["exact"] if col.metric == "accuracy" and col.key == "overall"
-                               else scores[col.key]) for col in ctx.spec.columns if col.key in scores}
-    return RowRun(metrics=metrics, split="val",
-                  training={"steps": state.step, "final_loss": state.final_loss, "global_batch": state.global_batch,
-                            "gpus": state.gpu_count},
-                  extra={"per_answer_type": {k: scores[k] for k in ("yes/no", "number", "other") if k in scores},
-                         "per_question_type": scores.get("per_question_type", {})},
-                  info={"rel_questions": scores["rel_count"]})
+    metrics = {
+        col.name: float(scores["exact"] if col.metric == "accuracy" and col.key == "overall" else scores[col.key])
+        for col in ctx.spec.columns
+        if col.key in scores
+    }
+    return RowRun(
+        metrics=metrics,
+        split="val",
+        training={
+            "steps": state.step,
+            "final_loss": state.final_loss,
+            "global_batch": state.global_batch,
+            "gpus": state.gpu_count,
+        },
+        extra={
+            "per_answer_type": {k: scores[k] for k in ("yes/no", "number", "other") if k in scores},
+            "per_question_type": scores.get("per_question_type", {}),
+        },
+        info={"rel_questions": scores["rel_count"]},
+    )
 
 
-def score(model, data, answer_vocab: list[str], annotations: Path, questions: Path, recipe,
-          progress: bool = True) -> dict[str, Any]:
+def score(
+    model, data, answer_vocab: list[str], annotations: Path, questions: Path, recipe, progress: bool = True
+) -> dict[str, Any]:
     """VQA accuracy on a split (overall, per answer type, per question type) and on its Rel. subset (`rel`);
     `accuracy`-metric columns of GQA-like specs read `overall` as well."""
     from repro.metrics import vqa as vqa_metric
     from repro.train import predict
 
-    ids, logits = predict(model, data, recipe.eval_batch_size or recipe.batch_size, predict_step=predict_step,
-                          progress=progress)
+    ids, logits = predict(
+        model, data, recipe.eval_batch_size or recipe.batch_size, predict_step=predict_step, progress=progress
+    )
     ids = [int(q) for q in ids]
     predicted = [answer_vocab[i] for i in logits.argmax(dim=1).tolist()]
     gold = {a["question_id"]: a for a in json.loads(Path(annotations).read_text())["annotations"]}
-    result = vqa_metric.evaluate([[a["answer"] for a in gold[q]["answers"]] for q in ids], predicted, ids,
-                                 [gold[q]["answer_type"] for q in ids], [gold[q]["question_type"] for q in ids])
+    result = vqa_metric.evaluate(
+        [[a["answer"] for a in gold[q]["answers"]] for q in ids],
+        predicted,
+        ids,
+        [gold[q]["answer_type"] for q in ids],
+        [gold[q]["question_type"] for q in ids],
+    )
     out = dict(result.aggregate)
     subset = rel_questions(questions)
     rel = [q for q in ids if q in subset]

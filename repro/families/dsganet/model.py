@@ -18,6 +18,7 @@ DSGA's attention map is a sum of score matrices (Eq. 15 for objects, Eq. 19 for 
 DAA and SGA give one N x N map each, added to the logits of every head (Eq. 15 speaks of N x N score
 matrices; d_s = 160 does not split over 12 heads). The choices are listed in the family README.
 """
+
 from __future__ import annotations
 
 import math
@@ -36,10 +37,27 @@ from repro.nn.attention import LayerNorm
 # paper is silent (64-d heads, FFN 4 d_h, AttFlat MLP 512 and output 2 d_h, 14 tokens, GloVe 300-d for the
 # GRU); bert-base-uncased for BERT; grid offsets up to 32 cells (608 = 19 x 32 cells at most).
 PAPER_SIZES: dict[str, Any] = {
-    "d_model": 768, "layers": 6, "heads": 12, "ffn": 3072, "spatial_dim": 160, "flat_out": 1536, "flat_mlp": 512,
-    "embed_dim": 300, "max_tokens": 14, "max_boxes": 100, "max_grids": 608, "feature_dim": 2048, "dropout": 0.1,
-    "depth_bins": 16, "grid_size": 32,
-    "bert_layers": 12, "bert_hidden": 768, "bert_heads": 12, "bert_ffn": 3072, "bert_vocab": 30522, "bert_cls": 101,
+    "d_model": 768,
+    "layers": 6,
+    "heads": 12,
+    "ffn": 3072,
+    "spatial_dim": 160,
+    "flat_out": 1536,
+    "flat_mlp": 512,
+    "embed_dim": 300,
+    "max_tokens": 14,
+    "max_boxes": 100,
+    "max_grids": 608,
+    "feature_dim": 2048,
+    "dropout": 0.1,
+    "depth_bins": 16,
+    "grid_size": 32,
+    "bert_layers": 12,
+    "bert_hidden": 768,
+    "bert_heads": 12,
+    "bert_ffn": 3072,
+    "bert_vocab": 30522,
+    "bert_cls": 101,
 }
 DEPTH_KEYS = {"peak-bin-mean": "depth_mean", "mode": "depth_mode"}  # batch keys of the scalar depth readings
 
@@ -79,8 +97,8 @@ def depth_relation(boxes: torch.Tensor, image_size: torch.Tensor, depth: torch.T
     rwd = (ratio * w[:, None, :] / w[:, :, None]).log()
     rhd = (ratio * h[:, None, :] / h[:, :, None]).log()
     b = boxes / image_size[:, None, :].repeat(1, 1, 2)
-    iw = (torch.minimum(b[:, :, None, 2], b[:, None, :, 2]) - torch.maximum(b[:, :, None, 0], b[:, None, :, 0]))
-    ih = (torch.minimum(b[:, :, None, 3], b[:, None, :, 3]) - torch.maximum(b[:, :, None, 1], b[:, None, :, 1]))
+    iw = torch.minimum(b[:, :, None, 2], b[:, None, :, 2]) - torch.maximum(b[:, :, None, 0], b[:, None, :, 0])
+    ih = torch.minimum(b[:, :, None, 3], b[:, None, :, 3]) - torch.maximum(b[:, :, None, 1], b[:, None, :, 1])
     inter = iw.clamp(min=0) * ih.clamp(min=0) / (w * h)[:, :, None]
     return torch.stack([rd, rwd, rhd, inter], dim=-1)
 
@@ -94,8 +112,10 @@ def depth_scalar(batch: dict[str, torch.Tensor], reading: str, bins: int) -> tor
         return batch["depth_peak"].float() * width + (width - 1) / 2
     key = DEPTH_KEYS[reading]
     if key not in batch:
-        raise ReproError(f"depth_value {reading!r} needs `{key}` per box in the batch; the feature store has "
-                         f"no such extra (use depth_value: peak-bin-centre, or add {key} to the store)")
+        raise ReproError(
+            f"depth_value {reading!r} needs `{key}` per box in the batch; the feature store has "
+            f"no such extra (use depth_value: peak-bin-centre, or add {key} to the store)"
+        )
     return batch[key].float()
 
 
@@ -110,8 +130,9 @@ class GRUQuestion(nn.Module):
         self.embedding = nn.Embedding(num_tokens, s["embed_dim"])
         if embeddings is not None:
             if tuple(embeddings.shape) != (num_tokens, s["embed_dim"]):
-                raise ReproError(f"word embeddings have shape {tuple(embeddings.shape)}, "
-                                 f"expected ({num_tokens}, {s['embed_dim']})")
+                raise ReproError(
+                    f"word embeddings have shape {tuple(embeddings.shape)}, expected ({num_tokens}, {s['embed_dim']})"
+                )
             with torch.no_grad():
                 self.embedding.weight.copy_(embeddings)
         self.gru = nn.GRU(s["embed_dim"], s["d_model"], batch_first=True)
@@ -140,10 +161,17 @@ class BertQuestion(nn.Module):
         self.cls_id = s["bert_cls"] if s["bert_vocab"] else num_tokens
         if self.cls_id >= vocab:
             raise ReproError(f"bert_cls {self.cls_id} is outside a BERT vocabulary of {vocab}")
-        self.config = BertConfig(vocab_size=vocab, hidden_size=s["bert_hidden"], num_hidden_layers=s["bert_layers"],
-                                 num_attention_heads=s["bert_heads"], intermediate_size=s["bert_ffn"],
-                                 max_position_embeddings=512, hidden_dropout_prob=s["dropout"],
-                                 attention_probs_dropout_prob=s["dropout"], pad_token_id=0)
+        self.config = BertConfig(
+            vocab_size=vocab,
+            hidden_size=s["bert_hidden"],
+            num_hidden_layers=s["bert_layers"],
+            num_attention_heads=s["bert_heads"],
+            intermediate_size=s["bert_ffn"],
+            max_position_embeddings=512,
+            hidden_dropout_prob=s["dropout"],
+            attention_probs_dropout_prob=s["dropout"],
+            pad_token_id=0,
+        )
         self.bert = BertModel(self.config, add_pooling_layer=False)
         self.proj = nn.Linear(s["bert_hidden"], s["d_model"]) if s["bert_hidden"] != s["d_model"] else nn.Identity()
 
@@ -216,8 +244,11 @@ class ObjectRelationScores(nn.Module):
             score = score + torch.einsum("bid,bijd->bij", self.daa_q(x), relation) / math.sqrt(self.d_s)
         if self.sga_q is not None:  # Eq. 18 as W^s_q Q''_i + W^s_r R_ij + W^s_k K''_j (the same linear map)
             wq, wr, wk = self.w_s.weight.split(self.d_s, dim=1)
-            sem = (F.linear(relation, wr, self.w_s.bias) + F.linear(self.sga_q(x), wq)[:, :, None]
-                   + F.linear(self.sga_k(x), wk)[:, None, :])
+            sem = (
+                F.linear(relation, wr, self.w_s.bias)
+                + F.linear(self.sga_q(x), wq)[:, :, None]
+                + F.linear(self.sga_k(x), wk)[:, None, :]
+            )
             hidden = F.relu(self.w1(q)[:, None, None, :] + self.w2(sem))  # Eq. 17
             score = score + self.w(hidden).squeeze(-1)
         return score[:, None]
@@ -277,10 +308,21 @@ class DSGANet(nn.Module):
     """forward(batch) -> answer logits [B, num_answers]. Switches: `features` (objects/grids), `encoder`
     (bert/gru), `daa` (relations), `sga`, `alpha`; `sizes` as PAPER_SIZES."""
 
-    def __init__(self, num_tokens: int, num_answers: int, sizes: dict[str, Any], *, features: str = "objects",
-                 encoder: str = "bert", daa: tuple[str, ...] = ("bbox", "depth"), sga: bool = True,
-                 alpha: float = 1 / 3, depth_value: str = "peak-bin-mean", log_eps: float = 1e-3,
-                 embeddings: torch.Tensor | None = None):
+    def __init__(
+        self,
+        num_tokens: int,
+        num_answers: int,
+        sizes: dict[str, Any],
+        *,
+        features: str = "objects",
+        encoder: str = "bert",
+        daa: tuple[str, ...] = ("bbox", "depth"),
+        sga: bool = True,
+        alpha: float = 1 / 3,
+        depth_value: str = "peak-bin-mean",
+        log_eps: float = 1e-3,
+        embeddings: torch.Tensor | None = None,
+    ):
         super().__init__()
         s = dict(sizes)
         d, heads, layers, p, d_s = s["d_model"], s["heads"], s["layers"], s["dropout"], s["spatial_dim"]
@@ -297,7 +339,8 @@ class DSGANet(nn.Module):
             self.relation_scores = nn.ModuleList(ObjectRelationScores(d, d_s, bool(daa), sga) for _ in range(layers))
         elif features == "grids" and daa:
             self.relation_scores = nn.ModuleList(
-                GridRelationScores(d, d_s, self.daa, s["depth_bins"], s["grid_size"], alpha) for _ in range(layers))
+                GridRelationScores(d, d_s, self.daa, s["depth_bins"], s["grid_size"], alpha) for _ in range(layers)
+            )
 
         self.encoder = nn.ModuleList(SelfAttentionLayer(d, heads, s["ffn"], p) for _ in range(layers))  # Eqs. 7-8
         self.decoder = nn.ModuleList(GuidedLayer(d, heads, s["ffn"], p) for _ in range(layers))  # Eqs. 9-11
@@ -322,8 +365,9 @@ class DSGANet(nn.Module):
     def forward(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         tokens, features = batch["tokens"], batch["features"]
         if tokens.shape[1] > self.sizes["max_tokens"]:
-            raise ReproError(f"questions have {tokens.shape[1]} tokens, the model takes at most "
-                             f"{self.sizes['max_tokens']}")
+            raise ReproError(
+                f"questions have {tokens.shape[1]} tokens, the model takes at most {self.sizes['max_tokens']}"
+            )
         lang, lang_mask, q = self.question(batch)
         img_mask = features.abs().sum(-1) == 0  # zero rows are padding
         box = batch["boxes"] / batch["image_size"][:, None, :].repeat(1, 1, 2)

@@ -22,6 +22,7 @@ per split, an object store (`<split>.store`) and a grid store (`<split>.grid.sto
 `grid_cols` cells), both with the depth extras `depth_hist`, `depth_peak`, `depth_mean` (mean gray value
 inside the peak bin) and `depth_mode` (most frequent gray value).
 """
+
 from __future__ import annotations
 
 import json
@@ -31,8 +32,14 @@ from pathlib import Path
 import numpy as np
 
 CLASSES = ("cube", "sphere", "cylinder", "cone", "torus", "ring")
-PLURALS = {"cube": "cubes", "sphere": "spheres", "cylinder": "cylinders", "cone": "cones", "torus": "tori",
-           "ring": "rings"}
+PLURALS = {
+    "cube": "cubes",
+    "sphere": "spheres",
+    "cylinder": "cylinders",
+    "cone": "cones",
+    "torus": "tori",
+    "ring": "rings",
+}
 COLOURS = ("red", "green", "blue", "yellow", "purple", "gray")
 NUMBER_WORDS = ("0", "1", "2", "3", "4", "5", "6", "7", "8")
 SPLITS = {"train": "train2014", "val": "val2014"}
@@ -103,8 +110,14 @@ def make_scene(rng: np.random.Generator, cfg: GeneratorConfig) -> Scene:
     for _ in range(count):
         w, h = rng.uniform(0.12, 0.3) * width, rng.uniform(0.12, 0.3) * height
         x1, y1 = rng.uniform(0, width - w), rng.uniform(0, height - h)
-        objects.append(SceneObject(str(rng.choice(CLASSES)), str(rng.choice(COLOURS)), (x1, y1, x1 + w, y1 + h),
-                                   float(rng.uniform(20, 200))))
+        objects.append(
+            SceneObject(
+                str(rng.choice(CLASSES)),
+                str(rng.choice(COLOURS)),
+                (x1, y1, x1 + w, y1 + h),
+                float(rng.uniform(20, 200)),
+            )
+        )
     return Scene(width, height, objects)
 
 
@@ -133,8 +146,12 @@ def depth_readings(depth: np.ndarray, regions: np.ndarray, bins: int = 16) -> di
         inside = pixels[pixels * bins // 256 == peak[k]]
         mean[k] = inside.mean() if len(inside) else (peak[k] + 0.5) * 256 / bins
         mode[k] = np.bincount(pixels, minlength=256).argmax()
-    return {"depth_hist": hist.astype(np.float16), "depth_peak": peak.astype(np.uint8), "depth_mean": mean,
-            "depth_mode": mode}
+    return {
+        "depth_hist": hist.astype(np.float16),
+        "depth_peak": peak.astype(np.uint8),
+        "depth_mean": mean,
+        "depth_mode": mode,
+    }
 
 
 # --- questions -----------------------------------------------------------------------------------
@@ -150,8 +167,12 @@ def _what_colour(rng, scene, cfg):
     if not classes:
         return None
     cls = str(rng.choice(classes))
-    return f"What color is the {cls}?", next(o.colour for o in scene.objects if o.cls == cls), "other", \
-        "what color is the"
+    return (
+        f"What color is the {cls}?",
+        next(o.colour for o in scene.objects if o.cls == cls),
+        "other",
+        "what color is the",
+    )
 
 
 def _how_many(rng, scene, cfg):
@@ -169,9 +190,14 @@ def _is_there(rng, scene, cfg):
 
 def _pair(rng, scene, cfg, distinct_classes: bool):
     named = _unique(scene)
-    pairs = [(a, b) for a in named for b in named if a != b
-             and abs(scene.objects[a].depth - scene.objects[b].depth) >= cfg.min_depth_gap
-             and (not distinct_classes or scene.objects[a].cls != scene.objects[b].cls)]
+    pairs = [
+        (a, b)
+        for a in named
+        for b in named
+        if a != b
+        and abs(scene.objects[a].depth - scene.objects[b].depth) >= cfg.min_depth_gap
+        and (not distinct_classes or scene.objects[a].cls != scene.objects[b].cls)
+    ]
     return pairs[int(rng.integers(len(pairs)))] if pairs else None
 
 
@@ -209,8 +235,11 @@ def _behind_or_front(rng, scene, cfg, behind: bool):
     for i in _unique(scene):
         a = scene.objects[i]
         sign = 1 if behind else -1
-        cands = sorted((sign * (o.depth - a.depth), j) for j, o in enumerate(scene.objects)
-                       if j != i and _overlap_x(a, o) and sign * (o.depth - a.depth) > 0)
+        cands = sorted(
+            (sign * (o.depth - a.depth), j)
+            for j, o in enumerate(scene.objects)
+            if j != i and _overlap_x(a, o) and sign * (o.depth - a.depth) > 0
+        )
         if not cands or cands[0][0] < cfg.min_depth_gap:
             continue
         if len(cands) > 1 and cands[1][0] - cands[0][0] < cfg.min_depth_gap / 2:
@@ -233,8 +262,15 @@ def _in_front(rng, scene, cfg):
 
 def _count_behind(rng, scene, cfg):
     named = _unique(scene)
-    ok = [i for i in named if all(abs(o.depth - scene.objects[i].depth) >= cfg.min_depth_gap / 2
-                                  for j, o in enumerate(scene.objects) if j != i)]
+    ok = [
+        i
+        for i in named
+        if all(
+            abs(o.depth - scene.objects[i].depth) >= cfg.min_depth_gap / 2
+            for j, o in enumerate(scene.objects)
+            if j != i
+        )
+    ]
     if not ok:
         return None
     i = ok[int(rng.integers(len(ok)))]
@@ -255,8 +291,18 @@ def _left_of(rng, scene, cfg):
     return f"What is left of the {scene.objects[i].name}?", scene.objects[j].cls, "other", "what is left of the"
 
 
-MAKERS = (_what_colour, _how_many, _is_there, _which_closer, _is_closer, _closest, _behind, _in_front,
-          _count_behind, _left_of)
+MAKERS = (
+    _what_colour,
+    _how_many,
+    _is_there,
+    _which_closer,
+    _is_closer,
+    _closest,
+    _behind,
+    _in_front,
+    _count_behind,
+    _left_of,
+)
 
 
 def make_questions(rng: np.random.Generator, scene: Scene, n: int, cfg: GeneratorConfig):
@@ -318,20 +364,28 @@ def generate(out_dir: Path, cfg: GeneratorConfig) -> dict[str, Path]:
         n_images = cfg.train_images if split == "train" else cfg.val_images
         questions, annotations = [], []
         extras = {"objects": _empty_extras(n_images, cfg.max_objects), "grids": _empty_extras(n_images, cells)}
-        with FeatureStoreWriter(paths[f"{split}_features"], num_images=n_images, max_boxes=cfg.max_objects,
-                                dim=cfg.feature_dim) as objects, \
-                FeatureStoreWriter(paths[f"{split}_grid_features"], num_images=n_images, max_boxes=cells,
-                                   dim=cfg.feature_dim) as grids:
+        with (
+            FeatureStoreWriter(
+                paths[f"{split}_features"], num_images=n_images, max_boxes=cfg.max_objects, dim=cfg.feature_dim
+            ) as objects,
+            FeatureStoreWriter(
+                paths[f"{split}_grid_features"], num_images=n_images, max_boxes=cells, dim=cfg.feature_dim
+            ) as grids,
+        ):
             for row in range(n_images):
                 image_id, next_image = next_image, next_image + 1
                 scene = make_scene(rng, cfg)
                 depth = render_depth(rng, scene, cfg.depth_noise)
                 boxes = np.asarray([o.box for o in scene.objects], np.float32)
                 onehots = np.stack([_onehot(o) for o in scene.objects])
-                objects.add(image_id, _features(rng, onehots, projection, cfg.feature_noise), boxes,
-                            scene.width, scene.height)
-                _fill(extras["objects"], row, depth_readings(depth, box_regions(boxes.astype(np.float64),
-                                                                              scene.width, scene.height, MAP_SHAPE)))
+                objects.add(
+                    image_id, _features(rng, onehots, projection, cfg.feature_noise), boxes, scene.width, scene.height
+                )
+                _fill(
+                    extras["objects"],
+                    row,
+                    depth_readings(depth, box_regions(boxes.astype(np.float64), scene.width, scene.height, MAP_SHAPE)),
+                )
                 # grid cells: the features of the nearest object covering the cell centre, else background
                 pixel_cells = grid_regions((scene.height, scene.width), cfg.grid_rows, cfg.grid_cols)
                 cell_onehots = []
@@ -339,41 +393,74 @@ def generate(out_dir: Path, cfg: GeneratorConfig) -> dict[str, Path]:
                     cx, cy = (x1 + x2) / 2, (y1 + y2) / 2
                     cover = [o for o in scene.objects if o.box[0] <= cx < o.box[2] and o.box[1] <= cy < o.box[3]]
                     cell_onehots.append(_onehot(min(cover, key=lambda o: o.depth)) if cover else background)
-                grids.add(image_id, _features(rng, np.stack(cell_onehots), projection, cfg.feature_noise),
-                          pixel_cells.astype(np.float32), scene.width, scene.height)
-                _fill(extras["grids"], row, depth_readings(depth, grid_regions(MAP_SHAPE, cfg.grid_rows,
-                                                                               cfg.grid_cols)))
+                grids.add(
+                    image_id,
+                    _features(rng, np.stack(cell_onehots), projection, cfg.feature_noise),
+                    pixel_cells.astype(np.float32),
+                    scene.width,
+                    scene.height,
+                )
+                _fill(
+                    extras["grids"], row, depth_readings(depth, grid_regions(MAP_SHAPE, cfg.grid_rows, cfg.grid_cols))
+                )
                 for question, answer, answer_type, question_type in make_questions(
-                        rng, scene, cfg.questions_per_image, cfg):
+                    rng, scene, cfg.questions_per_image, cfg
+                ):
                     qid, next_question = next_question, next_question + 1
                     questions.append({"image_id": image_id, "question": question, "question_id": qid})
                     answers = _annotator_answers(rng, answer, answer_type, cfg.annotator_error)
-                    annotations.append({
-                        "question_id": qid, "image_id": image_id, "question_type": question_type,
-                        "answer_type": answer_type, "multiple_choice_answer": answer,
-                        "answers": [{"answer": a, "answer_confidence": "yes", "answer_id": k + 1}
-                                    for k, a in enumerate(answers)],
-                    })
+                    annotations.append(
+                        {
+                            "question_id": qid,
+                            "image_id": image_id,
+                            "question_type": question_type,
+                            "answer_type": answer_type,
+                            "multiple_choice_answer": answer,
+                            "answers": [
+                                {"answer": a, "answer_confidence": "yes", "answer_id": k + 1}
+                                for k, a in enumerate(answers)
+                            ],
+                        }
+                    )
         info = {"source": "repro dsganet synthetic depth map", "bins": 16}
         for kind, store in (("objects", paths[f"{split}_features"]), ("grids", paths[f"{split}_grid_features"])):
             for key, array in extras[kind].items():
                 FeatureStore.write_extra(store, key, array, info)
         info = {"description": "repro synthetic 3-D scenes", "version": "1.0"}
-        write_json_atomic(paths[f"{split}_questions"], {
-            "info": info, "task_type": "Open-Ended", "data_type": "mscoco", "data_subtype": name,
-            "license": {"name": "generated", "url": ""}, "questions": questions})
-        write_json_atomic(paths[f"{split}_annotations"], {
-            "info": info, "data_type": "mscoco", "data_subtype": name,
-            "license": {"name": "generated", "url": ""}, "annotations": annotations})
+        write_json_atomic(
+            paths[f"{split}_questions"],
+            {
+                "info": info,
+                "task_type": "Open-Ended",
+                "data_type": "mscoco",
+                "data_subtype": name,
+                "license": {"name": "generated", "url": ""},
+                "questions": questions,
+            },
+        )
+        write_json_atomic(
+            paths[f"{split}_annotations"],
+            {
+                "info": info,
+                "data_type": "mscoco",
+                "data_subtype": name,
+                "license": {"name": "generated", "url": ""},
+                "annotations": annotations,
+            },
+        )
     write_json_atomic(manifest, {"config": asdict(cfg), "files": sorted(p.name for p in paths.values())})
     return paths
 
 
 def _empty_extras(n: int, boxes: int) -> dict[str, np.ndarray]:
-    return {"depth_hist": np.zeros((n, boxes, 16), np.float16), "depth_peak": np.zeros((n, boxes), np.uint8),
-            "depth_mean": np.zeros((n, boxes), np.float32), "depth_mode": np.zeros((n, boxes), np.float32)}
+    return {
+        "depth_hist": np.zeros((n, boxes, 16), np.float16),
+        "depth_peak": np.zeros((n, boxes), np.uint8),
+        "depth_mean": np.zeros((n, boxes), np.float32),
+        "depth_mode": np.zeros((n, boxes), np.float32),
+    }
 
 
 def _fill(extras: dict[str, np.ndarray], row: int, readings: dict[str, np.ndarray]) -> None:
     for key, value in readings.items():
-        extras[key][row, :len(value)] = value[:extras[key].shape[1]]
+        extras[key][row, : len(value)] = value[: extras[key].shape[1]]

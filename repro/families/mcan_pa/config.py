@@ -7,6 +7,7 @@ Spec rows name them in their `model:` mapping:
   {arch: mcan, positional: [pwa, poa, pma], fusion: relation-network}   MCAN+PA*
   {arch: mcan, positional: [pwa, poa, pma], fusion: eq8}                MCAN+PA
 """
+
 from __future__ import annotations
 
 from typing import Any, Literal
@@ -34,9 +35,11 @@ class McanConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     arch: Literal["mcan"]
     positional: tuple[Positional, ...] = Field(
-        (), description="PWA (Eq. 11, encoder), POA (Eq. 12, decoder self-attention), PMA (Eq. 13, guided)")
+        (), description="PWA (Eq. 11, encoder), POA (Eq. 12, decoder self-attention), PMA (Eq. 13, guided)"
+    )
     fusion: Literal["eq8", "relation-network"] | None = Field(
-        None, description="how content and positional scores combine: Eq. 8, or the relation-network form (PA*)")
+        None, description="how content and positional scores combine: Eq. 8, or the relation-network form (PA*)"
+    )
     position_embedding: Literal["none", "bert"] = Field("none", description="MCAN+PE: added embeddings (Eq. 15)")
 
     _order = field_validator("positional", mode="before")(_positional_in_order)

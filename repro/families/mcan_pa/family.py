@@ -12,6 +12,7 @@ submit`) and the record's metrics stay empty until a score comes back. When the 
 out of training, val is scored locally and kept in the record's `extra.val` (never compared with
 the paper's test-dev numbers).
 """
+
 from __future__ import annotations
 
 import json
@@ -37,8 +38,13 @@ EPOCH_SECONDS = {"mcan": 4150, "mcan+pa": 5583}
 EPOCHS = 13
 
 FEATURE_SOURCES = ("bottom-up-36", "bottom-up-adaptive", "openvqa-features")
-STORES_FOR_SPLIT = {"train": ("trainval", "train2014"), "val": ("trainval", "val2014"), "vg": ("trainval",),
-                    "test": ("test2015",), "test-dev": ("test2015",)}
+STORES_FOR_SPLIT = {
+    "train": ("trainval", "train2014"),
+    "val": ("trainval", "val2014"),
+    "vg": ("trainval",),
+    "test": ("test2015",),
+    "test-dev": ("test2015",),
+}
 ANNOTATIONS = {"vqa2": "v2_mscoco_val2014_annotations.json", "vqa1": "mscoco_val2014_annotations.json"}
 SUBMISSION_TARGETS = {"vqa2": "vqa2-test-dev", "vqa1": "vqa1-test-dev"}
 
@@ -69,8 +75,13 @@ def as_config(config: McanConfig | VlBertConfig | dict) -> McanConfig | VlBertCo
         raise ReproError(f"model config {config!r}: {exc.errors()[0]['msg']}") from None
 
 
-def build_model(config: McanConfig | dict, num_tokens: int = PAPER_NUM_TOKENS, num_answers: int = PAPER_NUM_ANSWERS,
-                embeddings: torch.Tensor | None = None, sizes: dict | None = None) -> nn.Module:
+def build_model(
+    config: McanConfig | dict,
+    num_tokens: int = PAPER_NUM_TOKENS,
+    num_answers: int = PAPER_NUM_ANSWERS,
+    embeddings: torch.Tensor | None = None,
+    sizes: dict | None = None,
+) -> nn.Module:
     """The model a row names; `sizes` overrides the paper's (d_model, layers, heads, ...)."""
     config = as_config(config)
     if isinstance(config, VlBertConfig):
@@ -90,12 +101,25 @@ def build_model(config: McanConfig | dict, num_tokens: int = PAPER_NUM_TOKENS, n
     from repro.families.mcan_pa.model import MCAN
 
     pe = config.position_embedding
-    return MCAN(num_tokens, num_answers, full, positional=config.positional, fusion=config.fusion or "eq8",
-                position_embedding=None if pe == "none" else pe, embeddings=embeddings)
+    return MCAN(
+        num_tokens,
+        num_answers,
+        full,
+        positional=config.positional,
+        fusion=config.fusion or "eq8",
+        position_embedding=None if pe == "none" else pe,
+        embeddings=embeddings,
+    )
 
 
-def example_batch(batch_size: int = 1, sizes: dict[str, Any] | None = None, *, seed: int = 0,
-                  num_tokens: int = PAPER_NUM_TOKENS, device: torch.device | str = "cpu") -> dict[str, torch.Tensor]:
+def example_batch(
+    batch_size: int = 1,
+    sizes: dict[str, Any] | None = None,
+    *,
+    seed: int = 0,
+    num_tokens: int = PAPER_NUM_TOKENS,
+    device: torch.device | str = "cpu",
+) -> dict[str, torch.Tensor]:
     """A batch in the data interface's format: full-length questions, every region present, boxes in 640x480."""
     s = paper_sizes()
     s.update(sizes or {})
@@ -123,9 +147,16 @@ def describe(config: McanConfig | dict) -> list[ModelInfo]:
     torch.manual_seed(0)
     model = build_model(config)
     modules = [(name, count_parameters(child)) for name, child in model.named_children()]
-    return [ModelInfo(name=config.arch, task="vqa", trainable_params=count_parameters(model),
-                      total_params=count_parameters(model, trainable_only=False),
-                      flops_per_sample=count_flops(model, example_batch(1)), modules=modules)]
+    return [
+        ModelInfo(
+            name=config.arch,
+            task="vqa",
+            trainable_params=count_parameters(model),
+            total_params=count_parameters(model, trainable_only=False),
+            flops_per_sample=count_flops(model, example_batch(1)),
+            modules=modules,
+        )
+    ]
 
 
 def gpu_hours(config: McanConfig | dict) -> float | None:
@@ -167,8 +198,10 @@ def paper_store(split: str):
             path = feature_store_dir(source) / f"{name}.store"
             if path.is_dir():
                 return FeatureStore.open(path)
-    raise ReproError(f"no prepared feature store holds the {split!r} images; run `repro download bottom-up-36` "
-                     f"and `repro prepare bottom-up-36` (or openvqa-features)")
+    raise ReproError(
+        f"no prepared feature store holds the {split!r} images; run `repro download bottom-up-36` "
+        f"and `repro prepare bottom-up-36` (or openvqa-features)"
+    )
 
 
 def prepare_data(spec: Spec, scale: str, settings: dict[str, Any]) -> dict[str, Path]:
@@ -179,9 +212,11 @@ def prepare_data(spec: Spec, scale: str, settings: dict[str, Any]) -> dict[str, 
         dataset = spec.datasets[0]
         prepared = prepared_dir(dataset)
         if dataset not in ANNOTATIONS or not (prepared / "manifest.json").is_file():
-            raise ReproError(f"{spec.id}: paper-scale training needs the prepared {dataset} data and features; run "
-                             f"`repro download {dataset} glove-840b bottom-up-36` and `repro prepare {dataset}` and "
-                             f"`repro prepare bottom-up-36` first (`repro download --list` shows what is present)")
+            raise ReproError(
+                f"{spec.id}: paper-scale training needs the prepared {dataset} data and features; run "
+                f"`repro download {dataset} glove-840b bottom-up-36` and `repro prepare {dataset}` and "
+                f"`repro prepare bottom-up-36` first (`repro download --list` shows what is present)"
+            )
         return {"prepared": prepared}
     from repro.datasets.vqa import prepare_vqa
     from repro.families.mcan_pa.synthetic import GeneratorConfig, generate
@@ -208,15 +243,21 @@ def run_row(ctx: RunContext) -> RowRun:
     train = VQADataset(data["prepared"], "train", FeatureStore.open(data["train_features"]))
     val = VQADataset(data["prepared"], "val", FeatureStore.open(data["val_features"]))
 
-    recipe = load_recipe(ctx.spec.recipe).replace(**{**ctx.settings.get("recipe", {}), "seed": ctx.seed,
-                                                     "train_splits": ("train",)})
+    recipe = load_recipe(ctx.spec.recipe).replace(
+        **{**ctx.settings.get("recipe", {}), "seed": ctx.seed, "train_splits": ("train",)}
+    )
     seed_everything(ctx.seed)
     model = build_model(ctx.config, train.num_tokens, train.num_answers, sizes=ctx.settings.get("sizes"))
-    state = fit(model, train, recipe, ctx.workdir, loss_step=loss_step(recipe.loss), resume=ctx.resume,
-                progress=ctx.progress)
+    state = fit(
+        model, train, recipe, ctx.workdir, loss_step=loss_step(recipe.loss), resume=ctx.resume, progress=ctx.progress
+    )
     result = _score(model, val, train.answer_vocab, data["val_annotations"], recipe, ctx.progress)
-    return RowRun(metrics=_columns(ctx.spec, result.aggregate), split="val", training=_training(state),
-                  extra={"per_question_type": result.aggregate.get("per_question_type", {})})
+    return RowRun(
+        metrics=_columns(ctx.spec, result.aggregate),
+        split="val",
+        training=_training(state),
+        extra={"per_question_type": result.aggregate.get("per_question_type", {})},
+    )
 
 
 def _columns(spec: Spec, aggregate: dict[str, Any]) -> dict[str, float]:
@@ -224,8 +265,12 @@ def _columns(spec: Spec, aggregate: dict[str, Any]) -> dict[str, float]:
 
 
 def _training(state) -> dict[str, Any]:
-    return {"steps": state.step, "final_loss": state.final_loss, "global_batch": state.global_batch,
-            "gpus": state.gpu_count}
+    return {
+        "steps": state.step,
+        "final_loss": state.final_loss,
+        "global_batch": state.global_batch,
+        "gpus": state.gpu_count,
+    }
 
 
 def _val_annotations(path: Path) -> dict[int, dict[str, Any]]:
@@ -235,8 +280,9 @@ def _val_annotations(path: Path) -> dict[int, dict[str, Any]]:
 def _answers(model, dataset, answer_vocab: list[str], recipe, progress: bool) -> tuple[list[int], list[str]]:
     from repro.train import predict
 
-    question_ids, logits = predict(model, dataset, recipe.eval_batch_size or recipe.batch_size,
-                                   predict_step=predict_step, progress=progress)
+    question_ids, logits = predict(
+        model, dataset, recipe.eval_batch_size or recipe.batch_size, predict_step=predict_step, progress=progress
+    )
     return [int(q) for q in question_ids], [answer_vocab[i] for i in logits.argmax(dim=1).tolist()]
 
 
@@ -246,8 +292,13 @@ def _score(model, dataset, answer_vocab: list[str], annotations: Path, recipe, p
 
     ids, predicted = _answers(model, dataset, answer_vocab, recipe, progress)
     gold = _val_annotations(annotations)
-    return vqa_metric.evaluate([[a["answer"] for a in gold[q]["answers"]] for q in ids], predicted, ids,
-                               [gold[q]["answer_type"] for q in ids], [gold[q]["question_type"] for q in ids])
+    return vqa_metric.evaluate(
+        [[a["answer"] for a in gold[q]["answers"]] for q in ids],
+        predicted,
+        ids,
+        [gold[q]["answer_type"] for q in ids],
+        [gold[q]["question_type"] for q in ids],
+    )
 
 
 def _run_paper(ctx: RunContext, prepared: Path) -> RowRun:
@@ -265,16 +316,30 @@ def _run_paper(ctx: RunContext, prepared: Path) -> RowRun:
     have = {p.name.split(".")[0] for p in prepared.glob("*.questions.npz")}
     missing = [s for s in (*recipe.train_splits, "test") if s not in have]
     if missing:
-        raise ReproError(f"{prepared}: the prepared data has no {', '.join(missing)} split; the recipe "
-                         f"{recipe.name} trains on {', '.join(recipe.train_splits)} (VG needs the MCAN VG files in "
-                         f"{data_dir() / 'vg-qa'}, then `repro prepare {spec.datasets[0]} --force`)")
+        raise ReproError(
+            f"{prepared}: the prepared data has no {', '.join(missing)} split; the recipe "
+            f"{recipe.name} trains on {', '.join(recipe.train_splits)} (VG needs the MCAN VG files in "
+            f"{data_dir() / 'vg-qa'}, then `repro prepare {spec.datasets[0]} --force`)"
+        )
     parts = [VQADataset(prepared, split, paper_store(split)) for split in recipe.train_splits]
     first = parts[0]
     seed_everything(ctx.seed)
-    model = build_model(ctx.config, first.num_tokens, first.num_answers,
-                        embeddings=getattr(first, "embeddings", None), sizes=ctx.settings.get("sizes"))
-    state = fit(model, ConcatDataset(parts), recipe, ctx.workdir, loss_step=loss_step(recipe.loss),
-                resume=ctx.resume, progress=ctx.progress)
+    model = build_model(
+        ctx.config,
+        first.num_tokens,
+        first.num_answers,
+        embeddings=getattr(first, "embeddings", None),
+        sizes=ctx.settings.get("sizes"),
+    )
+    state = fit(
+        model,
+        ConcatDataset(parts),
+        recipe,
+        ctx.workdir,
+        loss_step=loss_step(recipe.loss),
+        resume=ctx.resume,
+        progress=ctx.progress,
+    )
     run = RowRun(metrics={}, split=spec.split, training=_training(state))
 
     if "val" not in recipe.train_splits:

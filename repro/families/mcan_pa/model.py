@@ -7,6 +7,7 @@ each one any subset; MCAN+PE instead adds position embeddings to the two inputs 
 The composite head is Eq. (1-3): attentional flattening of each modality, projection, sum,
 LayerNorm and a linear classifier; training uses BCE-with-logits over soft scores (Eq. 4).
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -15,13 +16,22 @@ import torch
 from torch import nn
 
 from repro.errors import ReproError
-from repro.nn.attention import MASK_VALUE, FeedForward, LayerNorm, MultiHeadAttention
 from repro.families.mcan_pa.positional import GeometryScores, PositionalScores, box_feature, fuse
+from repro.nn.attention import MASK_VALUE, FeedForward, LayerNorm, MultiHeadAttention
 
 # The paper's sizes (§IV-B) and MCAN-small's (MODELS.md §1.1).
 PAPER_SIZES: dict[str, Any] = {
-    "d_model": 512, "layers": 6, "heads": 8, "ffn": 2048, "flat_out": 1024, "flat_mlp": 512,
-    "embed_dim": 300, "max_tokens": 14, "max_boxes": 100, "feature_dim": 2048, "dropout": 0.1,
+    "d_model": 512,
+    "layers": 6,
+    "heads": 8,
+    "ffn": 2048,
+    "flat_out": 1024,
+    "flat_mlp": 512,
+    "embed_dim": 300,
+    "max_tokens": 14,
+    "max_boxes": 100,
+    "feature_dim": 2048,
+    "dropout": 0.1,
     # POA's E_G size: the paper embeds R_ij "with the dimension R^{1 x d}" (§III-D); Relation
     # Networks used 64. Must be divisible by 8.
     "geometry_dim": 512,
@@ -55,10 +65,12 @@ class GuidedLayer(nn.Module):
         self.norm1, self.norm2, self.norm3 = LayerNorm(d), LayerNorm(d), LayerNorm(d)
 
     def forward(self, x, y, x_mask, y_mask, self_bias=None, self_scale=None, guided_bias=None, guided_scale=None):
-        x = self.norm1(x + self.drop1(self.self_att(x, x, x, bias=self_bias, key_padding_mask=x_mask,
-                                                    scale=self_scale)))
-        x = self.norm2(x + self.drop2(self.guided_att(x, y, y, bias=guided_bias, key_padding_mask=y_mask,
-                                                      scale=guided_scale)))
+        x = self.norm1(
+            x + self.drop1(self.self_att(x, x, x, bias=self_bias, key_padding_mask=x_mask, scale=self_scale))
+        )
+        x = self.norm2(
+            x + self.drop2(self.guided_att(x, y, y, bias=guided_bias, key_padding_mask=y_mask, scale=guided_scale))
+        )
         return self.norm3(x + self.drop3(self.ffn(x)))
 
 
@@ -83,20 +95,34 @@ class MCAN(nn.Module):
     "relation-network" (MCAN+PA*); `position_embedding` "bert" gives MCAN+PE.
     """
 
-    def __init__(self, num_tokens: int, num_answers: int, sizes: dict[str, Any], *,
-                 positional: tuple[str, ...] = (), fusion: str = "eq8", position_embedding: str | None = None,
-                 embeddings: torch.Tensor | None = None):
+    def __init__(
+        self,
+        num_tokens: int,
+        num_answers: int,
+        sizes: dict[str, Any],
+        *,
+        positional: tuple[str, ...] = (),
+        fusion: str = "eq8",
+        position_embedding: str | None = None,
+        embeddings: torch.Tensor | None = None,
+    ):
         super().__init__()
         s = dict(sizes)
         d, heads, layers, p = s["d_model"], s["heads"], s["layers"], s["dropout"]
-        self.sizes, self.positional, self.fusion, self.position_embedding = s, tuple(positional), fusion, position_embedding
+        self.sizes, self.positional, self.fusion, self.position_embedding = (
+            s,
+            tuple(positional),
+            fusion,
+            position_embedding,
+        )
         self.d_head = d // heads
 
         self.embedding = nn.Embedding(num_tokens, s["embed_dim"])
         if embeddings is not None:
             if tuple(embeddings.shape) != (num_tokens, s["embed_dim"]):
-                raise ReproError(f"word embeddings have shape {tuple(embeddings.shape)}, "
-                                 f"expected ({num_tokens}, {s['embed_dim']})")
+                raise ReproError(
+                    f"word embeddings have shape {tuple(embeddings.shape)}, expected ({num_tokens}, {s['embed_dim']})"
+                )
             with torch.no_grad():
                 self.embedding.weight.copy_(embeddings)
         self.lstm = nn.LSTM(s["embed_dim"], d, num_layers=1, batch_first=True)
@@ -108,8 +134,12 @@ class MCAN(nn.Module):
         self.word_pos = nn.Parameter(torch.randn(s["max_tokens"], d) * 0.02) if uses_words else None
         # PMA's X_pos: the 5-d box feature linearly transformed to d (§III-E); also PE's image positions.
         self.box_proj = nn.Linear(5, d) if uses_boxes else None
-        self.pwa = nn.ModuleList(PositionalScores(d, heads) for _ in range(layers)) if "pwa" in self.positional else None
-        self.pma = nn.ModuleList(PositionalScores(d, heads) for _ in range(layers)) if "pma" in self.positional else None
+        self.pwa = (
+            nn.ModuleList(PositionalScores(d, heads) for _ in range(layers)) if "pwa" in self.positional else None
+        )
+        self.pma = (
+            nn.ModuleList(PositionalScores(d, heads) for _ in range(layers)) if "pma" in self.positional else None
+        )
         self.poa = GeometryScores(s["geometry_dim"], heads, layers) if "poa" in self.positional else None
 
         self.encoder = nn.ModuleList(SelfAttentionLayer(d, heads, s["ffn"], p) for _ in range(layers))
@@ -130,7 +160,9 @@ class MCAN(nn.Module):
         img = self.img_proj(features)
 
         words = self.word_pos[:t][None] if self.word_pos is not None else None
-        boxes_pos = self.box_proj(box_feature(batch["boxes"], batch["image_size"])) if self.box_proj is not None else None
+        boxes_pos = (
+            self.box_proj(box_feature(batch["boxes"], batch["image_size"])) if self.box_proj is not None else None
+        )
         if self.position_embedding == "bert":  # MCAN+PE: positions added to the inputs (Eq. 15)
             lang = lang + words
             img = img + boxes_pos

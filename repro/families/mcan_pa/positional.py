@@ -8,6 +8,7 @@
   Relation-Network rule used by the MCAN+PA* row. Both become an additive bias plus a logit scale,
   so one `MultiHeadAttention` serves all of them.
 """
+
 from __future__ import annotations
 
 import math

@@ -15,6 +15,7 @@ The generator is seeded and deterministic, and writes the official VQA v2 files
 store per split, so the same loaders, models, metrics and tables run on it as on the real data.
 Its parameters live in the spec (`scales.synthetic.generator`), fixed before any result is seen.
 """
+
 from __future__ import annotations
 
 import json
@@ -24,8 +25,14 @@ from pathlib import Path
 import numpy as np
 
 CLASSES = ("cube", "sphere", "cylinder", "cone", "circle", "ring")
-PLURALS = {"cube": "cubes", "sphere": "spheres", "cylinder": "cylinders", "cone": "cones",
-           "circle": "circles", "ring": "rings"}
+PLURALS = {
+    "cube": "cubes",
+    "sphere": "spheres",
+    "cylinder": "cylinders",
+    "cone": "cones",
+    "circle": "circles",
+    "ring": "rings",
+}
 COLOURS = ("red", "green", "blue", "yellow", "purple", "gray")
 NUMBER_WORDS = ("0", "1", "2", "3", "4", "5", "6", "7", "8")
 SPLITS = {"train": "train2014", "val": "val2014"}
@@ -108,8 +115,7 @@ def make_scene(rng: np.random.Generator, cfg: GeneratorConfig) -> Scene:
 
 def _unique(scene: Scene, pick) -> list[int]:
     """Indices of objects that `pick` selects and that no other object shares the description of."""
-    return [i for i, o in enumerate(scene.objects) if pick(o)
-            and sum(p.name == o.name for p in scene.objects) == 1]
+    return [i for i, o in enumerate(scene.objects) if pick(o) and sum(p.name == o.name for p in scene.objects) == 1]
 
 
 def make_questions(rng: np.random.Generator, scene: Scene, n: int) -> list[tuple[str, str, str, str]]:
@@ -226,8 +232,12 @@ def generate(out_dir: Path, cfg: GeneratorConfig) -> dict[str, Path]:
 
     out_dir.mkdir(parents=True, exist_ok=True)
     manifest = out_dir / "manifest.json"
-    paths = {f"{split}_questions": out_dir / f"v2_OpenEnded_mscoco_{name}_questions.json" for split, name in SPLITS.items()}
-    paths.update({f"{split}_annotations": out_dir / f"v2_mscoco_{name}_annotations.json" for split, name in SPLITS.items()})
+    paths = {
+        f"{split}_questions": out_dir / f"v2_OpenEnded_mscoco_{name}_questions.json" for split, name in SPLITS.items()
+    }
+    paths.update(
+        {f"{split}_annotations": out_dir / f"v2_mscoco_{name}_annotations.json" for split, name in SPLITS.items()}
+    )
     paths.update({f"{split}_features": out_dir / f"{split}.store" for split in SPLITS})
     if manifest.exists() and json.loads(manifest.read_text()).get("config") == asdict(cfg):
         return paths
@@ -238,32 +248,60 @@ def generate(out_dir: Path, cfg: GeneratorConfig) -> dict[str, Path]:
     for split, name in SPLITS.items():
         n_images = cfg.train_images if split == "train" else cfg.val_images
         questions, annotations = [], []
-        with FeatureStoreWriter(paths[f"{split}_features"], num_images=n_images,
-                                max_boxes=cfg.max_objects, dim=cfg.feature_dim) as store:
+        with FeatureStoreWriter(
+            paths[f"{split}_features"], num_images=n_images, max_boxes=cfg.max_objects, dim=cfg.feature_dim
+        ) as store:
             for _ in range(n_images):
                 image_id = next_image
                 next_image += 1
                 scene = make_scene(rng, cfg)
                 boxes = np.asarray([o.box for o in scene.objects], dtype=np.float32)
-                store.add(image_id, object_features(rng, scene, projection, cfg.feature_noise), boxes,
-                          scene.width, scene.height)
+                store.add(
+                    image_id,
+                    object_features(rng, scene, projection, cfg.feature_noise),
+                    boxes,
+                    scene.width,
+                    scene.height,
+                )
                 for question, answer, answer_type, question_type in make_questions(rng, scene, cfg.questions_per_image):
                     qid = next_question
                     next_question += 1
                     questions.append({"image_id": image_id, "question": question, "question_id": qid})
                     answers = _annotator_answers(rng, answer, answer_type, cfg.annotator_error)
-                    annotations.append({
-                        "question_id": qid, "image_id": image_id, "question_type": question_type,
-                        "answer_type": answer_type, "multiple_choice_answer": answer,
-                        "answers": [{"answer": a, "answer_confidence": "yes", "answer_id": k + 1}
-                                    for k, a in enumerate(answers)],
-                    })
+                    annotations.append(
+                        {
+                            "question_id": qid,
+                            "image_id": image_id,
+                            "question_type": question_type,
+                            "answer_type": answer_type,
+                            "multiple_choice_answer": answer,
+                            "answers": [
+                                {"answer": a, "answer_confidence": "yes", "answer_id": k + 1}
+                                for k, a in enumerate(answers)
+                            ],
+                        }
+                    )
         info = {"description": "repro synthetic scenes", "version": "1.0"}
-        write_json_atomic(paths[f"{split}_questions"], {
-            "info": info, "task_type": "Open-Ended", "data_type": "mscoco", "data_subtype": name,
-            "license": {"name": "generated", "url": ""}, "questions": questions})
-        write_json_atomic(paths[f"{split}_annotations"], {
-            "info": info, "data_type": "mscoco", "data_subtype": name,
-            "license": {"name": "generated", "url": ""}, "annotations": annotations})
+        write_json_atomic(
+            paths[f"{split}_questions"],
+            {
+                "info": info,
+                "task_type": "Open-Ended",
+                "data_type": "mscoco",
+                "data_subtype": name,
+                "license": {"name": "generated", "url": ""},
+                "questions": questions,
+            },
+        )
+        write_json_atomic(
+            paths[f"{split}_annotations"],
+            {
+                "info": info,
+                "data_type": "mscoco",
+                "data_subtype": name,
+                "license": {"name": "generated", "url": ""},
+                "annotations": annotations,
+            },
+        )
     write_json_atomic(manifest, {"config": asdict(cfg), "files": sorted(p.name for p in paths.values())})
     return paths

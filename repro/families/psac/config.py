@@ -4,6 +4,7 @@ Defaults are the paper's full model, PSAC(R) of Table 2 (one VPSA block, charact
 video-question co-attention), with sizes from Sec. 4.3 and, where the paper gives none, from the
 official code lixiangpengcs/PSAC (shared/reference/MODELS.md section 3).
 """
+
 from __future__ import annotations
 
 from typing import Literal
@@ -24,42 +25,62 @@ class PSACConfig(BaseModel):
 
     arch: Literal["psac"]
     task: Task | None = Field(
-        None, description="TGIF-QA task, which fixes the answer head and loss: action / transition (5-way multiple "
-                          "choice, Eq. 15), frameqa (open-ended classification, Eq. 16), count (regression, MSE, "
-                          "Eq. 17). None in a spec row: the runner builds one model per task column.")
+        None,
+        description="TGIF-QA task, which fixes the answer head and loss: action / transition (5-way multiple "
+        "choice, Eq. 15), frameqa (open-ended classification, Eq. 16), count (regression, MSE, "
+        "Eq. 17). None in a spec row: the runner builds one model per task column.",
+    )
 
     # --- video side (Sec. 3.2) ---
     video_features: Literal["resnet", "c3d"] = Field(
-        "resnet", description="Data setting: per-frame CNN features, ResNet-152 pool5 (2048-d, 'R' in Table 2) or "
-                              "C3D (4096-d, an option of the official code).")
-    num_frames: int = Field(35, ge=1, description="Data setting: N equally spaced frames per clip (Sec. 4.3; the "
-                                                  "official code uses 36).")
+        "resnet",
+        description="Data setting: per-frame CNN features, ResNet-152 pool5 (2048-d, 'R' in Table 2) or "
+        "C3D (4096-d, an option of the official code).",
+    )
+    num_frames: int = Field(
+        35, ge=1, description="Data setting: N equally spaced frames per clip (Sec. 4.3; the official code uses 36)."
+    )
     video_encoder: Literal["vpsa", "bilstm", "none"] = Field(
-        "vpsa", description="Video encoder: stacked VPSA blocks (Sec. 3.2, Eq. 2-8), a Bi-LSTM in their place "
-                            "(Table 4), or none, the raw frame features going to the co-attention (Table 3 'w/o "
-                            "VPSA').")
-    vpsa_layers: int = Field(1, ge=0, description="L, number of stacked VPSA blocks (Table 3; 1 in the full model). "
-                                                  "0 exactly when video_encoder is not vpsa.")
-    bilstm_hidden: int = Field(1024, ge=1, description="Bi-LSTM hidden size per direction (Table 4, 'the dimension "
-                                                       "of all hidden states are 1024'); only with video_encoder "
-                                                       "bilstm.")
+        "vpsa",
+        description="Video encoder: stacked VPSA blocks (Sec. 3.2, Eq. 2-8), a Bi-LSTM in their place "
+        "(Table 4), or none, the raw frame features going to the co-attention (Table 3 'w/o "
+        "VPSA').",
+    )
+    vpsa_layers: int = Field(
+        1,
+        ge=0,
+        description="L, number of stacked VPSA blocks (Table 3; 1 in the full model). "
+        "0 exactly when video_encoder is not vpsa.",
+    )
+    bilstm_hidden: int = Field(
+        1024,
+        ge=1,
+        description="Bi-LSTM hidden size per direction (Table 4, 'the dimension "
+        "of all hidden states are 1024'); only with video_encoder "
+        "bilstm.",
+    )
     heads: int = Field(8, ge=1, description="l, parallel scaled dot-product attentions in VPSA and QPSA (Sec. 4.3).")
 
     # --- question side (Sec. 3.3) ---
     word_dim: int = Field(300, ge=1, description="d_w, GloVe word embedding size (Sec. 4.3).")
-    char_embedding: bool = Field(True, description="Character branch of Eq. 10, Q_e = Concat(W, Conv2D(C)); "
-                                                   "false = W alone (Table 5 'w/o Char.').")
+    char_embedding: bool = Field(
+        True,
+        description="Character branch of Eq. 10, Q_e = Concat(W, Conv2D(C)); false = W alone (Table 5 'w/o Char.').",
+    )
     char_dim: int = Field(64, ge=1, description="d_c, character embedding size (Sec. 4.3).")
     max_word_chars: int = Field(15, ge=1, description="r, characters kept per word (official code).")
     max_question_words: int = Field(20, ge=1, description="M, question length in words (official code).")
-    conv_kernel: int = Field(7, ge=1, description="Kernel of the depthwise separable convolutions of Eq. 11 "
-                                                  "(official code).")
+    conv_kernel: int = Field(
+        7, ge=1, description="Kernel of the depthwise separable convolutions of Eq. 11 (official code)."
+    )
 
     # --- fusion and answer (Sec. 3.4-3.5) ---
     hidden_size: int = Field(512, ge=1, description="rho, the common space V_o and Q_o are projected to (Sec. 3.4).")
     co_attention: tuple[CoAttention, ...] = Field(
-        ("q2v", "v2q"), description="Directions of the video-question co-attention (Sec. 3.4, Eq. 13-14): v2q gives "
-                                    "A = S_q Q_o, q2v gives B; both = full VQ-Co, () = none (Table 6).")
+        ("q2v", "v2q"),
+        description="Directions of the video-question co-attention (Sec. 3.4, Eq. 13-14): v2q gives "
+        "A = S_q Q_o, q2v gives B; both = full VQ-Co, () = none (Table 6).",
+    )
     dropout: float = Field(0.2, ge=0.0, lt=1.0, description="Dropout of the CNN layers (Sec. 4.3).")
 
     @field_validator("co_attention")
@@ -82,11 +103,14 @@ class PSACConfig(BaseModel):
         if self.video_encoder == "vpsa" and self.vpsa_layers < 1:
             raise ValueError("video_encoder vpsa needs vpsa_layers >= 1; for no video encoder say video_encoder: none")
         if self.video_encoder != "vpsa" and self.vpsa_layers:
-            raise ValueError(f"vpsa_layers is {self.vpsa_layers} but video_encoder is {self.video_encoder}: "
-                             f"VPSA blocks exist only with video_encoder vpsa")
+            raise ValueError(
+                f"vpsa_layers is {self.vpsa_layers} but video_encoder is {self.video_encoder}: "
+                f"VPSA blocks exist only with video_encoder vpsa"
+            )
         if self.video_encoder != "bilstm" and "bilstm_hidden" in self.model_fields_set:
-            raise ValueError(f"bilstm_hidden is set but video_encoder is {self.video_encoder}: it only sizes the "
-                             f"Bi-LSTM of Table 4")
+            raise ValueError(
+                f"bilstm_hidden is set but video_encoder is {self.video_encoder}: it only sizes the Bi-LSTM of Table 4"
+            )
         if not self.char_embedding and {"char_dim", "max_word_chars"} & self.model_fields_set:
             raise ValueError("char_dim / max_word_chars are set but char_embedding is false")
         return self

@@ -8,6 +8,7 @@ question and candidate of the task's files (train and test, its `Total` file), F
 the same files. Multiple-choice questions become 5 sequences, the question's words followed by one
 candidate's (official code), truncated to M words.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -60,8 +61,18 @@ def encode_text(tokens: list[str], vocab: Vocab, max_words: int, max_chars: int)
 class TgifTask(Dataset):
     """One task's split: items {video, words, chars, target, question_id}."""
 
-    def __init__(self, root: Path, task: str, split: str, vocab: Vocab, *, max_words: int, max_chars: int,
-                 frames: int, features: np.ndarray | None = None):
+    def __init__(
+        self,
+        root: Path,
+        task: str,
+        split: str,
+        vocab: Vocab,
+        *,
+        max_words: int,
+        max_chars: int,
+        frames: int,
+        features: np.ndarray | None = None,
+    ):
         self.task, self.split = task, split
         self.questions = read_questions(Path(root) / file_name(split, task))
         if features is None:
@@ -102,9 +113,13 @@ class TgifTask(Dataset):
         return torch.from_numpy(v)
 
     def __getitem__(self, i: int) -> dict[str, torch.Tensor]:
-        return {"video": self.video(int(self.keys[i])), "words": torch.from_numpy(self.words[i]),
-                "chars": torch.from_numpy(self.chars[i]), "target": self.targets[i],
-                "question_id": torch.tensor(i)}
+        return {
+            "video": self.video(int(self.keys[i])),
+            "words": torch.from_numpy(self.words[i]),
+            "chars": torch.from_numpy(self.chars[i]),
+            "target": self.targets[i],
+            "question_id": torch.tensor(i),
+        }
 
 
 def load_task(root: Path, task: str, sizes: dict, splits: tuple[str, ...] = ("Train", "Test")):
@@ -112,6 +127,17 @@ def load_task(root: Path, task: str, sizes: dict, splits: tuple[str, ...] = ("Tr
     questions = [q for s in splits for q in read_questions(Path(root) / file_name(s, task))]
     vocab = build_vocab(task, questions)
     features = np.load(Path(root) / "features.npy", mmap_mode="r")
-    data = {s: TgifTask(root, task, s, vocab, max_words=sizes["max_words"], max_chars=sizes["max_chars"],
-                        frames=sizes["frames"], features=features) for s in splits}
+    data = {
+        s: TgifTask(
+            root,
+            task,
+            s,
+            vocab,
+            max_words=sizes["max_words"],
+            max_chars=sizes["max_chars"],
+            frames=sizes["frames"],
+            features=features,
+        )
+        for s in splits
+    }
     return vocab, data

@@ -9,6 +9,7 @@ has no validation split; the final epoch is scored, no epoch is chosen on test).
 
 Table 1 (`compute: {task: statistics}`) is `statistics(ctx)`: counts from the real question files.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -63,17 +64,32 @@ def paper_sizes(config: PSACConfig | None = None) -> dict[str, Any]:
 
     sizes = dict(PAPER_SIZES)
     if config is not None:
-        sizes.update(frames=config.num_frames, heads=config.heads, word_dim=config.word_dim,
-                     char_dim=config.char_dim, max_chars=config.max_word_chars,
-                     max_words=config.max_question_words, ds_kernel=config.conv_kernel,
-                     hidden=config.hidden_size, dropout=config.dropout, bilstm_hidden=config.bilstm_hidden,
-                     video_dim=4096 if config.video_features == "c3d" else 2048)
+        sizes.update(
+            frames=config.num_frames,
+            heads=config.heads,
+            word_dim=config.word_dim,
+            char_dim=config.char_dim,
+            max_chars=config.max_word_chars,
+            max_words=config.max_question_words,
+            ds_kernel=config.conv_kernel,
+            hidden=config.hidden_size,
+            dropout=config.dropout,
+            bilstm_hidden=config.bilstm_hidden,
+            video_dim=4096 if config.video_features == "c3d" else 2048,
+        )
     return sizes
 
 
-def build_model(config: PSACConfig | dict, sizes: dict | None = None, *, task: str | None = None,
-                num_words: int = PAPER_NUM_WORDS, num_chars: int = PAPER_NUM_CHARS, num_answers: int | None = None,
-                word_vectors: torch.Tensor | None = None) -> nn.Module:
+def build_model(
+    config: PSACConfig | dict,
+    sizes: dict | None = None,
+    *,
+    task: str | None = None,
+    num_words: int = PAPER_NUM_WORDS,
+    num_chars: int = PAPER_NUM_CHARS,
+    num_answers: int | None = None,
+    word_vectors: torch.Tensor | None = None,
+) -> nn.Module:
     """The PSAC model of one task (`task` or the config's); `sizes` overrides the paper's sizes."""
     config = as_config(config)
     task = task or config.task or "action"
@@ -93,23 +109,41 @@ def build_model(config: PSACConfig | dict, sizes: dict | None = None, *, task: s
 
     if num_answers is None:
         num_answers = PAPER_NUM_ANSWERS.get(task, 1)
-    return PSAC(task, full, video_encoder=config.video_encoder, vpsa_layers=config.vpsa_layers,
-                char_embedding=config.char_embedding, co_attention=config.co_attention, num_words=num_words,
-                num_chars=num_chars, num_answers=num_answers, word_vectors=word_vectors)
+    return PSAC(
+        task,
+        full,
+        video_encoder=config.video_encoder,
+        vpsa_layers=config.vpsa_layers,
+        char_embedding=config.char_embedding,
+        co_attention=config.co_attention,
+        num_words=num_words,
+        num_chars=num_chars,
+        num_answers=num_answers,
+        word_vectors=word_vectors,
+    )
 
 
-def example_batch(batch_size: int = 1, sizes: dict[str, Any] | None = None, *, seed: int = 0, task: str = "action",
-                  num_words: int = PAPER_NUM_WORDS, num_chars: int = PAPER_NUM_CHARS,
-                  device: torch.device | str = "cpu") -> dict[str, torch.Tensor]:
+def example_batch(
+    batch_size: int = 1,
+    sizes: dict[str, Any] | None = None,
+    *,
+    seed: int = 0,
+    task: str = "action",
+    num_words: int = PAPER_NUM_WORDS,
+    num_chars: int = PAPER_NUM_CHARS,
+    device: torch.device | str = "cpu",
+) -> dict[str, torch.Tensor]:
     """A batch in the data interface's format: full-length questions and words."""
     s = paper_sizes()
     s.update(sizes or {})
     g = torch.Generator().manual_seed(seed)
     c = 5 if task in ("action", "transition") else 1
-    batch = {"video": torch.randn(batch_size, s["frames"], s["video_dim"], generator=g),
-             "words": torch.randint(2, num_words, (batch_size, c, s["max_words"]), generator=g),
-             "chars": torch.randint(2, num_chars, (batch_size, c, s["max_words"], s["max_chars"]), generator=g),
-             "question_id": torch.arange(batch_size)}
+    batch = {
+        "video": torch.randn(batch_size, s["frames"], s["video_dim"], generator=g),
+        "words": torch.randint(2, num_words, (batch_size, c, s["max_words"]), generator=g),
+        "chars": torch.randint(2, num_chars, (batch_size, c, s["max_words"], s["max_chars"]), generator=g),
+        "question_id": torch.arange(batch_size),
+    }
     return {k: v.to(device) for k, v in batch.items()}
 
 
@@ -121,9 +155,14 @@ def parts(model: nn.Module) -> list[tuple[str, int]]:
     """Trainable parameters by part; the character table apart (the official count leaves tables out)."""
     q = model.question_encoder
     char_table = _trainable(getattr(q, "char_emb", None))
-    return [("video_encoder", _trainable(model.video_encoder)), ("char_table", char_table),
-            ("question_encoder", _trainable(q) - char_table), ("video_proj", _trainable(model.video_proj)),
-            ("co_attention", _trainable(model.co_attention)), ("head", _trainable(model.head))]
+    return [
+        ("video_encoder", _trainable(model.video_encoder)),
+        ("char_table", char_table),
+        ("question_encoder", _trainable(q) - char_table),
+        ("video_proj", _trainable(model.video_proj)),
+        ("co_attention", _trainable(model.co_attention)),
+        ("head", _trainable(model.head)),
+    ]
 
 
 def describe(config: PSACConfig | dict) -> list[ModelInfo]:
@@ -135,16 +174,27 @@ def describe(config: PSACConfig | dict) -> list[ModelInfo]:
         torch.manual_seed(0)
         model = build_model(config, task=task)
         total = sum(p.numel() for p in model.parameters())  # with the frozen word table
-        out.append(ModelInfo(name=f"psac-{task}", task=task, trainable_params=_trainable(model),
-                             total_params=total, flops_per_sample=None, modules=parts(model)))
+        out.append(
+            ModelInfo(
+                name=f"psac-{task}",
+                task=task,
+                trainable_params=_trainable(model),
+                total_params=total,
+                flops_per_sample=None,
+                modules=parts(model),
+            )
+        )
     return out
 
 
 def gpu_hours(config: PSACConfig | dict) -> float | None:
     """Table 4's seconds per epoch (PSAC or Bi-LSTM) times the official epochs (300 MC, 100 others), all tasks."""
     config = as_config(config)
-    per_epoch = ({"action": 337, "transition": 870, "frameqa": 143, "count": 83} if config.video_encoder == "bilstm"
-                 else {"action": 269, "transition": 698, "frameqa": 122, "count": 74})
+    per_epoch = (
+        {"action": 337, "transition": 870, "frameqa": 143, "count": 83}
+        if config.video_encoder == "bilstm"
+        else {"action": 269, "transition": 698, "frameqa": 122, "count": 74}
+    )
     epochs = {"action": 300, "transition": 300, "frameqa": 100, "count": 100}
     tasks = (config.task,) if config.task else TASKS
     return sum(per_epoch[t] * epochs[t] for t in tasks) / 3600
@@ -201,9 +251,11 @@ def synthetic_root(settings: dict[str, Any]) -> Path:
 
 def prepare_data(spec: Spec, scale: str, settings: dict[str, Any]) -> dict[str, Path]:
     if scale == "paper":
-        raise ReproError(f"{spec.id}: paper-scale PSAC needs the TGIF-QA question files and the ResNet-152 pool5 "
-                         f"frame features (an HDF5 file from the authors' Google Drive, see SOURCES.md section 10) "
-                         f"converted to features.npy indexed by key; that conversion is not implemented yet")
+        raise ReproError(
+            f"{spec.id}: paper-scale PSAC needs the TGIF-QA question files and the ResNet-152 pool5 "
+            f"frame features (an HDF5 file from the authors' Google Drive, see SOURCES.md section 10) "
+            f"converted to features.npy indexed by key; that conversion is not implemented yet"
+        )
     from repro.families.psac.synthetic import GeneratorConfig, generate
 
     root = synthetic_root(settings)
@@ -230,15 +282,39 @@ def run_task(ctx: RunContext, task: str, root: Path) -> dict[str, Any]:
     g = torch.Generator().manual_seed(ctx.seed)
     vectors = torch.randn(len(vocab.words), full["word_dim"], generator=g)  # frozen stand-in for GloVe
     vectors[0] = 0
-    model = build_model(ctx.config, sizes, task=task, num_words=len(vocab.words), num_chars=len(vocab.chars),
-                        num_answers=max(1, len(vocab.answers)), word_vectors=vectors)
-    state = fit(model, data["Train"], recipe, ctx.workdir / task, loss_step=loss_step(task), resume=ctx.resume,
-                progress=ctx.progress)
-    _, outputs = predict(model, data["Test"], recipe.eval_batch_size or recipe.batch_size,
-                         predict_step=predict_step, progress=ctx.progress)
-    return {"score": score(task, outputs, data["Test"].targets), "steps": state.step,
-            "final_loss": state.final_loss, "seconds_per_epoch": state.wall_time_s / max(1, recipe.epochs),
-            "train_questions": len(data["Train"]), "test_questions": len(data["Test"])}
+    model = build_model(
+        ctx.config,
+        sizes,
+        task=task,
+        num_words=len(vocab.words),
+        num_chars=len(vocab.chars),
+        num_answers=max(1, len(vocab.answers)),
+        word_vectors=vectors,
+    )
+    state = fit(
+        model,
+        data["Train"],
+        recipe,
+        ctx.workdir / task,
+        loss_step=loss_step(task),
+        resume=ctx.resume,
+        progress=ctx.progress,
+    )
+    _, outputs = predict(
+        model,
+        data["Test"],
+        recipe.eval_batch_size or recipe.batch_size,
+        predict_step=predict_step,
+        progress=ctx.progress,
+    )
+    return {
+        "score": score(task, outputs, data["Test"].targets),
+        "steps": state.step,
+        "final_loss": state.final_loss,
+        "seconds_per_epoch": state.wall_time_s / max(1, recipe.epochs),
+        "train_questions": len(data["Train"]),
+        "test_questions": len(data["Test"]),
+    }
 
 
 def run_row(ctx: RunContext) -> RowRun:
@@ -267,14 +343,19 @@ def statistics(ctx: RunContext) -> RowRun:
     reproduces the printed GIF numbers (see README); the distinct gif_name / key / vid_id counts are kept
     in the record's `info`. Cells whose file is missing stay empty and are listed in `info.missing`.
     """
-    from repro.datasets.tgif import statistics as tgif_statistics, tgif_dir
+    from repro.datasets.tgif import statistics as tgif_statistics
+    from repro.datasets.tgif import tgif_dir
 
     split = str((ctx.row.compute or {}).get("split", "all"))
     split = {"all": "total"}.get(split, split)
     stats = tgif_statistics(tgif_dir())
     metrics: dict[str, float] = {}
-    info: dict[str, Any] = {"source": stats["root"], "gif_definition": "distinct question strings", "missing": [],
-                            "distinct": {}}
+    info: dict[str, Any] = {
+        "source": stats["root"],
+        "gif_definition": "distinct question strings",
+        "missing": [],
+        "distinct": {},
+    }
     for col in ctx.spec.columns:
         task, _, what = col.key.partition("/")
         cell = stats["cells"][task][split]

@@ -14,6 +14,7 @@ Batch format (`repro.families.psac.data.collate`):
   chars  long  (B, C, M, r)      character ids, 0 = padding
   C = 5 candidates for action/transition (question words followed by the candidate's), else 1.
 """
+
 from __future__ import annotations
 
 import math
@@ -68,8 +69,16 @@ class PositionalSelfAttention(nn.Module):
     official code's video encoder); otherwise Eq. 5-6 at width d, no parameters.
     """
 
-    def __init__(self, dim: int, heads: int, ffn: int, max_len: int, pos_dim: int = 0, dropout: float = 0.2,
-                 attention_dropout: float = 0.1):
+    def __init__(
+        self,
+        dim: int,
+        heads: int,
+        ffn: int,
+        max_len: int,
+        pos_dim: int = 0,
+        dropout: float = 0.2,
+        attention_dropout: float = 0.1,
+    ):
         super().__init__()
         if dim % heads:
             raise ValueError(f"feature size {dim} is not divisible by {heads} heads")
@@ -119,9 +128,17 @@ class VPSA(nn.Module):
     def __init__(self, sizes: dict[str, Any], layers: int):
         super().__init__()
         self.blocks = nn.ModuleList(
-            PositionalSelfAttention(sizes["video_dim"], sizes["heads"], sizes["vpsa_ffn"], sizes["frames"],
-                                    pos_dim=sizes["video_pos_dim"], dropout=sizes["dropout"],
-                                    attention_dropout=sizes["attention_dropout"]) for _ in range(layers))
+            PositionalSelfAttention(
+                sizes["video_dim"],
+                sizes["heads"],
+                sizes["vpsa_ffn"],
+                sizes["frames"],
+                pos_dim=sizes["video_pos_dim"],
+                dropout=sizes["dropout"],
+                attention_dropout=sizes["attention_dropout"],
+            )
+            for _ in range(layers)
+        )
 
     def forward(self, video: torch.Tensor) -> torch.Tensor:
         for block in self.blocks:
@@ -176,8 +193,14 @@ class QuestionEncoder(nn.Module):
     """QPSA (Sec. 3.3): word (frozen GloVe) + character embedding (Eq. 10), highway, depthwise separable
     convolutions (Eq. 11), positional self-attention (Eq. 12)."""
 
-    def __init__(self, sizes: dict[str, Any], num_words: int, num_chars: int, char_embedding: bool,
-                 word_vectors: torch.Tensor | None = None):
+    def __init__(
+        self,
+        sizes: dict[str, Any],
+        num_words: int,
+        num_chars: int,
+        char_embedding: bool,
+        word_vectors: torch.Tensor | None = None,
+    ):
         super().__init__()
         d, dropout = sizes["hidden"], sizes["dropout"]
         self.word_emb = nn.Embedding(num_words, sizes["word_dim"], padding_idx=0)
@@ -193,10 +216,18 @@ class QuestionEncoder(nn.Module):
             width += d
         self.fuse = nn.Conv1d(width, d, 1, bias=False)  # 1x1 convolution to rho (code)
         self.highway = Highway(d, sizes["highway_layers"], dropout)
-        self.convs = nn.ModuleList(DepthwiseSeparableConv(d, sizes["ds_kernel"], dropout)
-                                   for _ in range(sizes["ds_convs"]))
-        self.qpsa = PositionalSelfAttention(d, sizes["heads"], sizes["qpsa_ffn"], sizes["max_words"], pos_dim=0,
-                                            dropout=dropout, attention_dropout=sizes["attention_dropout"])
+        self.convs = nn.ModuleList(
+            DepthwiseSeparableConv(d, sizes["ds_kernel"], dropout) for _ in range(sizes["ds_convs"])
+        )
+        self.qpsa = PositionalSelfAttention(
+            d,
+            sizes["heads"],
+            sizes["qpsa_ffn"],
+            sizes["max_words"],
+            pos_dim=0,
+            dropout=dropout,
+            attention_dropout=sizes["attention_dropout"],
+        )
         self.drop = nn.Dropout(dropout)
 
     def forward(self, words: torch.Tensor, chars: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -237,8 +268,9 @@ class CoAttention(nn.Module):
             m = q_mask.unsqueeze(-1).to(q.dtype)
             qbar = ((q * m).sum(1) / m.sum(1).clamp(min=1)).unsqueeze(1).expand_as(v)
             return self.w_f(torch.cat([v, qbar, v * qbar], dim=-1))
-        s = ((v @ self.w_v).unsqueeze(2) + (q @ self.w_q).unsqueeze(1)
-             + (v * self.w_vq) @ q.transpose(1, 2) + self.bias)  # S (B, N, M), Eq. 13
+        s = (
+            (v @ self.w_v).unsqueeze(2) + (q @ self.w_q).unsqueeze(1) + (v * self.w_vq) @ q.transpose(1, 2) + self.bias
+        )  # S (B, N, M), Eq. 13
         s_v = s.masked_fill(~q_mask[:, None, :], -1e4).softmax(dim=1)  # columns normalised (Q2V)
         s_v = s_v * q_mask[:, None, :].to(s_v.dtype)  # padded words attend to nothing
         b = s_v @ (s_v.transpose(1, 2) @ v)  # B = S_v S_v^T V_o (Q2V)
@@ -266,10 +298,20 @@ class AnswerHead(nn.Module):
 class PSAC(nn.Module):
     """One PSAC model for one task; `forward(batch)` gives (B, 5) scores, (B, A) logits or (B,) counts."""
 
-    def __init__(self, task: str, sizes: dict[str, Any], *, video_encoder: str = "vpsa", vpsa_layers: int = 1,
-                 char_embedding: bool = True, co_attention: tuple[str, ...] = ("q2v", "v2q"),
-                 num_words: int = 2, num_chars: int = 2, num_answers: int = 1,
-                 word_vectors: torch.Tensor | None = None):
+    def __init__(
+        self,
+        task: str,
+        sizes: dict[str, Any],
+        *,
+        video_encoder: str = "vpsa",
+        vpsa_layers: int = 1,
+        char_embedding: bool = True,
+        co_attention: tuple[str, ...] = ("q2v", "v2q"),
+        num_words: int = 2,
+        num_chars: int = 2,
+        num_answers: int = 1,
+        word_vectors: torch.Tensor | None = None,
+    ):
         super().__init__()
         self.task, self.sizes = task, dict(sizes)
         if video_encoder == "vpsa":

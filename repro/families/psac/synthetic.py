@@ -19,6 +19,7 @@ Questions (answers depend on temporal order or on counting over time):
 Files written (official layout, tab-separated): `{Train,Test}_{task}_question.csv` and
 `features.npy` (videos, frames, feature_dim) float16. Videos are split between train and test.
 """
+
 from __future__ import annotations
 
 import csv
@@ -60,8 +61,9 @@ class GeneratorConfig:
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(mapping) - known)
         if unknown:
-            raise ReproError(f"unknown psac generator setting(s) {', '.join(unknown)}; "
-                             f"known: {', '.join(sorted(known))}")
+            raise ReproError(
+                f"unknown psac generator setting(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}"
+            )
         cfg = cls(**mapping)
         cfg.check()
         return cfg
@@ -69,8 +71,10 @@ class GeneratorConfig:
     def check(self) -> None:
         longest = self.actions_per_video * self.max_count * (self.rep_frames + 1)
         if longest > self.frames:
-            raise ReproError(f"psac generator: {self.actions_per_video} actions x {self.max_count} repetitions x "
-                             f"{self.rep_frames + 1} frames = {longest} do not fit in {self.frames} frames")
+            raise ReproError(
+                f"psac generator: {self.actions_per_video} actions x {self.max_count} repetitions x "
+                f"{self.rep_frames + 1} frames = {longest} do not fit in {self.frames} frames"
+            )
         if not 2 <= self.actions_per_video <= min(5, self.num_actions):
             raise ReproError("psac generator: actions_per_video must be 2..5 and at most num_actions")
         if self.num_actions < 5 or self.num_actions > len(ACTIONS):
@@ -93,8 +97,12 @@ def _video(rng: np.random.Generator, cfg: GeneratorConfig, protos: dict[str, np.
     subject = int(rng.integers(cfg.num_subjects))
     actions = [int(a) for a in rng.choice(cfg.num_actions, cfg.actions_per_video, replace=False)]
     # distinct repetition counts so that "what does X do n times" has one answer
-    reps = [int(r) for r in rng.choice(np.arange(1, cfg.max_count + 1), cfg.actions_per_video,
-                                       replace=cfg.max_count < cfg.actions_per_video)]
+    reps = [
+        int(r)
+        for r in rng.choice(
+            np.arange(1, cfg.max_count + 1), cfg.actions_per_video, replace=cfg.max_count < cfg.actions_per_video
+        )
+    ]
     colors = [int(rng.integers(cfg.num_colors))]
     for _ in actions[1:]:
         if rng.random() < cfg.color_change:
@@ -140,27 +148,42 @@ def _questions(rng: np.random.Generator, cfg: GeneratorConfig, info: dict, key: 
     if unique:
         i = int(rng.choice(unique))
         cands, ans = _candidates(rng, cfg, acts[i], acts)
-        out["action"].append({"gif_name": gif, "question": f"What does the {subj} do {reps[i]} times ?",
-                              **{f"a{j + 1}": c for j, c in enumerate(cands)}, "answer": ans})
+        out["action"].append(
+            {
+                "gif_name": gif,
+                "question": f"What does the {subj} do {reps[i]} times ?",
+                **{f"a{j + 1}": c for j, c in enumerate(cands)},
+                "answer": ans,
+            }
+        )
     i = int(rng.integers(len(acts) - 1))
     if rng.random() < 0.5:
         q, correct = f"What does the {subj} do after {ACTIONS[acts[i]]} ?", acts[i + 1]
     else:
         q, correct = f"What does the {subj} do before {ACTIONS[acts[i + 1]]} ?", acts[i]
     cands, ans = _candidates(rng, cfg, correct, acts)
-    out["transition"].append({"gif_name": gif, "question": q, **{f"a{j + 1}": c for j, c in enumerate(cands)},
-                              "answer": ans})
+    out["transition"].append(
+        {"gif_name": gif, "question": q, **{f"a{j + 1}": c for j, c in enumerate(cands)}, "answer": ans}
+    )
     i = int(rng.integers(len(acts)))
-    out["count"].append({"gif_name": gif, "question": f"How many times does the {subj} {ACTIONS[acts[i]]} ?",
-                         "answer": reps[i]})
+    out["count"].append(
+        {"gif_name": gif, "question": f"How many times does the {subj} {ACTIONS[acts[i]]} ?", "answer": reps[i]}
+    )
     i = int(rng.integers(len(acts)))
     if rng.random() < 0.7:
-        out["frameqa"].append({"gif_name": gif, "question": f"what color is the shirt of the {subj} when it "
-                                                            f"{ACTIONS[acts[i]]}s ?",
-                               "answer": COLORS[colors[i]], "type": 2, "description": ""})
+        out["frameqa"].append(
+            {
+                "gif_name": gif,
+                "question": f"what color is the shirt of the {subj} when it {ACTIONS[acts[i]]}s ?",
+                "answer": COLORS[colors[i]],
+                "type": 2,
+                "description": "",
+            }
+        )
     else:
-        out["frameqa"].append({"gif_name": gif, "question": f"who {ACTIONS[acts[i]]}s ?",
-                               "answer": subj, "type": 0, "description": ""})
+        out["frameqa"].append(
+            {"gif_name": gif, "question": f"who {ACTIONS[acts[i]]}s ?", "answer": subj, "type": 0, "description": ""}
+        )
     return out
 
 
@@ -173,8 +196,12 @@ def generate(root: Path, cfg: GeneratorConfig) -> Path:
     root.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(cfg.seed)
     d = cfg.feature_dim
-    protos = {"subject": _directions(rng, cfg.num_subjects, d), "action": _directions(rng, cfg.num_actions, d),
-              "color": 0.7 * _directions(rng, cfg.num_colors, d), "rest": _directions(rng, 1, d)[0]}
+    protos = {
+        "subject": _directions(rng, cfg.num_subjects, d),
+        "action": _directions(rng, cfg.num_actions, d),
+        "color": 0.7 * _directions(rng, cfg.num_colors, d),
+        "rest": _directions(rng, 1, d)[0],
+    }
     n = cfg.train_videos + cfg.test_videos
     features = np.zeros((n, cfg.frames, d), dtype=np.float16)
     rows: dict[tuple[str, str], list[dict]] = {(s, t): [] for s in ("Train", "Test") for t in TASKS}

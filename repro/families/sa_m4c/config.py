@@ -7,6 +7,7 @@ of Table 1 row 13. The fields named in `DATA_EVAL_FIELDS` are not part of the ne
 input features, the training data and the decoder search, and are kept here because the paper's
 tables vary them row by row next to the model switches.
 """
+
 from __future__ import annotations
 
 from typing import Literal
@@ -41,16 +42,21 @@ class _TextVQAModel(BaseModel):
 
     # --- data and evaluation settings (DATA_EVAL_FIELDS), printed as columns of Table 1 ---
     ocr: Literal["rosetta-ml", "rosetta-en", "google"] = Field(
-        "google", description="Data setting: OCR system producing the OCR tokens (Table 1 'OCR system': "
-                              "R-ml, R-en, G).")
+        "google", description="Data setting: OCR system producing the OCR tokens (Table 1 'OCR system': R-ml, R-en, G)."
+    )
     det_backbone: Literal["resnet-101", "resnext-152"] = Field(
-        "resnext-152", description="Data setting: backbone of the Visual Genome Faster R-CNN giving region features "
-                                   "(Table 1 'DET backbone'; Sec. 4.3).")
+        "resnext-152",
+        description="Data setting: backbone of the Visual Genome Faster R-CNN giving region features "
+        "(Table 1 'DET backbone'; Sec. 4.3).",
+    )
     with_stvqa: bool = Field(
-        True, description="Data setting: ST-VQA joins the TextVQA training set (Table 1 'w/ ST-VQA'); false when "
-                          "the spec trains on ST-VQA alone (Table 3).")
-    beam: int = Field(5, ge=1, description="Evaluation setting: beam size at decoding; 1 = greedy "
-                                           "(Table 1 'Beam size').")
+        True,
+        description="Data setting: ST-VQA joins the TextVQA training set (Table 1 'w/ ST-VQA'); false when "
+        "the spec trains on ST-VQA alone (Table 3).",
+    )
+    beam: int = Field(
+        5, ge=1, description="Evaluation setting: beam size at decoding; 1 = greedy (Table 1 'Beam size')."
+    )
 
     @model_validator(mode="after")
     def _heads_divide_hidden(self):
@@ -63,31 +69,57 @@ class M4CConfig(_TextVQAModel):
     """M4C and the paper's M4C variants (M4C-Top-k, M4C-ReGAT) on TextVQA / ST-VQA; Sec. 5.1, Table 2."""
 
     arch: Literal["m4c"]
-    normal_layers: int = Field(4, ge=0, description="Ordinary self-attention MMT layers, at the bottom "
-                                                    "('4N' = original M4C, '6N' = improved M4C†; Table 1).")
-    topk_layers: int = Field(0, ge=0, description="Top-k sparse attention layers stacked above the normal ones "
-                                                  "(M4C-Top-k, '2N→4T', Table 2 row 5; Explicit Sparse Transformer).")
-    top_k: int = Field(9, ge=1, description="k of the top-k layers: attention logits below the k-th largest per query "
-                                            "are masked (Table 2 row 5 uses k = 9).")
-    regat_layers: int = Field(0, ge=0, description="ReGAT-style relation-aware graph attention layers stacked above "
-                                                   "the normal ones, one bias per spatial relation "
-                                                   "(M4C-ReGAT, '2N→4Re', Table 2 row 6).")
+    normal_layers: int = Field(
+        4,
+        ge=0,
+        description="Ordinary self-attention MMT layers, at the bottom "
+        "('4N' = original M4C, '6N' = improved M4C†; Table 1).",
+    )
+    topk_layers: int = Field(
+        0,
+        ge=0,
+        description="Top-k sparse attention layers stacked above the normal ones "
+        "(M4C-Top-k, '2N→4T', Table 2 row 5; Explicit Sparse Transformer).",
+    )
+    top_k: int = Field(
+        9,
+        ge=1,
+        description="k of the top-k layers: attention logits below the k-th largest per query "
+        "are masked (Table 2 row 5 uses k = 9).",
+    )
+    regat_layers: int = Field(
+        0,
+        ge=0,
+        description="ReGAT-style relation-aware graph attention layers stacked above "
+        "the normal ones, one bias per spatial relation "
+        "(M4C-ReGAT, '2N→4Re', Table 2 row 6).",
+    )
     ocr: Literal["rosetta-ml", "rosetta-en", "google"] = Field(
-        "rosetta-en", description="Data setting: OCR system producing the OCR tokens (Table 1 'OCR system': "
-                                  "R-ml, R-en, G); the original M4C uses Rosetta-en.")
+        "rosetta-en",
+        description="Data setting: OCR system producing the OCR tokens (Table 1 'OCR system': "
+        "R-ml, R-en, G); the original M4C uses Rosetta-en.",
+    )
     det_backbone: Literal["resnet-101", "resnext-152"] = Field(
-        "resnet-101", description="Data setting: backbone of the Visual Genome Faster R-CNN giving region features "
-                                  "(Table 1 'DET backbone'); the original M4C uses ResNet-101.")
-    with_stvqa: bool = Field(False, description="Data setting: ST-VQA joins the TextVQA training set (Table 1 "
-                                                "'w/ ST-VQA'); false when the spec trains on ST-VQA alone (Table 3).")
-    beam: int = Field(1, ge=1, description="Evaluation setting: beam size at decoding; 1 = greedy, as in M4C "
-                                           "(Table 1 'Beam size').")
+        "resnet-101",
+        description="Data setting: backbone of the Visual Genome Faster R-CNN giving region features "
+        "(Table 1 'DET backbone'); the original M4C uses ResNet-101.",
+    )
+    with_stvqa: bool = Field(
+        False,
+        description="Data setting: ST-VQA joins the TextVQA training set (Table 1 "
+        "'w/ ST-VQA'); false when the spec trains on ST-VQA alone (Table 3).",
+    )
+    beam: int = Field(
+        1, ge=1, description="Evaluation setting: beam size at decoding; 1 = greedy, as in M4C (Table 1 'Beam size')."
+    )
 
     @model_validator(mode="after")
     def _layer_stack(self):
         if self.topk_layers and self.regat_layers:
-            raise ValueError("topk_layers and regat_layers are alternative upper stacks (Table 2 rows 5 and 6); "
-                             "set at most one of them")
+            raise ValueError(
+                "topk_layers and regat_layers are alternative upper stacks (Table 2 rows 5 and 6); "
+                "set at most one of them"
+            )
         if self.normal_layers + self.topk_layers + self.regat_layers < 1:
             raise ValueError("the MMT needs at least one layer (normal_layers + topk_layers + regat_layers >= 1)")
         if "top_k" in self.model_fields_set and not self.topk_layers:
@@ -99,31 +131,52 @@ class SAM4CConfig(_TextVQAModel):
     """SA-M4C: M4C with spatially aware self-attention layers guided by a 12-relation spatial graph; Sec. 4."""
 
     arch: Literal["sa-m4c"]
-    normal_layers: int = Field(2, ge=0, description="Ordinary self-attention layers below the spatial ones "
-                                                    "('2N→4S' = 2; Table 2 rows 2-3).")
-    spatial_layers: int = Field(4, ge=1, description="Spatially aware self-attention layers on top ('2N→4S' = 4; "
-                                                     "Sec. 4.2, Eq. 5-6).")
-    context: int = Field(2, ge=1, le=NUM_SPATIAL_RELATIONS + 1,
-                         description="Context size c = |T^h|: spatial relations each head attends to (Sec. 4.2, "
-                                     "T^h = {t_imp, t_h, ..., t_(h+c) mod |T^spa|}); c = 2 is best (Table 2 row 7), "
-                                     "c = |T^spa| + 1 = 13 sees every relation.")
+    normal_layers: int = Field(
+        2, ge=0, description="Ordinary self-attention layers below the spatial ones ('2N→4S' = 2; Table 2 rows 2-3)."
+    )
+    spatial_layers: int = Field(
+        4, ge=1, description="Spatially aware self-attention layers on top ('2N→4S' = 4; Sec. 4.2, Eq. 5-6)."
+    )
+    context: int = Field(
+        2,
+        ge=1,
+        le=NUM_SPATIAL_RELATIONS + 1,
+        description="Context size c = |T^h|: spatial relations each head attends to (Sec. 4.2, "
+        "T^h = {t_imp, t_h, ..., t_(h+c) mod |T^spa|}); c = 2 is best (Table 2 row 7), "
+        "c = |T^spa| + 1 = 13 sees every relation.",
+    )
     graph: Literal["spatial", "random"] = Field(
-        "spatial", description="Graph guiding the spatial layers: the 12-relation spatial graph (Sec. 4.1, Fig. 2a) "
-                               "or M4C-Random, each pair given one of the relations or no edge with equal "
-                               "probability (Table 2 row 4).")
-    relation_bias: bool = Field(False, description="Learn the per-relation bias beta of Eq. 5; the paper sets it to "
-                                                   "zero in every experiment (Sec. 4.2).")
-    overlap_iou: float = Field(0.5, gt=0.0, le=1.0, description="IoU at or above which two boxes 'overlap' "
-                                                                "(relation 3; Yao et al. rules, Sec. 4.1).")
-    distance_threshold: float = Field(0.5, gt=0.0, description="Direction relations 4-11 only for centre distance "
-                                                                "below this fraction of the image diagonal "
-                                                                "(sam-textvqa code).")
+        "spatial",
+        description="Graph guiding the spatial layers: the 12-relation spatial graph (Sec. 4.1, Fig. 2a) "
+        "or M4C-Random, each pair given one of the relations or no edge with equal "
+        "probability (Table 2 row 4).",
+    )
+    relation_bias: bool = Field(
+        False,
+        description="Learn the per-relation bias beta of Eq. 5; the paper sets it to "
+        "zero in every experiment (Sec. 4.2).",
+    )
+    overlap_iou: float = Field(
+        0.5,
+        gt=0.0,
+        le=1.0,
+        description="IoU at or above which two boxes 'overlap' (relation 3; Yao et al. rules, Sec. 4.1).",
+    )
+    distance_threshold: float = Field(
+        0.5,
+        gt=0.0,
+        description="Direction relations 4-11 only for centre distance "
+        "below this fraction of the image diagonal "
+        "(sam-textvqa code).",
+    )
 
     @model_validator(mode="after")
     def _spatial_heads(self):
         if self.heads != NUM_SPATIAL_RELATIONS:
-            raise ValueError(f"a spatially aware layer has one head per spatial relation (also with the random "
-                             f"graph): heads must be {NUM_SPATIAL_RELATIONS}, not {self.heads}")
+            raise ValueError(
+                f"a spatially aware layer has one head per spatial relation (also with the random "
+                f"graph): heads must be {NUM_SPATIAL_RELATIONS}, not {self.heads}"
+            )
         return self
 
 

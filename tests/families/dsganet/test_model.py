@@ -1,4 +1,5 @@
 """DSGANet model: shapes, the switches of Tables VI-VIII, the DAA/SGA score maps, gradients."""
+
 from __future__ import annotations
 
 import math
@@ -16,9 +17,26 @@ from repro.families.dsganet.model import (
     grid_coordinates,
 )
 
-TINY = dict(d_model=32, layers=2, heads=4, ffn=64, spatial_dim=16, flat_out=64, flat_mlp=32, embed_dim=16,
-            max_boxes=6, max_grids=12, feature_dim=16, dropout=0.0, grid_size=6,
-            bert_layers=1, bert_hidden=32, bert_heads=2, bert_ffn=64, bert_vocab=None)
+TINY = dict(
+    d_model=32,
+    layers=2,
+    heads=4,
+    ffn=64,
+    spatial_dim=16,
+    flat_out=64,
+    flat_mlp=32,
+    embed_dim=16,
+    max_boxes=6,
+    max_grids=12,
+    feature_dim=16,
+    dropout=0.0,
+    grid_size=6,
+    bert_layers=1,
+    bert_hidden=32,
+    bert_heads=2,
+    bert_ffn=64,
+    bert_vocab=None,
+)
 TOKENS, ANSWERS = 40, 7
 
 
@@ -26,16 +44,25 @@ def build(**cfg):
     torch.manual_seed(0)
     config = {"arch": "dsganet", **cfg}
     return family.build_model(config, TOKENS, ANSWERS, sizes=TINY), family.example_batch(
-        3, TINY, config=config, num_tokens=TOKENS)
+        3, TINY, config=config, num_tokens=TOKENS
+    )
 
 
 def names(model) -> set[str]:
     return {n for n, _ in model.named_parameters()}
 
 
-@pytest.mark.parametrize("cfg", [{}, {"question_encoder": "gru", "daa": [], "sga": False}, {"daa": [], "sga": True},
-                                 {"daa": ["depth"], "sga": False}, {"features": "grids"},
-                                 {"features": "grids", "question_encoder": "gru", "daa": []}])
+@pytest.mark.parametrize(
+    "cfg",
+    [
+        {},
+        {"question_encoder": "gru", "daa": [], "sga": False},
+        {"daa": [], "sga": True},
+        {"daa": ["depth"], "sga": False},
+        {"features": "grids"},
+        {"features": "grids", "question_encoder": "gru", "daa": []},
+    ],
+)
 def test_forward_shape_and_gradients(cfg):
     model, batch = build(**cfg)
     out = model(batch)
@@ -70,8 +97,9 @@ def test_question_encoder_switch():
     gru, _ = build(question_encoder="gru", daa=[], sga=False)
     assert any(n.startswith("question.bert.") for n in names(bert))
     assert any(n.startswith("question.gru.") for n in names(gru)) and not any("bert" in n for n in names(gru))
-    assert names(bert) - {n for n in names(bert) if n.startswith("question.")} == \
-        names(gru) - {n for n in names(gru) if n.startswith("question.")}
+    assert names(bert) - {n for n in names(bert) if n.startswith("question.")} == names(gru) - {
+        n for n in names(gru) if n.startswith("question.")
+    }
 
 
 def test_grid_switches():
@@ -107,8 +135,11 @@ def test_daa_and_sga_bias_shapes():
     b, n, d, ds = 2, 5, 32, 16
     x, q = torch.randn(b, n, d), torch.randn(b, d)
     boxes = torch.rand(b, n, 2) * 50
-    batch = {"boxes": torch.cat([boxes, boxes + 10], -1), "image_size": torch.tensor([[100.0, 80.0]] * b),
-             "depth_peak": torch.randint(0, 16, (b, n))}
+    batch = {
+        "boxes": torch.cat([boxes, boxes + 10], -1),
+        "image_size": torch.tensor([[100.0, 80.0]] * b),
+        "depth_peak": torch.randint(0, 16, (b, n)),
+    }
     rel = SpatialRelation(("bbox", "depth"), ds, "peak-bin-centre", 16, 1e-3)(batch)
     assert rel.shape == (b, n, n, ds) and (rel >= 0).all()
     for daa, sga in ((True, False), (False, True), (True, True)):

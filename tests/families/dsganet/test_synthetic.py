@@ -1,4 +1,5 @@
 """DSGANet synthetic scenes: VQA v2 layout, depth extras in both stores, depth-determined answers, a smoke row."""
+
 from __future__ import annotations
 
 import json
@@ -10,8 +11,9 @@ from repro.data.store import FeatureStore
 from repro.families.dsganet import family
 from repro.families.dsganet.synthetic import GeneratorConfig, Scene, SceneObject, _behind, _which_closer, generate
 
-CFG = GeneratorConfig(seed=3, train_images=12, val_images=6, questions_per_image=6, feature_dim=8,
-                      grid_rows=2, grid_cols=3)
+CFG = GeneratorConfig(
+    seed=3, train_images=12, val_images=6, questions_per_image=6, feature_dim=8, grid_rows=2, grid_cols=3
+)
 
 
 @pytest.fixture(scope="module")
@@ -62,8 +64,16 @@ def test_smoke_row_runs(tmp_path, monkeypatch):
     monkeypatch.setenv("REPRO_DATA_DIR", str(tmp_path / "data"))
     spec = resolve("dsganet-table6-relations")
     row = spec.row("4")
-    ctx = RunContext(spec=spec, row=row, config=row.config, scale="smoke", settings=spec.scales["smoke"], seed=0,
-                     workdir=tmp_path / "run", progress=False)
+    ctx = RunContext(
+        spec=spec,
+        row=row,
+        config=row.config,
+        scale="smoke",
+        settings=spec.scales["smoke"],
+        seed=0,
+        workdir=tmp_path / "run",
+        progress=False,
+    )
     run = family.run_row(ctx)
     assert set(run.metrics) == {"Overall", "Rel."} and run.split == "val"
     assert 0.0 <= run.metrics["Overall"] <= 100.0 and run.info["rel_questions"] > 0

@@ -1,4 +1,5 @@
 """MCAN and the Table V variants: configs, sizes, masks, gradients."""
+
 import pytest
 import torch
 
@@ -35,8 +36,9 @@ def test_every_table5_row_builds_runs_and_trains_its_positional_parameters(name)
     assert logits.shape == (3, NUM_ANSWERS) and torch.isfinite(logits).all()
     logits.sum().backward()
     params = dict(model.named_parameters())
-    names = [p for p in ("word_pos", "box_proj.weight", "pwa.0.q.weight", "pma.0.k.weight", "poa.w_g.weight")
-             if p in params]
+    names = [
+        p for p in ("word_pos", "box_proj.weight", "pwa.0.q.weight", "pma.0.k.weight", "poa.w_g.weight") if p in params
+    ]
     trained = [p for p in names if params[p].grad is not None and params[p].grad.abs().sum() > 0]
     if TABLE5_CONFIGS[name].get("fusion") == "relation-network":
         # ReLU(A_pos) switches off the pairs (and their gradient) where the positional score is negative
@@ -76,11 +78,15 @@ def test_padding_regions_and_tokens_changes_nothing(name):
 
 
 def test_bad_configs_name_the_problem():
-    for config, word in [({"arch": "mcan", "heads": 4}, "heads"), ({"arch": "vit"}, "vit"),
-                         ({"arch": "mcan", "positional": ["pwa", "xyz"]}, "xyz"),
-                         ({"arch": "mcan", "fusion": "eq8"}, "fusion"),
-                         ({"arch": "mcan", "positional": ["poa"], "fusion": "sum"}, "sum"),
-                         ({"arch": "mcan", "position_embedding": "rope"}, "rope"), ({}, "arch")]:
+    for config, word in [
+        ({"arch": "mcan", "heads": 4}, "heads"),
+        ({"arch": "vit"}, "vit"),
+        ({"arch": "mcan", "positional": ["pwa", "xyz"]}, "xyz"),
+        ({"arch": "mcan", "fusion": "eq8"}, "fusion"),
+        ({"arch": "mcan", "positional": ["poa"], "fusion": "sum"}, "sum"),
+        ({"arch": "mcan", "position_embedding": "rope"}, "rope"),
+        ({}, "arch"),
+    ]:
         with pytest.raises(ReproError, match=word):
             build_model(config, NUM_TOKENS, NUM_ANSWERS, sizes=TINY_SIZES)
     with pytest.raises(ReproError, match="depth"):

@@ -1,13 +1,19 @@
 """PWA/POA/PMA pieces pinned to the equations of mcan-pa §III on hand-checked inputs."""
+
 import math
 
 import pytest
 import torch
 
-from repro.nn.attention import MultiHeadAttention
 from repro.families.mcan_pa.positional import (
-    GeometryScores, PositionalScores, box_feature, fuse, relative_geometry, sinusoid_embedding,
+    GeometryScores,
+    PositionalScores,
+    box_feature,
+    fuse,
+    relative_geometry,
+    sinusoid_embedding,
 )
+from repro.nn.attention import MultiHeadAttention
 
 # Box A: centre (5, 10), w 10, h 20.  Box B: centre (30, 20), w 20, h 20.
 BOXES = torch.tensor([[[0.0, 0.0, 10.0, 20.0], [20.0, 10.0, 40.0, 30.0]]])

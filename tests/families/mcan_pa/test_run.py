@@ -1,4 +1,5 @@
 """`repro run` end to end on generated data: every Table V row trains, is scored and lands in the table."""
+
 from __future__ import annotations
 
 import json
@@ -26,7 +27,9 @@ def test_smoke_run_fills_all_ten_rows(table5_sandbox, runner):
     files = sorted(p.name for p in (table5_sandbox / "results" / "mcan-pa" / "mcan-pa-table5-ablation").glob("*.json"))
     assert len(files) == 10 and all(f.endswith(".smoke.json") for f in files)
 
-    record = json.loads((table5_sandbox / "results" / "mcan-pa" / "mcan-pa-table5-ablation" / "MCAN+PA_ours.smoke.json").read_text())
+    record = json.loads(
+        (table5_sandbox / "results" / "mcan-pa" / "mcan-pa-table5-ablation" / "MCAN+PA_ours.smoke.json").read_text()
+    )
     assert record["scale"] == "smoke" and record["split"] == "val" and record["seeds"] == [0]
     assert set(record["metrics"]) == {"Y/N", "Num", "Other", "All"}
     assert all(0.0 <= v <= 100.0 for v in record["metrics"].values())
@@ -82,7 +85,9 @@ def test_table6_complexity_runs_without_data(sandbox, runner):
     specs._load_all.cache_clear()
     out = runner.invoke(app, ["run", "table6-complexity", "--rows", "MCAN (baseline)"], env={"COLUMNS": "200"})
     assert out.exit_code == 0, out.output
-    record = json.loads((sandbox / "results" / "mcan-pa" / "mcan-pa-table6-complexity" / "MCAN_baseline.json").read_text())
+    record = json.loads(
+        (sandbox / "results" / "mcan-pa" / "mcan-pa-table6-complexity" / "MCAN_baseline.json").read_text()
+    )
     assert record["metrics"]["Params"] == pytest.approx(57.8, rel=0.005)
     assert record["metrics"]["FLOPs"] == pytest.approx(5.35, rel=0.05)
     assert record["extra"]["params"] == 57_812_491
@@ -99,8 +104,18 @@ def _bottom_up_tsv(path, image_ids, dim=2048, boxes=10, seed=0):
         feats = rng.random((boxes, dim), dtype=np.float32)
         xy = rng.random((boxes, 2), dtype=np.float32) * 400
         box = np.concatenate([xy, xy + 50], axis=1).astype(np.float32)
-        lines.append("\t".join([str(image_id), "640", "480", str(boxes), base64.b64encode(box.tobytes()).decode(),
-                                base64.b64encode(feats.tobytes()).decode()]))
+        lines.append(
+            "\t".join(
+                [
+                    str(image_id),
+                    "640",
+                    "480",
+                    str(boxes),
+                    base64.b64encode(box.tobytes()).decode(),
+                    base64.b64encode(feats.tobytes()).decode(),
+                ]
+            )
+        )
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("\n".join(lines) + "\n")
 
@@ -109,8 +124,8 @@ def test_paper_scale_trains_on_prepared_data_and_writes_server_predictions(table
     """The paper's protocol on tiny files in the official layouts: train + val + VG, then predictions for
     every test2015 question, in the array format the server takes, and no local metric claimed.
     (The model is shrunk and trained one epoch so that the test takes seconds; the protocol is the paper's.)"""
-    from repro.families.mcan_pa import model as mcan
     import repro.train
+    from repro.families.mcan_pa import model as mcan
     from tests._vqa_fixtures import write_vg, write_vqa2
 
     monkeypatch.setitem(mcan.PAPER_SIZES, "d_model", 32)
@@ -130,7 +145,9 @@ def test_paper_scale_trains_on_prepared_data_and_writes_server_predictions(table
 
     out = runner.invoke(app, ["run", "table5-ablation", "--rows", "MCAN"], env={"COLUMNS": "200"})
     assert out.exit_code == 0, out.output
-    predictions = table5_sandbox / "results" / "mcan-pa" / "mcan-pa-table5-ablation" / "predictions" / "MCAN.seed0.test2015.json"
+    predictions = (
+        table5_sandbox / "results" / "mcan-pa" / "mcan-pa-table5-ablation" / "predictions" / "MCAN.seed0.test2015.json"
+    )
     answers = json.loads(predictions.read_text())
     assert sorted(a["question_id"] for a in answers) == sorted(q for q, _, _ in fixture["test"])
     assert all(isinstance(a["answer"], str) for a in answers)

@@ -1,4 +1,5 @@
 """The synthetic scene generator: deterministic, official formats, answers that follow the boxes."""
+
 from __future__ import annotations
 
 import hashlib
@@ -8,9 +9,9 @@ import numpy as np
 import pytest
 
 from repro.data.store import FeatureStore
+from repro.errors import ReproError
 from repro.families.mcan_pa import synthetic
 from repro.families.mcan_pa.synthetic import CLASSES, GeneratorConfig, Scene, SceneObject, generate
-from repro.errors import ReproError
 
 SMALL = GeneratorConfig(seed=3, train_images=40, val_images=10, questions_per_image=6)
 
@@ -96,9 +97,16 @@ def test_word_order_decides_the_answer():
 
 
 def test_ambiguous_left_neighbour_is_not_asked():
-    scene = Scene(640, 480, [SceneObject("cube", "red", (300, 10, 340, 50)),
-                             SceneObject("cone", "blue", (100, 10, 140, 50)),
-                             SceneObject("ring", "gray", (105, 200, 145, 240))], None)
+    scene = Scene(
+        640,
+        480,
+        [
+            SceneObject("cube", "red", (300, 10, 340, 50)),
+            SceneObject("cone", "blue", (100, 10, 140, 50)),
+            SceneObject("ring", "gray", (105, 200, 145, 240)),
+        ],
+        None,
+    )
     assert synthetic._left_neighbour(scene, 0) is None  # two objects almost equally near on the left
 
 

@@ -1,4 +1,5 @@
 """PSAC model: parameter counts against the official code's, forward shapes and losses of every task and ablation."""
+
 from __future__ import annotations
 
 import pytest
@@ -7,11 +8,32 @@ import torch
 from repro.families.psac import family
 from repro.families.psac.model import count_prediction, sinusoid
 
-SMOKE = {"video_dim": 16, "frames": 6, "heads": 2, "vpsa_ffn": 8, "video_pos_dim": 0, "hidden": 8, "word_dim": 6,
-         "char_dim": 4, "char_kernel": 2, "highway_layers": 1, "ds_convs": 1, "ds_kernel": 3, "qpsa_ffn": 8,
-         "max_words": 7, "max_chars": 4, "classifier_hidden": 8, "bilstm_hidden": 4}
-FULL = {"arch": "psac", "video_encoder": "vpsa", "vpsa_layers": 1, "char_embedding": True,
-        "co_attention": ["v2q", "q2v"]}
+SMOKE = {
+    "video_dim": 16,
+    "frames": 6,
+    "heads": 2,
+    "vpsa_ffn": 8,
+    "video_pos_dim": 0,
+    "hidden": 8,
+    "word_dim": 6,
+    "char_dim": 4,
+    "char_kernel": 2,
+    "highway_layers": 1,
+    "ds_convs": 1,
+    "ds_kernel": 3,
+    "qpsa_ffn": 8,
+    "max_words": 7,
+    "max_chars": 4,
+    "classifier_hidden": 8,
+    "bilstm_hidden": 4,
+}
+FULL = {
+    "arch": "psac",
+    "video_encoder": "vpsa",
+    "vpsa_layers": 1,
+    "char_embedding": True,
+    "co_attention": ["v2q", "q2v"],
+}
 
 
 def test_trainable_parameters_within_one_percent_of_the_official_code_per_task():
@@ -27,15 +49,18 @@ def test_trainable_parameters_within_one_percent_of_the_official_code_per_task()
     assert infos["frameqa"].trainable_params - infos["action"].trainable_params == 1024 * 1745 + 1745
 
 
-@pytest.mark.parametrize("model", [
-    FULL,
-    {"arch": "psac", "video_encoder": "none", "co_attention": ["v2q", "q2v"]},
-    {"arch": "psac", "video_encoder": "vpsa", "vpsa_layers": 3},
-    {"arch": "psac", "video_encoder": "bilstm", "bilstm_hidden": 4},
-    {"arch": "psac", "char_embedding": False},
-    {"arch": "psac", "co_attention": []},
-    {"arch": "psac", "co_attention": ["q2v"]},
-])
+@pytest.mark.parametrize(
+    "model",
+    [
+        FULL,
+        {"arch": "psac", "video_encoder": "none", "co_attention": ["v2q", "q2v"]},
+        {"arch": "psac", "video_encoder": "vpsa", "vpsa_layers": 3},
+        {"arch": "psac", "video_encoder": "bilstm", "bilstm_hidden": 4},
+        {"arch": "psac", "char_embedding": False},
+        {"arch": "psac", "co_attention": []},
+        {"arch": "psac", "co_attention": ["q2v"]},
+    ],
+)
 @pytest.mark.parametrize("task", family.TASKS)
 def test_every_task_and_ablation_runs_forward_and_backward(model, task):
     torch.manual_seed(0)
@@ -44,8 +69,12 @@ def test_every_task_and_ablation_runs_forward_and_backward(model, task):
     out = net(batch)
     expected = {"action": (3, 5), "transition": (3, 5), "frameqa": (3, 9), "count": (3,)}[task]
     assert out.shape == expected
-    batch["target"] = {"action": torch.tensor([0, 4, 2]), "transition": torch.tensor([1, 1, 3]),
-                       "frameqa": torch.tensor([0, 8, 3]), "count": torch.tensor([1.0, 4.0, 10.0])}[task]
+    batch["target"] = {
+        "action": torch.tensor([0, 4, 2]),
+        "transition": torch.tensor([1, 1, 3]),
+        "frameqa": torch.tensor([0, 8, 3]),
+        "count": torch.tensor([1.0, 4.0, 10.0]),
+    }[task]
     loss = family.loss_step(task)(net, batch)
     loss.backward()
     assert torch.isfinite(loss)
@@ -56,8 +85,7 @@ def test_vpsa_depth_and_word_only_question_change_the_modules():
     base = dict(family.parts(family.build_model(FULL, SMOKE, num_words=30, num_chars=12)))
     deep = dict(family.parts(family.build_model({**FULL, "vpsa_layers": 2}, SMOKE, num_words=30, num_chars=12)))
     assert deep["video_encoder"] == 2 * base["video_encoder"]
-    words = dict(family.parts(family.build_model({**FULL, "char_embedding": False}, SMOKE, num_words=30,
-                                                 num_chars=12)))
+    words = dict(family.parts(family.build_model({**FULL, "char_embedding": False}, SMOKE, num_words=30, num_chars=12)))
     assert words["char_table"] == 0 and words["question_encoder"] < base["question_encoder"]
     none = dict(family.parts(family.build_model({"arch": "psac", "video_encoder": "none"}, SMOKE)))
     assert none["video_encoder"] == 0

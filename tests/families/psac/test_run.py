@@ -1,4 +1,5 @@
 """Generated TGIF-QA data in the official layout, and `repro run` at smoke scale filling all four task columns."""
+
 from __future__ import annotations
 
 import json
@@ -14,8 +15,15 @@ from repro.errors import ReproError
 from repro.families.psac.synthetic import GeneratorConfig, generate
 from repro.paths import REPO_DIR
 
-SMALL = {"seed": 3, "train_videos": 12, "test_videos": 4, "frames": 8, "feature_dim": 8, "actions_per_video": 2,
-         "max_count": 2}
+SMALL = {
+    "seed": 3,
+    "train_videos": 12,
+    "test_videos": 4,
+    "frames": 8,
+    "feature_dim": 8,
+    "actions_per_video": 2,
+    "max_count": 2,
+}
 
 
 def test_generator_writes_the_official_layout_with_order_dependent_answers(tmp_path):
@@ -46,12 +54,21 @@ def test_smoke_run_fills_every_task_column(sandbox, runner):
     folder.mkdir(parents=True)
     shutil.copy(REPO_DIR / "experiments" / "psac" / "psac-table4-bilstm.yaml", folder)
     specs._load_all.cache_clear()
-    out = runner.invoke(app, ["run", "psac-table4-bilstm", "--scale", "smoke", "--rows", "Bi-LSTM"],
-                        env={"COLUMNS": "200"})
+    out = runner.invoke(
+        app, ["run", "psac-table4-bilstm", "--scale", "smoke", "--rows", "Bi-LSTM"], env={"COLUMNS": "200"}
+    )
     assert out.exit_code == 0, out.output
     record = json.loads((sandbox / "results" / "psac" / "psac-table4-bilstm" / "Bi-LSTM.smoke.json").read_text())
-    assert set(record["metrics"]) == {"Action", "Trans", "FrameQA", "Count", "Action s/epoch", "Trans s/epoch",
-                                      "FrameQA s/epoch", "Count s/epoch"}
+    assert set(record["metrics"]) == {
+        "Action",
+        "Trans",
+        "FrameQA",
+        "Count",
+        "Action s/epoch",
+        "Trans s/epoch",
+        "FrameQA s/epoch",
+        "Count s/epoch",
+    }
     assert all(0 <= record["metrics"][c] <= 100 for c in ("Action", "Trans", "FrameQA"))
     assert 0 <= record["metrics"]["Count"] <= 81
     per_task = record["extra"]["train"][0]["per_task"]

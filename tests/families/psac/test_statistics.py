@@ -1,4 +1,5 @@
 """Table 1 as a compute task of the psac family, from the real question files."""
+
 from __future__ import annotations
 
 from pathlib import Path
