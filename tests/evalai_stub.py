@@ -1,6 +1,6 @@
 """A loopback stand-in for the EvalAI API, enough for the `evalai` client's file submission.
 
-Routes follow EVALAI.md §5 (plus the phase list and remaining-submissions calls): phase detail and
+Routes follow EvalAI's submission API (plus the phase list and remaining-submissions calls): phase detail and
 list, direct multipart submission, the presigned flow (start, storage PUT, finish, enqueue),
 submission detail, and the result / error files. Every request is logged without its headers,
 except whether the bearer token matched. `fail[route] = (status, body)` makes a route answer an

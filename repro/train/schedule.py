@@ -1,12 +1,12 @@
 """Learning-rate schedules as plain functions of (epoch, step), so a resumed run recomputes them exactly.
 
-`mcan`: MCAN's warm-up and step decay (MODELS.md §1.1; mcan-pa §IV-B). With base 1e-4, 3 warm-up
+`mcan`: MCAN's warm-up and step decay (MILVLG/mcan-vqa; mcan-pa §IV-B). With base 1e-4, 3 warm-up
 epochs and decay ×0.2 at 0-indexed epochs 10 and 12, epochs 1..13 get
 2.5e-5, 5e-5, 7.5e-5, 1e-4 ×7, 2e-5, 2e-5, 4e-6. The rate is constant within an epoch.
 `linear-warmup-step`: DSGANet's (dsganet §IV-B): linear from start_lr at the first epoch to base_lr
 at 0-indexed epoch warmup_epochs - 1, then ×decay_rate at each of decay_epochs. Constant within an epoch.
-`m4c`: M4C's and SA-M4C's, per iteration (MODELS.md §2): the factor rises linearly from warmup_factor
-to 1 over warmup_iterations, then ×decay_rate at each of decay_iterations.
+`m4c`: M4C's and SA-M4C's, per iteration (facebookresearch/mmf, yashkant/sam-textvqa): the factor
+rises linearly from warmup_factor to 1 over warmup_iterations, then ×decay_rate at each of decay_iterations.
 `constant`: base_lr throughout.
 """
 

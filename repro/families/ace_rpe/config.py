@@ -2,8 +2,8 @@
 
 Defaults are the paper's full model, ACE-RPE + L_ace pre-trained on 4M images, with the defaults of
 Sec. 4.1 and A.2-A.4: Bt = 5, Bp = 9, lambda = 2, delta = 0.05, G = 8, contextual mode, unshared,
-applied to query, key and value. Backbone sizes are ALBEF's (salesforce/ALBEF, shared/reference/MODELS.md
-section 4). The spec key `lambda` is a Python keyword, so the field is `lambda_` with alias `lambda`.
+applied to query, key and value. Backbone sizes are ALBEF's (salesforce/ALBEF).
+The spec key `lambda` is a Python keyword, so the field is `lambda_` with alias `lambda`.
 """
 
 from __future__ import annotations

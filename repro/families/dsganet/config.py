@@ -3,7 +3,7 @@
 Defaults are the paper's full object model DSGANet-O (Table IV; Table VIII row 4): object features,
 BERT question encoder, DAA with bbox and depth relations, SGA. The paper's sizes are L = 6, d_h = 768,
 d_s = 160 and 16-bin depth histograms (Sec. V-B); the rest are MCAN's, the base model, as no code of
-DSGANet is public (shared/reference/MODELS.md section 8 lists the ambiguities).
+DSGANet is public (its README lists the ambiguities).
 """
 
 from __future__ import annotations

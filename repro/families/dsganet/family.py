@@ -26,7 +26,7 @@ from repro.paths import data_dir
 from repro.specs import Spec
 
 ARCHS = ("dsganet",)
-# Vocabularies at paper scale: MCAN's VQA v2 question words and answers (the paper gives neither; MODELS.md 8.3).
+# Vocabularies at paper scale: MCAN's VQA v2 question words and answers (the paper gives neither).
 PAPER_NUM_TOKENS = 20572
 PAPER_NUM_ANSWERS = 3129
 SUBMISSION_TARGETS = {"vqa2": "vqa2-test-dev"}

@@ -104,7 +104,7 @@ def depth_relation(boxes: torch.Tensor, image_size: torch.Tensor, depth: torch.T
 
 
 def depth_scalar(batch: dict[str, torch.Tensor], reading: str, bins: int) -> torch.Tensor:
-    """dep_i [B, N] in gray values by the config's `depth_value` reading (Sec. IV-A; MODELS.md 8.6)."""
+    """dep_i [B, N] in gray values by the config's `depth_value` reading (Sec. IV-A; README: choices)."""
     if reading == "peak-bin-centre":
         if "depth_peak" not in batch:
             raise ReproError("the depth relation needs `depth_peak` per box in the batch (a store with depth)")
@@ -151,7 +151,7 @@ class BertQuestion(nn.Module):
 
     Input ids are `batch["bert_ids"]` when the data gives WordPiece ids ([CLS] first, 0 = [PAD]); otherwise
     the prepared word ids with a [CLS] id put in front (`bert_cls`, or num_tokens for a word-level vocabulary,
-    where `bert_vocab` is None). BERT is fine-tuned with the rest (the paper does not say; MODELS.md 8.4)."""
+    where `bert_vocab` is None). BERT is fine-tuned with the rest (the paper does not say)."""
 
     def __init__(self, num_tokens: int, s: dict[str, Any]):
         super().__init__()

@@ -30,7 +30,7 @@ from repro.specs import Spec
 
 ARCHS = ("mcan",)  # VL-BERT_BASE+PA (Table IV) is not implemented yet
 VQA_KEYS = ("overall", "yes/no", "number", "other")
-# The paper's vocabularies (MCAN's code: answers seen at least 9 times give 3,129; MODELS.md §1).
+# The paper's vocabularies (MCAN's code: answers seen at least 9 times give 3,129; MILVLG/mcan-vqa).
 PAPER_NUM_TOKENS = 20572
 PAPER_NUM_ANSWERS = 3129
 # Paper-scale cost of one training run, from Table VI: 4,150 s (MCAN) and 5,583 s (MCAN+PA) per epoch, 13 epochs.

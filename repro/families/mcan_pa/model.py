@@ -19,7 +19,7 @@ from repro.errors import ReproError
 from repro.families.mcan_pa.positional import GeometryScores, PositionalScores, box_feature, fuse
 from repro.nn.attention import MASK_VALUE, FeedForward, LayerNorm, MultiHeadAttention
 
-# The paper's sizes (§IV-B) and MCAN-small's (MODELS.md §1.1).
+# The paper's sizes (§IV-B) and MCAN-small's (MILVLG/mcan-vqa).
 PAPER_SIZES: dict[str, Any] = {
     "d_model": 512,
     "layers": 6,

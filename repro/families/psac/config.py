@@ -2,7 +2,7 @@
 
 Defaults are the paper's full model, PSAC(R) of Table 2 (one VPSA block, character embedding, full
 video-question co-attention), with sizes from Sec. 4.3 and, where the paper gives none, from the
-official code lixiangpengcs/PSAC (shared/reference/MODELS.md section 3).
+official code lixiangpengcs/PSAC (lixiangpengcs/PSAC).
 """
 
 from __future__ import annotations

@@ -32,7 +32,7 @@ TASKS = ("action", "transition", "frameqa", "count")
 PAPER_NUM_ANSWERS = {"frameqa": 1746}
 PAPER_NUM_WORDS = 8000  # frozen, so it does not change the trainable count
 PAPER_NUM_CHARS = 40  # a-z, 0-9 and specials; the table is left out of the comparison with the official count
-# MODELS.md section 3.1: the official model's trainable parameters without the word/char tables, by part.
+# lixiangpengcs/PSAC: the official model's trainable parameters without the word/char tables, by part.
 OFFICIAL_VIDEO_ENCODER = 19_514_416
 OFFICIAL_QUESTION_PATH = 6_113_282  # question encoder, co-attention and pooling convolution
 
@@ -253,7 +253,7 @@ def prepare_data(spec: Spec, scale: str, settings: dict[str, Any]) -> dict[str, 
     if scale == "paper":
         raise ReproError(
             f"{spec.id}: paper-scale PSAC needs the TGIF-QA question files and the ResNet-152 pool5 "
-            f"frame features (an HDF5 file from the authors' Google Drive, see SOURCES.md section 10) "
+            f"frame features (an HDF5 file from the authors' Google Drive, see the PSAC repository's README) "
             f"converted to features.npy indexed by key; that conversion is not implemented yet"
         )
     from repro.families.psac.synthetic import GeneratorConfig, generate

@@ -1,7 +1,7 @@
 """PSAC (Li et al., AAAI 2019): VPSA video encoder, QPSA question encoder, video-question co-attention.
 
 Equation numbers are the paper's (Sec. 3); where the paper gives no size or multiplicity the
-official code's is used (shared/reference/MODELS.md section 3). Every choice is listed in the
+official code's is used (lixiangpengcs/PSAC). Every choice is listed in the
 family README. One model answers one TGIF-QA task; the task fixes the answer head:
 
   action / transition  one score per candidate (Eq. 15), 5 candidates; multi-class hinge loss

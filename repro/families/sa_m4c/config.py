@@ -1,7 +1,7 @@
 """Typed model configs of the sa-m4c family: M4C and SA-M4C (Kant et al., ECCV 2020).
 
 One class per `arch` of a spec row's `model:` mapping. Defaults are the sizes of the official code
-(M4C in mmf, SA-M4C in yashkant/sam-textvqa; see shared/reference/MODELS.md section 2) and the paper's
+(M4C in mmf, SA-M4C in yashkant/sam-textvqa; see the official code) and the paper's
 choices: `M4CConfig` defaults to the original M4C of Table 1 row 4, `SAM4CConfig` to the final SA-M4C
 of Table 1 row 13. The fields named in `DATA_EVAL_FIELDS` are not part of the network: they pick the
 input features, the training data and the decoder search, and are kept here because the paper's

@@ -20,7 +20,7 @@ def lin(a, b):
 
 def test_mcan_has_57_8m_parameters_at_paper_sizes():
     mcan = build_model({"arch": "mcan"}, 20572, 3129)
-    assert count_parameters(mcan) == 57_812_491  # MODELS.md §1.2, GloVe table counted
+    assert count_parameters(mcan) == 57_812_491  # MILVLG/mcan-vqa, GloVe table counted
     pa = build_model({"arch": "mcan", "positional": ["pwa", "poa", "pma"]}, 20572, 3129)
     # PA adds W_G^query, W_G^key in each of 6 PWA and 6 PMA layers (§IV-E), the 14x512 word positions,
     # PMA's Lin(5, 512) and POA's W^G (512 -> 8 heads, no bias) in 6 layers.

@@ -45,7 +45,7 @@ def test_trainable_parameters_within_one_percent_of_the_official_code_per_task()
         official = family.official_parameters(task)
         assert abs(without_tables - official) / official < 0.01, (task, without_tables, official)
         assert info.total_params > info.trainable_params  # the frozen GloVe table
-    assert family.official_parameters("action") == 26_154_037  # MODELS.md 3.1: 19,514,416 + 6,113,282 + 526,339
+    assert family.official_parameters("action") == 26_154_037  # lixiangpengcs/PSAC: 19,514,416 + 6,113,282 + 526,339
     assert infos["frameqa"].trainable_params - infos["action"].trainable_params == 1024 * 1745 + 1745
 
 
