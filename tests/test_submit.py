@@ -460,3 +460,21 @@ def test_target_list_and_unknown_target(runner, sandbox):
     assert listing.exit_code == 0 and "vqa2-test-std" in listing.stdout and "gqa-test-dev" in listing.stdout
     result = submit(runner, "vqa3-test", "-p", "x.json")
     assert result.exit_code == 2 and "unknown submission target 'vqa3-test'" in one_line(result)
+
+
+def test_the_token_is_redacted_in_every_spelling_a_server_may_echo():
+    from urllib.parse import quote, quote_plus
+
+    from repro.submit.evalai import Connection
+
+    token = "abc/def+g h=ij&k"
+    conn = Connection(host="http://127.0.0.1:1", token=token)
+    for echoed in (
+        token,
+        quote(token, safe=""),
+        quote(token, safe="").lower(),
+        quote_plus(token),
+        '"abc/def+g h=ij&k"',
+    ):
+        text = conn.redact(f"error: bad token {echoed} given")
+        assert "***" in text and "def" not in text, echoed

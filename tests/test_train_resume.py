@@ -116,3 +116,24 @@ def test_predict_returns_ids_and_logits_in_order():
         assert torch.allclose(logits[:2], model({k: torch.stack([data[i][k] for i in range(2)]) for k in data[0]}))
     ids, top = predict(model, data, batch_size=3, top_k=1, progress=False)
     assert top[:, 0].tolist() == logits.argmax(-1).tolist()
+
+
+def test_a_signal_during_the_epoch_end_checkpoint_is_honoured(tmp_path, recipe, monkeypatch):
+    from repro.train import checkpoint as ckpt
+
+    real = ckpt.save_checkpoint
+
+    def save_then_signal(*args, **kwargs):
+        real(*args, **kwargs)
+        if kwargs.get("step_in_epoch") == 0 and kwargs.get("epoch") == 1:  # the end of the first epoch
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    monkeypatch.setattr(ckpt, "save_checkpoint", save_then_signal)
+    with pytest.raises(TrainingInterrupted, match="after epoch 1"):
+        fit(new_model(), TinyVQA(22), recipe, tmp_path / "run", progress=False)
+    assert load_checkpoint(tmp_path / "run" / "last.pt")["epoch"] == 1
+
+
+def test_max_steps_stops_a_short_run(tmp_path, recipe):
+    state = fit(new_model(), TinyVQA(22), recipe.replace(max_steps=4), tmp_path / "short", progress=False)
+    assert state.step == 4 and [r["step"] for r in read_log(tmp_path / "short")] == [1, 2, 3, 4]

@@ -62,7 +62,26 @@ class Connection:
     token: str = field(repr=False)
 
     def redact(self, text: str) -> str:
-        return text.replace(self.token, "***") if self.token else text
+        """The text with the token removed in every spelling a server may echo it in (as is, URL-encoded
+        with %xx in either case or + for spaces, JSON-escaped, base64)."""
+        if not self.token:
+            return text
+        import base64
+        import json as _json
+        from urllib.parse import quote, quote_plus
+
+        forms = {
+            self.token,
+            quote(self.token, safe=""),
+            quote_plus(self.token),
+            _json.dumps(self.token)[1:-1],
+            base64.b64encode(self.token.encode()).decode().rstrip("="),
+        }
+        forms |= {f.lower() for f in forms if "%" in f} | {f.upper() for f in forms if "%" in f}
+        for form in sorted(forms, key=len, reverse=True):
+            if form:
+                text = re.sub(re.escape(form), "***", text, flags=re.IGNORECASE if "%" in form else 0)
+        return text
 
     @property
     def headers(self) -> dict[str, str]:
