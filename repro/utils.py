@@ -62,6 +62,18 @@ def sha256_file(path: Path, on_chunk=None, chunk_size: int = 1 << 20) -> str:
     return digest.hexdigest()
 
 
+@contextmanager
+def csv_field_limit(limit: int) -> Iterator[None]:
+    """`csv.field_size_limit` is one setting for the whole process: set it for one read and put it back."""
+    import csv
+
+    previous = csv.field_size_limit(limit)
+    try:
+        yield
+    finally:
+        csv.field_size_limit(previous)
+
+
 def now_iso() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 

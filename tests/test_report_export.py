@@ -83,7 +83,7 @@ def test_html_has_every_number_and_bold_best(demo_spec):
         (".csv", lambda text: next(csv.DictReader(io.StringIO(text)))["row"] == "MCAN"),
         (".tex", lambda text: text.startswith(r"\begin{table}")),
         (".html", lambda text: text.startswith("<!DOCTYPE html>")),
-        (".json", lambda text: json.loads(text)["id"] == "table5-ablation"),
+        (".json", lambda text: json.loads(text)["id"] == "mcan-pa-table5-ablation"),
         (".txt", lambda text: text.startswith("mcan-pa Table V") and "┃" not in text),
     ],
 )

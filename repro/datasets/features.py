@@ -29,6 +29,7 @@ from rich.progress import Progress
 from repro.data.progress import Bar
 from repro.data.store import FeatureStoreWriter
 from repro.errors import ReproError
+from repro.utils import csv_field_limit
 
 TSV_FIELDS = ("image_id", "image_w", "image_h", "num_boxes", "boxes", "features")
 
@@ -51,8 +52,7 @@ def count_lines(path: Path) -> int:
 
 
 def read_bottom_up_tsv(path: Path, dim: int = 2048) -> Iterator[ImageFeatures]:
-    csv.field_size_limit(sys.maxsize)
-    with open(path, newline="", encoding="ascii", errors="strict") as fh:
+    with csv_field_limit(sys.maxsize), open(path, newline="", encoding="ascii", errors="strict") as fh:
         reader = csv.reader(fh, delimiter="\t")
         for line, row in enumerate(reader, 1):
             if not row:

@@ -78,11 +78,15 @@ def read_rows(path: Path) -> list[dict[str, str]]:
     """The raw rows of one question file, as strings, after checking its header."""
     if not path.is_file():
         raise ReproError(f"no TGIF-QA question file {path}")
-    csv.field_size_limit(1 << 30)
-    with open(path, newline="", encoding="utf-8") as fh:
-        reader = csv.DictReader(fh, delimiter="\t", quoting=csv.QUOTE_NONE)
-        header = tuple(reader.fieldnames or ())
-        rows = list(reader)
+    try:
+        with open(path, newline="", encoding="utf-8") as fh:
+            reader = csv.DictReader(fh, delimiter="\t", quoting=csv.QUOTE_NONE)
+            header = tuple(reader.fieldnames or ())
+            rows = list(reader)
+    except UnicodeDecodeError as exc:
+        raise ReproError(f"{path}: not UTF-8 text (byte {exc.start})") from None
+    except csv.Error as exc:
+        raise ReproError(f"{path}:{reader.line_num}: not a readable TGIF-QA question file ({exc})") from None
     task = _task_of(path)
     if task is not None and header != COLUMNS[task]:
         raise ReproError(f"{path}: header {list(header)} is not the official {task} layout {list(COLUMNS[task])}")

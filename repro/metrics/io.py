@@ -47,6 +47,7 @@ from typing import Any
 from repro.errors import ReproError
 from repro.metrics.base import shown
 from repro.metrics.vqa import AnswerTable, Labels
+from repro.utils import csv_field_limit
 
 SHOW_IDS = 5
 
@@ -230,12 +231,16 @@ def _generic_items(items: list, path: Path) -> Gold:
     return Gold(ids, values, fields, path)
 
 
+CSV_FIELD_LIMIT = 131072  # Python's default: a TGIF-QA question file has short fields
+
+
 def _read_table(path: Path) -> list[dict[str, str]]:
     text = read_text(path)
     delimiter = "\t" if "\t" in text.partition("\n")[0] else ","
     reader = csv.DictReader(StringIO(text, newline=""), delimiter=delimiter)
     try:
-        rows = list(reader)
+        with csv_field_limit(CSV_FIELD_LIMIT):
+            rows = list(reader)
     except csv.Error as exc:  # a field over csv.field_size_limit(), a NUL byte, ...
         raise ReproError(f"{path}:{reader.line_num}: not a readable table ({exc})") from None
     if not reader.fieldnames or "answer" not in reader.fieldnames:
