@@ -339,3 +339,18 @@ def load_split(prepared_dir: Path, split: str) -> dict[str, np.ndarray]:
         raise ReproError(f"{path}: no such split; prepared splits: {', '.join(have) or 'none'} (run repro prepare)")
     with np.load(path) as z:
         return {k: z[k] for k in z.files}
+
+
+def write_vqa_layout(
+    questions_path: Path,
+    annotations_path: Path,
+    subtype: str,
+    questions: list[dict],
+    annotations: list[dict],
+    description: str,
+) -> None:
+    """Write a question file and an annotation file in the official VQA v2 layout (generated data)."""
+    info = {"description": description, "version": "1.0"}
+    common = {"info": info, "data_type": "mscoco", "data_subtype": subtype, "license": {"name": "generated", "url": ""}}
+    write_json_atomic(questions_path, {**common, "task_type": "Open-Ended", "questions": questions})
+    write_json_atomic(annotations_path, {**common, "annotations": annotations})

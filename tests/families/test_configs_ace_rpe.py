@@ -2,43 +2,16 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
-import yaml
 from pydantic import ValidationError
 
 from repro.families.ace_rpe.config import CONFIGS, ALBEFConfig
+from tests.families.spec_models import by_arch, rows_of, same, spec_models
 
-EXPERIMENTS = Path(__file__).resolve().parents[2] / "experiments"
-BY_ARCH = {cls.model_fields["arch"].annotation.__args__[0]: cls for cls in CONFIGS}
-
-
-def _models(node, found):
-    """Every `model:` mapping anywhere in a loaded spec (rows, or nested in `compute`)."""
-    if isinstance(node, dict):
-        if isinstance(node.get("model"), dict):
-            found.append(node["model"])
-        for value in node.values():
-            _models(value, found)
-    elif isinstance(node, list):
-        for value in node:
-            _models(value, found)
-    return found
-
-
-def _spec_models():
-    out = []
-    for path in sorted(EXPERIMENTS.glob("*/*.yaml")):
-        spec = yaml.safe_load(path.read_text())
-        for model in _models(spec, []):
-            out.append((path, spec, model))
-    return out
-
-
-def _rows(spec_id: str) -> dict[str, dict]:
-    spec = yaml.safe_load((EXPERIMENTS / "ace-rpe" / f"{spec_id}.yaml").read_text())
-    return {row["name"]: row["model"] for row in spec["rows"] if "model" in row}
+BY_ARCH = by_arch(CONFIGS)
+_spec_models = spec_models
+_rows = rows_of("ace-rpe")
+_same = same
 
 
 def _build(model: dict):
@@ -51,12 +24,6 @@ def _value(config, key: str):
         if key in (name, field.alias):
             return getattr(config, name)
     raise AttributeError(key)
-
-
-def _same(config_value, spec_value) -> bool:
-    if isinstance(spec_value, list):  # a set of choices: order and container do not matter
-        return sorted(config_value) == sorted(spec_value)
-    return config_value == spec_value
 
 
 FAMILY_MODELS = [(p, m) for p, _, m in _spec_models() if m.get("arch") in BY_ARCH]

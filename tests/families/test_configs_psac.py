@@ -2,53 +2,20 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
-import yaml
 from pydantic import ValidationError
 
 from repro.families.psac.config import CONFIGS, PSACConfig
+from tests.families.spec_models import by_arch, rows_of, same, spec_models
 
-EXPERIMENTS = Path(__file__).resolve().parents[2] / "experiments"
-BY_ARCH = {cls.model_fields["arch"].annotation.__args__[0]: cls for cls in CONFIGS}
-
-
-def _models(node, found):
-    """Every `model:` mapping anywhere in a loaded spec (rows, or nested in `compute`)."""
-    if isinstance(node, dict):
-        if isinstance(node.get("model"), dict):
-            found.append(node["model"])
-        for value in node.values():
-            _models(value, found)
-    elif isinstance(node, list):
-        for value in node:
-            _models(value, found)
-    return found
-
-
-def _spec_models():
-    out = []
-    for path in sorted(EXPERIMENTS.glob("*/*.yaml")):
-        spec = yaml.safe_load(path.read_text())
-        for model in _models(spec, []):
-            out.append((path, spec, model))
-    return out
-
-
-def _rows(spec_id: str) -> dict[str, dict]:
-    spec = yaml.safe_load((EXPERIMENTS / "psac" / f"{spec_id}.yaml").read_text())
-    return {row["name"]: row["model"] for row in spec["rows"] if "model" in row}
+BY_ARCH = by_arch(CONFIGS)
+_spec_models = spec_models
+_rows = rows_of("psac")
+_same = same
 
 
 def _build(model: dict):
     return BY_ARCH[model["arch"]].model_validate(model)
-
-
-def _same(config_value, spec_value) -> bool:
-    if isinstance(spec_value, list):  # a set of choices: order and container do not matter
-        return sorted(config_value) == sorted(spec_value)
-    return config_value == spec_value
 
 
 FAMILY_MODELS = [(p, m) for p, _, m in _spec_models() if m.get("arch") in BY_ARCH]

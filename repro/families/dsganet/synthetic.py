@@ -343,6 +343,7 @@ def generate(out_dir: Path, cfg: GeneratorConfig) -> dict[str, Path]:
     Nothing is written if `out_dir/manifest.json` says the same configuration was generated already."""
     from repro.data.store import FeatureStore, FeatureStoreWriter
     from repro.datasets.depth import box_regions, grid_regions
+    from repro.datasets.vqa import write_vqa_layout
     from repro.utils import write_json_atomic
 
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -426,27 +427,13 @@ def generate(out_dir: Path, cfg: GeneratorConfig) -> dict[str, Path]:
         for kind, store in (("objects", paths[f"{split}_features"]), ("grids", paths[f"{split}_grid_features"])):
             for key, array in extras[kind].items():
                 FeatureStore.write_extra(store, key, array, info)
-        info = {"description": "repro synthetic 3-D scenes", "version": "1.0"}
-        write_json_atomic(
+        write_vqa_layout(
             paths[f"{split}_questions"],
-            {
-                "info": info,
-                "task_type": "Open-Ended",
-                "data_type": "mscoco",
-                "data_subtype": name,
-                "license": {"name": "generated", "url": ""},
-                "questions": questions,
-            },
-        )
-        write_json_atomic(
             paths[f"{split}_annotations"],
-            {
-                "info": info,
-                "data_type": "mscoco",
-                "data_subtype": name,
-                "license": {"name": "generated", "url": ""},
-                "annotations": annotations,
-            },
+            name,
+            questions,
+            annotations,
+            "repro synthetic 3-D scenes",
         )
     write_json_atomic(manifest, {"config": asdict(cfg), "files": sorted(p.name for p in paths.values())})
     return paths

@@ -228,6 +228,7 @@ def generate(out_dir: Path, cfg: GeneratorConfig) -> dict[str, Path]:
     same configuration was generated already.
     """
     from repro.data.store import FeatureStoreWriter
+    from repro.datasets.vqa import write_vqa_layout
     from repro.utils import write_json_atomic
 
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -281,27 +282,13 @@ def generate(out_dir: Path, cfg: GeneratorConfig) -> dict[str, Path]:
                             ],
                         }
                     )
-        info = {"description": "repro synthetic scenes", "version": "1.0"}
-        write_json_atomic(
+        write_vqa_layout(
             paths[f"{split}_questions"],
-            {
-                "info": info,
-                "task_type": "Open-Ended",
-                "data_type": "mscoco",
-                "data_subtype": name,
-                "license": {"name": "generated", "url": ""},
-                "questions": questions,
-            },
-        )
-        write_json_atomic(
             paths[f"{split}_annotations"],
-            {
-                "info": info,
-                "data_type": "mscoco",
-                "data_subtype": name,
-                "license": {"name": "generated", "url": ""},
-                "annotations": annotations,
-            },
+            name,
+            questions,
+            annotations,
+            "repro synthetic scenes",
         )
     write_json_atomic(manifest, {"config": asdict(cfg), "files": sorted(p.name for p in paths.values())})
     return paths
