@@ -250,6 +250,9 @@ def execute(
     for family in {family_of(s.row) for s in plan.steps if s.kind == "train"}:
         family.prepare_data(spec, scale, settings)  # generated once, before runs start in parallel
     configs = {step.row.name: resolved_config(spec, step.row, scale, settings) for step in plan.steps}
+    started_in = environment()  # the checkout and packages as the run starts
+    if jobs > 1:
+        started_in["threads"] = max(1, (os.cpu_count() or 1) // jobs)  # each worker's share
 
     def context(step: Step, seed: int, progress: bool) -> RunContext:
         return RunContext(
