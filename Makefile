@@ -17,14 +17,14 @@ $(VENV)/.installed: pyproject.toml Makefile
 	touch $@
 
 # The demo trains three rows of mcan-pa Table V on the synthetic scale, one seed each (about four
-# minutes on 2 cores), into a scratch results folder, then prints the committed three-seed table.
+# minutes on 2 cores), into a scratch results folder, then prints the committed six-seed table.
 DEMO_RESULTS ?= .demo/results
 DEMO_ROWS ?= MCAN,MCAN+POA,MCAN+PA (ours)
 
 demo: $(VENV)/.installed
 	@echo "== repro: mcan-pa Table V at the synthetic scale: rows $(DEMO_ROWS), seed 0 (a few minutes)"
 	REPRO_RESULTS=$(DEMO_RESULTS) $(REPRO) run mcan-pa-table5-ablation --scale synthetic --rows "$(DEMO_ROWS)" --seeds 0 --force
-	@echo "== repro: the committed synthetic table (all ten rows, three seeds, mean ± std)"
+	@echo "== repro: the committed synthetic table (all ten rows, six seeds, mean ± std)"
 	$(REPRO) table mcan-pa-table5-ablation --scale synthetic
 
 test: $(VENV)/.installed wordnet lint
