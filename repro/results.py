@@ -312,11 +312,12 @@ def git_commit() -> str:
 
 
 def git_state() -> dict[str, Any]:
-    """Commit, whether the tree is dirty, and which files differ (untracked ones included)."""
+    """Commit, whether the code is dirty, and which files differ (untracked ones included; results/ is what
+    runs write, not code, and is left out)."""
     try:
         head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO_DIR, capture_output=True, text=True, timeout=10)
         status = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=all", "--", "."],
+            ["git", "status", "--porcelain", "--untracked-files=all", "--", ".", ":!results"],
             cwd=REPO_DIR,
             capture_output=True,
             text=True,
