@@ -100,5 +100,6 @@ def test_older_records_that_kept_only_per_seed_metrics_are_read_as_seeds():
 
     spec = resolve("table5-ablation", REPO_DIR / "experiments")
     seeds = read_seed_results(spec, spec.row("MCAN"), "synthetic", REPO_DIR / "results")
-    assert sorted(seeds) == [0, 1, 2] and all(s.legacy for s in seeds.values())
+    # seeds 0-2 ran before records were kept per seed: they are read back from the row's record
+    assert sorted(seeds) == [0, 1, 2, 3, 4, 5] and [s.seed for s in seeds.values() if s.legacy] == [0, 1, 2]
     assert all(s.extra["per_question_type"] for s in seeds.values())
