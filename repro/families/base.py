@@ -26,11 +26,40 @@ dataset statistics) and `compute(ctx) -> RowRun`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from repro.errors import ReproError
 from repro.specs import Row, Spec
+
+
+class GeneratorSettings:
+    """Base of a family's synthetic generator config (a frozen dataclass): read from the spec's
+    `scales.<scale>.generator` mapping, unknown keys refused; `key()` names the generated data's folder."""
+
+    @classmethod
+    def from_mapping(cls, data: dict | None):
+        data = dict(data or {})
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ReproError(
+                f"unknown synthetic generator setting(s) {', '.join(map(str, unknown))}; "
+                f"known: {', '.join(sorted(known))}"
+            )
+        config = cls(**data)
+        config.check()
+        return config
+
+    def check(self) -> None:
+        """Range checks across fields; a family's generator overrides it where it has some."""
+
+    def key(self) -> str:
+        blob = json.dumps(asdict(self), sort_keys=True).encode()
+        return hashlib.sha256(blob).hexdigest()[:12]
 
 
 @dataclass(frozen=True)

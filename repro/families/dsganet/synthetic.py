@@ -31,6 +31,8 @@ from pathlib import Path
 
 import numpy as np
 
+from repro.families.base import GeneratorSettings
+
 CLASSES = ("cube", "sphere", "cylinder", "cone", "torus", "ring")
 PLURALS = {
     "cube": "cubes",
@@ -47,7 +49,7 @@ MAP_SHAPE = (48, 64)  # rendered depth map (H, W); boxes are scaled to it as for
 
 
 @dataclass(frozen=True)
-class GeneratorConfig:
+class GeneratorConfig(GeneratorSettings):
     """What a synthetic dataset is made of. Changing any field changes the data (and its folder)."""
 
     seed: int = 0
@@ -63,21 +65,6 @@ class GeneratorConfig:
     grid_rows: int = 4
     grid_cols: int = 6
     annotator_error: float = 0.1
-
-    @classmethod
-    def from_mapping(cls, data: dict | None) -> "GeneratorConfig":
-        data = dict(data or {})
-        unknown = set(data) - set(cls.__dataclass_fields__)
-        if unknown:
-            from repro.errors import ReproError
-
-            raise ReproError(f"unknown synthetic generator setting(s): {', '.join(sorted(unknown))}")
-        return cls(**data)
-
-    def key(self) -> str:
-        import hashlib
-
-        return hashlib.sha256(json.dumps(asdict(self), sort_keys=True).encode()).hexdigest()[:12]
 
 
 @dataclass

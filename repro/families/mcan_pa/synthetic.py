@@ -24,6 +24,8 @@ from pathlib import Path
 
 import numpy as np
 
+from repro.families.base import GeneratorSettings
+
 CLASSES = ("cube", "sphere", "cylinder", "cone", "circle", "ring")
 PLURALS = {
     "cube": "cubes",
@@ -39,7 +41,7 @@ SPLITS = {"train": "train2014", "val": "val2014"}
 
 
 @dataclass(frozen=True)
-class GeneratorConfig:
+class GeneratorConfig(GeneratorSettings):
     """What a synthetic dataset is made of. Changing any field changes the data (and its folder)."""
 
     seed: int = 0
@@ -52,21 +54,6 @@ class GeneratorConfig:
     feature_noise: float = 0.3
     stack_probability: float = 0.5  # chance that a scene has one object resting on another
     annotator_error: float = 0.1  # chance that one of the 10 annotators gives another answer
-
-    @classmethod
-    def from_mapping(cls, data: dict | None) -> "GeneratorConfig":
-        data = dict(data or {})
-        unknown = set(data) - set(cls.__dataclass_fields__)
-        if unknown:
-            from repro.errors import ReproError
-
-            raise ReproError(f"unknown synthetic generator setting(s): {', '.join(sorted(unknown))}")
-        return cls(**data)
-
-    def key(self) -> str:
-        import hashlib
-
-        return hashlib.sha256(json.dumps(asdict(self), sort_keys=True).encode()).hexdigest()[:12]
 
 
 @dataclass

@@ -23,16 +23,15 @@ Files written (official layout, tab-separated): `{Train,Test}_{task}_question.cs
 from __future__ import annotations
 
 import csv
-import hashlib
 import json
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
 from repro.datasets.tgif import COLUMNS, TASKS, file_name
 from repro.errors import ReproError
+from repro.families.base import GeneratorSettings
 
 SUBJECTS = ("man", "woman", "girl", "boy", "dog", "cat", "bird", "horse", "baby", "panda")
 ACTIONS = ("jump", "wave", "nod", "clap", "spin", "kick", "bow", "shrug", "wink", "dance", "sway", "run")
@@ -40,7 +39,7 @@ COLORS = ("red", "blue", "green", "yellow", "black", "white", "pink", "brown")
 
 
 @dataclass(frozen=True)
-class GeneratorConfig:
+class GeneratorConfig(GeneratorSettings):
     seed: int = 0
     train_videos: int = 600
     test_videos: int = 200
@@ -54,19 +53,6 @@ class GeneratorConfig:
     rep_frames: int = 1
     noise: float = 0.3
     color_change: float = 0.5  # probability that the shirt colour changes between two actions
-
-    @classmethod
-    def from_mapping(cls, mapping: dict[str, Any] | None) -> "GeneratorConfig":
-        mapping = dict(mapping or {})
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(mapping) - known)
-        if unknown:
-            raise ReproError(
-                f"unknown psac generator setting(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}"
-            )
-        cfg = cls(**mapping)
-        cfg.check()
-        return cfg
 
     def check(self) -> None:
         longest = self.actions_per_video * self.max_count * (self.rep_frames + 1)
@@ -83,9 +69,6 @@ class GeneratorConfig:
             raise ReproError(f"psac generator: at most {len(SUBJECTS)} subjects and 2..{len(COLORS)} colours")
         if self.max_count < 2:
             raise ReproError("psac generator: max_count must be at least 2")
-
-    def key(self) -> str:
-        return hashlib.sha1(json.dumps(asdict(self), sort_keys=True).encode()).hexdigest()[:12]
 
 
 def _directions(rng: np.random.Generator, n: int, d: int) -> np.ndarray:

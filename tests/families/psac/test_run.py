@@ -45,7 +45,7 @@ def test_generator_writes_the_official_layout_with_order_dependent_answers(tmp_p
 def test_generator_rejects_settings_that_do_not_fit():
     with pytest.raises(ReproError, match="do not fit"):
         GeneratorConfig.from_mapping({"frames": 6, "actions_per_video": 3, "max_count": 3})
-    with pytest.raises(ReproError, match="unknown psac generator"):
+    with pytest.raises(ReproError, match="unknown synthetic generator setting"):
         GeneratorConfig.from_mapping({"videos": 3})
 
 
