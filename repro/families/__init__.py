@@ -61,22 +61,29 @@ def recipes_dir(paper: str) -> Path:
     return Path(next(iter(spec.submodule_search_locations))) / "recipes"
 
 
+def arch_of(config_class: type) -> str:
+    """The `arch:` value a typed config class accepts (its `arch` field is a one-value Literal)."""
+    return config_class.model_fields["arch"].annotation.__args__[0]
+
+
 def config_classes() -> dict[str, type]:
     """arch -> typed config class, over every family (imports only the config modules)."""
-    out: dict[str, type] = {}
-    for family in FAMILIES:
-        for cls in _import(f"{family.package}.config").CONFIGS:
-            out[cls.model_fields["arch"].annotation.__args__[0]] = cls
-    return out
+    return {arch_of(cls): cls for family in FAMILIES for cls in _import(f"{family.package}.config").CONFIGS}
 
 
-def parse_config(model: dict[str, Any]):
-    """A spec row's `model:` mapping as its family's typed config; pydantic's ValidationError when wrong."""
-    arch = model.get("arch")
-    classes = config_classes()
-    if arch not in classes:
-        raise ValueError(f"unknown arch {arch!r}; one of {', '.join(sorted(classes))}")
-    return classes[arch].model_validate(model)
+def as_typed(config: Any, configs: tuple[type, ...]):
+    """A family's typed config as it is, or a `model:` mapping validated by the class its `arch` names."""
+    if isinstance(config, configs):
+        return config
+    from pydantic import ValidationError
+
+    classes = {arch_of(cls): cls for cls in configs}
+    if not isinstance(config, dict) or config.get("arch") not in classes:
+        raise ReproError(f"model config {config!r} needs an arch: one of {', '.join(classes)}")
+    try:
+        return classes[config["arch"]].model_validate(config)
+    except ValidationError as exc:
+        raise ReproError(f"model config {config!r}: {exc.errors()[0]['msg']}") from None
 
 
 def implementation(family: Family) -> ModuleType | None:

@@ -7,11 +7,13 @@ from pathlib import Path
 
 import yaml
 
+from repro.families import arch_of
+
 EXPERIMENTS = Path(__file__).resolve().parents[2] / "experiments"
 
 
 def by_arch(configs) -> dict[str, type]:
-    return {cls.model_fields["arch"].annotation.__args__[0]: cls for cls in configs}
+    return {arch_of(cls): cls for cls in configs}
 
 
 def _models(node, found):

@@ -20,8 +20,10 @@ import torch
 from torch import nn
 
 from repro.errors import ReproError
+from repro.families import as_typed
 from repro.families.base import ModelInfo, RowRun, RunContext
 from repro.families.dsganet.config import DSGANetConfig
+from repro.families.mcan_pa import family as mcan_family
 from repro.paths import data_dir
 from repro.specs import Spec
 
@@ -67,14 +69,7 @@ REL_PHRASES = (
 
 
 def as_config(config: DSGANetConfig | dict) -> DSGANetConfig:
-    if isinstance(config, DSGANetConfig):
-        return config
-    from pydantic import ValidationError
-
-    try:
-        return DSGANetConfig.model_validate(config)
-    except ValidationError as exc:
-        raise ReproError(f"model config {config!r}: {exc.errors()[0]['msg']}") from None
+    return as_typed(config, (DSGANetConfig,))
 
 
 def paper_sizes(config: DSGANetConfig | dict | None = None) -> dict[str, Any]:
@@ -232,16 +227,8 @@ def submission_target(spec: Spec) -> str | None:
 # --- training and prediction steps ---------------------------------------------------------------
 
 
-def loss_step(loss_name: str):
-    """The recipe's loss of the answer logits against the soft scores (BCE, Sec. IV-D)."""
-    from repro.train.trainer import recipe_loss_step
-
-    return recipe_loss_step(loss_name)
-
-
-def predict_step(model: nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-    """The answer logits; the answer is their argmax."""
-    return model(batch)
+# DSGANet trains and predicts as MCAN does: answer logits against soft scores (Sec. IV-D), argmax.
+loss_step, predict_step = mcan_family.loss_step, mcan_family.predict_step
 
 
 # --- data ---------------------------------------------------------------------------------------

@@ -23,8 +23,9 @@ import torch
 from torch import nn
 
 from repro.errors import ReproError
+from repro.families import as_typed
 from repro.families.base import ModelInfo, RowRun, RunContext
-from repro.families.mcan_pa.config import McanConfig, VlBertConfig
+from repro.families.mcan_pa.config import CONFIGS, McanConfig, VlBertConfig
 from repro.paths import data_dir
 from repro.specs import Spec
 
@@ -60,19 +61,7 @@ def paper_sizes() -> dict[str, Any]:
 
 
 def as_config(config: McanConfig | VlBertConfig | dict) -> McanConfig | VlBertConfig:
-    if isinstance(config, (McanConfig, VlBertConfig)):
-        return config
-    from pydantic import ValidationError
-
-    from repro.families.mcan_pa.config import CONFIGS
-
-    classes = {cls.model_fields["arch"].annotation.__args__[0]: cls for cls in CONFIGS}
-    if not isinstance(config, dict) or config.get("arch") not in classes:
-        raise ReproError(f"model config {config!r} needs an arch: one of {', '.join(classes)}")
-    try:
-        return classes[config["arch"]].model_validate(config)
-    except ValidationError as exc:
-        raise ReproError(f"model config {config!r}: {exc.errors()[0]['msg']}") from None
+    return as_typed(config, CONFIGS)
 
 
 def build_model(

@@ -20,6 +20,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from repro.errors import ReproError
+from repro.families import as_typed
 from repro.families.base import ModelInfo, RowRun, RunContext
 from repro.families.psac.config import PSACConfig
 from repro.paths import data_dir
@@ -48,14 +49,7 @@ def official_parameters(task: str) -> int:
 
 
 def as_config(config: PSACConfig | dict) -> PSACConfig:
-    if isinstance(config, PSACConfig):
-        return config
-    from pydantic import ValidationError
-
-    try:
-        return PSACConfig.model_validate(config)
-    except ValidationError as exc:
-        raise ReproError(f"model config {config!r}: {exc.errors()[0]['msg']}") from None
+    return as_typed(config, (PSACConfig,))
 
 
 def paper_sizes(config: PSACConfig | None = None) -> dict[str, Any]:
