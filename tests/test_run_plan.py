@@ -61,9 +61,9 @@ def test_bad_seeds_is_one_line(runner):
 
 
 def test_rows_without_an_implementation_are_planned_and_refused_before_training(runner):
-    out = runner.invoke(app, ["run", "sa-m4c-table1-textvqa", "--dry-run"], env={"COLUMNS": "200"})
+    out = runner.invoke(app, ["run", "ace-rpe-table1-pe", "--dry-run"], env={"COLUMNS": "200"})
     assert out.exit_code == 0 and "not implemented yet" in out.output
-    out = runner.invoke(app, ["run", "sa-m4c-table1-textvqa"])
+    out = runner.invoke(app, ["run", "ace-rpe-table1-pe"])
     assert out.exit_code == 2 and "not implemented yet" in out.output and "Traceback" not in out.output
 
 
