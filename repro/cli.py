@@ -494,7 +494,7 @@ def _run(
         target = family.submission_target(spec) if family is not None else None
         for path in result.extra.get("predictions", []):
             console.print(
-                f"{result.row}: only the server scores {spec.split}; submit with "
+                f"{result.row}: test-set predictions only the server scores; submit with "
                 f"`repro submit {target or 'TARGET'} --predictions {path}`",
                 highlight=False,
                 soft_wrap=True,

@@ -227,7 +227,9 @@ def fit(
     log_path = workdir / LOG_NAME
 
     model.to(dev)
-    optimizer = build_optimizer(recipe, model.parameters())
+    # A model may train parts at a multiple of the schedule's rate: `lr_groups()` gives parameter groups
+    # with an `lr_scale` each (e.g. a pre-trained encoder at 0.1).
+    optimizer = build_optimizer(recipe, model.lr_groups() if hasattr(model, "lr_groups") else model.parameters())
     scaler = torch.amp.GradScaler(dev.type) if precision == "fp16" else None
     sampler = dist_utils.sampler(train_dataset, env, seed=recipe.seed)
     steps_per_epoch = math.ceil(len(sampler) / local_batch)
@@ -291,7 +293,7 @@ def fit(
             for i, batch in enumerate(loader, start=first):
                 lr = learning_rate(recipe.schedule, epoch, i, steps_per_epoch)
                 for group in optimizer.param_groups:
-                    group["lr"] = lr
+                    group["lr"] = lr * group.get("lr_scale", 1.0)
                 batch = to_device(batch, dev)
                 with _autocast(precision, dev):
                     loss = loss_step(net, batch)

@@ -161,9 +161,242 @@ def submission_target(spec: Spec) -> str | None:
     return next((SUBMISSION_TARGETS[d] for d in spec.datasets if d in SUBMISSION_TARGETS), None)
 
 
-def run_row(ctx: RunContext) -> RowRun:  # noqa: ARG001 - filled in by the data pipeline
-    raise ReproError("sa-m4c: training runs are not implemented yet")
+# --- training and prediction steps ---------------------------------------------------------------
 
 
-def prepare_data(spec: Spec, scale: str, settings: dict[str, Any]) -> None:  # noqa: ARG001
-    raise ReproError("sa-m4c: data preparation is not implemented yet")
+def loss_step(loss_name: str):
+    """M4C's decoding loss (`decoding-bce`): BCE-with-logits over vocabulary ‖ OCR at every step, masked
+    after the answer's </s>, summed and divided by the number of valid steps (mmf's M4CDecodingBCEWithMaskLoss)."""
+    import torch.nn.functional as F
+
+    if loss_name != "decoding-bce":
+        raise ReproError(f"sa-m4c trains with the decoding-bce loss, not {loss_name!r}")
+
+    def step(model: nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        scores = model(batch).float()
+        losses = F.binary_cross_entropy_with_logits(scores, batch["targets"], reduction="none")
+        mask = batch["step_mask"]
+        return (losses * mask.unsqueeze(-1)).sum() / mask.sum().clamp(min=1)
+
+    return step
+
+
+def predict_step(model: nn.Module, batch: dict[str, torch.Tensor], beam: int = 1) -> torch.Tensor:
+    """The decoded indices into vocabulary ‖ OCR, [B, steps] (as floats, the trainer's output type)."""
+    return model.decode(batch, beam).float()
+
+
+# --- data ---------------------------------------------------------------------------------------
+
+
+def prepare_data(spec: Spec, scale: str, settings: dict[str, Any]) -> dict[str, Path]:
+    """The row's data: generated at the smoke and synthetic scales, the prepared real data at paper scale."""
+    if scale == "paper":
+        from repro.families.sa_m4c.prepare import paper_data
+
+        return paper_data(spec)
+    from repro.families.sa_m4c.synthetic import GeneratorConfig, generate
+    from repro.paths import data_dir
+
+    cfg = GeneratorConfig.from_mapping(settings.get("generator"))
+    return generate(data_dir() / "synthetic" / f"textvqa-{cfg.key()}", cfg)
+
+
+def _datasets(ctx: RunContext, data: dict[str, Path], config) -> tuple[dict[str, Any], list[str], dict[str, Any]]:
+    """(split -> TextVQADataset, answer vocabulary, model sizes) of generated data."""
+    from transformers import BertTokenizerFast
+
+    from repro.data.store import FeatureStore
+    from repro.families.sa_m4c.data import (
+        OCR_FILES,
+        QUESTIONS_FILE,
+        Features,
+        TextVQADataset,
+        WordVectors,
+        read_answer_vocab,
+        read_ocr,
+        read_questions,
+    )
+
+    root = data["root"]
+    tokenizer = BertTokenizerFast(vocab_file=str(data["bert_vocab"]), do_lower_case=True)
+    vocab = read_answer_vocab(data["answer_vocab"])
+    words = WordVectors(data["words"])
+    sets, sizes = {}, None
+    for split in ("train", "val", "test"):
+        objects = FeatureStore.open(root / f"{split}.objects.store")
+        regions = FeatureStore.open(root / f"{split}.ocr.store")
+        if sizes is None:
+            derived = {"bert_vocab": len(tokenizer), "fasttext_dim": words.dim}
+            derived.update(obj_dim=objects.dim, ocr_app_dim=regions.dim)
+            sizes = model_sizes(config, {**ctx.settings.get("sizes", {}), **derived})
+        features = Features(objects, regions, read_ocr(root / OCR_FILES[config.ocr].format(split=split)), words)
+        sets[split] = TextVQADataset(
+            read_questions(root / QUESTIONS_FILE.format(split=split)),
+            features,
+            tokenizer,
+            vocab,
+            sizes,
+            graph=getattr(config, "graph", "spatial"),
+            seed=ctx.seed,
+            overlap_iou=getattr(config, "overlap_iou", 0.5),
+            distance_threshold=getattr(config, "distance_threshold", 0.5),
+        )
+    return sets, vocab, sizes
+
+
+# --- one (row, seed) ----------------------------------------------------------------------------
+
+
+def _train(ctx: RunContext, config, sets, vocab, sizes, workdir: Path):
+    from repro.train import fit, load_recipe
+    from repro.train.trainer import seed_everything
+
+    recipe = load_recipe(ctx.spec.recipe).replace(
+        **{**ctx.settings.get("recipe", {}), "seed": ctx.seed, "train_splits": ("train",)}
+    )
+    seed_everything(ctx.seed)
+    model = build_model(config, len(vocab), sizes=sizes)
+    state = fit(
+        model,
+        sets["train"],
+        recipe,
+        workdir,
+        loss_step=loss_step(recipe.loss),
+        resume=ctx.resume,
+        progress=ctx.progress,
+    )
+    return model, state, recipe
+
+
+def _answers(model, dataset, beam: int, recipe, progress: bool) -> dict[int, tuple[str, bool]]:
+    """{question_id: (answer, copied from an OCR token)} of a split."""
+    from repro.train import predict
+
+    ids, indices = predict(
+        model,
+        dataset,
+        recipe.eval_batch_size or recipe.batch_size,
+        predict_step=lambda m, b: predict_step(m, b, beam),
+        progress=progress,
+    )
+    index = {q["question_id"]: k for k, q in enumerate(dataset.questions)}
+    return {int(q): dataset.answer_of(index[int(q)], row.long().tolist()) for q, row in zip(ids.tolist(), indices)}
+
+
+def _val_scores(dataset, answers: dict[int, tuple[str, bool]]) -> dict[int, dict[str, Any]]:
+    """Per val question: answer, copied, TextVQA score (percent)."""
+    from repro.metrics import textvqa
+
+    out = {}
+    for q in dataset.questions:
+        answer, copied = answers[q["question_id"]]
+        out[q["question_id"]] = {
+            "answer": answer,
+            "copied": copied,
+            "score": 100 * textvqa.score_one(answer, q["answers"]),
+        }
+    return out
+
+
+def run_row(ctx: RunContext) -> RowRun:
+    from repro.utils import write_json_atomic
+
+    config = as_config(ctx.config)
+    data = prepare_data(ctx.spec, ctx.scale, ctx.settings)
+    if not ctx.generated:
+        from repro.families.sa_m4c.prepare import run_paper
+
+        return run_paper(ctx, data)
+    sets, vocab, sizes = _datasets(ctx, data, config)
+    model, state, recipe = _train(ctx, config, sets, vocab, sizes, ctx.workdir)
+    scores = _val_scores(sets["val"], _answers(model, sets["val"], config.beam, recipe, ctx.progress))
+    write_json_atomic(ctx.workdir / VAL_SCORES, {str(q): v for q, v in scores.items()})
+    baseline = None if config.arch == "m4c" else (lambda: _baseline_scores(ctx, sets, vocab, sizes))
+    metrics = _columns(ctx, sets["val"], scores, baseline)
+    run = RowRun(metrics=metrics, split="val", training=_training(state))
+    run.predictions.append(str(_write_test_predictions(ctx, _answers(model, sets["test"], config.beam, recipe, False))))
+    return run
+
+
+VAL_SCORES = "val_scores.json"
+
+
+def _training(state) -> dict[str, Any]:
+    return {
+        "steps": state.step,
+        "final_loss": state.final_loss,
+        "global_batch": state.global_batch,
+        "gpus": state.gpu_count,
+    }
+
+
+def _write_test_predictions(ctx: RunContext, answers: dict[int, tuple[str, bool]]) -> Path:
+    """Test answers in the EvalAI TextVQA format ([{question_id, answer}]), ready for `repro submit`."""
+    from repro.paths import results_dir
+    from repro.utils import write_json_atomic
+
+    spec = ctx.spec
+    out = results_dir() / spec.paper / spec.id / "predictions" / f"{ctx.row.slug}.{ctx.scale}.seed{ctx.seed}.test.json"
+    write_json_atomic(out, [{"question_id": q, "answer": a} for q, (a, _) in sorted(answers.items())])
+    return out
+
+
+def _columns(ctx: RunContext, val, scores: dict[int, dict[str, Any]], baseline) -> dict[str, float]:
+    """The spec's columns from the val scores: accuracy overall, and the Section 6 subset columns."""
+    from repro.families.sa_m4c.subsets import subset_columns
+
+    out: dict[str, float] = {}
+    for col in ctx.spec.columns:
+        if col.metric == "textvqa" and col.key == "overall" and (col.split or ctx.spec.split) == "val":
+            out[col.name] = sum(v["score"] for v in scores.values()) / len(scores)
+    keys = {col.key for col in ctx.spec.columns}
+    if any(k and k.startswith("d_spa") for k in keys):
+        out.update(subset_columns(ctx.spec, val, scores, baseline))
+    return out
+
+
+def _baseline_scores(ctx: RunContext, sets, vocab, sizes) -> dict[int, dict[str, Any]]:
+    """The val scores of the spec's M4C row, same seed: stored by its own unit, else trained here."""
+    import json
+
+    baseline = next((r for r in ctx.spec.rows if r.config is not None and r.config.arch == "m4c"), None)
+    if baseline is None:
+        raise ReproError(f"{ctx.spec.id}: a gain over M4C needs an M4C row in the spec")
+    stored = ctx.workdir.parent.parent / baseline.slug / f"seed{ctx.seed}" / VAL_SCORES
+    if stored.is_file():
+        return {int(q): v for q, v in json.loads(stored.read_text()).items()}
+    config = as_config(baseline.config)
+    model, _, recipe = _train(ctx, config, sets, vocab, sizes, ctx.workdir / "baseline")
+    return _val_scores(sets["val"], _answers(model, sets["val"], config.beam, recipe, False))
+
+
+# --- compute rows (Section 6 subsets) ------------------------------------------------------------
+
+COMPUTE_TASKS = ("statistics",)
+SUBSET_OCR = "google"  # the OCR tokens that decide D_spa+ocr: the paper's final models read Google OCR
+
+
+def compute(ctx: RunContext) -> RowRun:
+    """`compute: {task: statistics, subsets: [...]}`: the sizes of D_spa and D_spa+ocr on val."""
+    from repro.families.sa_m4c.data import OCR_FILES, QUESTIONS_FILE, read_ocr, read_questions
+    from repro.families.sa_m4c.subsets import SUBSETS, subset_ids
+
+    task = (ctx.row.compute or {}).get("task")
+    if task != "statistics":
+        raise ReproError(f"sa-m4c has no compute task {task!r}")
+    unknown = sorted(set(ctx.row.compute.get("subsets", SUBSETS)) - set(SUBSETS))
+    if unknown:
+        raise ReproError(f"{ctx.spec.id}: unknown subset(s) {', '.join(unknown)}; known: {', '.join(SUBSETS)}")
+    split = ctx.row.compute.get("split", "val")
+    if ctx.generated:
+        root = prepare_data(ctx.spec, ctx.scale, ctx.settings)["root"]
+    else:
+        from repro.families.sa_m4c.prepare import raw_dir
+
+        root = raw_dir()
+    questions = read_questions(root / QUESTIONS_FILE.format(split=split))
+    ocr = read_ocr(root / OCR_FILES[SUBSET_OCR].format(split=split))
+    ids = subset_ids(questions, lambda k: ocr.get(questions[k]["image_id"], ([], None))[0])
+    metrics = {c.name: float(len(ids[c.key])) for c in ctx.spec.columns if c.metric == "count" and c.key in ids}
+    return RowRun(metrics=metrics, split=split, info={"questions": len(questions)})

@@ -113,3 +113,12 @@ def test_beam_search_finds_at_least_the_greedy_score():
     assert beam.shape == greedy.shape
     with torch.no_grad():
         assert (_sequence_score(model, batch, beam) >= _sequence_score(model, batch, greedy) - 1e-5).all()
+
+
+def test_bert_and_fc7_train_at_a_tenth_of_the_rate():
+    model = tiny({"arch": "m4c", "normal_layers": 1, "det_backbone": "resnet-101"})
+    fast, slow = model.lr_groups()
+    assert (fast["lr_scale"], slow["lr_scale"]) == (1.0, 0.1)
+    slow_ids = {id(p) for p in slow["params"]}
+    assert {id(p) for p in model.text_bert.parameters()} | {id(p) for p in model.obj_fc7.parameters()} <= slow_ids
+    assert len(fast["params"]) + len(slow["params"]) == len(list(model.parameters()))

@@ -1,0 +1,84 @@
+"""`repro run` at the smoke scale on generated TextVQA files, and the test-set files it writes for `repro submit`."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+from repro import specs
+from repro.cli import app
+from repro.paths import REPO_DIR
+from tests.evalai_stub import EvalAIStub
+
+TOKEN = "tok-sam4c-0123456789abcdef"
+
+
+@pytest.fixture
+def sa_sandbox(sandbox):
+    folder = sandbox / "experiments" / "sa-m4c"
+    folder.mkdir(parents=True)
+    for name in ("sa-m4c-table2-ablations.yaml", "sa-m4c-sec6-spatial.yaml"):
+        shutil.copy(REPO_DIR / "experiments" / "sa-m4c" / name, folder)
+    specs._load_all.cache_clear()
+    return sandbox
+
+
+def test_smoke_rows_train_score_and_write_evalai_predictions(sa_sandbox, runner, monkeypatch):
+    args = ["run", "sa-m4c-table2-ablations", "--scale", "smoke", "--rows", "7 SA-M4C (ours)"]
+    out = runner.invoke(app, args, env={"COLUMNS": "200"})
+    assert out.exit_code == 0, out.output
+    results = sa_sandbox / "results" / "sa-m4c" / "sa-m4c-table2-ablations"
+    for name in ("7_SA-M4C_ours",):
+        record = json.loads((results / f"{name}.smoke.json").read_text())
+        assert record["split"] == "val" and 0.0 <= record["metrics"]["Accu.(val)"] <= 100.0
+        assert record["extra"]["train"][0]["steps"] > 0
+    # the test split's answers in the EvalAI TextVQA format, one per test question
+    raw = next((sa_sandbox / "data" / "synthetic").glob("textvqa-*"))
+    questions = raw / "TextVQA_0.5.1_test.json"
+    qids = sorted(q["question_id"] for q in json.loads(questions.read_text())["data"])
+    preds = results / "predictions" / "7_SA-M4C_ours.smoke.seed0.test.json"
+    records = json.loads(preds.read_text())
+    assert sorted(r["question_id"] for r in records) == qids and all(isinstance(r["answer"], str) for r in records)
+
+    # `repro submit` checks the file against the test questions, then uploads to the EvalAI stub
+    target = sa_sandbox / "data" / "textvqa" / "TextVQA_0.5.1_test.json"
+    target.parent.mkdir(parents=True)
+    shutil.copy(questions, target)
+    dry = runner.invoke(app, ["submit", "textvqa-test", "-p", str(preds), "--dry-run"])
+    assert dry.exit_code == 0, dry.output
+    home = sa_sandbox / "home"
+    (home / ".evalai").mkdir(parents=True)
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(sa_sandbox / "cache"))
+    monkeypatch.delenv("EVALAI_API_URL", raising=False)
+    server = EvalAIStub(TOKEN).start()
+    try:
+        (home / ".evalai" / "host_url").write_text(server.url)
+        (home / ".evalai" / "token.json").write_text(json.dumps({"token": TOKEN}))
+        sent = runner.invoke(app, ["submit", "textvqa-test", "-p", str(preds), "--yes", "--method", "SA-M4C"])
+        assert sent.exit_code == 0, sent.output
+        (post,) = server.calls("POST", "/api/jobs/challenge/")
+        assert post.path.startswith("/api/jobs/challenge/874/") and post.files["input_file"][1] == preds.read_bytes()
+    finally:
+        server.stop()
+    # a file missing a test question is refused before anything is sent
+    short = sa_sandbox / "short.json"
+    short.write_text(json.dumps(records[1:]))
+    refused = runner.invoke(app, ["submit", "textvqa-test", "-p", str(short), "--dry-run"])
+    assert refused.exit_code != 0 and "Traceback" not in refused.output
+
+
+def test_section6_subset_counts_come_from_the_val_questions(sa_sandbox, runner):
+    out = runner.invoke(app, ["run", "sa-m4c-sec6-spatial", "--scale", "smoke", "--rows", "Spatial subsets"])
+    assert out.exit_code == 0, out.output
+    record = json.loads(
+        (sa_sandbox / "results" / "sa-m4c" / "sa-m4c-sec6-spatial" / "Spatial_subsets.smoke.json").read_text()
+    )
+    raw = next((sa_sandbox / "data" / "synthetic").glob("textvqa-*"))
+    val = json.loads((raw / "TextVQA_0.5.1_val.json").read_text())["data"]
+    spatial = [q for q in val if q["question_kind"] == "spatial"]
+    # every generated spatial question names a direction word and has an OCR token as its answer
+    assert record["metrics"]["D_spa questions"] >= len(spatial) > 0
+    assert 0 < record["metrics"]["D_spa+ocr questions"] <= record["metrics"]["D_spa questions"]
