@@ -43,6 +43,12 @@ OCR_FILES = {
     "google": "TextVQA_Google_OCR_{split}.json",  # SA-M4C's Google OCR tokens, Rosetta layout
 }
 UNK = SPECIAL["<unk>"]
+# ST-VQA Task 3 (open dictionary) files of the RRC portal, and M4C's split of its train set into
+# training and validation images (mmf's imdb_subtrain / imdb_subval), one image path a line.
+STVQA_FILES = {"train": "train_task_3.json", "val": "train_task_3.json", "test": "test_task_3.json"}
+STVQA_VAL_IMAGES = "stvqa_subval_images.txt"
+STVQA_OCR_FILES = {"train": "STVQA_{ocr}_OCR_train.json", "val": "STVQA_{ocr}_OCR_train.json"}
+STVQA_OCR_FILES["test"] = "STVQA_{ocr}_OCR_test.json"
 
 
 def image_key(image_id: str) -> int:
@@ -80,6 +86,42 @@ def read_questions(path: Path) -> list[dict[str, Any]]:
         if answers is not None and (not isinstance(answers, list) or not all(isinstance(a, str) for a in answers)):
             raise ReproError(f"{path}: question {q['question_id']} has answers that are not a list of strings")
         out.append(q)
+    return out
+
+
+def read_stvqa(root: Path, split: str) -> list[dict[str, Any]]:
+    """ST-VQA Task 3 questions of a split as TextVQA-style records: image_id = the image's `file_path`,
+    answers repeated to 10 as M4C does (`answers_raw` keeps them as given); train and val are M4C's
+    split of the official train file by the images listed in `STVQA_VAL_IMAGES`."""
+    path = Path(root) / STVQA_FILES[split]
+    data = _load_json(path, "ST-VQA questions")
+    if not isinstance(data, dict) or not isinstance(data.get("data"), list):
+        raise ReproError(f"{path}: not an ST-VQA questions file (no 'data' list)")
+    held_out: set[str] = set()
+    if split != "test":
+        listing = Path(root) / STVQA_VAL_IMAGES
+        if not listing.is_file():
+            raise ReproError(f"{listing}: the list of M4C's ST-VQA validation images is missing")
+        held_out = {line.strip() for line in listing.read_text(encoding="utf-8").splitlines() if line.strip()}
+    out = []
+    for k, q in enumerate(data["data"]):
+        try:
+            record = {
+                "question": str(q["question"]),
+                "question_id": int(q["question_id"]),
+                "image_id": str(q["file_path"]),
+            }
+        except (KeyError, TypeError, ValueError):
+            raise ReproError(f"{path}: data[{k}] needs question, question_id and file_path") from None
+        if split != "test" and (record["image_id"] in held_out) != (split == "val"):
+            continue
+        answers = q.get("answers")
+        if answers is not None:
+            if not isinstance(answers, list) or not answers or not all(isinstance(a, str) for a in answers):
+                raise ReproError(f"{path}: question {record['question_id']} needs a non-empty list of string answers")
+            record["answers_raw"] = answers
+            record["answers"] = (answers * 10)[:10]
+        out.append(record)
     return out
 
 

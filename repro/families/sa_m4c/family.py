@@ -210,12 +210,14 @@ def _datasets(ctx: RunContext, data: dict[str, Path], config) -> tuple[dict[str,
     from repro.families.sa_m4c.data import (
         OCR_FILES,
         QUESTIONS_FILE,
+        STVQA_OCR_FILES,
         Features,
         TextVQADataset,
         WordVectors,
         read_answer_vocab,
         read_ocr,
         read_questions,
+        read_stvqa,
     )
 
     root = data["root"]
@@ -223,6 +225,7 @@ def _datasets(ctx: RunContext, data: dict[str, Path], config) -> tuple[dict[str,
     vocab = read_answer_vocab(data["answer_vocab"])
     words = WordVectors(data["words"])
     sets, sizes = {}, None
+    stvqa = ctx.spec.datasets[0] == "st-vqa"
     for split in ("train", "val", "test"):
         objects = FeatureStore.open(root / f"{split}.objects.store")
         regions = FeatureStore.open(root / f"{split}.ocr.store")
@@ -230,9 +233,15 @@ def _datasets(ctx: RunContext, data: dict[str, Path], config) -> tuple[dict[str,
             derived = {"bert_vocab": len(tokenizer), "fasttext_dim": words.dim}
             derived.update(obj_dim=objects.dim, ocr_app_dim=regions.dim)
             sizes = model_sizes(config, {**ctx.settings.get("sizes", {}), **derived})
-        features = Features(objects, regions, read_ocr(root / OCR_FILES[config.ocr].format(split=split)), words)
+        if stvqa:
+            questions = read_stvqa(root, split)
+            ocr = read_ocr(root / STVQA_OCR_FILES[split].format(ocr=config.ocr))
+        else:
+            questions = read_questions(root / QUESTIONS_FILE.format(split=split))
+            ocr = read_ocr(root / OCR_FILES[config.ocr].format(split=split))
+        features = Features(objects, regions, ocr, words)
         sets[split] = TextVQADataset(
-            read_questions(root / QUESTIONS_FILE.format(split=split)),
+            questions,
             features,
             tokenizer,
             vocab,
@@ -332,7 +341,8 @@ def _training(state) -> dict[str, Any]:
 
 
 def _write_test_predictions(ctx: RunContext, answers: dict[int, tuple[str, bool]]) -> Path:
-    """Test answers in the EvalAI TextVQA format ([{question_id, answer}]), ready for `repro submit`."""
+    """Test answers as [{question_id, answer}]: the EvalAI TextVQA format and the ST-VQA Task 3 upload
+    format alike, ready for `repro submit textvqa-test` / `repro submit stvqa-test`."""
     from repro.paths import results_dir
     from repro.utils import write_json_atomic
 
@@ -345,11 +355,18 @@ def _write_test_predictions(ctx: RunContext, answers: dict[int, tuple[str, bool]
 def _columns(ctx: RunContext, val, scores: dict[int, dict[str, Any]], baseline) -> dict[str, float]:
     """The spec's columns from the val scores: accuracy overall, and the Section 6 subset columns."""
     from repro.families.sa_m4c.subsets import subset_columns
+    from repro.metrics import anls
 
     out: dict[str, float] = {}
     for col in ctx.spec.columns:
-        if col.metric == "textvqa" and col.key == "overall" and (col.split or ctx.spec.split) == "val":
+        if (col.split or ctx.spec.split) != "val":
+            continue
+        if col.metric == "textvqa" and col.key == "overall":
             out[col.name] = sum(v["score"] for v in scores.values()) / len(scores)
+        elif col.metric == "anls":
+            qs = val.questions
+            raw = [q.get("answers_raw", q["answers"]) for q in qs]
+            out[col.name] = anls.evaluate(raw, [scores[q["question_id"]]["answer"] for q in qs]).aggregate["anls"]
     keys = {col.key for col in ctx.spec.columns}
     if any(k and k.startswith("d_spa") for k in keys):
         out.update(subset_columns(ctx.spec, val, scores, baseline))

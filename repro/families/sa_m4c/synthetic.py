@@ -219,6 +219,7 @@ def generate(out_dir: Path, cfg: GeneratorConfig) -> dict[str, Path]:
     counts = {"train": cfg.train_images, "val": cfg.val_images, "test": cfg.test_images}
     next_q = 1
     questions_by_split: dict[str, list[dict]] = {}
+    ocr_by_split: dict[str, list[dict]] = {}
     for split in SPLITS:
         questions, ocr_records = [], []
         obj_store = FeatureStoreWriter(
@@ -273,12 +274,45 @@ def generate(out_dir: Path, cfg: GeneratorConfig) -> dict[str, Path]:
         for pattern in OCR_FILES.values():
             write_json_atomic(out_dir / pattern.format(split=split), {"dataset_name": "textvqa", "data": ocr_records})
         questions_by_split[split] = questions
+        ocr_by_split[split] = ocr_records
+    _write_stvqa(out_dir, questions_by_split, ocr_by_split)
     vocab = build_answer_vocab(questions_by_split["train"], cfg.answer_vocab)
     write_bytes_atomic(paths["answer_vocab"], ("\n".join(vocab) + "\n").encode())
     question_words = sorted({w for qs in questions_by_split.values() for q in qs for w in q["question_tokens"]})
     write_bytes_atomic(paths["bert_vocab"], ("\n".join([*BERT_SPECIALS, "?", *question_words]) + "\n").encode())
     write_json_atomic(manifest, {"config": asdict(cfg)})
     return paths
+
+
+def _write_stvqa(out_dir: Path, questions: dict[str, list[dict]], ocr: dict[str, list[dict]]) -> None:
+    """The same scenes in the ST-VQA Task 3 layout: train + val questions in `train_task_3.json` (M4C's
+    validation images listed in `stvqa_subval_images.txt`), test in `test_task_3.json`; answers are the
+    distinct ones of the first three annotators; OCR in the Rosetta layout keyed by the image path."""
+    from repro.families.sa_m4c.data import STVQA_FILES, STVQA_OCR_FILES, STVQA_VAL_IMAGES
+    from repro.utils import write_bytes_atomic, write_json_atomic
+
+    def record(q: dict, split: str) -> dict:
+        out = {
+            "question_id": q["question_id"],
+            "question": q["question"],
+            "file_name": f"{q['image_id']}.jpg",
+            "file_path": q["image_id"],
+            "dataset": "synthetic",
+            "set_name": "test" if split == "test" else "train",
+        }
+        if "answers" in q:
+            out["answers"] = list(dict.fromkeys(q["answers"][:3]))
+        return out
+
+    train = [record(q, s) for s in ("train", "val") for q in questions[s]]
+    write_json_atomic(out_dir / STVQA_FILES["train"], {"dataset_name": "ST-VQA", "task": 3, "data": train})
+    test = [record(q, "test") for q in questions["test"]]
+    write_json_atomic(out_dir / STVQA_FILES["test"], {"dataset_name": "ST-VQA", "task": 3, "data": test})
+    val_images = sorted({q["image_id"] for q in questions["val"]})
+    write_bytes_atomic(out_dir / STVQA_VAL_IMAGES, ("\n".join(val_images) + "\n").encode())
+    for name in OCR_FILES:
+        write_json_atomic(out_dir / STVQA_OCR_FILES["train"].format(ocr=name), {"data": ocr["train"] + ocr["val"]})
+        write_json_atomic(out_dir / STVQA_OCR_FILES["test"].format(ocr=name), {"data": ocr["test"]})
 
 
 def _ocr_record(image_id: str, tokens: list[Item]) -> dict:

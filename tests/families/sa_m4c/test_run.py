@@ -19,7 +19,7 @@ TOKEN = "tok-sam4c-0123456789abcdef"
 def sa_sandbox(sandbox):
     folder = sandbox / "experiments" / "sa-m4c"
     folder.mkdir(parents=True)
-    for name in ("sa-m4c-table2-ablations.yaml", "sa-m4c-sec6-spatial.yaml"):
+    for name in ("sa-m4c-table2-ablations.yaml", "sa-m4c-sec6-spatial.yaml", "sa-m4c-table3-stvqa.yaml"):
         shutil.copy(REPO_DIR / "experiments" / "sa-m4c" / name, folder)
     specs._load_all.cache_clear()
     return sandbox
@@ -82,3 +82,22 @@ def test_section6_subset_counts_come_from_the_val_questions(sa_sandbox, runner):
     # every generated spatial question names a direction word and has an OCR token as its answer
     assert record["metrics"]["D_spa questions"] >= len(spatial) > 0
     assert 0 < record["metrics"]["D_spa+ocr questions"] <= record["metrics"]["D_spa questions"]
+
+
+def test_stvqa_rows_score_anls_and_write_the_task3_upload_file(sa_sandbox, runner):
+    out = runner.invoke(app, ["run", "sa-m4c-table3-stvqa", "--scale", "smoke", "--rows", "5 SA-M4C (ours)"])
+    assert out.exit_code == 0, out.output
+    results = sa_sandbox / "results" / "sa-m4c" / "sa-m4c-table3-stvqa"
+    metrics = json.loads((results / "5_SA-M4C_ours.smoke.json").read_text())["metrics"]
+    assert 0.0 <= metrics["ANLS on val"] <= 1.0 and 0.0 <= metrics["VQA Accu. on val"] <= 100.0
+    raw = next((sa_sandbox / "data" / "synthetic").glob("textvqa-*"))
+    target = sa_sandbox / "data" / "st-vqa" / "test_task_3.json"
+    target.parent.mkdir(parents=True)
+    shutil.copy(raw / "test_task_3.json", target)
+    preds = results / "predictions" / "5_SA-M4C_ours.smoke.seed0.test.json"
+    assert runner.invoke(app, ["submit", "stvqa-test", "-p", str(preds), "--dry-run"]).exit_code == 0
+    written = runner.invoke(app, ["submit", "stvqa-test", "-p", str(preds)], env={"COLUMNS": "300"})
+    assert written.exit_code == 0, written.output
+    upload = next(results.glob("predictions/*.stvqa-test/stvqa_task3_submission.json"))
+    assert json.loads(upload.read_text()) == json.loads(preds.read_text())
+    assert "rrc.cvc.uab.es" in written.output and "upload it by hand" in written.output
