@@ -105,6 +105,20 @@ class ModelInfo:
     flops_per_sample: int | None
     modules: list[tuple[str, int]]  # (top-level module, trainable parameters)
 
+    @classmethod
+    def measure(cls, model, name: str, task: str, batch: dict[str, Any]) -> "ModelInfo":
+        """Parameters of `model` and its top-level modules, and FLOPs of one pass over `batch`."""
+        from repro.nn.measure import count_flops, count_parameters
+
+        return cls(
+            name=name,
+            task=task,
+            trainable_params=count_parameters(model),
+            total_params=count_parameters(model, trainable_only=False),
+            flops_per_sample=count_flops(model, batch),
+            modules=[(n, count_parameters(child)) for n, child in model.named_children()],
+        )
+
     def to_json(self) -> dict[str, Any]:
         return {
             "name": self.name,

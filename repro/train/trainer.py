@@ -69,6 +69,15 @@ class TrainState:
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
 
+    def summary(self) -> dict[str, Any]:
+        """What a result record keeps of a training run (`RowRun.training`)."""
+        return {
+            "steps": self.step,
+            "final_loss": self.final_loss,
+            "global_batch": self.global_batch,
+            "gpus": self.gpu_count,
+        }
+
 
 def seed_everything(seed: int) -> None:
     """Seed Python, NumPy and torch (call before building the model so its initial weights are fixed)."""

@@ -130,22 +130,10 @@ def example_batch(batch_size: int = 1, sizes: dict | None = None, *, seed: int =
 
 def describe(config: M4CConfig | SAM4CConfig | dict) -> list[ModelInfo]:
     """Parameters (and FLOPs of one teacher-forced pass) at the paper's sizes, answer vocabulary 5,000."""
-    from repro.nn.measure import count_flops, count_parameters
 
     config = as_config(config)
     torch.manual_seed(0)
-    model = build_model(config)
-    modules = [(name, count_parameters(child)) for name, child in model.named_children()]
-    return [
-        ModelInfo(
-            name=config.arch,
-            task="textvqa",
-            trainable_params=count_parameters(model),
-            total_params=count_parameters(model, trainable_only=False),
-            flops_per_sample=count_flops(model, example_batch(1)),
-            modules=modules,
-        )
-    ]
+    return [ModelInfo.measure(build_model(config), config.arch, "textvqa", example_batch(1))]
 
 
 def gpu_hours(config: M4CConfig | SAM4CConfig | dict) -> float | None:
@@ -323,21 +311,12 @@ def run_row(ctx: RunContext) -> RowRun:
     write_json_atomic(ctx.workdir / VAL_SCORES, {str(q): v for q, v in scores.items()})
     baseline = None if config.arch == "m4c" else (lambda: _baseline_scores(ctx, sets, vocab, sizes))
     metrics = _columns(ctx, sets["val"], scores, baseline)
-    run = RowRun(metrics=metrics, split="val", training=_training(state))
+    run = RowRun(metrics=metrics, split="val", training=state.summary())
     run.predictions.append(str(_write_test_predictions(ctx, _answers(model, sets["test"], config.beam, recipe, False))))
     return run
 
 
 VAL_SCORES = "val_scores.json"
-
-
-def _training(state) -> dict[str, Any]:
-    return {
-        "steps": state.step,
-        "final_loss": state.final_loss,
-        "global_batch": state.global_batch,
-        "gpus": state.gpu_count,
-    }
 
 
 def _write_test_predictions(ctx: RunContext, answers: dict[int, tuple[str, bool]]) -> Path:
