@@ -177,12 +177,13 @@ def predict_step(model: nn.Module, batch: dict[str, torch.Tensor], beam: int = 1
 # --- data ---------------------------------------------------------------------------------------
 
 
-def prepare_data(spec: Spec, scale: str, settings: dict[str, Any]) -> dict[str, Path]:
-    """The row's data: generated at the smoke and synthetic scales, the prepared real data at paper scale."""
+def prepare_data(spec: Spec, scale: str, settings: dict[str, Any], config=None) -> dict[str, Path]:
+    """The row's data: generated at the smoke and synthetic scales, the prepared real data at paper scale
+    (of `config`'s OCR system and detector, or of every row's when None)."""
     if scale == "paper":
         from repro.families.sa_m4c.prepare import paper_data
 
-        return paper_data(spec)
+        return paper_data(spec, config)
     from repro.families.sa_m4c.synthetic import GeneratorConfig, generate
     from repro.paths import data_dir
 
@@ -190,47 +191,58 @@ def prepare_data(spec: Spec, scale: str, settings: dict[str, Any]) -> dict[str, 
     return generate(data_dir() / "synthetic" / f"textvqa-{cfg.key()}", cfg)
 
 
-def _datasets(ctx: RunContext, data: dict[str, Path], config) -> tuple[dict[str, Any], list[str], dict[str, Any]]:
-    """(split -> TextVQADataset, answer vocabulary, model sizes) of generated data."""
+def _generated_inputs(ctx: RunContext, data: dict[str, Path], config) -> dict[str, Any]:
+    """Where each split's questions, OCR tokens and features are in generated data, and the vocabularies."""
     from transformers import BertTokenizerFast
 
-    from repro.data.store import FeatureStore
     from repro.families.sa_m4c.data import (
         OCR_FILES,
         QUESTIONS_FILE,
         STVQA_OCR_FILES,
-        Features,
-        TextVQADataset,
         WordVectors,
         read_answer_vocab,
-        read_ocr,
         read_questions,
         read_stvqa,
     )
 
     root = data["root"]
-    tokenizer = BertTokenizerFast(vocab_file=str(data["bert_vocab"]), do_lower_case=True)
-    vocab = read_answer_vocab(data["answer_vocab"])
-    words = WordVectors(data["words"])
-    sets, sizes = {}, None
     stvqa = ctx.spec.datasets[0] == "st-vqa"
+    splits = {}
     for split in ("train", "val", "test"):
-        objects = FeatureStore.open(root / f"{split}.objects.store")
-        regions = FeatureStore.open(root / f"{split}.ocr.store")
+        splits[split] = {
+            "questions": read_stvqa(root, split)
+            if stvqa
+            else read_questions(root / QUESTIONS_FILE.format(split=split)),
+            "ocr": root
+            / (STVQA_OCR_FILES[split].format(ocr=config.ocr) if stvqa else OCR_FILES[config.ocr].format(split=split)),
+            "objects": root / f"{split}.objects.store",
+            "regions": root / f"{split}.ocr.store",
+        }
+    return {
+        "splits": splits,
+        "tokenizer": BertTokenizerFast(vocab_file=str(data["bert_vocab"]), do_lower_case=True),
+        "vocab": read_answer_vocab(data["answer_vocab"]),
+        "words": WordVectors(data["words"]),
+        "sizes": ctx.settings.get("sizes", {}),
+    }
+
+
+def _datasets(ctx: RunContext, config, inputs: dict[str, Any]) -> tuple[dict[str, Any], list[str], dict[str, Any]]:
+    """(split -> TextVQADataset, answer vocabulary, model sizes); the feature sizes come from the data."""
+    from repro.data.store import FeatureStore
+    from repro.families.sa_m4c.data import Features, TextVQADataset, read_ocr
+
+    tokenizer, vocab, words = inputs["tokenizer"], inputs["vocab"], inputs["words"]
+    sets, sizes = {}, None
+    for split, where in inputs["splits"].items():
+        objects, regions = FeatureStore.open(where["objects"]), FeatureStore.open(where["regions"])
         if sizes is None:
             derived = {"bert_vocab": len(tokenizer), "fasttext_dim": words.dim}
             derived.update(obj_dim=objects.dim, ocr_app_dim=regions.dim)
-            sizes = model_sizes(config, {**ctx.settings.get("sizes", {}), **derived})
-        if stvqa:
-            questions = read_stvqa(root, split)
-            ocr = read_ocr(root / STVQA_OCR_FILES[split].format(ocr=config.ocr))
-        else:
-            questions = read_questions(root / QUESTIONS_FILE.format(split=split))
-            ocr = read_ocr(root / OCR_FILES[config.ocr].format(split=split))
-        features = Features(objects, regions, ocr, words)
+            sizes = model_sizes(config, {**inputs["sizes"], **derived})
         sets[split] = TextVQADataset(
-            questions,
-            features,
+            where["questions"],
+            Features(objects, regions, read_ocr(where["ocr"]), words),
             tokenizer,
             vocab,
             sizes,
@@ -245,7 +257,7 @@ def _datasets(ctx: RunContext, data: dict[str, Path], config) -> tuple[dict[str,
 # --- one (row, seed) ----------------------------------------------------------------------------
 
 
-def _train(ctx: RunContext, config, sets, vocab, sizes, workdir: Path):
+def _train(ctx: RunContext, config, sets, vocab, sizes, workdir: Path, bert_weights: Path | None = None):
     from repro.train import fit, load_recipe
     from repro.train.trainer import seed_everything
 
@@ -253,7 +265,7 @@ def _train(ctx: RunContext, config, sets, vocab, sizes, workdir: Path):
         **{**ctx.settings.get("recipe", {}), "seed": ctx.seed, "train_splits": ("train",)}
     )
     seed_everything(ctx.seed)
-    model = build_model(config, len(vocab), sizes=sizes)
+    model = build_model(config, len(vocab), sizes=sizes, bert_weights=bert_weights)
     state = fit(
         model,
         sets["train"],
@@ -297,22 +309,26 @@ def _val_scores(dataset, answers: dict[int, tuple[str, bool]]) -> dict[int, dict
 
 
 def run_row(ctx: RunContext) -> RowRun:
+    """Train on train, score val (the spec's columns), write the test answers for the server."""
     from repro.utils import write_json_atomic
 
     config = as_config(ctx.config)
-    data = prepare_data(ctx.spec, ctx.scale, ctx.settings)
-    if not ctx.generated:
-        from repro.families.sa_m4c.prepare import run_paper
+    data = prepare_data(ctx.spec, ctx.scale, ctx.settings, config)
+    if ctx.generated:
+        inputs, bert = _generated_inputs(ctx, data, config), None
+    else:
+        from repro.families.sa_m4c.prepare import paper_inputs
 
-        return run_paper(ctx, data)
-    sets, vocab, sizes = _datasets(ctx, data, config)
-    model, state, recipe = _train(ctx, config, sets, vocab, sizes, ctx.workdir)
+        inputs, bert = paper_inputs(config, data), data["bert"]
+    sets, vocab, sizes = _datasets(ctx, config, inputs)
+    model, state, recipe = _train(ctx, config, sets, vocab, sizes, ctx.workdir, bert)
     scores = _val_scores(sets["val"], _answers(model, sets["val"], config.beam, recipe, ctx.progress))
     write_json_atomic(ctx.workdir / VAL_SCORES, {str(q): v for q, v in scores.items()})
-    baseline = None if config.arch == "m4c" else (lambda: _baseline_scores(ctx, sets, vocab, sizes))
+    baseline = None if config.arch == "m4c" else (lambda: _baseline_scores(ctx, sets, vocab, sizes, bert))
     metrics = _columns(ctx, sets["val"], scores, baseline)
     run = RowRun(metrics=metrics, split="val", training=state.summary())
-    run.predictions.append(str(_write_test_predictions(ctx, _answers(model, sets["test"], config.beam, recipe, False))))
+    test = _answers(model, sets["test"], config.beam, recipe, ctx.progress)
+    run.predictions.append(str(_write_test_predictions(ctx, test)))
     return run
 
 
@@ -352,7 +368,7 @@ def _columns(ctx: RunContext, val, scores: dict[int, dict[str, Any]], baseline) 
     return out
 
 
-def _baseline_scores(ctx: RunContext, sets, vocab, sizes) -> dict[int, dict[str, Any]]:
+def _baseline_scores(ctx: RunContext, sets, vocab, sizes, bert: Path | None) -> dict[int, dict[str, Any]]:
     """The val scores of the spec's M4C row, same seed: stored by its own unit, else trained here."""
     import json
 
@@ -363,7 +379,7 @@ def _baseline_scores(ctx: RunContext, sets, vocab, sizes) -> dict[int, dict[str,
     if stored.is_file():
         return {int(q): v for q, v in json.loads(stored.read_text()).items()}
     config = as_config(baseline.config)
-    model, _, recipe = _train(ctx, config, sets, vocab, sizes, ctx.workdir / "baseline")
+    model, _, recipe = _train(ctx, config, sets, vocab, sizes, ctx.workdir / "baseline", bert)
     return _val_scores(sets["val"], _answers(model, sets["val"], config.beam, recipe, False))
 
 
