@@ -146,7 +146,8 @@ class MMTAttention(nn.Module):
         self, x: torch.Tensor, allowed: torch.Tensor, relations: torch.Tensor | None = None, start: int = 0
     ) -> torch.Tensor:
         q, k, v = self._split(self.query(x)), self._split(self.key(x)), self._split(self.value(x))
-        scores = q @ k.transpose(-1, -2) / math.sqrt(self.d_head)
+        # logits and softmax in float32: under fp16 autocast the masked value would overflow
+        scores = (q @ k.transpose(-1, -2)).float() / math.sqrt(self.d_head)
         if self.beta is not None and relations is not None:
             scores = scores + _relation_bias(self.beta, relations, scores.shape[-1], start)
         scores = scores.masked_fill(~allowed, NO_KEY)
@@ -154,7 +155,7 @@ class MMTAttention(nn.Module):
             kth = scores.topk(self.top_k, dim=-1).values[..., -1:]
             scores = scores.masked_fill(scores < kth, NO_KEY)
         probs = torch.softmax(scores, dim=-1) * allowed.any(-1, keepdim=True)
-        out = self.drop(probs) @ v
+        out = self.drop(probs).to(v.dtype) @ v
         b, _, n, _ = out.shape
         return self.out(out.transpose(1, 2).reshape(b, n, self.heads * self.d_head))
 
