@@ -137,3 +137,35 @@ def test_a_signal_during_the_epoch_end_checkpoint_is_honoured(tmp_path, recipe, 
 def test_max_steps_stops_a_short_run(tmp_path, recipe):
     state = fit(new_model(), TinyVQA(22), recipe.replace(max_steps=4), tmp_path / "short", progress=False)
     assert state.step == 4 and [r["step"] for r in read_log(tmp_path / "short")] == [1, 2, 3, 4]
+
+
+def test_lr_groups_of_a_model_scale_the_schedules_rate(tmp_path):
+    """A model's `lr_groups()` (parameter groups with an `lr_scale`) train at that multiple of the rate."""
+
+    class TwoParts(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fast, self.slow = torch.nn.Linear(2, 1), torch.nn.Linear(2, 1)
+
+        def forward(self, batch):
+            return self.fast(batch["x"]) + self.slow(batch["x"])
+
+        def lr_groups(self):
+            return [
+                {"params": self.fast.parameters(), "lr_scale": 1.0},
+                {"params": self.slow.parameters(), "lr_scale": 0.1},
+            ]
+
+    path = tmp_path / "sgd.yaml"
+    path.write_text(
+        "optimizer: {name: sgd}\nschedule: {name: constant, base_lr: 0.5}\nepochs: 1\nbatch_size: 4\nloss: bce-mean\n"
+    )
+    data = [{"x": torch.ones(2), "target": torch.ones(1), "question_id": i} for i in range(4)]
+    model = TwoParts()
+    with torch.no_grad():
+        model.slow.weight.copy_(model.fast.weight)
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    fit(model, data, load_recipe(str(path)), tmp_path / "run", progress=False)
+    fast = (model.fast.weight - before["fast.weight"]).abs().sum()
+    slow = (model.slow.weight - before["slow.weight"]).abs().sum()
+    assert fast > 0 and torch.isclose(slow, 0.1 * fast, rtol=1e-4)
