@@ -11,7 +11,13 @@ from repro.metrics import files, gqa
 
 
 def _q(answer, structural, balanced=True):
-    return {"imageId": "n1", "question": "?", "answer": answer, "isBalanced": balanced, "types": {"structural": structural}}
+    return {
+        "imageId": "n1",
+        "question": "?",
+        "answer": answer,
+        "isBalanced": balanced,
+        "types": {"structural": structural},
+    }
 
 
 # 6 balanced questions (3 binary: verify, logical, compare; 3 open: query) and one unbalanced one.
@@ -53,12 +59,16 @@ def test_cli_json_and_missing_prediction(tmp_path):
     (tmp_path / "q.json").write_text(json.dumps(QUESTIONS))
     (tmp_path / "p.json").write_text(json.dumps(PREDICTIONS))
     runner = CliRunner()
-    out = runner.invoke(app, ["eval", "--metric", "gqa", "-a", str(tmp_path / "q.json"), "-p", str(tmp_path / "p.json"), "--json"])
+    out = runner.invoke(
+        app, ["eval", "--metric", "gqa", "-a", str(tmp_path / "q.json"), "-p", str(tmp_path / "p.json"), "--json"]
+    )
     assert out.exit_code == 0, out.output
     data = json.loads(out.stdout)
     assert data["overall"] == pytest.approx(50.0) and data["n"] == 6
     (tmp_path / "short.json").write_text(json.dumps(PREDICTIONS[1:]))
-    bad = runner.invoke(app, ["eval", "--metric", "gqa", "-a", str(tmp_path / "q.json"), "-p", str(tmp_path / "short.json")])
+    bad = runner.invoke(
+        app, ["eval", "--metric", "gqa", "-a", str(tmp_path / "q.json"), "-p", str(tmp_path / "short.json")]
+    )
     assert bad.exit_code != 0 and "missing predictions" in bad.output and "Traceback" not in bad.output
 
 

@@ -354,3 +354,42 @@ def write_vqa_layout(
     common = {"info": info, "data_type": "mscoco", "data_subtype": subtype, "license": {"name": "generated", "url": ""}}
     write_json_atomic(questions_path, {**common, "task_type": "Open-Ended", "questions": questions})
     write_json_atomic(annotations_path, {**common, "annotations": annotations})
+
+
+# --- statistics of the official files ----------------------------------------------------------
+
+STATISTICS_SPLITS = ("train", "val", "test")  # test: all of test2015 (test-dev is a part of it)
+
+
+def statistics(dataset: str, root: Path) -> dict[str, Any]:
+    """Images (distinct image_id of the questions), questions, and human answers (every entry of each
+    annotation's `answers`, 10 per question in VQA v2) per split whose question file is under `root`;
+    "all" sums questions and answers and takes the union of images when every split is present
+    (answers only when every split has annotations: the test answers are not public)."""
+    splits: dict[str, dict[str, Any]] = {}
+    images: set[int] = set()
+    for split in STATISTICS_SPLITS:
+        qname, aname = VQA_FILES[dataset][split]
+        qpath = find_file(root, qname) if root.is_dir() else None
+        if qpath is None:
+            splits[split] = {"present": False, "file": qname}
+            continue
+        apath = find_file(root, aname) if aname else None
+        if aname and apath is None:
+            splits[split] = {"present": False, "file": aname}
+            continue
+        questions = read_vqa_split(qpath, apath)
+        split_images = {q.image_id for q in questions}
+        cell: dict[str, Any] = {"present": True, "file": str(qpath), "images": len(split_images)}
+        cell["questions"] = len(questions)
+        if apath is not None:
+            cell["answers"] = sum(len(q.answers) for q in questions)
+        splits[split] = cell
+        images |= split_images
+    parts = [splits[s] for s in STATISTICS_SPLITS]
+    splits["all"] = {"present": all(p["present"] for p in parts), "file": "every split"}
+    if splits["all"]["present"]:
+        splits["all"].update(images=len(images), questions=sum(p["questions"] for p in parts))
+        if all("answers" in p for p in parts):
+            splits["all"]["answers"] = sum(p["answers"] for p in parts)
+    return {"root": str(root), "splits": splits}

@@ -31,7 +31,7 @@ ARCHS = ("dsganet",)
 # Vocabularies at paper scale: MCAN's VQA v2 question words and answers (the paper gives neither).
 PAPER_NUM_TOKENS = 20572
 PAPER_NUM_ANSWERS = 3129
-SUBMISSION_TARGETS = {"vqa2": "vqa2-test-dev"}
+SUBMISSION_TARGETS = {"vqa2": "vqa2-test-dev", "gqa": "gqa-test-dev"}
 BERT_FOLDER = "bert-base-uncased"  # catalog entry: data_dir()/bert-base-uncased
 # The "Rel." subset (Sec. V-D): questions with one of the top-100 Visual Genome relationship words or phrases,
 # less non-relational words. The paper does not print its list; these are frequent VG spatial predicates.
@@ -353,3 +353,60 @@ def score(
     exact = sum(p == gold[q]["multiple_choice_answer"] for p, q in zip(predicted, ids, strict=True))
     out["exact"] = 100.0 * exact / len(ids)
     return out
+
+
+# --- Tables II and III: statistics of the official files ----------------------------------------
+
+# What each column counts (the paper does not define them; see the specs' notes).
+STATISTICS_MEANING = {
+    "vqa2": {
+        "images": "distinct image_id of the split's question file",
+        "questions": "questions in the split's question file (test: all of test2015)",
+        "answers": "human answers in the split's annotation file (10 per question)",
+    },
+    "gqa": {
+        "images": "distinct imageId of the split's balanced question file",
+        "questions": "questions in the split's balanced question file",
+        "vocab": "distinct question words (MCAN's tokenisation), per split; all: their union",
+    },
+}
+
+
+def statistics(ctx: RunContext) -> RowRun:
+    """One row of Table II (VQA v2) or III (GQA balanced) counted from the official files: at paper scale
+    those under `<data_dir>/<dataset>` (`repro download`), at smoke scale tiny files in the same layouts
+    that this writes. Cells whose file is missing stay empty and are listed in `info.missing`."""
+    from repro.datasets import gqa, vqa
+    from repro.families.dsganet.synthetic import write_stats_fixture
+
+    dataset = ctx.spec.datasets[0]
+    if dataset not in STATISTICS_MEANING:
+        raise ReproError(f"{ctx.spec.id}: no statistics for dataset {dataset!r}")
+    if ctx.scale == "paper":
+        root = data_dir() / dataset
+        if not root.is_dir():
+            raise ReproError(f"{root}: no such folder; run repro download {dataset} first")
+    else:
+        root = write_stats_fixture(dataset, data_dir() / "synthetic" / f"dsganet-{dataset}-stats")
+    stats = gqa.statistics(root) if dataset == "gqa" else vqa.statistics(dataset, root)
+    split = str((ctx.row.compute or {}).get("split", "all"))
+    cell = stats["splits"].get(split)
+    if cell is None:
+        raise ReproError(f"{ctx.spec.id}: unknown split {split!r}; one of {', '.join(stats['splits'])}")
+    metrics = {c.name: float(cell[c.key]) for c in ctx.spec.columns if cell.get(c.key) is not None}
+    info: dict[str, Any] = {"source": stats["root"], "meaning": STATISTICS_MEANING[dataset], "missing": []}
+    if not cell["present"]:
+        missing = [s["file"] for s in stats["splits"].values() if not s["present"] and s["file"].endswith(".json")]
+        info["missing"] = sorted(set(missing))
+    return RowRun(metrics=metrics, split=split, info=info)
+
+
+def compute(ctx: RunContext) -> RowRun:
+    """The family's `compute:` tasks other than complexity (run.py dispatches here)."""
+    task = (ctx.row.compute or {}).get("task")
+    if task == "statistics":
+        return statistics(ctx)
+    raise ReproError(f"dsganet has no compute task {task!r}")
+
+
+COMPUTE_TASKS = ("statistics",)
