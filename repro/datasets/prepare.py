@@ -7,6 +7,7 @@ Outputs under `<data_dir>/prepared/`:
   and <split> `trainval`/`test2015` (TSV) or `train2014`/`val2014`/`test2015` (npz)
 - `gqa/`                                        GQA balanced questions, vocabularies, targets (repro.datasets.gqa)
 - `features/gqa-features/{objects,spatial}.store/` GQA's released object and spatial (7 x 7 grid) features
+- `depth-maps/<images folder>/`                  depth PNGs estimated by GLPN-NYU (repro.datasets.depth_estimation)
 - `depth`: adds DSGANet depth histograms to an existing store (`--store`, maps in `--source`)
 """
 
@@ -26,7 +27,7 @@ from repro.paths import data_dir
 TSV_SOURCES = ("bottom-up-36", "bottom-up-adaptive")
 NPZ_SOURCES = ("openvqa-features",)
 GQA_TARGETS = ("gqa", "gqa-features")
-TARGETS = (*VQA_DATASETS, *TSV_SOURCES, *NPZ_SOURCES, *GQA_TARGETS, "depth")
+TARGETS = (*VQA_DATASETS, *TSV_SOURCES, *NPZ_SOURCES, *GQA_TARGETS, "depth-maps", "depth")
 GLOVE_FILE = "glove.840B.300d.txt"
 
 
@@ -72,6 +73,14 @@ def prepare(
         ]
     if name in GQA_TARGETS:
         return _prepare_gqa(name, source or root / name, root, force)
+    if name == "depth-maps":
+        from repro.datasets.depth_estimation import depth_maps
+
+        if source is None:
+            raise ReproError("prepare depth-maps needs --source (a folder of images)")
+        return [
+            depth_maps(source, prepared_dir("depth-maps", root) / Path(source).name, force=force, progress=progress)
+        ]
     if name == "depth":
         from repro.datasets.depth import add_depth_to_store
 

@@ -123,22 +123,10 @@ def render_depth(rng: np.random.Generator, scene: Scene, noise: float) -> np.nda
 
 def depth_readings(depth: np.ndarray, regions: np.ndarray, bins: int = 16) -> dict[str, np.ndarray]:
     """Histogram, peak bin, mean gray value inside the peak bin and most frequent gray value per region."""
-    from repro.datasets.depth import region_histograms
+    from repro.datasets.depth import region_readings
 
-    hist = region_histograms(depth, regions, bins)
-    peak = hist.argmax(1)
-    mean, mode = np.zeros(len(regions), np.float32), np.zeros(len(regions), np.float32)
-    for k, (x1, y1, x2, y2) in enumerate(regions):
-        pixels = depth[y1:y2, x1:x2].ravel().astype(np.int64)
-        inside = pixels[pixels * bins // 256 == peak[k]]
-        mean[k] = inside.mean() if len(inside) else (peak[k] + 0.5) * 256 / bins
-        mode[k] = np.bincount(pixels, minlength=256).argmax()
-    return {
-        "depth_hist": hist.astype(np.float16),
-        "depth_peak": peak.astype(np.uint8),
-        "depth_mean": mean,
-        "depth_mode": mode,
-    }
+    r = region_readings(depth, regions, bins)
+    return {**r, "depth_hist": r["depth_hist"].astype(np.float16), "depth_peak": r["depth_peak"].astype(np.uint8)}
 
 
 # --- questions -----------------------------------------------------------------------------------
