@@ -117,16 +117,12 @@ def prepare_gqa(source_dir: Path, out_dir: Path, *, force: bool = False, max_tok
     question_key (GQA's string id), question_id (its integer), image_id (`image_number`), tokens, answer,
     answer_type (binary/open), question_type (structural type) and, for splits with answers, the target (the
     one answer, score 1). Answers: every answer of train and val, most frequent first (ties alphabetical)."""
-    import shutil
-    import tempfile
     from collections import Counter
 
-    import numpy as np
-
     from repro.data.manifest import build_manifest, file_digest, is_current, read_manifest
-    from repro.data.store import replace_dir
-    from repro.datasets.vqa import Question, build_token_vocab, targets
-    from repro.datasets.vqa_text import MAX_TOKENS, encode
+    from repro.data.store import staged_dir
+    from repro.datasets.vqa import Question, build_token_vocab, question_arrays
+    from repro.datasets.vqa_text import MAX_TOKENS
     from repro.utils import write_json_atomic
 
     max_tokens = max_tokens or MAX_TOKENS
@@ -160,34 +156,17 @@ def prepare_gqa(source_dir: Path, out_dir: Path, *, force: bool = False, max_tok
     answers = sorted(counts, key=lambda a: (-counts[a], a))
     answer_index = {a: i for i, a in enumerate(answers)}
     token_vocab = build_token_vocab(splits)
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.tmp-", dir=out_dir.parent))
-    try:
+    with staged_dir(out_dir) as tmp:
         write_json_atomic(tmp / "token_vocab.json", token_vocab)
         write_json_atomic(tmp / "answer_vocab.json", answers)
         stats: dict[str, Any] = {"tokens": len(token_vocab), "answers": len(answers)}
         for split, questions in splits.items():
-            arrays = {
-                "question_key": np.array(list(records[split]), dtype=str),
-                "question_id": np.array([q.question_id for q in questions], np.int64),
-                "image_id": np.array([q.image_id for q in questions], np.int64),
-                "tokens": np.stack([encode(tokenize(q.question), token_vocab, max_tokens) for q in questions])
-                if questions
-                else np.zeros((0, max_tokens), np.int64),
-                "answer_type": np.array([q.answer_type for q in questions], dtype=str),
-                "question_type": np.array([q.question_type for q in questions], dtype=str),
-                "answer": np.array([q.answer for q in questions], dtype=str),
-            }
-            if questions and all(q.answers for q in questions):
-                arrays["target_index"], arrays["target_score"] = targets(questions, answer_index, vqa_scores=False)
+            arrays = question_arrays(questions, token_vocab, answer_index, max_tokens, vqa_scores=False)
+            arrays["question_key"] = np.array(list(records[split]), dtype=str)
             np.savez(tmp / f"{split}.questions.npz", **arrays)
             stats[split] = {"questions": len(questions), "images": len({q.image_id for q in questions})}
         manifest["stats"] = stats
         write_json_atomic(tmp / "manifest.json", manifest)
-        replace_dir(tmp, out_dir)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return out_dir
 
 
