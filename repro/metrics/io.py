@@ -21,8 +21,8 @@ Official files recognised:
     recall    ALBEF retrieval test JSON [{"image", "caption": [5 captions]}] with predictions as .npz
               (or JSON) holding `i2t` (images x texts) and `t2i` (texts x images) score matrices
     gqa       a GQA questions file {questionId: {"answer", "types": {"structural"}, "isBalanced", ...}}
-              (e.g. testdev_balanced_questions.json); predictions in the GQA submission form
-              [{"questionId", "prediction"}] (the generic form is read too)
+              (e.g. testdev_balanced_questions.json), or the generic list with those fields; predictions
+              in the GQA submission form [{"questionId", "prediction"}] (the generic form is read too)
 
 Ids are strings or integers (not booleans, floats, null, lists or objects). Ids match when their
 text is equal (so 42 and "42" are the same question), so one file giving both 42 and "42" gives a
@@ -358,11 +358,19 @@ def _check_questions(gold: Gold, questions: Path) -> None:
 
 
 def _gqa_questions(data: Any, path: Path) -> Gold:
-    """A GQA questions file: the gold `answer`, `types.structural` and `isBalanced` of every question."""
-    if not isinstance(data, dict) or not data:
+    """A GQA questions file {questionId: record}, or the generic list of records with a question_id: the gold
+    `answer`, `types.structural` and `isBalanced` (true when absent) of every question."""
+    if isinstance(data, dict) and isinstance(data.get("annotations", data.get("data")), list):
+        data = data.get("annotations", data.get("data"))
+    if isinstance(data, list):
+        items = [(_item_id(item, path, i), item) for i, item in enumerate(data)]
+        _check_unique([qid for qid, _ in items], path, "question")
+    elif isinstance(data, dict) and data:
+        items = list(data.items())
+    else:
         raise ReproError(f"{path}: expected a GQA questions file {{questionId: {{answer, types, isBalanced}}}}")
     ids, answers, structural, balanced = [], [], [], []
-    for qid, record in data.items():
+    for qid, record in items:
         types = record.get("types") if isinstance(record, dict) else None
         if not isinstance(types, dict) or not isinstance(record.get("answer"), str):
             raise ReproError(f"{path}: question {shown(qid)} needs an 'answer' string and a 'types' object")
@@ -371,7 +379,7 @@ def _gqa_questions(data: Any, path: Path) -> Gold:
         ids.append(qid)
         answers.append(record["answer"])
         structural.append(types["structural"])
-        balanced.append(bool(record.get("isBalanced", True)))
+        balanced.append(record.get("isBalanced", True) is not False)
     return Gold(ids, answers, {"structural": structural, "balanced": balanced}, path)
 
 
