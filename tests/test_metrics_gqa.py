@@ -79,3 +79,13 @@ def test_bad_question_file_is_one_error(tmp_path):
         files.evaluate_files("gqa", tmp_path / "q.json", tmp_path / "p.json")
     with pytest.raises(ReproError, match="gqa: 1 questions"):
         gqa.evaluate(["a"], ["a", "b"], ["1"], ["query"])
+
+
+def test_generic_list_form_scores_the_same(tmp_path):
+    items = [{"question_id": qid, **record} for qid, record in QUESTIONS.items()]
+    (tmp_path / "q.json").write_text(json.dumps(items))
+    (tmp_path / "p.json").write_text(
+        json.dumps([{"question_id": p["questionId"], "answer": p["prediction"]} for p in PREDICTIONS])
+    )
+    r = files.evaluate_files("gqa", tmp_path / "q.json", tmp_path / "p.json")
+    assert (r.n, r.aggregate["binary"], r.aggregate["overall"]) == (6, pytest.approx(200 / 3), pytest.approx(50.0))
