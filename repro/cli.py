@@ -243,7 +243,10 @@ def show_command(ident: str = typer.Argument(..., metavar="ID", help="Experiment
 
 @command("table")
 def table_command(
-    ident: str = typer.Argument(..., metavar="ID", help="Experiment id, e.g. table5-ablation."),
+    ident: str = typer.Argument(..., metavar="ID", help="Experiment id (e.g. table5-ablation) or a spec file."),
+    overrides: list[str] | None = typer.Argument(
+        None, metavar="[KEY=VALUE]...", help="Show the variant a run with these overrides wrote."
+    ),
     fmt_name: str | None = typer.Option(
         None,
         "--format",
@@ -256,6 +259,7 @@ def table_command(
     output: Path | None = typer.Option(
         None, "--output", "-o", help="Write to this file (.md .csv .tex .html .json .txt), replaced atomically."
     ),
+    limit: int | None = typer.Option(None, "--limit", min=1, help="Show the partial run made with this --limit."),
 ) -> None:
     """Reported beside reproduced, per column; at other scales, each row's effect against the baseline.
 
@@ -266,7 +270,7 @@ def table_command(
     import shutil
 
     from repro.report import FORMATS, SUFFIXES, build_view, render_claims_rich, render_rich, render_text
-    from repro.specs import SCALES, resolve
+    from repro.specs import SCALES
     from repro.utils import atomic_open
 
     if fmt_name is not None and fmt_name not in FORMATS:
@@ -284,7 +288,8 @@ def table_command(
             raise ReproError(f"-o {output} names a {by_suffix} file but --format is {fmt_name}")
         fmt_name = by_suffix if fmt_name in (None, "rich") else fmt_name
     picked = [c.strip() for c in columns.split(",") if c.strip()] if columns else None
-    view = build_view(resolve(ident), scale, columns=picked)
+    spec, variant = target_and_variant(ident, overrides, limit)
+    view = build_view(spec, scale, results_root=variant.results_root(), columns=picked)
     if fmt_name is None:
         fmt_name = "rich" if console.is_terminal else "text"
     if output is not None:
@@ -442,21 +447,30 @@ def _run(
     rebaseline: bool = False,
     jobs: int | None = None,
     force: bool = False,
+    overrides: list[str] | None = None,
+    limit: int | None = None,
 ) -> None:
     from rich.table import Table
 
     from repro.paths import data_dir
     from repro.report import build_view, render_claims_rich, render_rich
     from repro.run import execute, family_of, format_hours, make_plan
-    from repro.specs import SCALES, resolve
+    from repro.specs import SCALES
 
     if scale not in SCALES:
         raise ReproError(f"--scale must be one of {', '.join(SCALES)}, not {scale!r}")
-    spec = resolve(ident)
+    spec, variant = target_and_variant(ident, overrides, limit)
     seed_list = None
     if seeds:
         seed_list = parse_seeds(seeds)
-    plan = make_plan(spec, scale, rows.split(",") if rows else None, seed_list)
+    plan = make_plan(spec, scale, rows.split(",") if rows else None, seed_list, variant)
+    if not variant.empty:
+        console.print(
+            f"[bold]variant[/] {escape(variant.describe())}: not the spec as written; records go to "
+            f"{escape(str(plan.results_root))}",
+            highlight=False,
+            soft_wrap=True,
+        )
     steps = Table(title=f"plan: {spec.id} at scale {scale}")
     for name in ("row", "step", "seeds", "what", "GPU-hours", "status"):
         steps.add_column(name, overflow="fold")
@@ -479,12 +493,18 @@ def _run(
         return
     root = Path(workdir) if workdir else data_dir() / "runs"
 
-    def finished_run(row: str, seed: int, metrics: dict, seconds: float) -> None:
-        values = ", ".join(f"{k} {v:.2f}" for k, v in metrics.items())
-        console.print(f"[green]done[/] {row} seed {seed} in {seconds:.0f}s: {values}", highlight=False)
+    from repro.monitor import RunMonitor
 
-    results = execute(plan, root, resume=resume, force=force, rebaseline=rebaseline, jobs=jobs, on_unit=finished_run)
-    view = build_view(spec, scale)
+    results = execute(
+        plan,
+        root,
+        resume=resume,
+        force=force,
+        rebaseline=rebaseline,
+        jobs=jobs,
+        monitor=lambda units: RunMonitor(console, units),
+    )
+    view = build_view(spec, scale, results_root=plan.results_root)
     console.print(render_rich(view))
     claims = render_claims_rich(view)
     if claims is not None:
@@ -499,11 +519,41 @@ def _run(
                 highlight=False,
                 soft_wrap=True,
             )
+    if not variant.empty:
+        words = " ".join(_quoted(w) for w in [ident, *(overrides or [])])
+        console.print(
+            f"the variant's table again: `repro table {escape(words)} --scale {scale}"
+            + (f" --limit {limit}" if limit else "")
+            + "`",
+            highlight=False,
+            soft_wrap=True,
+        )
+
+
+def _quoted(word: str) -> str:
+    import shlex
+
+    return shlex.quote(word)
+
+
+def target_and_variant(ident: str, overrides: list[str] | None, limit: int | None):
+    """The spec an id or a spec file names, and what this run changes from the committed spec."""
+    from repro.variants import Variant, load_target, parse_overrides
+
+    spec, spec_file, digest = load_target(ident)
+    return spec, Variant(parse_overrides(overrides), limit, spec_file, digest)
+
+
+OVERRIDES_HELP = (
+    "Overrides such as recipe.epochs=2 sizes.d_model=32 model.positional=[pwa]; the results are a variant, "
+    "kept under results/variants/ (README: Overrides)."
+)
 
 
 @command("run")
 def run_command(
-    ident: str = typer.Argument(..., metavar="ID", help="Experiment id, e.g. table5-ablation."),
+    ident: str = typer.Argument(..., metavar="ID", help="Experiment id (e.g. table5-ablation) or a spec file."),
+    overrides: list[str] | None = typer.Argument(None, metavar="[KEY=VALUE]...", help=OVERRIDES_HELP),
     rows: str | None = typer.Option(None, "--rows", help="Comma-separated row names (default: every runnable row)."),
     scale: str = typer.Option("paper", "--scale", "-s", help="paper, synthetic or smoke."),
     seeds: str | None = typer.Option(None, "--seeds", help="Comma-separated seeds (default: the spec's)."),
@@ -525,17 +575,21 @@ def run_command(
         min=1,
         help="Runs at a time, each in its own process (default: the spec's scale setting, else 1).",
     ),
+    limit: int | None = typer.Option(
+        None, "--limit", min=1, help="Paper scale: only the first N questions of each split (a partial run, a variant)."
+    ),
 ) -> None:
     """Train and evaluate every runnable row of a table, write results, print the table.
 
-    Example: [bold]repro run table5-ablation --scale synthetic --seeds 0,1[/]
+    Example: [bold]repro run table5-ablation --scale synthetic --rows MCAN --seeds 0 recipe.epochs=2[/]
     """
-    _run(ident, rows, scale, seeds, dry_run, resume, workdir, rebaseline, jobs, force)
+    _run(ident, rows, scale, seeds, dry_run, resume, workdir, rebaseline, jobs, force, overrides, limit)
 
 
 @command("train")
 def train_command(
-    ident: str = typer.Argument(..., metavar="ID", help="Experiment id, e.g. table5-ablation."),
+    ident: str = typer.Argument(..., metavar="ID", help="Experiment id (e.g. table5-ablation) or a spec file."),
+    overrides: list[str] | None = typer.Argument(None, metavar="[KEY=VALUE]...", help=OVERRIDES_HELP),
     row: str = typer.Option(..., "--row", help="The row to train (a name `repro show ID` lists)."),
     scale: str = typer.Option("paper", "--scale", "-s", help="paper, synthetic or smoke."),
     seed: int | None = typer.Option(None, "--seed", help="One seed (default: the spec's seeds)."),
@@ -544,12 +598,54 @@ def train_command(
     force: bool = typer.Option(
         False, "--force", help="Replace a stored result of this seed and start over its checkpoint."
     ),
+    limit: int | None = typer.Option(
+        None, "--limit", min=1, help="Paper scale: only the first N questions of each split (a partial run, a variant)."
+    ),
 ) -> None:
     """Train and evaluate one row of a table.
 
     Example: [bold]repro train table5-ablation --row ROW --scale smoke --resume[/]
     """
-    _run(ident, row, scale, None if seed is None else str(seed), False, resume, workdir, force=force)
+    _run(
+        ident,
+        row,
+        scale,
+        None if seed is None else str(seed),
+        False,
+        resume,
+        workdir,
+        force=force,
+        overrides=overrides,
+        limit=limit,
+    )
+
+
+@command("cp")
+def cp_command(
+    ident: str = typer.Argument(..., metavar="ID", help="Experiment id to copy, e.g. table5-ablation."),
+    dest: Path = typer.Argument(..., metavar="FILE", help="Where to write the copy (.yaml)."),
+    force: bool = typer.Option(False, "--force", help="Replace FILE if it exists."),
+) -> None:
+    """Copy a spec to edit it; `repro run FILE` runs the copy, its results kept apart as a variant.
+
+    Example: [bold]repro cp table5-ablation ./my.yaml[/]
+    """
+    from repro.specs import resolve
+    from repro.utils import atomic_open
+
+    spec = resolve(ident)
+    if dest.suffix not in (".yaml", ".yml"):
+        raise ReproError(f"{dest}: a spec file ends in .yaml")
+    if dest.exists() and not force:
+        raise ReproError(f"{dest} exists; pass --force to replace it")
+    with atomic_open(dest) as handle:
+        handle.write(spec.path.read_text(encoding="utf-8"))
+    console.print(
+        f"wrote {escape(str(dest))} (a copy of {spec.id}); edit it, then `repro run {escape(str(dest))} --scale ...`: "
+        f"its results go to results/variants/, never over {spec.id}'s",
+        highlight=False,
+        soft_wrap=True,
+    )
 
 
 @command("model")

@@ -51,6 +51,7 @@ class Result:
     date: str = ""
     toolkit_version: str = __version__
     extra: dict[str, Any] = field(default_factory=dict)  # anything else a run wants to keep
+    variant: dict[str, Any] | None = None  # overrides, --limit or a spec file: not the committed spec (repro.variants)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -101,6 +102,7 @@ class SeedResult:
     finished: str = ""
     wall_time_s: float = 0.0
     toolkit_version: str = __version__
+    variant: dict[str, Any] | None = None  # overrides, --limit or a spec file: not the committed spec (repro.variants)
     legacy: bool = False  # rebuilt from an older record that kept only per-seed metrics
 
     def to_json(self) -> dict[str, Any]:
@@ -242,6 +244,7 @@ def aggregate(spec: Spec, row: Row, scale: str, seeds: dict[int, SeedResult]) ->
         wall_time_s=round(sum(u.wall_time_s for u in units), 2),
         date=latest.finished,
         extra=extra,
+        variant=latest.variant,
     )
 
 

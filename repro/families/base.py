@@ -20,8 +20,15 @@ the `arch:` values it can build and run so far:
   submission_target(spec) -> str | None
       the `repro submit` target for the test-set predictions the family writes
 
-Optionally, `COMPUTE_TASKS` (names of `compute: {task: ...}` rows it runs without training, such as
-dataset statistics) and `compute(ctx) -> RowRun`.
+Optionally:
+  COMPUTE_TASKS, compute(ctx) -> RowRun
+      names of `compute: {task: ...}` rows it runs without training (dataset statistics), and how
+  GENERATOR
+      its synthetic generator config (a `GeneratorSettings` subclass): `generator.<key>=...` overrides
+      on the command line are checked against it
+  SUPPORTS_LIMIT = True
+      `run_row` honours `ctx.limit` (`repro run --limit N`: the first N questions of each split at
+      paper scale, a partial run) and writes its files under `ctx.results_root`
 """
 
 from __future__ import annotations
@@ -75,6 +82,8 @@ class RunContext:
     workdir: Path
     resume: bool = False
     progress: bool = True
+    limit: int | None = None  # --limit N: use the first N questions of each split (families with SUPPORTS_LIMIT)
+    results_root: Path | None = None  # where this run's files go; None: the results folder (a variant has its own)
 
     @property
     def generated(self) -> bool:

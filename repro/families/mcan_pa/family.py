@@ -26,10 +26,13 @@ from repro.errors import ReproError
 from repro.families import as_typed
 from repro.families.base import ModelInfo, RowRun, RunContext
 from repro.families.mcan_pa.config import CONFIGS, McanConfig, VlBertConfig
+from repro.families.mcan_pa.synthetic import GeneratorConfig
 from repro.paths import data_dir
 from repro.specs import Spec
 
 ARCHS = ("mcan",)  # VL-BERT_BASE+PA (Table IV) is not implemented yet
+GENERATOR = GeneratorConfig  # the synthetic generator's settings (generator.<key>=... overrides are checked on it)
+SUPPORTS_LIMIT = True  # repro run --limit N: the first N questions of each split at paper scale
 VQA_KEYS = ("overall", "yes/no", "number", "other")
 # The paper's vocabularies (MCAN's code: answers seen at least 9 times give 3,129; MILVLG/mcan-vqa).
 PAPER_NUM_TOKENS = 20572
@@ -290,6 +293,17 @@ def _score(model, dataset, answer_vocab: list[str], annotations: Path, recipe, p
     )
 
 
+def _limited(dataset, limit: int | None):
+    """The first `limit` questions of a split (`repro run --limit`), or all of them."""
+    from torch.utils.data import Subset
+
+    return dataset if limit is None or limit >= len(dataset) else Subset(dataset, range(limit))
+
+
+def _unwrapped(dataset):
+    return dataset.dataset if hasattr(dataset, "indices") else dataset
+
+
 def _run_paper(ctx: RunContext, prepared: Path) -> RowRun:
     from torch.utils.data import ConcatDataset
 
@@ -310,8 +324,8 @@ def _run_paper(ctx: RunContext, prepared: Path) -> RowRun:
             f"{recipe.name} trains on {', '.join(recipe.train_splits)} (VG needs the MCAN VG files in "
             f"{data_dir() / 'vg-qa'}, then `repro prepare {spec.datasets[0]} --force`)"
         )
-    parts = [VQADataset(prepared, split, paper_store(split)) for split in recipe.train_splits]
-    first = parts[0]
+    parts = [_limited(VQADataset(prepared, split, paper_store(split)), ctx.limit) for split in recipe.train_splits]
+    first = _unwrapped(parts[0])
     seed_everything(ctx.seed)
     model = build_model(
         ctx.config,
@@ -334,12 +348,14 @@ def _run_paper(ctx: RunContext, prepared: Path) -> RowRun:
     if "val" not in recipe.train_splits:
         annotations = find_file(data_dir() / spec.datasets[0], ANNOTATIONS[spec.datasets[0]])
         if annotations is not None:
-            val = VQADataset(prepared, "val", paper_store("val"))
+            val = _limited(VQADataset(prepared, "val", paper_store("val")), ctx.limit)
             run.extra["val"] = _score(model, val, first.answer_vocab, annotations, recipe, ctx.progress).aggregate
 
-    test = VQADataset(prepared, "test", paper_store("test"))
+    test = _limited(VQADataset(prepared, "test", paper_store("test")), ctx.limit)
     ids, answers = _answers(model, test, first.answer_vocab, recipe, ctx.progress)
-    out = results_dir() / spec.paper / spec.id / "predictions" / f"{ctx.row.slug}.seed{ctx.seed}.test2015.json"
+    partial = ".partial" if ctx.limit else ""  # a partial file is never mistaken for a full submission
+    name = f"{ctx.row.slug}.seed{ctx.seed}.test2015{partial}.json"
+    out = (ctx.results_root or results_dir()) / spec.paper / spec.id / "predictions" / name
     write_json_atomic(out, [{"question_id": q, "answer": a} for q, a in zip(ids, answers)])
     run.predictions.append(str(out))
     return run  # the server scores test-dev/test-std: `repro submit <target> --predictions <file>`
