@@ -269,7 +269,7 @@ def table_command(
     """
     import shutil
 
-    from repro.report import FORMATS, SUFFIXES, build_view, render_claims_rich, render_rich, render_text
+    from repro.report import FORMATS, SUFFIXES, render_claims_rich, render_rich, render_text
     from repro.specs import SCALES
     from repro.utils import atomic_open
 
@@ -287,9 +287,7 @@ def table_command(
         if fmt_name not in (None, "rich") and by_suffix not in (None, fmt_name):
             raise ReproError(f"-o {output} names a {by_suffix} file but --format is {fmt_name}")
         fmt_name = by_suffix if fmt_name in (None, "rich") else fmt_name
-    picked = [c.strip() for c in columns.split(",") if c.strip()] if columns else None
-    spec, variant = target_and_variant(ident, overrides, limit)
-    view = build_view(spec, scale, results_root=variant.results_root(), columns=picked)
+    view, _ = variant_view(ident, overrides, limit, scale, columns)
     if fmt_name is None:
         fmt_name = "rich" if console.is_terminal else "text"
     if output is not None:
@@ -304,6 +302,42 @@ def table_command(
             console.print(claims)
     else:
         sys.stdout.write(render_text(view, fmt_name, width=shutil.get_terminal_size((80, 24)).columns))
+
+
+@command("plot")
+def plot_command(
+    ident: str = typer.Argument(..., metavar="ID", help="Experiment id (e.g. table5-ablation) or a spec file."),
+    overrides: list[str] | None = typer.Argument(
+        None, metavar="[KEY=VALUE]...", help="Plot the variant a run with these overrides wrote."
+    ),
+    scale: str = typer.Option("paper", "--scale", "-s", help="Which results to plot: paper, synthetic or smoke."),
+    output: Path = typer.Option(..., "--output", "-o", help="The figure: .png, .pdf or .svg."),
+    columns: str | None = typer.Option(None, "--columns", "-c", help="Only these columns, e.g. Num,All."),
+    workdir: str | None = typer.Option(
+        None, "--workdir", help="Where the runs' train.jsonl are (default: $REPRO_DATA_DIR/runs)."
+    ),
+    limit: int | None = typer.Option(None, "--limit", min=1, help="Plot the partial run made with this --limit."),
+) -> None:
+    """Reported vs reproduced per column (seed error bars), the claims as a forest plot, training curves.
+
+    Needs matplotlib (pip install 'repro[plot]').
+
+    Example: [bold]repro plot table5-ablation --scale synthetic -o table5.png[/]
+    """
+    from repro.paths import data_dir
+    from repro.report.plot import draw, training_logs
+
+    view, variant = variant_view(ident, overrides, limit, scale, columns)
+    root = Path(workdir) if workdir else data_dir() / "runs"
+    curves = training_logs(root, view, None if variant.empty else variant.name)
+    held = draw(view, output, curves)
+    console.print(
+        f"wrote {escape(str(output))}: reported vs reproduced for {held['columns']} column(s), "
+        f"{held['claims']} claim(s), training curves of {held['curves']} unit(s)"
+        + ("" if held["curves"] else f" (no train.jsonl under {escape(str(root))})"),
+        highlight=False,
+        soft_wrap=True,
+    )
 
 
 @command("check")
@@ -544,6 +578,17 @@ def target_and_variant(ident: str, overrides: list[str] | None, limit: int | Non
     return spec, Variant(parse_overrides(overrides), limit, spec_file, digest)
 
 
+def variant_view(ident: str, overrides: list[str] | None, limit: int | None, scale: str, columns: str | None):
+    """The table view of a spec, or of the variant these overrides / this limit / this spec file name."""
+    from repro.report import build_view
+
+    spec, variant = target_and_variant(ident, overrides, limit)
+    picked = [c.strip() for c in columns.split(",") if c.strip()] if columns else None
+    view = build_view(spec, scale, results_root=variant.results_root(), columns=picked)
+    view.variant = view.variant or variant.to_json()  # said in the caption even before it has results
+    return view, variant
+
+
 OVERRIDES_HELP = (
     "Overrides such as recipe.epochs=2 sizes.d_model=32 model.positional=[pwa]; the results are a variant, "
     "kept under results/variants/ (README: Overrides)."
@@ -581,7 +626,7 @@ def run_command(
 ) -> None:
     """Train and evaluate every runnable row of a table, write results, print the table.
 
-    Example: [bold]repro run table5-ablation --scale synthetic --rows MCAN --seeds 0 recipe.epochs=2[/]
+    Example: [bold]repro run table5-ablation --scale synthetic --rows ROW --seeds 0 recipe.epochs=2[/]
     """
     _run(ident, rows, scale, seeds, dry_run, resume, workdir, rebaseline, jobs, force, overrides, limit)
 

@@ -21,7 +21,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextC
 
 @dataclass
 class Unit:
-    label: str  # "MCAN+PA (ours) s0"
+    label: str  # "<row> s<seed>"
     workdir: Path
     task: TaskID | None = None
     done: bool = False
