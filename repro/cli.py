@@ -340,6 +340,63 @@ def plot_command(
     )
 
 
+@command("attention")
+def attention_command(
+    ident: str = typer.Argument(..., metavar="ID", help="Experiment id (e.g. table5-ablation) or a spec file."),
+    overrides: list[str] | None = typer.Argument(
+        None, metavar="[KEY=VALUE]...", help="The variant a run with these overrides trained."
+    ),
+    row: str = typer.Option(..., "--row", "-r", help="The row whose trained model to look into."),
+    question: int = typer.Option(..., "--question", "-q", help="A val question id of the generated data."),
+    scale: str = typer.Option("synthetic", "--scale", "-s", help="smoke or synthetic (generated scenes)."),
+    seed: int = typer.Option(0, "--seed", help="Which seed's trained model."),
+    map_name: str | None = typer.Option(None, "--map", help="Which map to draw (default: the family's first)."),
+    layer: int = typer.Option(-1, "--layer", help="Layer (0-based; -1: the last)."),
+    head: int | None = typer.Option(None, "--head", help="Head (0-based; default: the mean of the heads)."),
+    output: Path = typer.Option(..., "--output", "-o", help="The figure (.png, .pdf, .svg); the maps go to .npz."),
+    workdir: str | None = typer.Option(None, "--workdir", help="Checkpoints (default: $REPRO_DATA_DIR/runs)."),
+) -> None:
+    """Draw a question's image boxes weighted by the attention they receive in a trained row; save the maps.
+
+    The row's unit must have been trained (`repro run`/`repro train`); needs matplotlib.
+
+    Example: [bold]repro attention table5-ablation --row ROW --question 7 -o attention.png[/]
+    """
+    from repro.families.base import RunContext
+    from repro.paths import data_dir
+    from repro.report.plot import draw_attention, require_matplotlib, save_maps
+    from repro.run import family_of, make_plan, unit_dir
+
+    require_matplotlib()
+    spec, variant = target_and_variant(ident, overrides, None)
+    plan = make_plan(spec, scale, [row], [seed], variant)
+    the_row = plan.rows[0]
+    family = family_of(the_row)
+    if family is None or not hasattr(family, "attention"):
+        raise ReproError(f"row {the_row.name!r} of {spec.id}: its family draws no attention maps yet")
+    root = Path(workdir) if workdir else data_dir() / "runs"
+    ctx = RunContext(
+        spec=spec,
+        row=the_row,
+        config=the_row.config,
+        scale=scale,
+        settings=plan.settings,
+        seed=seed,
+        workdir=unit_dir(root, spec, scale, the_row, seed, variant),
+        progress=False,
+    )
+    maps = family.attention(ctx, question)
+    what = draw_attention(maps, output, map_name, layer, head)
+    raw = output.with_suffix(".npz")
+    save_maps(maps, raw)
+    console.print(
+        f"wrote {escape(str(output))} ({escape(what)}) and {escape(str(raw))} (every map); "
+        f"{escape(maps.question)} → {escape(maps.answer)}",
+        highlight=False,
+        soft_wrap=True,
+    )
+
+
 @command("check")
 def check_command(
     idents: list[str] | None = typer.Argument(None, metavar="[ID]...", help="Experiments to check (default: all)."),

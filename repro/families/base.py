@@ -29,6 +29,9 @@ Optionally:
   SUPPORTS_LIMIT = True
       `run_row` honours `ctx.limit` (`repro run --limit N`: the first N questions of each split at
       paper scale, a partial run) and writes its files under `ctx.results_root`
+  attention(ctx: RunContext, question_id) -> AttentionMaps
+      for `repro attention`: load the unit's trained model from `ctx.workdir` (its `last.pt`), run one
+      question and return how much each box of its image is attended to, per map, layer and head
 """
 
 from __future__ import annotations
@@ -101,6 +104,20 @@ class RowRun:
     extra: dict[str, Any] = field(default_factory=dict)  # per seed, kept as lists: per-type scores, val scores
     info: dict[str, Any] = field(default_factory=dict)  # the same for every seed (exact counts, device)
     predictions: list[str] = field(default_factory=list)  # test-set files written for the server
+
+
+@dataclass
+class AttentionMaps:
+    """One question through a trained model: its image's boxes and the attention they receive (`repro attention`)."""
+
+    question: str
+    answer: str  # the model's answer
+    gold: str | None  # the most common annotator answer, when known
+    image_size: tuple[float, float]  # width, height in pixels
+    boxes: Any  # numpy [N, 4]: x1, y1, x2, y2 in pixels
+    box_labels: list[str]  # one per box
+    over_boxes: dict[str, Any]  # map name -> numpy [layers, heads, N]: the attention each box receives
+    raw: dict[str, Any] = field(default_factory=dict)  # every recorded map as it is (saved to the .npz)
 
 
 @dataclass(frozen=True)

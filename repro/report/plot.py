@@ -199,3 +199,87 @@ def _curves(ax, curves: dict[str, dict[int, list]], colours: dict[str, str]) -> 
     ax.set_title("training curves (train.jsonl; one line per seed)", fontsize=10)
     ax.legend(fontsize=7, ncol=2)
     ax.grid(alpha=0.3)
+
+
+# --- attention maps (repro attention) -------------------------------------------------------------
+
+
+def pick(maps, name: str | None, layer: int, head: int | None):
+    """The weights to draw: one map's [layers, heads, N] at a layer, one head or the mean of the heads."""
+    import numpy as np
+
+    names = list(maps.over_boxes)
+    name = name or names[0]
+    if name not in maps.over_boxes:
+        raise ReproError(f"no attention map {name!r}; one of {', '.join(names)}")
+    weights = np.asarray(maps.over_boxes[name])
+    layers, heads = weights.shape[0], weights.shape[1]
+    if not -layers <= layer < layers:
+        raise ReproError(f"--layer {layer}: the {name} map has layers 0..{layers - 1} (or -1 for the last)")
+    if head is not None and not 0 <= head < heads:
+        raise ReproError(f"--head {head}: the {name} map has heads 0..{heads - 1} (omit it for their mean)")
+    per_layer = weights[layer]
+    chosen = per_layer.mean(axis=0) if head is None else per_layer[head]
+    what = f"{name}, layer {layer % layers + 1} of {layers}, " + ("mean of heads" if head is None else f"head {head}")
+    return name, chosen, weights, what
+
+
+def draw_attention(maps, out: Path, name: str | None = None, layer: int = -1, head: int | None = None) -> str:
+    """The image's boxes, each filled in proportion to the attention it receives; beside it, that head (or the
+    heads' mean) over every layer. Returns the line that describes the drawn map."""
+    require_matplotlib()
+    from matplotlib.figure import Figure
+    from matplotlib.patches import Rectangle
+
+    from repro.utils import atomic_open
+
+    if out.suffix.lower() not in SUFFIXES:
+        raise ReproError(f"-o {out}: a plot is written as {', '.join(SUFFIXES)}")
+    name, chosen, weights, what = pick(maps, name, layer, head)
+    fig = Figure(figsize=(12, 5.2), layout="constrained")
+    scene, grid = fig.subplots(1, 2, width_ratios=[1.5, 1])
+    width, height = maps.image_size
+    scene.add_patch(Rectangle((0, 0), width, height, facecolor="#f4f4f4", edgecolor="black"))
+    from matplotlib import colormaps
+
+    top = float(chosen.max()) or 1.0
+    for k, (x1, y1, x2, y2) in enumerate(maps.boxes):  # the same colour scale as the grid: 0 to the largest
+        colour = colormaps["Reds"](float(chosen[k]) / top)
+        scene.add_patch(Rectangle((x1, y1), x2 - x1, y2 - y1, facecolor=colour, alpha=0.75, edgecolor="black"))
+        scene.text(x1 + 3, y1 + 3, f"{maps.box_labels[k]} {chosen[k]:.2f}", fontsize=8, va="top")
+    scene.set_xlim(0, width)
+    scene.set_ylim(height, 0)  # image coordinates: y grows downwards
+    scene.set_aspect("equal")
+    gold = f" (annotators: {maps.gold})" if maps.gold else ""
+    scene.set_title(_wrap(f"{maps.question} → {maps.answer}{gold}", 80), fontsize=10)
+    scene.set_xlabel(what, fontsize=9)
+
+    per_layer = weights.mean(axis=1) if head is None else weights[:, head]
+    image = grid.imshow(per_layer, aspect="auto", cmap="Reds", vmin=0, vmax=float(per_layer.max()) or 1.0)
+    grid.set_xticks(range(len(maps.box_labels)), maps.box_labels, fontsize=8)
+    grid.set_yticks(range(per_layer.shape[0]), [str(i + 1) for i in range(per_layer.shape[0])], fontsize=8)
+    grid.set_ylabel("layer", fontsize=9)
+    grid.set_title(f"{name}: " + ("mean of heads" if head is None else f"head {head}"), fontsize=10)
+    fig.colorbar(image, ax=grid, shrink=0.8)
+    with atomic_open(out, "wb") as handle:
+        fig.savefig(handle, format=out.suffix.lower().lstrip("."), dpi=110)
+    return what
+
+
+def save_maps(maps, out: Path) -> None:
+    """The raw maps, the boxes and the question as a .npz beside the figure."""
+    import numpy as np
+
+    from repro.utils import atomic_open
+
+    arrays = {f"raw_{k}": np.asarray(v) for k, v in maps.raw.items()}
+    arrays |= {f"over_boxes_{k.replace(' ', '_')}": np.asarray(v) for k, v in maps.over_boxes.items()}
+    arrays |= {
+        "boxes": np.asarray(maps.boxes),
+        "image_size": np.asarray(maps.image_size),
+        "box_labels": np.asarray(maps.box_labels),
+        "question": np.asarray(maps.question),
+        "answer": np.asarray(maps.answer),
+    }
+    with atomic_open(out, "wb") as handle:
+        np.savez_compressed(handle, **arrays)
