@@ -15,17 +15,21 @@ from rich.console import Console
 from rich.markup import escape
 
 from repro import __version__
+from repro import completion as complete
 from repro.errors import ReproError
 from repro.metrics import REGISTRY as METRIC_REGISTRY
 from repro.metrics import VARIANTS as METRIC_VARIANTS
 
 METRIC_NAMES = tuple(METRIC_REGISTRY)
+SCALES = ("paper", "synthetic", "smoke")  # repro.specs.SCALES (a test keeps them equal)
+TABLE_FORMATS = ("rich", "text", "md", "csv", "latex", "html", "json")  # repro.report.FORMATS (idem)
+RICH_OR_JSON = ("rich", "json")
 
 app = typer.Typer(
     name="repro",
     help="Reproduce the tables of five papers on positional and spatial attention in vision-language models.",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,
     pretty_exceptions_enable=False,
     rich_markup_mode="rich",
 )
@@ -107,10 +111,39 @@ def _root(
     debug: bool = typer.Option(
         False, "--debug", envvar="REPRO_DEBUG", help="Show tracebacks instead of one-line errors."
     ),
+    data_dir: Path | None = typer.Option(
+        None,
+        "--data-dir",
+        envvar="REPRO_DATA_DIR",
+        help="Datasets, prepared files, checkpoints (default: ~/.cache/repro/data).",
+    ),
+    results: Path | None = typer.Option(
+        None,
+        "--results",
+        envvar="REPRO_RESULTS",
+        help="Result records (default: the checkout's results/, else ./results).",
+    ),
+    experiments: Path | None = typer.Option(
+        None,
+        "--experiments",
+        envvar="REPRO_EXPERIMENTS",
+        help="Experiment specs (default: the specs shipped with repro).",
+    ),
+    catalog: Path | None = typer.Option(
+        None, "--catalog", envvar="REPRO_CATALOG", help="A YAML of extra or overriding dataset entries."
+    ),
 ) -> None:
     """Reproduce the tables of five papers on positional and spatial attention (`repro list` shows them)."""
     if debug:
         os.environ["REPRO_DEBUG"] = "1"
+    for name, value in (
+        ("REPRO_DATA_DIR", data_dir),
+        ("REPRO_RESULTS", results),
+        ("REPRO_EXPERIMENTS", experiments),
+        ("REPRO_CATALOG", catalog),
+    ):
+        if value is not None:  # the layers below read the environment
+            os.environ[name] = str(value)
 
 
 # --- experiments ----------------------------------------------------------------------------------
@@ -118,8 +151,8 @@ def _root(
 
 @command("list")
 def list_command(
-    paper: str | None = typer.Option(None, "--paper", "-p", help="Only this paper (an id `repro list` shows)."),
-    fmt: str = typer.Option("rich", "--format", "-f", help="rich or json."),
+    paper: str | None = typer.Option(None, "--paper", help="Only this paper (an id `repro list` shows)."),
+    fmt: str = complete.choice(RICH_OR_JSON, "rich", "--format", "-f", help="Output format."),
 ) -> None:
     """List every experiment: id, paper, table, title, rows, runnable rows, rows with results.
 
@@ -132,8 +165,6 @@ def list_command(
     from repro.run import family_of
     from repro.specs import aliases, broken_specs, load_all
 
-    if fmt not in ("rich", "json"):
-        raise ReproError(f"--format must be rich or json, not {fmt!r}")
     if paper is not None and paper not in papers():
         raise ReproError(f"unknown paper {paper!r}; one of {', '.join(papers())}")
     specs = [s for s in load_all() if paper is None or s.paper == paper]
@@ -186,10 +217,15 @@ def _experiments_table(entries: list[dict]) -> None:
 
 
 @command("show")
-def show_command(ident: str = typer.Argument(..., metavar="ID", help="Experiment id, e.g. table5-ablation.")) -> None:
+def show_command(
+    ident: str = typer.Argument(
+        ..., metavar="ID", autocompletion=complete.experiment_ids, help="Experiment id, e.g. table5-ablation."
+    ),
+    fmt_name: str = complete.choice(RICH_OR_JSON, "rich", "--format", "-f", help="Output format."),
+) -> None:
     """Show a spec readably: columns, rows, reported numbers, what runs and what is cited.
 
-    Example: [bold]repro show table5-ablation[/]
+    Example: [bold]repro show table5-ablation --format json[/]
     """
     from rich.table import Table
 
@@ -197,6 +233,9 @@ def show_command(ident: str = typer.Argument(..., metavar="ID", help="Experiment
     from repro.specs import resolve
 
     spec = resolve(ident)
+    if fmt_name == "json":
+        typer.echo(json.dumps(spec_to_json(spec), indent=2, default=str))
+        return
     console.print(f"[bold]{spec.id}[/] — {spec.paper} {spec.table}: {spec.title}")
     console.print(
         f"datasets: {', '.join(spec.datasets)}   reported split: {spec.split}"
@@ -241,20 +280,59 @@ def show_command(ident: str = typer.Argument(..., metavar="ID", help="Experiment
         console.print(f"[dim]notes:[/] {escape(spec.notes.strip())}", highlight=False)
 
 
+def spec_to_json(spec) -> dict:
+    """A spec as `repro show --format json` prints it: what the YAML says, typed configs resolved."""
+    from dataclasses import asdict
+
+    return {
+        "id": spec.id,
+        "paper": spec.paper,
+        "table": spec.table,
+        "title": spec.title,
+        "datasets": list(spec.datasets),
+        "split": spec.split,
+        "recipe": spec.recipe,
+        "file": str(spec.path),
+        "columns": [asdict(c) for c in spec.columns],
+        "rows": [
+            {
+                "name": r.name,
+                "reported": r.reported,
+                "cited": r.cited,
+                "model": r.model,
+                "compute": r.compute,
+                "uncertain": r.uncertain,
+                "deviation": r.deviation,
+                "note": r.note,
+            }
+            for r in spec.rows
+        ],
+        "claims": [asdict(c) for c in spec.claims],
+        "tolerance": spec.tolerance,
+        "scales": spec.scales,
+        "notes": spec.notes,
+    }
+
+
 @command("table")
 def table_command(
-    ident: str = typer.Argument(..., metavar="ID", help="Experiment id (e.g. table5-ablation) or a spec file."),
+    ident: str = typer.Argument(
+        ...,
+        metavar="ID",
+        autocompletion=complete.experiment_ids,
+        help="Experiment id (e.g. table5-ablation) or a spec file.",
+    ),
     overrides: list[str] | None = typer.Argument(
         None, metavar="[KEY=VALUE]...", help="Show the variant a run with these overrides wrote."
     ),
-    fmt_name: str | None = typer.Option(
+    fmt_name: str | None = complete.choice(
+        TABLE_FORMATS,
         None,
         "--format",
         "-f",
-        help="rich, text, md, csv, latex, html or json (default: rich in a terminal, text when piped, "
-        "or from the suffix of -o).",
+        help="Output format (default: rich in a terminal, text when piped, or from the suffix of -o).",
     ),
-    scale: str = typer.Option("paper", "--scale", "-s", help="Which results to show: paper, synthetic or smoke."),
+    scale: str = complete.choice(SCALES, "paper", "--scale", "-s", help="Which results to show."),
     columns: str | None = typer.Option(None, "--columns", "-c", help="Only these columns, e.g. Num,All."),
     output: Path | None = typer.Option(
         None, "--output", "-o", help="Write to this file (.md .csv .tex .html .json .txt), replaced atomically."
@@ -269,14 +347,9 @@ def table_command(
     """
     import shutil
 
-    from repro.report import FORMATS, SUFFIXES, render_claims_rich, render_rich, render_text
-    from repro.specs import SCALES
+    from repro.report import SUFFIXES, render_claims_rich, render_rich, render_text
     from repro.utils import atomic_open
 
-    if fmt_name is not None and fmt_name not in FORMATS:
-        raise ReproError(f"--format must be one of {', '.join(FORMATS)}, not {fmt_name!r}")
-    if scale not in SCALES:
-        raise ReproError(f"--scale must be one of {', '.join(SCALES)}, not {scale!r}")
     if output is not None:
         by_suffix = SUFFIXES.get(output.suffix.lower())
         if by_suffix is None and fmt_name in (None, "rich"):
@@ -306,11 +379,16 @@ def table_command(
 
 @command("plot")
 def plot_command(
-    ident: str = typer.Argument(..., metavar="ID", help="Experiment id (e.g. table5-ablation) or a spec file."),
+    ident: str = typer.Argument(
+        ...,
+        metavar="ID",
+        autocompletion=complete.experiment_ids,
+        help="Experiment id (e.g. table5-ablation) or a spec file.",
+    ),
     overrides: list[str] | None = typer.Argument(
         None, metavar="[KEY=VALUE]...", help="Plot the variant a run with these overrides wrote."
     ),
-    scale: str = typer.Option("paper", "--scale", "-s", help="Which results to plot: paper, synthetic or smoke."),
+    scale: str = complete.choice(SCALES, "paper", "--scale", "-s", help="Which results to plot."),
     output: Path = typer.Option(..., "--output", "-o", help="The figure: .png, .pdf or .svg."),
     columns: str | None = typer.Option(None, "--columns", "-c", help="Only these columns, e.g. Num,All."),
     workdir: str | None = typer.Option(
@@ -342,13 +420,20 @@ def plot_command(
 
 @command("attention")
 def attention_command(
-    ident: str = typer.Argument(..., metavar="ID", help="Experiment id (e.g. table5-ablation) or a spec file."),
+    ident: str = typer.Argument(
+        ...,
+        metavar="ID",
+        autocompletion=complete.experiment_ids,
+        help="Experiment id (e.g. table5-ablation) or a spec file.",
+    ),
     overrides: list[str] | None = typer.Argument(
         None, metavar="[KEY=VALUE]...", help="The variant a run with these overrides trained."
     ),
-    row: str = typer.Option(..., "--row", "-r", help="The row whose trained model to look into."),
+    row: str = typer.Option(
+        ..., "--row", "-r", autocompletion=complete.rows, help="The row whose trained model to look into."
+    ),
     question: int = typer.Option(..., "--question", "-q", help="A val question id of the generated data."),
-    scale: str = typer.Option("synthetic", "--scale", "-s", help="smoke or synthetic (generated scenes)."),
+    scale: str = complete.choice(("synthetic", "smoke"), "synthetic", "--scale", "-s", help="A generated scale."),
     seed: int = typer.Option(0, "--seed", help="Which seed's trained model."),
     map_name: str | None = typer.Option(None, "--map", help="Which map to draw (default: the family's first)."),
     layer: int = typer.Option(-1, "--layer", help="Layer (0-based; -1: the last)."),
@@ -407,7 +492,9 @@ def check_command(
         "and compare the losses with the stored fingerprint.",
     ),
     rebaseline: bool = typer.Option(False, "--rebaseline", help="With --rerun: store new fingerprints instead."),
-    scale: str = typer.Option("synthetic", "--scale", "-s", help="With --rerun: the scale of the fingerprints."),
+    scale: str = complete.choice(
+        SCALES, "synthetic", "--scale", "-s", help="With --rerun: the scale of the fingerprints."
+    ),
 ) -> None:
     """Regression check for CI: every stored result within its spec's tolerance.
 
@@ -546,10 +633,7 @@ def _run(
     from repro.paths import data_dir
     from repro.report import build_view, render_claims_rich, render_rich
     from repro.run import execute, family_of, format_hours, make_plan
-    from repro.specs import SCALES
 
-    if scale not in SCALES:
-        raise ReproError(f"--scale must be one of {', '.join(SCALES)}, not {scale!r}")
     spec, variant = target_and_variant(ident, overrides, limit)
     seed_list = None
     if seeds:
@@ -654,10 +738,23 @@ OVERRIDES_HELP = (
 
 @command("run")
 def run_command(
-    ident: str = typer.Argument(..., metavar="ID", help="Experiment id (e.g. table5-ablation) or a spec file."),
+    ident: str = typer.Argument(
+        ...,
+        metavar="ID",
+        autocompletion=complete.experiment_ids,
+        help="Experiment id (e.g. table5-ablation) or a spec file.",
+    ),
     overrides: list[str] | None = typer.Argument(None, metavar="[KEY=VALUE]...", help=OVERRIDES_HELP),
-    rows: str | None = typer.Option(None, "--rows", help="Comma-separated row names (default: every runnable row)."),
-    scale: str = typer.Option("paper", "--scale", "-s", help="paper, synthetic or smoke."),
+    rows: str | None = typer.Option(
+        None,
+        "--rows",
+        "-r",
+        autocompletion=complete.rows,
+        help="Comma-separated row names (default: every runnable row).",
+    ),
+    scale: str = complete.choice(
+        SCALES, "paper", "--scale", "-s", help="paper: the real data; the others generate it."
+    ),
     seeds: str | None = typer.Option(None, "--seeds", help="Comma-separated seeds (default: the spec's)."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan (rows, data, steps, GPU-hours) and stop."),
     resume: bool = typer.Option(
@@ -690,10 +787,19 @@ def run_command(
 
 @command("train")
 def train_command(
-    ident: str = typer.Argument(..., metavar="ID", help="Experiment id (e.g. table5-ablation) or a spec file."),
+    ident: str = typer.Argument(
+        ...,
+        metavar="ID",
+        autocompletion=complete.experiment_ids,
+        help="Experiment id (e.g. table5-ablation) or a spec file.",
+    ),
     overrides: list[str] | None = typer.Argument(None, metavar="[KEY=VALUE]...", help=OVERRIDES_HELP),
-    row: str = typer.Option(..., "--row", help="The row to train (a name `repro show ID` lists)."),
-    scale: str = typer.Option("paper", "--scale", "-s", help="paper, synthetic or smoke."),
+    row: str = typer.Option(
+        ..., "--row", "-r", autocompletion=complete.rows, help="The row to train (a name `repro show ID` lists)."
+    ),
+    scale: str = complete.choice(
+        SCALES, "paper", "--scale", "-s", help="paper: the real data; the others generate it."
+    ),
     seed: int | None = typer.Option(None, "--seed", help="One seed (default: the spec's seeds)."),
     resume: bool = typer.Option(False, "--resume", help="Continue from the last checkpoint."),
     workdir: str | None = typer.Option(None, "--workdir", help="Checkpoints and logs (default: $REPRO_DATA_DIR/runs)."),
@@ -724,7 +830,9 @@ def train_command(
 
 @command("cp")
 def cp_command(
-    ident: str = typer.Argument(..., metavar="ID", help="Experiment id to copy, e.g. table5-ablation."),
+    ident: str = typer.Argument(
+        ..., metavar="ID", autocompletion=complete.experiment_ids, help="Experiment id to copy, e.g. table5-ablation."
+    ),
     dest: Path = typer.Argument(..., metavar="FILE", help="Where to write the copy (.yaml)."),
     force: bool = typer.Option(False, "--force", help="Replace FILE if it exists."),
 ) -> None:
@@ -752,9 +860,13 @@ def cp_command(
 
 @command("model")
 def model_command(
-    ident: str = typer.Argument(..., metavar="ID", help="Experiment id, e.g. table6-complexity."),
-    row: str = typer.Option(..., "--row", "-r", help="The row (a name `repro show ID` lists)."),
-    fmt: str = typer.Option("rich", "--format", "-f", help="rich or json."),
+    ident: str = typer.Argument(
+        ..., metavar="ID", autocompletion=complete.experiment_ids, help="Experiment id, e.g. table6-complexity."
+    ),
+    row: str = typer.Option(
+        ..., "--row", "-r", autocompletion=complete.rows, help="The row (a name `repro show ID` lists)."
+    ),
+    fmt: str = complete.choice(RICH_OR_JSON, "rich", "--format", "-f", help="Output format."),
 ) -> None:
     """What a row trains, without data: each model's task, parameters and FLOPs per sample at the paper's sizes.
 
@@ -765,8 +877,6 @@ def model_command(
     from repro import families
     from repro.specs import resolve
 
-    if fmt not in ("rich", "json"):
-        raise ReproError(f"--format must be rich or json, not {fmt!r}")
     spec = resolve(ident)
     the_row = spec.row(row)
     if the_row.cited:
@@ -817,10 +927,12 @@ def family_paper(row) -> str:
 
 @command("download")
 def download_command(
-    names: list[str] | None = typer.Argument(None, metavar="[NAME]...", help="Datasets to fetch (see --list)."),
+    names: list[str] | None = typer.Argument(
+        None, metavar="[NAME]...", autocompletion=complete.datasets, help="Datasets to fetch (see --list)."
+    ),
     list_: bool = typer.Option(False, "--list", "-l", help="Show every dataset, its size and what is verified."),
     verify: bool = typer.Option(False, "--verify", help="Rehash files already recorded as verified."),
-    fmt: str = typer.Option("rich", "--format", "-f", help="For --list: rich or json."),
+    fmt: str = complete.choice(RICH_OR_JSON, "rich", "--format", "-f", help="For --list: the output format."),
 ) -> None:
     """Fetch datasets into REPRO_DATA_DIR: resumable, checksummed, extracted safely.
 
@@ -851,7 +963,10 @@ def download_command(
 @command("prepare")
 def prepare_command(
     name: str = typer.Argument(
-        ..., metavar="NAME", help="A downloaded dataset or feature set with a preparation step, or depth."
+        ...,
+        metavar="NAME",
+        autocompletion=complete.datasets,
+        help="A downloaded dataset or feature set with a preparation step, or depth.",
     ),
     source: Path | None = typer.Option(
         None, "--source", help="Folder with the downloaded files (default: REPRO_DATA_DIR/<dataset>)."
@@ -875,7 +990,9 @@ def prepare_command(
 
 @command("submit")
 def submit_command(
-    target: str | None = typer.Argument(None, metavar="TARGET", help="An evaluation target (omit to list them)."),
+    target: str | None = typer.Argument(
+        None, metavar="TARGET", autocompletion=complete.targets, help="An evaluation target (omit to list them)."
+    ),
     predictions: str | None = typer.Option(
         None, "--predictions", "-p", help="Prediction file: JSON array or JSON lines."
     ),
@@ -938,7 +1055,7 @@ def submit_command(
 
 @command("eval")
 def eval_command(
-    metric: str = typer.Option(..., "--metric", "-m", help=f"One of {', '.join(METRIC_NAMES)}."),
+    metric: str = complete.choice(METRIC_NAMES, ..., "--metric", "-m", help="The metric."),
     annotations: Path = typer.Option(
         ..., "--annotations", "-a", help="Ground truth: an official file or [{question_id, answers}]."
     ),
@@ -955,6 +1072,7 @@ def eval_command(
         help="Reference version: " + "; ".join(f"{m} {'|'.join(v)}" for m, v in METRIC_VARIANTS.items()) + ".",
     ),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object: metric, aggregate, n."),
+    fmt_name: str = complete.choice(RICH_OR_JSON, "rich", "--format", "-f", help="Output format (json = --json)."),
     per_item: Path | None = typer.Option(None, "--per-item", help="Write {question_id: score} to this file."),
     digits: int | None = typer.Option(None, "--round", help="Round like the official script (e.g. --round 2)."),
 ) -> None:
@@ -970,7 +1088,7 @@ def eval_command(
     result = evaluate_with_progress(metric, annotations, predictions, questions, threshold, variant, err_console)
     if per_item is not None:
         write_per_item(per_item, result, digits)
-    if as_json:
+    if as_json or fmt_name == "json":
         out = to_json(result, digits)
         out.setdefault("variant", variant or METRIC_VARIANTS.get(metric, (None,))[0])
         out.setdefault("toolkit_version", __version__)
@@ -981,7 +1099,7 @@ def eval_command(
 
 def main() -> None:
     """Console-script entry point."""
-    app()
+    app(prog_name="repro")
 
 
 if __name__ == "__main__":
