@@ -11,6 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import typer
+import typer.core
 from rich.console import Console
 from rich.markup import escape
 
@@ -25,8 +26,36 @@ SCALES = ("paper", "synthetic", "smoke")  # repro.specs.SCALES (a test keeps the
 TABLE_FORMATS = ("rich", "text", "md", "csv", "latex", "html", "json")  # repro.report.FORMATS (idem)
 RICH_OR_JSON = ("rich", "json")
 
+
+# typer's own copy of click raises these (found through a public class, whichever click typer uses)
+ClickException = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
+
+
+class OneLineErrors(typer.core.TyperGroup):
+    """Usage errors (an unknown option, a value not among the choices, a missing argument) are one line on
+    stderr and exit 2, like every other error of the toolkit."""
+
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, standalone_mode, **extra)
+        try:
+            code = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        except ClickException as exc:
+            if type(exc).__name__ == "NoArgsIsHelpError":  # `repro` alone: the help
+                typer.echo(exc.ctx.get_help())
+                sys.exit(2)
+            where = f" (`{exc.ctx.command_path} -h` lists the options)" if getattr(exc, "ctx", None) else ""
+            err_console.print(f"[bold red]error:[/] {escape(one_line(exc.format_message()))}{where}", highlight=False)
+            sys.exit(exc.exit_code)
+        except typer.Abort:
+            err_console.print("Aborted.", highlight=False)
+            sys.exit(1)
+        sys.exit(code if isinstance(code, int) else 0)
+
+
 app = typer.Typer(
     name="repro",
+    cls=OneLineErrors,
     help="Reproduce the tables of five papers on positional and spatial attention in vision-language models.",
     no_args_is_help=True,
     add_completion=True,
@@ -332,7 +361,7 @@ def table_command(
         "-f",
         help="Output format (default: rich in a terminal, text when piped, or from the suffix of -o).",
     ),
-    scale: str = complete.choice(SCALES, "paper", "--scale", "-s", help="Which results to show."),
+    scale: str = complete.choice(SCALES, "paper", "--scale", "-s", help="Which results to show.", what="scale"),
     columns: str | None = typer.Option(None, "--columns", "-c", help="Only these columns, e.g. Num,All."),
     output: Path | None = typer.Option(
         None, "--output", "-o", help="Write to this file (.md .csv .tex .html .json .txt), replaced atomically."
@@ -388,7 +417,7 @@ def plot_command(
     overrides: list[str] | None = typer.Argument(
         None, metavar="[KEY=VALUE]...", help="Plot the variant a run with these overrides wrote."
     ),
-    scale: str = complete.choice(SCALES, "paper", "--scale", "-s", help="Which results to plot."),
+    scale: str = complete.choice(SCALES, "paper", "--scale", "-s", help="Which results to plot.", what="scale"),
     output: Path = typer.Option(..., "--output", "-o", help="The figure: .png, .pdf or .svg."),
     columns: str | None = typer.Option(None, "--columns", "-c", help="Only these columns, e.g. Num,All."),
     workdir: str | None = typer.Option(
@@ -748,7 +777,6 @@ def run_command(
     rows: str | None = typer.Option(
         None,
         "--rows",
-        "-r",
         autocompletion=complete.rows,
         help="Comma-separated row names (default: every runnable row).",
     ),
@@ -1055,7 +1083,7 @@ def submit_command(
 
 @command("eval")
 def eval_command(
-    metric: str = complete.choice(METRIC_NAMES, ..., "--metric", "-m", help="The metric."),
+    metric: str = complete.choice(METRIC_NAMES, ..., "--metric", "-m", help="The metric.", what="metric"),
     annotations: Path = typer.Option(
         ..., "--annotations", "-a", help="Ground truth: an official file or [{question_id, answers}]."
     ),

@@ -59,12 +59,12 @@ def targets(incomplete: str) -> list[str]:
     return _starting(_quietly(lambda: load_targets()), incomplete)
 
 
-def choice(values: tuple[str, ...], default, *names: str, help: str, **kwargs):
+def choice(values: tuple[str, ...], default, *names: str, help: str, what: str = "value", **kwargs):
     """An option whose value is one of `values`: shown in --help, completed, checked while parsing."""
 
     def check(value):
         if value is not None and value not in values:
-            raise typer.BadParameter(f"{value!r} is not one of {', '.join(values)}")
+            raise typer.BadParameter(f"unknown {what} {value!r}; one of {', '.join(values)}")
         return value
 
     return typer.Option(

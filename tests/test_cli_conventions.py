@@ -8,7 +8,6 @@ import os
 import subprocess
 import sys
 
-import click
 import pytest
 import typer
 
@@ -58,7 +57,11 @@ def test_a_short_option_means_one_thing_in_every_command():
     meaning: dict[str, set[str]] = {}
     for command in group.commands.values():
         for param in command.params:
-            if isinstance(param, click.Option):
+            if (
+                type(param).__name__ == "TyperOption"
+                or hasattr(param, "secondary_opts")
+                and param.param_type_name == "option"
+            ):
                 longs = [o for o in param.opts if o.startswith("--")]
                 for short in (o for o in param.opts + param.secondary_opts if len(o) == 2):
                     meaning.setdefault(short, set()).update(longs)
