@@ -524,6 +524,7 @@ def check_command(
     scale: str = complete.choice(
         SCALES, "synthetic", "--scale", "-s", help="With --rerun: the scale of the fingerprints."
     ),
+    fmt_name: str = complete.choice(RICH_OR_JSON, "rich", "--format", "-f", help="Output format of the values."),
 ) -> None:
     """Regression check for CI: every stored result within its spec's tolerance.
 
@@ -565,6 +566,12 @@ def check_command(
         else:
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
     failed = [c for c in checks if not c.ok]
+    if fmt_name == "json":
+        from dataclasses import asdict
+
+        values = [{**asdict(c), "ok": c.ok} for c in checks]
+        typer.echo(json.dumps({"checks": values, "regressions": len(failed), "unreadable": unreadable}, indent=2))
+        raise typer.Exit(1 if failed or unreadable else 0)
     table = Table(title=f"repro check: {len(checks)} values in {len(specs)} experiment(s)")
     for name in ("experiment", "row", "scale", "column", "expected", "got", "Δ", "tolerance", "status"):
         table.add_column(name, justify="right" if name in ("expected", "got", "Δ", "tolerance") else "left")

@@ -96,3 +96,9 @@ def test_completers_offer_choices_and_targets_in_process():
 
     assert completion.targets("vqa2") == ["vqa2-test-dev", "vqa2-test-std"]
     assert completion.experiment_ids("acerpe-table1") == ["acerpe-table1-pe"]
+
+
+def test_check_prints_json(runner):
+    out = runner.invoke(app, ["check", "table5-ablation", "--format", "json"])
+    data = json.loads(out.output)
+    assert out.exit_code == 0 and data["regressions"] == 0 and all(c["ok"] for c in data["checks"])
