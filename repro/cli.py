@@ -81,6 +81,20 @@ def one_line(text: str) -> str:
     return " ".join(str(text).split())
 
 
+def target_argument():
+    """The ID argument of the commands that take an experiment or a spec file of one's own."""
+    return typer.Argument(
+        ...,
+        metavar="ID",
+        autocompletion=complete.experiment_ids,
+        help="Experiment id (e.g. table5-ablation) or a spec file.",
+    )
+
+
+def overrides_argument(help: str):
+    return typer.Argument(None, metavar="[KEY=VALUE]...", help=help)
+
+
 def command(*args, **kwargs) -> Callable:
     """`app.command` behind the error boundary: a ReproError is one line on stderr and its exit code
     (2: bad input, 1: a server refused); a failure of the system (disk full, permission, a file that
@@ -345,15 +359,8 @@ def spec_to_json(spec) -> dict:
 
 @command("table")
 def table_command(
-    ident: str = typer.Argument(
-        ...,
-        metavar="ID",
-        autocompletion=complete.experiment_ids,
-        help="Experiment id (e.g. table5-ablation) or a spec file.",
-    ),
-    overrides: list[str] | None = typer.Argument(
-        None, metavar="[KEY=VALUE]...", help="Show the variant a run with these overrides wrote."
-    ),
+    ident: str = target_argument(),
+    overrides: list[str] | None = overrides_argument("Show the variant a run with these overrides wrote."),
     fmt_name: str | None = complete.choice(
         TABLE_FORMATS,
         None,
@@ -408,15 +415,8 @@ def table_command(
 
 @command("plot")
 def plot_command(
-    ident: str = typer.Argument(
-        ...,
-        metavar="ID",
-        autocompletion=complete.experiment_ids,
-        help="Experiment id (e.g. table5-ablation) or a spec file.",
-    ),
-    overrides: list[str] | None = typer.Argument(
-        None, metavar="[KEY=VALUE]...", help="Plot the variant a run with these overrides wrote."
-    ),
+    ident: str = target_argument(),
+    overrides: list[str] | None = overrides_argument("Plot the variant a run with these overrides wrote."),
     scale: str = complete.choice(SCALES, "paper", "--scale", "-s", help="Which results to plot.", what="scale"),
     output: Path = typer.Option(..., "--output", "-o", help="The figure: .png, .pdf or .svg."),
     columns: str | None = typer.Option(None, "--columns", "-c", help="Only these columns, e.g. Num,All."),
@@ -449,15 +449,8 @@ def plot_command(
 
 @command("attention")
 def attention_command(
-    ident: str = typer.Argument(
-        ...,
-        metavar="ID",
-        autocompletion=complete.experiment_ids,
-        help="Experiment id (e.g. table5-ablation) or a spec file.",
-    ),
-    overrides: list[str] | None = typer.Argument(
-        None, metavar="[KEY=VALUE]...", help="The variant a run with these overrides trained."
-    ),
+    ident: str = target_argument(),
+    overrides: list[str] | None = overrides_argument("The variant a run with these overrides trained."),
     row: str = typer.Option(
         ..., "--row", "-r", autocompletion=complete.rows, help="The row whose trained model to look into."
     ),
@@ -774,13 +767,8 @@ OVERRIDES_HELP = (
 
 @command("run")
 def run_command(
-    ident: str = typer.Argument(
-        ...,
-        metavar="ID",
-        autocompletion=complete.experiment_ids,
-        help="Experiment id (e.g. table5-ablation) or a spec file.",
-    ),
-    overrides: list[str] | None = typer.Argument(None, metavar="[KEY=VALUE]...", help=OVERRIDES_HELP),
+    ident: str = target_argument(),
+    overrides: list[str] | None = overrides_argument(OVERRIDES_HELP),
     rows: str | None = typer.Option(
         None,
         "--rows",
@@ -822,13 +810,8 @@ def run_command(
 
 @command("train")
 def train_command(
-    ident: str = typer.Argument(
-        ...,
-        metavar="ID",
-        autocompletion=complete.experiment_ids,
-        help="Experiment id (e.g. table5-ablation) or a spec file.",
-    ),
-    overrides: list[str] | None = typer.Argument(None, metavar="[KEY=VALUE]...", help=OVERRIDES_HELP),
+    ident: str = target_argument(),
+    overrides: list[str] | None = overrides_argument(OVERRIDES_HELP),
     row: str = typer.Option(
         ..., "--row", "-r", autocompletion=complete.rows, help="The row to train (a name `repro show ID` lists)."
     ),
