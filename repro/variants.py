@@ -38,6 +38,7 @@ from repro.specs import Row, Spec
 SECTIONS = ("recipe", "sizes", "generator", "model")
 RECIPE_FIXED = {"name", "path", "description", "seed", "train_splits"}  # seeds: --seeds; splits: the family's
 VARIANTS_FOLDER = "variants"
+NUMBER = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?")
 
 
 @dataclass(frozen=True)
@@ -122,6 +123,8 @@ def parse_overrides(items: list[str] | None) -> tuple[tuple[str, Any], ...]:
         except yaml.YAMLError as exc:
             why = " ".join(str(exc).split())
             raise ReproError(f"{item!r}: the value is not a YAML scalar or list ({why})") from None
+        if isinstance(found[key], str) and NUMBER.fullmatch(raw.strip()):  # YAML 1.1 reads 1e-3 as text
+            found[key] = float(raw)
         if isinstance(found[key], dict):
             raise ReproError(f"{item!r}: give one key per override (e.g. {key}.NAME=VALUE), not a mapping")
     return tuple(sorted(found.items()))
@@ -233,7 +236,10 @@ def _recipe(spec: Spec, rows: list[Row], settings: dict[str, Any], path: list[st
         _one_level(path)
         _same_type(getattr(current, path[0]), value)
         changes[path[0]] = value
-    base.replace(**changes)  # the recipe's own range checks
+    try:
+        base.replace(**changes)  # the recipe's own range checks
+    except TypeError:
+        raise ReproError(f"not a valid value for recipe.{'.'.join(path)}") from None
 
 
 def _generator(scale: str, settings: dict[str, Any], rows: list[Row], path: list[str], value: Any) -> None:

@@ -76,6 +76,17 @@ def test_a_bad_override_is_one_line_before_anything_runs(runner, override, messa
     assert "Traceback" not in out.output and len(out.output.strip().splitlines()) == 1
 
 
+def test_values_are_yaml_and_exponents_are_numbers():
+    assert dict(parse_overrides(["recipe.schedule.base_lr=1e-3", "model.positional=[pwa, poa]"])) == {
+        "model.positional": ["pwa", "poa"],
+        "recipe.schedule.base_lr": 0.001,
+    }
+    assert dict(parse_overrides(["recipe.precision=bf16", "recipe.grad_clip=null"])) == {
+        "recipe.grad_clip": None,
+        "recipe.precision": "bf16",
+    }
+
+
 def test_variant_names_are_readable_and_safe():
     assert Variant(parse_overrides(["sizes.d_model=32", "recipe.epochs=2"])).name == "recipe.epochs=2,sizes.d_model=32"
     odd = Variant(parse_overrides(["model.positional=[pwa, poa]"]))
