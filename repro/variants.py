@@ -248,9 +248,10 @@ def _generator(scale: str, settings: dict[str, Any], rows: list[Row], path: list
     if scale == "paper":
         raise ReproError("the paper scale reads real data; generator settings apply to smoke and synthetic")
     _one_level(path)
-    classes = {getattr(family_of(r), "GENERATOR", None) for r in rows if r.model is not None and family_of(r)}
-    if not classes or None in classes:
-        raise ReproError("these rows' family does not declare its generator settings (GENERATOR in family.py)")
+    readers = {getattr(family_of(r), "generator_settings", None) for r in rows if r.model is not None and family_of(r)}
+    if not readers or None in readers:
+        raise ReproError("these rows' family does not declare its generator settings (generator_settings in family.py)")
+    classes = {read(settings) for read in readers}
     generator = dict(settings.get("generator") or {})
     generator[path[0]] = value
     for cls in classes:

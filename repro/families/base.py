@@ -23,9 +23,9 @@ the `arch:` values it can build and run so far:
 Optionally:
   COMPUTE_TASKS, compute(ctx) -> RowRun
       names of `compute: {task: ...}` rows it runs without training (dataset statistics), and how
-  GENERATOR
-      its synthetic generator config (a `GeneratorSettings` subclass): `generator.<key>=...` overrides
-      on the command line are checked against it
+  generator_settings(settings) -> type
+      the generator config (a `GeneratorSettings` subclass) a scale's `generator:` mapping is read
+      with: `generator.<key>=...` overrides on the command line are checked against it
   SUPPORTS_LIMIT = True
       `run_row` honours `ctx.limit` (`repro run --limit N`: the first N questions of each split at
       paper scale, a partial run) and writes its files under `ctx.results_root`
