@@ -59,7 +59,7 @@ def test_an_overridden_run_is_a_variant_kept_apart_and_its_record_holds_the_over
         ("recipe.epochs=0", "epochs: must be at least 1"),
         ("recipe.seed=3", "use --seeds"),
         ("recipe.schedule.base_lrr=1", "has no 'base_lrr'"),
-        ("sizes.d_modle=32", "unknown model size 'd_modle'"),
+        ("sizes.d_modle=32", "model size 'd_modle'"),
         ("sizes.d_model=33", "not divisible by heads"),
         ("model.positional=[pwx]", "row 'MCAN': positional.0"),
         ("generator.train_imagez=5", "unknown synthetic generator setting(s) train_imagez"),
