@@ -181,7 +181,9 @@ class FastTextVectors:
         try:
             import fasttext
         except ImportError:
-            raise ReproError("the `fasttext` package is needed for OCR word vectors: pip install fasttext") from None
+            raise ReproError(
+                "the `fasttext` package is needed for OCR word vectors: pip install 'repro[sa-m4c]' (or fasttext)"
+            ) from None
         if not Path(path).is_file():
             raise ReproError(f"{path}: the FastText model is missing")
         self.model = fasttext.load_model(str(path))
