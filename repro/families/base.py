@@ -20,7 +20,10 @@ the `arch:` values it can build and run so far:
   submission_target(spec) -> str | None
       the `repro submit` target for the test-set predictions the family writes
 
-Optionally, `COMPUTE_TASKS` (names of `compute: {task: ...}` rows it runs without training, such as
+Optionally, `stages(config, spec) -> list[(name, what, gpu_hours)]` for a unit that trains in
+several stages (pre-training, then fine-tuning per data set), listed by `repro run --dry-run` at paper
+scale; `data_notes(spec) -> list[str]`, what the paper scale reads beyond the catalog downloads; and
+`COMPUTE_TASKS` (names of `compute: {task: ...}` rows it runs without training, such as
 dataset statistics) and `compute(ctx) -> RowRun`.
 """
 

@@ -119,8 +119,53 @@ def describe(config: ALBEFConfig | dict) -> list[ModelInfo]:
     ]
 
 
+def stages(config: ALBEFConfig | dict, spec: Spec) -> list[tuple[str, str, float | None]]:
+    """Pre-training, then one retrieval fine-tuning per data set of the spec's recall columns, with
+    their estimated A100 GPU-hours (`cost.py`: the paper gives no times)."""
+    from repro.families.ace_rpe import cost
+    from repro.train import load_recipe
+
+    config = as_config(config)
+    sizes = paper_sizes(config)
+    pre = load_recipe(PRETRAIN_RECIPE)
+    flops = pre.epochs * cost.PAIRS[config.pretrain] * cost.pretrain_flops_per_pair(sizes, config.mim_loss)
+    out = [
+        (
+            "pre-train",
+            f"{PRETRAIN_RECIPE}: {pre.epochs} epochs of {cost.PAIRS[config.pretrain] / 1e6:.1f}M pairs "
+            f"({config.pretrain}), batch {pre.batch_size}, 256 px",
+            cost.gpu_hours(flops),
+        )
+    ]
+    for dataset in dict.fromkeys(column_dataset(spec, c) for c in spec.columns if c.metric == "recall"):
+        recipe = load_recipe(FINETUNE_RECIPES[dataset])
+        flops = recipe.epochs * cost.PAIRS[dataset] * cost.finetune_flops_per_pair(sizes)
+        what = f"{recipe.name}: {recipe.epochs} epochs, batch {recipe.batch_size}, 384 px; test k = {K_TEST[dataset]}"
+        out.append((f"fine-tune {dataset}", what, cost.gpu_hours(flops)))
+    return out
+
+
 def gpu_hours(config: ALBEFConfig | dict) -> float | None:
-    return None  # the paper gives no training time
+    """Pre-training and both retrieval fine-tunings (see `stages`)."""
+    from repro.families.ace_rpe import cost
+
+    config = as_config(config)
+    sizes = paper_sizes(config)
+    flops = 30 * cost.PAIRS[config.pretrain] * cost.pretrain_flops_per_pair(sizes, config.mim_loss)
+    flops += (10 * cost.PAIRS["flickr30k"] + 5 * cost.PAIRS["coco-retrieval"]) * cost.finetune_flops_per_pair(sizes)
+    return cost.gpu_hours(flops)
+
+
+def data_notes(spec: Spec) -> list[str]:
+    """Where the paper scale reads what no catalog entry downloads: the images."""
+    root = data_dir()
+    return [
+        f"images (not downloadable here; put them in place yourself): Flickr30K under {root / 'flickr30k'}, "
+        f"COCO 2014 under {root / 'coco-images'}, Visual Genome, CC3M and SBU under {root / 'albef-data' / 'images'}; "
+        f"ALBEF's json files (`repro download albef-data`) name them relative to those folders",
+        "checkpoints: `repro download albef-checkpoints` (ALBEF_4M.pth, ALBEF.pth) to start a row from ALBEF's "
+        "pre-training (keymap.load_albef); vocabulary: `repro download bert-base-uncased`",
+    ]
 
 
 def submission_target(spec: Spec) -> str | None:

@@ -76,3 +76,25 @@ def test_smoke_run_fills_every_retrieval_column(sandbox, runner):
     assert all(0 <= v <= 100 for v in record["metrics"].values())
     training = record["extra"]["train"][0]
     assert all(training[part]["steps"] > 0 for part in ("pretrain", "flickr30k", "coco"))
+
+
+def test_paper_dry_run_lists_pretraining_and_fine_tuning_with_gpu_hours(runner):
+    out = runner.invoke(app, ["run", "ace-rpe-table1-pe", "--dry-run", "--rows", "None"], env={"COLUMNS": "250"})
+    assert out.exit_code == 0, out.output
+    for stage in ("pre-train", "fine-tune flickr30k", "fine-tune coco-retrieval"):
+        assert stage in out.output
+    assert "images (not downloadable here" in out.output and "repro download albef-checkpoints" in out.output
+    assert (
+        "estimated GPU-hours (paper schedule): " in out.output and "GPU-hours (paper schedule): 0.0" not in out.output
+    )
+
+
+def test_paper_scale_run_says_what_is_missing(runner, sandbox):
+    folder = sandbox / "experiments" / "ace-rpe"
+    folder.mkdir(parents=True)
+    (folder / "ace-rpe-table1-pe.yaml").write_text(
+        (REPO_DIR / "experiments" / "ace-rpe" / "ace-rpe-table1-pe.yaml").read_text()
+    )
+    specs._load_all.cache_clear()
+    out = runner.invoke(app, ["run", "ace-rpe-table1-pe", "--rows", "None"])
+    assert out.exit_code != 0 and "paper-scale" in out.output and "Traceback" not in out.output
