@@ -27,6 +27,7 @@ from a pre-training checkpoint) keep their initial values and are reported as `n
 
 from __future__ import annotations
 
+import pickle
 import re
 from dataclasses import dataclass, field
 
@@ -156,3 +157,15 @@ def new_key_allowed(key: str) -> bool:
         or key.endswith("embeddings.mask_token")
         or key == "idx_queue"
     )
+
+
+def read_checkpoint(path) -> dict[str, torch.Tensor]:
+    """The state dict of an ALBEF checkpoint file (`{"model": state_dict, ...}`, as ALBEF saves them)."""
+    try:
+        data = torch.load(path, map_location="cpu", weights_only=True)
+    except (OSError, RuntimeError, EOFError, pickle.UnpicklingError) as exc:
+        raise ReproError(f"{path}: not a readable PyTorch checkpoint ({str(exc).splitlines()[0]})") from None
+    state = data.get("model", data) if isinstance(data, dict) else None
+    if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
+        raise ReproError(f"{path}: no state dict of tensors (ALBEF keeps it under 'model')")
+    return state

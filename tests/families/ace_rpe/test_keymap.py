@@ -206,3 +206,16 @@ def test_unknown_or_misshapen_keys_are_refused():
     state["itm_head.weight"] = torch.zeros(3, D)
     with pytest.raises(ReproError, match="itm_head.weight has shape"):
         load_albef(model, state)
+
+
+def test_checkpoint_files_as_albef_saves_them(tmp_path):
+    from repro.families.ace_rpe.keymap import read_checkpoint
+
+    grid = S["image_size"] // S["patch_size"]
+    state = albef_state("retrieval", grid)
+    torch.save({"model": state, "config": {"queue_size": Q}, "epoch": 4}, tmp_path / "flickr30k.pth")
+    model = build_model(ALBEFConfig(arch="albef", position_embedding="none"), {**S, "queue_size": Q})
+    assert load_albef(model, read_checkpoint(tmp_path / "flickr30k.pth")).new == []
+    (tmp_path / "bad.pth").write_bytes(b"not a checkpoint")
+    with pytest.raises(ReproError, match="not a readable PyTorch checkpoint"):
+        read_checkpoint(tmp_path / "bad.pth")
