@@ -320,8 +320,12 @@ class ALBEF(nn.Module):
             else:
                 same = torch.eq(idx.view(-1, 1), idx.view(1, -1))
             sim = state["image_feat"] @ state["text_feat"].T / self.temp
-            w_i2t = F.softmax(sim.float(), dim=1).masked_fill(same, 0) + 1e-9 * ~same
-            w_t2i = F.softmax(sim.T.float(), dim=1).masked_fill(same, 0) + 1e-9 * ~same
+            # a row whose batch holds only its own image's captions falls back to any other item
+            # (ALBEF would fail to sample); a batch of one has nothing else (then the item itself)
+            other = ~torch.eye(b, dtype=torch.bool, device=same.device) if b > 1 else torch.ones_like(same)
+            allowed = torch.where((~same).any(1, keepdim=True), ~same, other)
+            w_i2t = F.softmax(sim.float(), dim=1).masked_fill(~allowed, 0) + 1e-9 * allowed
+            w_t2i = F.softmax(sim.T.float(), dim=1).masked_fill(~allowed.T, 0) + 1e-9 * allowed.T
             neg_image = torch.multinomial(w_t2i, 1).squeeze(1)
             neg_text = torch.multinomial(w_i2t, 1).squeeze(1)
         texts = torch.cat([text_embeds, text_embeds, text_embeds[neg_text]])

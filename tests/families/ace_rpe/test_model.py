@@ -155,3 +155,13 @@ def test_apply_to_switches_each_projection():
     assert m.query_add(inj, 0) is None and m.key_add(inj, 0) is not None
     assert m.value_add(inj, 0, torch.ones(1, 2, 3, 5)) is None
     assert torch.equal(inj.pairs[0, 1:, 1:], torch.ones(2, 4, 4))  # Uniform†: one distance everywhere
+
+
+def test_itm_negatives_in_a_batch_of_one_image():
+    torch.manual_seed(0)
+    model = build_model(cfg(position_embedding="none"), TINY_SIZES)
+    batch = tiny_batch()
+    batch["idx"] = torch.zeros(4, dtype=torch.long)  # four captions of one image: no true negative
+    assert torch.isfinite(model.retrieval_loss(batch))
+    one = {k: v[:1] for k, v in tiny_batch().items()}
+    assert torch.isfinite(model.retrieval_loss(one))
