@@ -5,6 +5,9 @@ Outputs under `<data_dir>/prepared/`:
 - `features/<source>/<split>.store/`            feature stores (repro.data.store), where <source> is
   `bottom-up-36`, `bottom-up-adaptive` (from the TSVs) or `openvqa-features` (from the npz folders)
   and <split> `trainval`/`test2015` (TSV) or `train2014`/`val2014`/`test2015` (npz)
+- `gqa/`                                        GQA balanced questions, vocabularies, targets (repro.datasets.gqa)
+- `features/gqa-features/{objects,spatial}.store/` GQA's released object and spatial (7 x 7 grid) features
+- `depth-maps/<images folder>/`                  depth PNGs estimated by GLPN-NYU (repro.datasets.depth_estimation)
 - `depth`: adds DSGANet depth histograms to an existing store (`--store`, maps in `--source`)
 """
 
@@ -23,7 +26,8 @@ from repro.paths import data_dir
 
 TSV_SOURCES = ("bottom-up-36", "bottom-up-adaptive")
 NPZ_SOURCES = ("openvqa-features",)
-TARGETS = (*VQA_DATASETS, *TSV_SOURCES, *NPZ_SOURCES, "depth")
+GQA_TARGETS = ("gqa", "gqa-features")
+TARGETS = (*VQA_DATASETS, *TSV_SOURCES, *NPZ_SOURCES, *GQA_TARGETS, "depth-maps", "depth")
 GLOVE_FILE = "glove.840B.300d.txt"
 
 
@@ -67,6 +71,16 @@ def prepare(
                 progress=progress,
             )
         ]
+    if name in GQA_TARGETS:
+        return _prepare_gqa(name, source or root / name, root, force)
+    if name == "depth-maps":
+        from repro.datasets.depth_estimation import depth_maps
+
+        if source is None:
+            raise ReproError("prepare depth-maps needs --source (a folder of images)")
+        return [
+            depth_maps(source, prepared_dir("depth-maps", root) / Path(source).name, force=force, progress=progress)
+        ]
     if name == "depth":
         from repro.datasets.depth import add_depth_to_store
 
@@ -100,4 +114,27 @@ def prepare(
             if force or not is_current((read_manifest(out / "meta.json") or {}).get("manifest"), manifest):
                 store_from_npz_dir(folder, out, max_boxes, dim, meta={"manifest": manifest}, progress=progress)
             outputs.append(out)
+    return outputs
+
+
+def _prepare_gqa(name: str, src: Path, root: Path, force: bool) -> list[Path]:
+    from repro.datasets import gqa
+
+    if not src.is_dir():
+        raise ReproError(f"{src}: no such folder; run repro download {name} first (or pass --source)")
+    if name == "gqa":
+        return [gqa.prepare_gqa(src, prepared_dir("gqa", root), force=force)]
+    outputs = []
+    for kind in ("objects", "spatial"):
+        info = find_file(src, gqa.OBJECTS_INFO if kind == "objects" else gqa.SPATIAL_INFO)
+        if info is None:
+            continue
+        h5s = sorted(p for p in info.parent.glob(f"gqa_{kind}_*.h5") if _visible(p, src))
+        out = feature_store_dir(name, root) / f"{kind}.store"
+        manifest = build_manifest("feature-store", [file_digest(p) for p in (info, *h5s)], {"kind": kind})
+        if force or not is_current((read_manifest(out / "meta.json") or {}).get("manifest"), manifest):
+            gqa.store_from_gqa(src, kind, out, meta={"manifest": manifest})
+        outputs.append(out)
+    if not outputs:
+        raise ReproError(f"{src}: no {gqa.OBJECTS_INFO} or {gqa.SPATIAL_INFO} (are the zips extracted?)")
     return outputs
