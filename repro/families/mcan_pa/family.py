@@ -29,7 +29,8 @@ from repro.families.mcan_pa.config import CONFIGS, McanConfig, VlBertConfig
 from repro.paths import data_dir
 from repro.specs import Spec
 
-ARCHS = ("mcan",)  # VL-BERT_BASE+PA (Table IV) is not implemented yet
+ARCHS = ("mcan", "vl-bert")
+BERT_FOLDER = "bert-base-uncased"  # catalog entry: data_dir()/bert-base-uncased (VL-BERT's initialisation)
 VQA_KEYS = ("overall", "yes/no", "number", "other")
 # The paper's vocabularies (MCAN's code: answers seen at least 9 times give 3,129; MILVLG/mcan-vqa).
 PAPER_NUM_TOKENS = 20572
@@ -72,28 +73,46 @@ def as_config(config: McanConfig | VlBertConfig | dict) -> McanConfig | VlBertCo
     return as_typed(config, CONFIGS)
 
 
+def model_sizes(config: McanConfig | VlBertConfig, sizes: dict | None) -> dict[str, Any]:
+    """The paper's sizes of the row's model with `sizes` applied; `sizes` may hold one mapping per arch
+    (`{mcan: {...}, vl-bert: {...}}`) when a table mixes them."""
+    from repro.families.mcan_pa.vlbert import VLBERT_BASE_SIZES
+
+    sizes = dict(sizes or {})
+    if config.arch in sizes:
+        sizes = dict(sizes[config.arch] or {})
+    sizes = {k: v for k, v in sizes.items() if k not in ARCHS}
+    full = dict(VLBERT_BASE_SIZES) if isinstance(config, VlBertConfig) else paper_sizes()
+    for key, value in sizes.items():
+        if key not in full:
+            raise ReproError(f"unknown {config.arch} model size {key!r}; known: {', '.join(sorted(full))}")
+        full[key] = value
+    width = "hidden" if isinstance(config, VlBertConfig) else "d_model"
+    if full[width] % full["heads"]:
+        raise ReproError(f"model size {width}={full[width]} is not divisible by heads={full['heads']}")
+    if "poa" in config.positional and full["geometry_dim"] % 8:
+        raise ReproError(f"POA needs geometry_dim divisible by 8, got {full['geometry_dim']}")
+    return full
+
+
 def build_model(
-    config: McanConfig | dict,
+    config: McanConfig | VlBertConfig | dict,
     num_tokens: int = PAPER_NUM_TOKENS,
     num_answers: int = PAPER_NUM_ANSWERS,
     embeddings: torch.Tensor | None = None,
     sizes: dict | None = None,
+    bert_weights: Path | None = None,
 ) -> nn.Module:
-    """The model a row names; `sizes` overrides the paper's (d_model, layers, heads, ...)."""
+    """The model a row names; `sizes` overrides the paper's (d_model, layers, heads, ...).
+
+    VL-BERT at bert-base's sizes starts from the bert-base-uncased weights of the catalog folder (or
+    `bert_weights`) when they are there, as VL-BERT without visual-linguistic pre-training does."""
     config = as_config(config)
-    if isinstance(config, VlBertConfig):
-        raise ReproError("VL-BERT_BASE+PA (mcan-pa Table IV) is not implemented yet")
-    full = paper_sizes()
-    for key, value in (sizes or {}).items():
-        if key not in full:
-            raise ReproError(f"unknown model size {key!r}; known: {', '.join(sorted(full))}")
-        full[key] = value
-    if full["d_model"] % full["heads"]:
-        raise ReproError(f"model size d_model={full['d_model']} is not divisible by heads={full['heads']}")
-    if "poa" in config.positional and full["geometry_dim"] % 8:
-        raise ReproError(f"POA needs geometry_dim divisible by 8, got {full['geometry_dim']}")
+    full = model_sizes(config, sizes)
     if num_tokens < 2 or num_answers < 1:
         raise ReproError(f"model needs at least 2 tokens and 1 answer, got {num_tokens} and {num_answers}")
+    if isinstance(config, VlBertConfig):
+        return _build_vlbert(config, num_tokens, num_answers, full, bert_weights)
 
     from repro.families.mcan_pa.model import MCAN
 
@@ -107,6 +126,20 @@ def build_model(
         position_embedding=None if pe == "none" else pe,
         embeddings=embeddings,
     )
+
+
+def _build_vlbert(config: VlBertConfig, num_tokens, num_answers, sizes, bert_weights) -> nn.Module:
+    from repro.families.mcan_pa.vlbert import VLBERT_BASE_SIZES, VLBert, load_bert_weights
+
+    if config.pretrained:
+        raise ReproError("VL-BERT's visual-linguistic pre-training is not reproduced; rows run with pretrained: false")
+    model = VLBert(num_tokens, num_answers, sizes, positional=config.positional, fusion=config.fusion or "eq8")
+    base = all(sizes[k] == VLBERT_BASE_SIZES[k] for k in ("vocab", "hidden", "layers", "heads", "ffn"))
+    if bert_weights is not None or base:
+        folder = Path(bert_weights) if bert_weights is not None else data_dir() / BERT_FOLDER
+        if not load_bert_weights(model, folder) and bert_weights is not None:
+            raise ReproError(f"{folder}: no BERT weights (config.json with pytorch_model.bin or model.safetensors)")
+    return model
 
 
 def example_batch(
@@ -132,18 +165,23 @@ def example_batch(
         "box_count": torch.full((batch_size,), n, dtype=torch.long),
         "image_size": torch.tensor([[width, height]]).repeat(batch_size, 1),
         "question_id": torch.arange(batch_size),
+        # VL-BERT's question in WordPiece ids (ordinary bert-base-uncased word pieces)
+        "wordpiece": torch.randint(1996, 29612, (batch_size, t), generator=g),
     }
     return {k: v.to(device) for k, v in batch.items()}
 
 
-def describe(config: McanConfig | dict) -> list[ModelInfo]:
-    """Parameters and FLOPs per sample at the paper's sizes and vocabularies (mcan-pa Table VI)."""
+def describe(config: McanConfig | VlBertConfig | dict) -> list[ModelInfo]:
+    """Parameters and FLOPs per sample at the paper's sizes and vocabularies (mcan-pa Table VI; VL-BERT:
+    bert-base-uncased's WordPiece vocabulary). The positional modules are listed apart (word_pos, box_proj,
+    pwa, poa, pma): what PA adds."""
     from repro.nn.measure import count_flops, count_parameters
 
     config = as_config(config)
     torch.manual_seed(0)
     model = build_model(config)
-    modules = [(name, count_parameters(child)) for name, child in model.named_children()]
+    modules = [(name, p.numel()) for name, p in model.named_parameters(recurse=False) if p.requires_grad]
+    modules += [(name, count_parameters(child)) for name, child in model.named_children()]
     return [
         ModelInfo(
             name=config.arch,
@@ -263,8 +301,11 @@ def run_row(ctx: RunContext) -> RowRun:
     data = prepare_data(ctx.spec, ctx.scale, ctx.settings)
     if not ctx.generated or "server" in data:
         return _run_release(ctx, data)
-    train = VQADataset(data["prepared"], "train", FeatureStore.open(data["train_features"]))
-    val = VQADataset(data["prepared"], "val", FeatureStore.open(data["val_features"]))
+    sizes = ctx.settings.get("sizes")
+    train = _questions(
+        ctx.config, VQADataset(data["prepared"], "train", FeatureStore.open(data["train_features"])), sizes
+    )
+    val = _questions(ctx.config, VQADataset(data["prepared"], "val", FeatureStore.open(data["val_features"])), sizes)
 
     recipe = load_recipe(ctx.spec.recipe).replace(
         **{**ctx.settings.get("recipe", {}), "seed": ctx.seed, "train_splits": ("train",)}
@@ -354,6 +395,22 @@ def _cocoqa_columns(spec: Spec, prepared: Path, ids: list[int], predicted: list[
     return out
 
 
+def _questions(config, dataset, sizes: dict | None):
+    """The split as the row's model reads it: VL-BERT with the WordPiece vocabulary also gets WordPiece ids."""
+    config = as_config(config)
+    full = model_sizes(config, sizes)
+    if not isinstance(config, VlBertConfig) or not full["vocab"]:
+        return dataset
+    from repro.families.mcan_pa.vlbert import WordPieceQuestions
+
+    vocab = data_dir() / BERT_FOLDER / "vocab.txt"
+    if not vocab.is_file():
+        raise ReproError(
+            f"{vocab}: missing; VL-BERT reads questions in BERT's WordPiece: `repro download {BERT_FOLDER}`"
+        )
+    return WordPieceQuestions(dataset, vocab, full["max_tokens"])
+
+
 def _run_release(ctx: RunContext, data: dict[str, Any]) -> RowRun:
     """The paper's protocol on a release's files (the real ones, or generated in their layout): train on the
     recipe's splits, score what can be scored here, write the server's prediction files."""
@@ -378,8 +435,9 @@ def _run_release(ctx: RunContext, data: dict[str, Any]) -> RowRun:
             f"{data['root'] / 'vg-qa'}, then `repro prepare {dataset} --force`)"
         )
 
-    def split_data(split: str) -> VQADataset:
-        return VQADataset(prepared, split, feature_store(dataset, split, data["features"]))
+    def split_data(split: str):
+        questions = VQADataset(prepared, split, feature_store(dataset, split, data["features"]))
+        return _questions(ctx.config, questions, ctx.settings.get("sizes"))
 
     parts = [split_data(split) for split in recipe.train_splits]
     first = parts[0]
