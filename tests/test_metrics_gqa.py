@@ -79,6 +79,10 @@ def test_bad_question_file_is_one_error(tmp_path):
         files.evaluate_files("gqa", tmp_path / "q.json", tmp_path / "p.json")
     with pytest.raises(ReproError, match="gqa: 1 questions"):
         gqa.evaluate(["a"], ["a", "b"], ["1"], ["query"])
+    (tmp_path / "answers.txt").write_text("yes\n")  # a text answer file has no question types
+    (tmp_path / "p0.json").write_text(json.dumps([{"question_id": 0, "answer": "yes"}]))
+    with pytest.raises(ReproError, match="needs a GQA questions json"):
+        files.evaluate_files("gqa", tmp_path / "answers.txt", tmp_path / "p0.json")
 
 
 def test_generic_list_form_scores_the_same(tmp_path):

@@ -178,6 +178,11 @@ def score(
                 )
         return module.evaluate(answers, preds, gold.ids, f.get("type") or f.get("answer_type"))
     if metric == "gqa":
+        if "structural" not in f:  # a text or csv answer file has no question types
+            raise ReproError(
+                f"{gold.path}: the GQA score needs a GQA questions json (each question's answer and "
+                f"types.structural), not {gold.path.suffix or 'a folder'}"
+            )
         return module.evaluate(gold.values, preds, gold.ids, f["structural"], f["balanced"])
     if metric == "recall":
         relevant = [v if isinstance(v, list) else [v] for v in gold.values]
