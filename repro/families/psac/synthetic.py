@@ -8,8 +8,10 @@ feature = subject + pose (or rest) + shirt colour + Gaussian noise; the vectors 
 directions, fixed by the generator seed.
 
 Questions (answers depend on temporal order or on counting over time):
-  action      "what does the <subject> do <n> times ?"   5 candidates; the other actions of the video
-              are among the distractors, so only the repetition count tells them apart
+  action      "what does the <subject> do <n> times ?"   5 candidates; the asked action is the one the
+              video repeats most often (n its count, the counts of a video are distinct) and the video's
+              other actions are among the distractors, so only comparing how often each candidate occurs
+              over time tells them apart
   transition  "what does the <subject> do after|before <action> ?"   5 candidates, the video's other
               actions among the distractors: only the order tells them apart
   count       "how many times does the <subject> <action> ?"   1..max_count
@@ -54,12 +56,20 @@ class GeneratorConfig(GeneratorSettings):
     noise: float = 0.3
     color_change: float = 0.5  # probability that the shirt colour changes between two actions
 
+    def longest(self) -> int:
+        """Frames of the longest possible action sequence (counts distinct when max_count allows it)."""
+        if self.max_count >= self.actions_per_video:
+            reps = sum(range(self.max_count - self.actions_per_video + 1, self.max_count + 1))
+        else:
+            reps = self.actions_per_video * self.max_count
+        return reps * (self.rep_frames + 1)
+
     def check(self) -> None:
-        longest = self.actions_per_video * self.max_count * (self.rep_frames + 1)
+        longest = self.longest()
         if longest > self.frames:
             raise ReproError(
-                f"psac generator: {self.actions_per_video} actions x {self.max_count} repetitions x "
-                f"{self.rep_frames + 1} frames = {longest} do not fit in {self.frames} frames"
+                f"psac generator: {self.actions_per_video} actions of up to {self.max_count} repetitions x "
+                f"{self.rep_frames + 1} frames = {longest} frames do not fit in {self.frames} frames"
             )
         if not 2 <= self.actions_per_video <= min(5, self.num_actions):
             raise ReproError("psac generator: actions_per_video must be 2..5 and at most num_actions")
@@ -127,9 +137,9 @@ def _questions(rng: np.random.Generator, cfg: GeneratorConfig, info: dict, key: 
     acts, reps, colors = info["actions"], info["reps"], info["colors"]
     out: dict[str, list[dict]] = {t: [] for t in TASKS}
     gif = f"synthetic_{key:06d}"
-    unique = [i for i, r in enumerate(reps) if reps.count(r) == 1]
-    if unique:
-        i = int(rng.choice(unique))
+    top = max(reps)
+    if reps.count(top) == 1:  # the most repeated action; the other actions are distractors
+        i = reps.index(top)
         cands, ans = _candidates(rng, cfg, acts[i], acts)
         out["action"].append(
             {
