@@ -492,10 +492,15 @@ def _run(
     for result in results:
         family = family_of(spec.row(result.row))
         target = family.submission_target(spec) if family is not None else None
+        # a family may give the exact commands per file (extra["submit"]: per seed, {file: [command, ...]})
+        commands = {}
+        for per_seed in result.extra.get("submit", []):
+            commands.update(per_seed if isinstance(per_seed, dict) else {})
         for path in result.extra.get("predictions", []):
+            submit = commands.get(path) or [f"repro submit {target or 'TARGET'} --predictions {path}"]
+            what = f"only the server scores {spec.split}" if scale == "paper" else "a test file for the server"
             console.print(
-                f"{result.row}: only the server scores {spec.split}; submit with "
-                f"`repro submit {target or 'TARGET'} --predictions {path}`",
+                f"{result.row}: {what}; submit with " + " or ".join(f"`{c}`" for c in submit),
                 highlight=False,
                 soft_wrap=True,
             )

@@ -10,6 +10,8 @@ import difflib
 import hashlib
 import json
 import os
+import shutil
+import socket
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -37,6 +39,40 @@ def atomic_open(path: Path, mode: str = "w") -> Iterator[IO]:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def work_dir(root: Path, prefix: str) -> Path:
+    """A new temporary folder in `root`, named `<prefix><host>.<pid>.<random>`, after sweeping the ones
+    of that prefix that a killed process on this host left behind (`sweep_work_dirs`)."""
+    root = Path(root)
+    sweep_work_dirs(root, prefix)
+    return Path(tempfile.mkdtemp(prefix=f"{prefix}{socket.gethostname()}.{os.getpid()}.", dir=root))
+
+
+def sweep_work_dirs(root: Path, prefix: str) -> list[Path]:
+    """Remove `root`'s temporary folders of `prefix` whose process, on this host, no longer runs.
+
+    A folder of another host (a shared filesystem) or of a live process is left alone; returns the removed.
+    """
+    host, removed = socket.gethostname(), []
+    for entry in Path(root).glob(f"{prefix}*"):
+        parts = entry.name[len(prefix) :].rsplit(".", 2)
+        if len(parts) != 3 or parts[0] != host or not parts[1].isdigit() or not entry.is_dir():
+            continue
+        if not _process_alive(int(parts[1])):
+            shutil.rmtree(entry, ignore_errors=True)
+            removed.append(entry)
+    return removed
+
+
+def _process_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's process
+    return True
 
 
 def write_json_atomic(path: Path, data: Any) -> None:

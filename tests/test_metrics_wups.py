@@ -129,6 +129,24 @@ def test_staging_debian_files_writes_lexnames(tmp_path):
     assert wordnet.is_dict_dir(dest) and not list(tmp_path.glob(".wordnet.*"))
 
 
+def test_staging_never_deletes_what_is_already_there(tmp_path):
+    """An interrupted download or the user's own files where the staged copy would go stay as they are."""
+    source = tmp_path / "debian"
+    source.mkdir()
+    for name in wordnet.NEEDED:
+        (source / name).write_text("")
+    dest = tmp_path / "wordnet"
+    (dest / "wordnet").mkdir(parents=True)
+    (dest / "wordnet" / "data.noun").write_text("half a download")
+    with pytest.raises(ReproError, match="not a complete WordNet 3.0 dict folder; nothing was changed"):
+        wordnet.stage_debian(source=source, dest=dest)
+    assert (dest / "wordnet" / "data.noun").read_text() == "half a download"
+    assert not list(tmp_path.glob(".wordnet.*"))
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert wordnet.is_dict_dir(wordnet.stage_debian(source=source, dest=empty))
+
+
 def test_missing_wordnet_says_how_to_get_it(tmp_path, monkeypatch):
     monkeypatch.setenv("REPRO_DATA_DIR", str(tmp_path))
     monkeypatch.setattr(wordnet, "DEBIAN_DIR", tmp_path / "nowhere")

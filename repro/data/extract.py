@@ -22,13 +22,13 @@ import lzma
 import os
 import shutil
 import tarfile
-import tempfile
 import zipfile
 import zlib
 from collections.abc import Callable, Iterable
 from pathlib import Path, PurePosixPath
 
 from repro.errors import ReproError
+from repro.utils import work_dir
 
 ARCHIVE_SUFFIXES = (".zip", ".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tbz2", ".tar.xz", ".txz")
 OWN_PREFIX = ".repro"  # the toolkit's own files in a dataset folder: record, locks, staging
@@ -109,7 +109,7 @@ def unpack(
     staging_root = staging_root if staging_root is not None else dest.parent
     if os.stat(staging_root).st_dev != os.stat(dest).st_dev:
         staging_root = dest  # a dataset folder linked to another disk: moves must stay on one filesystem
-    staging = Path(tempfile.mkdtemp(prefix=STAGING_PREFIX, dir=staging_root))
+    staging = work_dir(staging_root, STAGING_PREFIX)  # sweeps what a killed run left here
     try:
         lower = archive.name.lower()
         if lower.endswith(".zip"):

@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from repro.errors import ReproError
+from repro.utils import work_dir
 
 STORE_VERSION = 1
 _META = "meta.json"
@@ -79,7 +80,7 @@ class FeatureStoreWriter:
         self.num_images, self.max_boxes, self.dim = num_images, max_boxes, dim
         self.meta = dict(meta or {})
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.tmp = Path(tempfile.mkdtemp(prefix=f".{self.path.name}.tmp-", dir=self.path.parent))
+        self.tmp = work_dir(self.path.parent, f".{self.path.name}.tmp-")  # sweeps a killed run's folder
         rows = max(num_images, 1)  # a zero-length memmap cannot be created
         self._features = np.memmap(self.tmp / "features.f16", np.float16, "w+", shape=(rows, max_boxes, dim))
         self._boxes = np.memmap(self.tmp / "boxes.f32", np.float32, "w+", shape=(rows, max_boxes, 4))

@@ -58,7 +58,7 @@ def prepare(
     if name in VQA_DATASETS:
         if glove is None and (root / "glove-840b").is_dir():
             glove = find_file(root / "glove-840b", GLOVE_FILE)
-        vg_dir = root / "vg-qa" if name == "vqa2" and (root / "vg-qa").is_dir() else None
+        vg_dir = root / "vg-qa" if name in ("vqa2", "vqa1") and (root / "vg-qa").is_dir() else None
         return [
             prepare_vqa(
                 name,

@@ -250,8 +250,8 @@ def prepare_vqa(
     force: bool = False,
     progress: Progress | None = None,
 ) -> Path:
-    """Prepare `dataset` (vqa2, vqa1, coco-qa; vqa2 adds a `vg` split when `vg_dir` holds the MCAN
-    VG files) from the official files under `source_dir` into `out_dir`. Returns `out_dir`."""
+    """Prepare `dataset` (vqa2, vqa1, coco-qa; VQA v1 and v2 add a `vg` split when `vg_dir` holds the
+    MCAN VG files) from the official files under `source_dir` into `out_dir`. Returns `out_dir`."""
     found = discover_splits(dataset, Path(source_dir), vg_dir)
     sources = []
     for _split, (qpath, apath) in sorted(found.items()):

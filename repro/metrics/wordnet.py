@@ -104,10 +104,17 @@ def stage_debian(source: Path = DEBIAN_DIR, dest: Path | None = None) -> Path:
     """Copy Debian's WordNet files into `dest` (default `$REPRO_DATA_DIR/wordnet`) with `lexnames`.
 
     Written into a temporary sibling folder and renamed, so a half-copied folder never looks complete.
+    A `dest` that already holds something else (an interrupted download, the user's own files) is
+    never deleted: the error says so and names it.
     """
     dest = dest or data_dir() / "wordnet"
     if is_dict_dir(dest):
         return dest
+    if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
+        raise ReproError(
+            f"{dest}: exists but is not a complete WordNet 3.0 dict folder; nothing was changed. "
+            "Move it away, then run again (or `repro download wordnet`)"
+        )
     missing = [name for name in NEEDED if not (source / name).is_file()]
     if missing:
         raise ReproError(f"{source}: not a WordNet dict folder (missing {', '.join(missing)})")
@@ -120,7 +127,7 @@ def stage_debian(source: Path = DEBIAN_DIR, dest: Path | None = None) -> Path:
         lines = [f"{i:02d}\t{entry.split()[0]}\t{entry.split()[1]}\n" for i, entry in enumerate(LEXNAMES)]
         (tmp / "lexnames").write_text("".join(lines), encoding="utf-8")
         if dest.exists():
-            shutil.rmtree(dest)
+            dest.rmdir()  # empty (checked above); rmdir refuses anything that appeared since
         os.replace(tmp, dest)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)

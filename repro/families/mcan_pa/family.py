@@ -39,14 +39,22 @@ EPOCH_SECONDS = {"mcan": 4150, "mcan+pa": 5583}
 EPOCHS = 13
 
 FEATURE_SOURCES = ("bottom-up-36", "bottom-up-adaptive", "openvqa-features")
+# prepared split -> the feature stores that hold its images, first found wins (COCO-QA: test is on val2014)
 STORES_FOR_SPLIT = {
     "train": ("trainval", "train2014"),
     "val": ("trainval", "val2014"),
-    "vg": ("trainval",),
+    "vg": ("trainval", "train2014"),
     "test": ("test2015",),
     "test-dev": ("test2015",),
 }
+COCOQA_STORES = {"train": ("trainval", "train2014"), "test": ("trainval", "val2014")}
 ANNOTATIONS = {"vqa2": "v2_mscoco_val2014_annotations.json", "vqa1": "mscoco_val2014_annotations.json"}
+# The test question files the servers score, as (prepared split, released split) -> `repro submit` targets.
+# VQA v2's server takes every test2015 question for both phases; VQA v1's takes test-dev2015 and test2015 apart.
+TEST_FILES = {
+    "vqa2": {("test", "test2015"): ("vqa2-test-dev", "vqa2-test-std")},
+    "vqa1": {("test-dev", "test-dev2015"): ("vqa1-test-dev",), ("test", "test2015"): ("vqa1-test",)},
+}
 SUBMISSION_TARGETS = {"vqa2": "vqa2-test-dev", "vqa1": "vqa1-test-dev"}
 
 
@@ -177,37 +185,56 @@ def predict_step(model: nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tens
 # --- data ---------------------------------------------------------------------------------------
 
 
-def paper_store(split: str):
-    """The prepared feature store that holds the images of a question split."""
+def feature_store(dataset: str, split: str, folders: list[Path]):
+    """The feature store in `folders` that holds the images of a question split."""
     from repro.data.store import FeatureStore
-    from repro.datasets.prepare import feature_store_dir
 
-    for source in FEATURE_SOURCES:
-        for name in STORES_FOR_SPLIT.get(split, ()):
-            path = feature_store_dir(source) / f"{name}.store"
-            if path.is_dir():
-                return FeatureStore.open(path)
+    names = (COCOQA_STORES if dataset == "coco-qa" else STORES_FOR_SPLIT).get(split, ())
+    for folder in folders:
+        for name in names:
+            if (folder / f"{name}.store").is_dir():
+                return FeatureStore.open(folder / f"{name}.store")
     raise ReproError(
-        f"no prepared feature store holds the {split!r} images; run `repro download bottom-up-36` "
-        f"and `repro prepare bottom-up-36` (or openvqa-features)"
+        f"no prepared feature store holds the {split!r} images of {dataset} ({' or '.join(names)}.store); run "
+        f"`repro download bottom-up-36` and `repro prepare bottom-up-36` (or openvqa-features)"
     )
 
 
-def prepare_data(spec: Spec, scale: str, settings: dict[str, Any]) -> dict[str, Path]:
-    """Make sure the row's data exists: generated and prepared at synthetic/smoke scale, prepared at paper."""
-    if scale == "paper":
-        from repro.datasets.prepare import prepared_dir
+def prepare_data(spec: Spec, scale: str, settings: dict[str, Any]) -> dict[str, Any]:
+    """Make sure the row's data exists: generated and prepared at synthetic/smoke scale, prepared at paper.
 
-        dataset = spec.datasets[0]
+    At a scale whose settings say `data: official`, the generator writes the spec's dataset in its
+    release layout (`official.py`) and the run follows the paper-scale protocol on it.
+    """
+    from repro.datasets.prepare import feature_store_dir, prepared_dir
+    from repro.datasets.vqa import DATASETS, prepare_vqa
+
+    dataset = spec.datasets[0]
+    if dataset not in DATASETS:
+        raise ReproError(f"{spec.id}: mcan-pa runs on {', '.join(DATASETS)}, not {dataset!r}")
+    if scale == "paper":
         prepared = prepared_dir(dataset)
-        if dataset not in ANNOTATIONS or not (prepared / "manifest.json").is_file():
+        if not (prepared / "manifest.json").is_file():
+            vg = " vg-qa" if "vg-qa" in spec.datasets else ""
             raise ReproError(
                 f"{spec.id}: paper-scale training needs the prepared {dataset} data and features; run "
-                f"`repro download {dataset} glove-840b bottom-up-36` and `repro prepare {dataset}` and "
+                f"`repro download {dataset}{vg} glove-840b bottom-up-36` and `repro prepare {dataset}` and "
                 f"`repro prepare bottom-up-36` first (`repro download --list` shows what is present)"
             )
-        return {"prepared": prepared}
-    from repro.datasets.vqa import prepare_vqa
+        if dataset == "coco-qa":
+            _need_wordnet()
+        return {"prepared": prepared, "root": data_dir(), "features": [feature_store_dir(s) for s in FEATURE_SOURCES]}
+    if settings.get("data") == "official":
+        from repro.families.mcan_pa.official import SERVER_ANSWERS, OfficialConfig, generate_official
+
+        cfg = OfficialConfig.from_mapping(settings.get("generator"))
+        root = generate_official(data_dir() / "synthetic" / f"{dataset}-release-{cfg.key()}", dataset, cfg)
+        vg = root / "vg-qa" if "vg-qa" in spec.datasets and (root / "vg-qa").is_dir() else None
+        prepare_vqa(dataset, root / dataset, root / "prepared", glove=None, vg_dir=vg)
+        if dataset == "coco-qa":
+            _need_wordnet()
+        server = root / "server" / SERVER_ANSWERS
+        return {"prepared": root / "prepared", "root": root, "features": [root / "features"], "server": server}
     from repro.families.mcan_pa.synthetic import GeneratorConfig, generate
 
     cfg = GeneratorConfig.from_mapping(settings.get("generator"))
@@ -215,6 +242,13 @@ def prepare_data(spec: Spec, scale: str, settings: dict[str, Any]) -> dict[str, 
     sources = generate(root / "raw", cfg)
     prepare_vqa("vqa2", root / "raw", root / "prepared", glove=None)
     return {**sources, "prepared": root / "prepared"}
+
+
+def _need_wordnet() -> None:
+    """COCO-QA's WUPS columns need WordNet 3.0: say so before training, not after."""
+    from repro.metrics import wordnet
+
+    wordnet.load()
 
 
 # --- one (row, seed) ----------------------------------------------------------------------------
@@ -227,8 +261,8 @@ def run_row(ctx: RunContext) -> RowRun:
     from repro.train.trainer import seed_everything
 
     data = prepare_data(ctx.spec, ctx.scale, ctx.settings)
-    if not ctx.generated:
-        return _run_paper(ctx, data["prepared"])
+    if not ctx.generated or "server" in data:
+        return _run_release(ctx, data)
     train = VQADataset(data["prepared"], "train", FeatureStore.open(data["train_features"]))
     val = VQADataset(data["prepared"], "val", FeatureStore.open(data["val_features"]))
 
@@ -240,17 +274,23 @@ def run_row(ctx: RunContext) -> RowRun:
     state = fit(
         model, train, recipe, ctx.workdir, loss_step=loss_step(recipe.loss), resume=ctx.resume, progress=ctx.progress
     )
-    result = _score(model, val, train.answer_vocab, data["val_annotations"], recipe, ctx.progress)
+    result = _score(model, val, train.answer_vocab, _annotations(data["val_annotations"]), recipe, ctx.progress)
     return RowRun(
-        metrics=_columns(ctx.spec, result.aggregate),
+        metrics=_columns(ctx.spec, {None: result.aggregate}),
         split="val",
         training=_training(state),
         extra={"per_question_type": result.aggregate.get("per_question_type", {})},
     )
 
 
-def _columns(spec: Spec, aggregate: dict[str, Any]) -> dict[str, float]:
-    return {col.name: float(aggregate[col.key]) for col in spec.columns if col.metric == "vqa" and col.key in VQA_KEYS}
+def _columns(spec: Spec, aggregates: dict[str | None, dict[str, Any]]) -> dict[str, float]:
+    """The spec's VQA columns from each split's VQA scores (key None: the one split scored, for every column)."""
+    out = {}
+    for col in spec.columns:
+        aggregate = aggregates.get(None, aggregates.get(col.split))
+        if col.metric == "vqa" and col.key in VQA_KEYS and aggregate is not None:
+            out[col.name] = float(aggregate[col.key])
+    return out
 
 
 def _training(state) -> dict[str, Any]:
@@ -262,7 +302,7 @@ def _training(state) -> dict[str, Any]:
     }
 
 
-def _val_annotations(path: Path) -> dict[int, dict[str, Any]]:
+def _annotations(path: Path) -> dict[int, dict[str, Any]]:
     return {a["question_id"]: a for a in json.loads(path.read_text())["annotations"]}
 
 
@@ -275,12 +315,9 @@ def _answers(model, dataset, answer_vocab: list[str], recipe, progress: bool) ->
     return [int(q) for q in question_ids], [answer_vocab[i] for i in logits.argmax(dim=1).tolist()]
 
 
-def _score(model, dataset, answer_vocab: list[str], annotations: Path, recipe, progress: bool = True):
-    """VQA accuracy of `model` on a split with the official annotation file."""
+def _vqa_scores(ids: list[int], predicted: list[str], gold: dict[int, dict[str, Any]]):
     from repro.metrics import vqa as vqa_metric
 
-    ids, predicted = _answers(model, dataset, answer_vocab, recipe, progress)
-    gold = _val_annotations(annotations)
     return vqa_metric.evaluate(
         [[a["answer"] for a in gold[q]["answers"]] for q in ids],
         predicted,
@@ -290,27 +327,61 @@ def _score(model, dataset, answer_vocab: list[str], annotations: Path, recipe, p
     )
 
 
-def _run_paper(ctx: RunContext, prepared: Path) -> RowRun:
+def _score(model, dataset, answer_vocab: list[str], gold: dict[int, dict[str, Any]], recipe, progress: bool = True):
+    """VQA accuracy of `model` on a split, against the official annotations."""
+    return _vqa_scores(*_answers(model, dataset, answer_vocab, recipe, progress), gold)
+
+
+def _cocoqa_columns(spec: Spec, prepared: Path, ids: list[int], predicted: list[str]) -> dict[str, float]:
+    """Table I's columns on COCO-QA test: exact-match accuracy, overall and per type, and WUPS@t (`key` = t)."""
+    from repro.datasets.vqa import load_split
+    from repro.metrics import accuracy, wups
+
+    test = load_split(prepared, "test")
+    by_id = {int(q): (str(a), str(t)) for q, a, t in zip(test["question_id"], test["answer"], test["answer_type"])}
+    gold, types = [by_id[q][0] for q in ids], [by_id[q][1] for q in ids]
+    acc = accuracy.evaluate(gold, predicted, ids, types).aggregate
+    out = {}
+    for col in spec.columns:
+        if col.metric == "accuracy":
+            value = acc["accuracy"] if col.key == "overall" else acc["per_type"].get(col.key)
+        elif col.metric == "wups":
+            value = wups.evaluate(gold, predicted, threshold=float(col.key)).aggregate[wups.key_for(float(col.key))]
+        else:
+            continue
+        if value is not None:
+            out[col.name] = float(value)
+    return out
+
+
+def _run_release(ctx: RunContext, data: dict[str, Any]) -> RowRun:
+    """The paper's protocol on a release's files (the real ones, or generated in their layout): train on the
+    recipe's splits, score what can be scored here, write the server's prediction files."""
     from torch.utils.data import ConcatDataset
 
-    from repro.datasets.vqa import find_file
+    from repro.datasets.vqa import find_file, load_split
     from repro.datasets.vqa_dataset import VQADataset
     from repro.paths import results_dir
     from repro.train import fit, load_recipe
     from repro.train.trainer import seed_everything
     from repro.utils import write_json_atomic
 
-    spec = ctx.spec
+    spec, prepared, dataset = ctx.spec, data["prepared"], ctx.spec.datasets[0]
     recipe = load_recipe(spec.recipe).replace(**{**ctx.settings.get("recipe", {}), "seed": ctx.seed})
+    tests = [split for split, _ in TEST_FILES.get(dataset, {("test", "test"): ()})]
     have = {p.name.split(".")[0] for p in prepared.glob("*.questions.npz")}
-    missing = [s for s in (*recipe.train_splits, "test") if s not in have]
+    missing = [s for s in (*recipe.train_splits, *tests) if s not in have]
     if missing:
         raise ReproError(
             f"{prepared}: the prepared data has no {', '.join(missing)} split; the recipe "
             f"{recipe.name} trains on {', '.join(recipe.train_splits)} (VG needs the MCAN VG files in "
-            f"{data_dir() / 'vg-qa'}, then `repro prepare {spec.datasets[0]} --force`)"
+            f"{data['root'] / 'vg-qa'}, then `repro prepare {dataset} --force`)"
         )
-    parts = [VQADataset(prepared, split, paper_store(split)) for split in recipe.train_splits]
+
+    def split_data(split: str) -> VQADataset:
+        return VQADataset(prepared, split, feature_store(dataset, split, data["features"]))
+
+    parts = [split_data(split) for split in recipe.train_splits]
     first = parts[0]
     seed_everything(ctx.seed)
     model = build_model(
@@ -330,16 +401,54 @@ def _run_paper(ctx: RunContext, prepared: Path) -> RowRun:
         progress=ctx.progress,
     )
     run = RowRun(metrics={}, split=spec.split, training=_training(state))
+    if dataset == "coco-qa":  # the test answers are public: scored here
+        ids, answers = _answers(model, split_data("test"), first.answer_vocab, recipe, ctx.progress)
+        run.metrics, run.split = _cocoqa_columns(spec, prepared, ids, answers), "test"
+        return run
 
     if "val" not in recipe.train_splits:
-        annotations = find_file(data_dir() / spec.datasets[0], ANNOTATIONS[spec.datasets[0]])
+        annotations = find_file(data["root"] / dataset, ANNOTATIONS[dataset])
         if annotations is not None:
-            val = VQADataset(prepared, "val", paper_store("val"))
-            run.extra["val"] = _score(model, val, first.answer_vocab, annotations, recipe, ctx.progress).aggregate
+            val = split_data("val")
+            run.extra["val"] = _score(
+                model, val, first.answer_vocab, _annotations(annotations), recipe, ctx.progress
+            ).aggregate
 
-    test = VQADataset(prepared, "test", paper_store("test"))
-    ids, answers = _answers(model, test, first.answer_vocab, recipe, ctx.progress)
-    out = results_dir() / spec.paper / spec.id / "predictions" / f"{ctx.row.slug}.seed{ctx.seed}.test2015.json"
-    write_json_atomic(out, [{"question_id": q, "answer": a} for q, a in zip(ids, answers)])
-    run.predictions.append(str(out))
-    return run  # the server scores test-dev/test-std: `repro submit <target> --predictions <file>`
+    scale = "" if ctx.scale == "paper" else f".{ctx.scale}"
+    predicted: dict[str, dict[int, str]] = {}
+    commands: dict[str, list[str]] = {}
+    for (split, released), targets in TEST_FILES[dataset].items():
+        ids, answers = _answers(model, split_data(split), first.answer_vocab, recipe, ctx.progress)
+        predicted[released] = dict(zip(ids, answers))
+        out = (
+            results_dir()
+            / spec.paper
+            / spec.id
+            / "predictions"
+            / f"{ctx.row.slug}{scale}.seed{ctx.seed}.{released}.json"
+        )
+        write_json_atomic(out, [{"question_id": q, "answer": a} for q, a in zip(ids, answers)])
+        run.predictions.append(str(out))
+        questions = "" if ctx.scale == "paper" else f" --questions {_question_file(data['root'], dataset, split)}"
+        commands[str(out)] = [f"repro submit {t} --predictions {out}{questions}" for t in targets]
+    run.extra["submit"] = commands
+
+    if "server" in data:  # generated data: scored as the server scores test-dev and test-std
+        gold = _annotations(data["server"])
+        test = predicted["test2015"]
+        dev_ids = {int(q) for q in load_split(prepared, "test-dev")["question_id"]}
+        dev = predicted.get("test-dev2015") or {q: a for q, a in test.items() if q in dev_ids}
+        std = {q: a for q, a in test.items() if q not in dev_ids}
+        scores = {
+            name: _vqa_scores(list(p), list(p.values()), gold).aggregate
+            for name, p in (("test-dev", dev), ("test-std", std))
+        }
+        run.metrics = _columns(spec, scores)
+    return run  # at paper scale the server scores test-dev/test-std: `repro submit <target> --predictions <file>`
+
+
+def _question_file(root: Path, dataset: str, split: str) -> Path:
+    from repro.datasets.vqa import VQA_FILES, find_file
+
+    name = VQA_FILES[dataset][split][0]
+    return find_file(root / dataset, name) or root / dataset / name
