@@ -11,21 +11,54 @@ from collections.abc import Callable
 from pathlib import Path
 
 import typer
+import typer.core
 from rich.console import Console
 from rich.markup import escape
 
 from repro import __version__
+from repro import completion as complete
 from repro.errors import ReproError
 from repro.metrics import REGISTRY as METRIC_REGISTRY
 from repro.metrics import VARIANTS as METRIC_VARIANTS
 
 METRIC_NAMES = tuple(METRIC_REGISTRY)
+SCALES = ("paper", "synthetic", "smoke")  # repro.specs.SCALES (a test keeps them equal)
+TABLE_FORMATS = ("rich", "text", "md", "csv", "latex", "html", "json")  # repro.report.FORMATS (idem)
+RICH_OR_JSON = ("rich", "json")
+
+
+# typer's own copy of click raises these (found through a public class, whichever click typer uses)
+ClickException = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
+
+
+class OneLineErrors(typer.core.TyperGroup):
+    """Usage errors (an unknown option, a value not among the choices, a missing argument) are one line on
+    stderr and exit 2, like every other error of the toolkit."""
+
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, standalone_mode, **extra)
+        try:
+            code = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        except ClickException as exc:
+            if type(exc).__name__ == "NoArgsIsHelpError":  # `repro` alone: the help
+                typer.echo(exc.ctx.get_help())
+                sys.exit(2)
+            where = f" (`{exc.ctx.command_path} -h` lists the options)" if getattr(exc, "ctx", None) else ""
+            err_console.print(f"[bold red]error:[/] {escape(one_line(exc.format_message()))}{where}", highlight=False)
+            sys.exit(exc.exit_code)
+        except typer.Abort:
+            err_console.print("Aborted.", highlight=False)
+            sys.exit(1)
+        sys.exit(code if isinstance(code, int) else 0)
+
 
 app = typer.Typer(
     name="repro",
+    cls=OneLineErrors,
     help="Reproduce the tables of five papers on positional and spatial attention in vision-language models.",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,
     pretty_exceptions_enable=False,
     rich_markup_mode="rich",
 )
@@ -46,6 +79,20 @@ def debugging() -> bool:
 
 def one_line(text: str) -> str:
     return " ".join(str(text).split())
+
+
+def target_argument():
+    """The ID argument of the commands that take an experiment or a spec file of one's own."""
+    return typer.Argument(
+        ...,
+        metavar="ID",
+        autocompletion=complete.experiment_ids,
+        help="Experiment id (e.g. table5-ablation) or a spec file.",
+    )
+
+
+def overrides_argument(help: str):
+    return typer.Argument(None, metavar="[KEY=VALUE]...", help=help)
 
 
 def command(*args, **kwargs) -> Callable:
@@ -107,10 +154,39 @@ def _root(
     debug: bool = typer.Option(
         False, "--debug", envvar="REPRO_DEBUG", help="Show tracebacks instead of one-line errors."
     ),
+    data_dir: Path | None = typer.Option(
+        None,
+        "--data-dir",
+        envvar="REPRO_DATA_DIR",
+        help="Datasets, prepared files, checkpoints (default: ~/.cache/repro/data).",
+    ),
+    results: Path | None = typer.Option(
+        None,
+        "--results",
+        envvar="REPRO_RESULTS",
+        help="Result records (default: the checkout's results/, else ./results).",
+    ),
+    experiments: Path | None = typer.Option(
+        None,
+        "--experiments",
+        envvar="REPRO_EXPERIMENTS",
+        help="Experiment specs (default: the specs shipped with repro).",
+    ),
+    catalog: Path | None = typer.Option(
+        None, "--catalog", envvar="REPRO_CATALOG", help="A YAML of extra or overriding dataset entries."
+    ),
 ) -> None:
     """Reproduce the tables of five papers on positional and spatial attention (`repro list` shows them)."""
     if debug:
         os.environ["REPRO_DEBUG"] = "1"
+    for name, value in (
+        ("REPRO_DATA_DIR", data_dir),
+        ("REPRO_RESULTS", results),
+        ("REPRO_EXPERIMENTS", experiments),
+        ("REPRO_CATALOG", catalog),
+    ):
+        if value is not None:  # the layers below read the environment
+            os.environ[name] = str(value)
 
 
 # --- experiments ----------------------------------------------------------------------------------
@@ -118,8 +194,8 @@ def _root(
 
 @command("list")
 def list_command(
-    paper: str | None = typer.Option(None, "--paper", "-p", help="Only this paper (an id `repro list` shows)."),
-    fmt: str = typer.Option("rich", "--format", "-f", help="rich or json."),
+    paper: str | None = typer.Option(None, "--paper", help="Only this paper (an id `repro list` shows)."),
+    fmt: str = complete.choice(RICH_OR_JSON, "rich", "--format", "-f", help="Output format."),
 ) -> None:
     """List every experiment: id, paper, table, title, rows, runnable rows, rows with results.
 
@@ -132,8 +208,6 @@ def list_command(
     from repro.run import family_of
     from repro.specs import aliases, broken_specs, load_all
 
-    if fmt not in ("rich", "json"):
-        raise ReproError(f"--format must be rich or json, not {fmt!r}")
     if paper is not None and paper not in papers():
         raise ReproError(f"unknown paper {paper!r}; one of {', '.join(papers())}")
     specs = [s for s in load_all() if paper is None or s.paper == paper]
@@ -186,10 +260,15 @@ def _experiments_table(entries: list[dict]) -> None:
 
 
 @command("show")
-def show_command(ident: str = typer.Argument(..., metavar="ID", help="Experiment id, e.g. table5-ablation.")) -> None:
+def show_command(
+    ident: str = typer.Argument(
+        ..., metavar="ID", autocompletion=complete.experiment_ids, help="Experiment id, e.g. table5-ablation."
+    ),
+    fmt_name: str = complete.choice(RICH_OR_JSON, "rich", "--format", "-f", help="Output format."),
+) -> None:
     """Show a spec readably: columns, rows, reported numbers, what runs and what is cited.
 
-    Example: [bold]repro show table5-ablation[/]
+    Example: [bold]repro show table5-ablation --format json[/]
     """
     from rich.table import Table
 
@@ -197,6 +276,9 @@ def show_command(ident: str = typer.Argument(..., metavar="ID", help="Experiment
     from repro.specs import resolve
 
     spec = resolve(ident)
+    if fmt_name == "json":
+        typer.echo(json.dumps(spec_to_json(spec), indent=2, default=str))
+        return
     console.print(f"[bold]{spec.id}[/] — {spec.paper} {spec.table}: {spec.title}")
     console.print(
         f"datasets: {', '.join(spec.datasets)}   reported split: {spec.split}"
@@ -241,21 +323,57 @@ def show_command(ident: str = typer.Argument(..., metavar="ID", help="Experiment
         console.print(f"[dim]notes:[/] {escape(spec.notes.strip())}", highlight=False)
 
 
+def spec_to_json(spec) -> dict:
+    """A spec as `repro show --format json` prints it: what the YAML says, typed configs resolved."""
+    from dataclasses import asdict
+
+    return {
+        "id": spec.id,
+        "paper": spec.paper,
+        "table": spec.table,
+        "title": spec.title,
+        "datasets": list(spec.datasets),
+        "split": spec.split,
+        "recipe": spec.recipe,
+        "file": str(spec.path),
+        "columns": [asdict(c) for c in spec.columns],
+        "rows": [
+            {
+                "name": r.name,
+                "reported": r.reported,
+                "cited": r.cited,
+                "model": r.model,
+                "compute": r.compute,
+                "uncertain": r.uncertain,
+                "deviation": r.deviation,
+                "note": r.note,
+            }
+            for r in spec.rows
+        ],
+        "claims": [asdict(c) for c in spec.claims],
+        "tolerance": spec.tolerance,
+        "scales": spec.scales,
+        "notes": spec.notes,
+    }
+
+
 @command("table")
 def table_command(
-    ident: str = typer.Argument(..., metavar="ID", help="Experiment id, e.g. table5-ablation."),
-    fmt_name: str | None = typer.Option(
+    ident: str = target_argument(),
+    overrides: list[str] | None = overrides_argument("Show the variant a run with these overrides wrote."),
+    fmt_name: str | None = complete.choice(
+        TABLE_FORMATS,
         None,
         "--format",
         "-f",
-        help="rich, text, md, csv, latex, html or json (default: rich in a terminal, text when piped, "
-        "or from the suffix of -o).",
+        help="Output format (default: rich in a terminal, text when piped, or from the suffix of -o).",
     ),
-    scale: str = typer.Option("paper", "--scale", "-s", help="Which results to show: paper, synthetic or smoke."),
+    scale: str = complete.choice(SCALES, "paper", "--scale", "-s", help="Which results to show.", what="scale"),
     columns: str | None = typer.Option(None, "--columns", "-c", help="Only these columns, e.g. Num,All."),
     output: Path | None = typer.Option(
         None, "--output", "-o", help="Write to this file (.md .csv .tex .html .json .txt), replaced atomically."
     ),
+    limit: int | None = typer.Option(None, "--limit", min=1, help="Show the partial run made with this --limit."),
 ) -> None:
     """Reported beside reproduced, per column; at other scales, each row's effect against the baseline.
 
@@ -265,14 +383,9 @@ def table_command(
     """
     import shutil
 
-    from repro.report import FORMATS, SUFFIXES, build_view, render_claims_rich, render_rich, render_text
-    from repro.specs import SCALES, resolve
+    from repro.report import SUFFIXES, render_claims_rich, render_rich, render_text
     from repro.utils import atomic_open
 
-    if fmt_name is not None and fmt_name not in FORMATS:
-        raise ReproError(f"--format must be one of {', '.join(FORMATS)}, not {fmt_name!r}")
-    if scale not in SCALES:
-        raise ReproError(f"--scale must be one of {', '.join(SCALES)}, not {scale!r}")
     if output is not None:
         by_suffix = SUFFIXES.get(output.suffix.lower())
         if by_suffix is None and fmt_name in (None, "rich"):
@@ -283,8 +396,7 @@ def table_command(
         if fmt_name not in (None, "rich") and by_suffix not in (None, fmt_name):
             raise ReproError(f"-o {output} names a {by_suffix} file but --format is {fmt_name}")
         fmt_name = by_suffix if fmt_name in (None, "rich") else fmt_name
-    picked = [c.strip() for c in columns.split(",") if c.strip()] if columns else None
-    view = build_view(resolve(ident), scale, columns=picked)
+    view, _ = variant_view(ident, overrides, limit, scale, columns)
     if fmt_name is None:
         fmt_name = "rich" if console.is_terminal else "text"
     if output is not None:
@@ -301,6 +413,97 @@ def table_command(
         sys.stdout.write(render_text(view, fmt_name, width=shutil.get_terminal_size((80, 24)).columns))
 
 
+@command("plot")
+def plot_command(
+    ident: str = target_argument(),
+    overrides: list[str] | None = overrides_argument("Plot the variant a run with these overrides wrote."),
+    scale: str = complete.choice(SCALES, "paper", "--scale", "-s", help="Which results to plot.", what="scale"),
+    output: Path = typer.Option(..., "--output", "-o", help="The figure: .png, .pdf or .svg."),
+    columns: str | None = typer.Option(None, "--columns", "-c", help="Only these columns, e.g. Num,All."),
+    workdir: str | None = typer.Option(
+        None, "--workdir", help="Where the runs' train.jsonl are (default: $REPRO_DATA_DIR/runs)."
+    ),
+    limit: int | None = typer.Option(None, "--limit", min=1, help="Plot the partial run made with this --limit."),
+) -> None:
+    """Reported vs reproduced per column (seed error bars), the claims as a forest plot, training curves.
+
+    Needs matplotlib (pip install 'repro[plot]').
+
+    Example: [bold]repro plot table5-ablation --scale synthetic -o table5.png[/]
+    """
+    from repro.paths import data_dir
+    from repro.report.plot import draw, training_logs
+
+    view, variant = variant_view(ident, overrides, limit, scale, columns)
+    root = Path(workdir) if workdir else data_dir() / "runs"
+    curves = training_logs(root, view, None if variant.empty else variant.name)
+    held = draw(view, output, curves)
+    console.print(
+        f"wrote {escape(str(output))}: reported vs reproduced for {held['columns']} column(s), "
+        f"{held['claims']} claim(s), training curves of {held['curves']} unit(s)"
+        + ("" if held["curves"] else f" (no train.jsonl under {escape(str(root))})"),
+        highlight=False,
+        soft_wrap=True,
+    )
+
+
+@command("attention")
+def attention_command(
+    ident: str = target_argument(),
+    overrides: list[str] | None = overrides_argument("The variant a run with these overrides trained."),
+    row: str = typer.Option(
+        ..., "--row", "-r", autocompletion=complete.rows, help="The row whose trained model to look into."
+    ),
+    question: int = typer.Option(..., "--question", "-q", help="A val question id of the generated data."),
+    scale: str = complete.choice(("synthetic", "smoke"), "synthetic", "--scale", "-s", help="A generated scale."),
+    seed: int = typer.Option(0, "--seed", help="Which seed's trained model."),
+    map_name: str | None = typer.Option(None, "--map", help="Which map to draw (default: the family's first)."),
+    layer: int = typer.Option(-1, "--layer", help="Layer (0-based; -1: the last)."),
+    head: int | None = typer.Option(None, "--head", help="Head (0-based; default: the mean of the heads)."),
+    output: Path = typer.Option(..., "--output", "-o", help="The figure (.png, .pdf, .svg); the maps go to .npz."),
+    workdir: str | None = typer.Option(None, "--workdir", help="Checkpoints (default: $REPRO_DATA_DIR/runs)."),
+) -> None:
+    """Draw a question's image boxes weighted by the attention they receive in a trained row; save the maps.
+
+    The row's unit must have been trained (`repro run`/`repro train`); needs matplotlib.
+
+    Example: [bold]repro attention table5-ablation --row ROW --question 7 -o attention.png[/]
+    """
+    from repro.families.base import RunContext
+    from repro.paths import data_dir
+    from repro.report.plot import draw_attention, require_matplotlib, save_maps
+    from repro.run import family_of, make_plan, unit_dir
+
+    require_matplotlib()
+    spec, variant = target_and_variant(ident, overrides, None)
+    plan = make_plan(spec, scale, [row], [seed], variant)
+    the_row = plan.rows[0]
+    family = family_of(the_row)
+    if family is None or not hasattr(family, "attention"):
+        raise ReproError(f"row {the_row.name!r} of {spec.id}: its family draws no attention maps yet")
+    root = Path(workdir) if workdir else data_dir() / "runs"
+    ctx = RunContext(
+        spec=spec,
+        row=the_row,
+        config=the_row.config,
+        scale=scale,
+        settings=plan.settings,
+        seed=seed,
+        workdir=unit_dir(root, spec, scale, the_row, seed, variant),
+        progress=False,
+    )
+    maps = family.attention(ctx, question)
+    what = draw_attention(maps, output, map_name, layer, head)
+    raw = output.with_suffix(".npz")
+    save_maps(maps, raw)
+    console.print(
+        f"wrote {escape(str(output))} ({escape(what)}) and {escape(str(raw))} (every map); "
+        f"{escape(maps.question)} → {escape(maps.answer)}",
+        highlight=False,
+        soft_wrap=True,
+    )
+
+
 @command("check")
 def check_command(
     idents: list[str] | None = typer.Argument(None, metavar="[ID]...", help="Experiments to check (default: all)."),
@@ -311,7 +514,10 @@ def check_command(
         "and compare the losses with the stored fingerprint.",
     ),
     rebaseline: bool = typer.Option(False, "--rebaseline", help="With --rerun: store new fingerprints instead."),
-    scale: str = typer.Option("synthetic", "--scale", "-s", help="With --rerun: the scale of the fingerprints."),
+    scale: str = complete.choice(
+        SCALES, "synthetic", "--scale", "-s", help="With --rerun: the scale of the fingerprints."
+    ),
+    fmt_name: str = complete.choice(RICH_OR_JSON, "rich", "--format", "-f", help="Output format of the values."),
 ) -> None:
     """Regression check for CI: every stored result within its spec's tolerance.
 
@@ -353,6 +559,12 @@ def check_command(
         else:
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
     failed = [c for c in checks if not c.ok]
+    if fmt_name == "json":
+        from dataclasses import asdict
+
+        values = [{**asdict(c), "ok": c.ok} for c in checks]
+        typer.echo(json.dumps({"checks": values, "regressions": len(failed), "unreadable": unreadable}, indent=2))
+        raise typer.Exit(1 if failed or unreadable else 0)
     table = Table(title=f"repro check: {len(checks)} values in {len(specs)} experiment(s)")
     for name in ("experiment", "row", "scale", "column", "expected", "got", "Δ", "tolerance", "status"):
         table.add_column(name, justify="right" if name in ("expected", "got", "Δ", "tolerance") else "left")
@@ -442,21 +654,27 @@ def _run(
     rebaseline: bool = False,
     jobs: int | None = None,
     force: bool = False,
+    overrides: list[str] | None = None,
+    limit: int | None = None,
 ) -> None:
     from rich.table import Table
 
     from repro.paths import data_dir
     from repro.report import build_view, render_claims_rich, render_rich
     from repro.run import execute, family_of, format_hours, make_plan
-    from repro.specs import SCALES, resolve
 
-    if scale not in SCALES:
-        raise ReproError(f"--scale must be one of {', '.join(SCALES)}, not {scale!r}")
-    spec = resolve(ident)
+    spec, variant = target_and_variant(ident, overrides, limit)
     seed_list = None
     if seeds:
         seed_list = parse_seeds(seeds)
-    plan = make_plan(spec, scale, rows.split(",") if rows else None, seed_list)
+    plan = make_plan(spec, scale, rows.split(",") if rows else None, seed_list, variant)
+    if not variant.empty:
+        console.print(
+            f"[bold]variant[/] {escape(variant.describe())}: not the spec as written; records go to "
+            f"{escape(str(plan.results_root))}",
+            highlight=False,
+            soft_wrap=True,
+        )
     steps = Table(title=f"plan: {spec.id} at scale {scale}")
     for name in ("row", "step", "seeds", "what", "GPU-hours", "status"):
         steps.add_column(name, overflow="fold")
@@ -479,12 +697,18 @@ def _run(
         return
     root = Path(workdir) if workdir else data_dir() / "runs"
 
-    def finished_run(row: str, seed: int, metrics: dict, seconds: float) -> None:
-        values = ", ".join(f"{k} {v:.2f}" for k, v in metrics.items())
-        console.print(f"[green]done[/] {row} seed {seed} in {seconds:.0f}s: {values}", highlight=False)
+    from repro.monitor import RunMonitor
 
-    results = execute(plan, root, resume=resume, force=force, rebaseline=rebaseline, jobs=jobs, on_unit=finished_run)
-    view = build_view(spec, scale)
+    results = execute(
+        plan,
+        root,
+        resume=resume,
+        force=force,
+        rebaseline=rebaseline,
+        jobs=jobs,
+        monitor=lambda units: RunMonitor(console, units),
+    )
+    view = build_view(spec, scale, results_root=plan.results_root)
     console.print(render_rich(view))
     claims = render_claims_rich(view)
     if claims is not None:
@@ -504,13 +728,61 @@ def _run(
                 highlight=False,
                 soft_wrap=True,
             )
+    if not variant.empty:
+        words = " ".join(_quoted(w) for w in [ident, *(overrides or [])])
+        console.print(
+            f"the variant's table again: `repro table {escape(words)} --scale {scale}"
+            + (f" --limit {limit}" if limit else "")
+            + "`",
+            highlight=False,
+            soft_wrap=True,
+        )
+
+
+def _quoted(word: str) -> str:
+    import shlex
+
+    return shlex.quote(word)
+
+
+def target_and_variant(ident: str, overrides: list[str] | None, limit: int | None):
+    """The spec an id or a spec file names, and what this run changes from the committed spec."""
+    from repro.variants import Variant, load_target, parse_overrides
+
+    spec, spec_file, digest = load_target(ident)
+    return spec, Variant(parse_overrides(overrides), limit, spec_file, digest)
+
+
+def variant_view(ident: str, overrides: list[str] | None, limit: int | None, scale: str, columns: str | None):
+    """The table view of a spec, or of the variant these overrides / this limit / this spec file name."""
+    from repro.report import build_view
+
+    spec, variant = target_and_variant(ident, overrides, limit)
+    picked = [c.strip() for c in columns.split(",") if c.strip()] if columns else None
+    view = build_view(spec, scale, results_root=variant.results_root(), columns=picked)
+    view.variant = view.variant or variant.to_json()  # said in the caption even before it has results
+    return view, variant
+
+
+OVERRIDES_HELP = (
+    "Overrides such as recipe.epochs=2 sizes.d_model=32 model.positional=[pwa]; the results are a variant, "
+    "kept under results/variants/ (README: Overrides)."
+)
 
 
 @command("run")
 def run_command(
-    ident: str = typer.Argument(..., metavar="ID", help="Experiment id, e.g. table5-ablation."),
-    rows: str | None = typer.Option(None, "--rows", help="Comma-separated row names (default: every runnable row)."),
-    scale: str = typer.Option("paper", "--scale", "-s", help="paper, synthetic or smoke."),
+    ident: str = target_argument(),
+    overrides: list[str] | None = overrides_argument(OVERRIDES_HELP),
+    rows: str | None = typer.Option(
+        None,
+        "--rows",
+        autocompletion=complete.rows,
+        help="Comma-separated row names (default: every runnable row).",
+    ),
+    scale: str = complete.choice(
+        SCALES, "paper", "--scale", "-s", help="paper: the real data; the others generate it."
+    ),
     seeds: str | None = typer.Option(None, "--seeds", help="Comma-separated seeds (default: the spec's)."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan (rows, data, steps, GPU-hours) and stop."),
     resume: bool = typer.Option(
@@ -530,38 +802,94 @@ def run_command(
         min=1,
         help="Runs at a time, each in its own process (default: the spec's scale setting, else 1).",
     ),
+    limit: int | None = typer.Option(
+        None, "--limit", min=1, help="Paper scale: only the first N questions of each split (a partial run, a variant)."
+    ),
 ) -> None:
     """Train and evaluate every runnable row of a table, write results, print the table.
 
-    Example: [bold]repro run table5-ablation --scale synthetic --seeds 0,1[/]
+    Example: [bold]repro run table5-ablation --scale synthetic --rows ROW --seeds 0 recipe.epochs=2[/]
     """
-    _run(ident, rows, scale, seeds, dry_run, resume, workdir, rebaseline, jobs, force)
+    _run(ident, rows, scale, seeds, dry_run, resume, workdir, rebaseline, jobs, force, overrides, limit)
 
 
 @command("train")
 def train_command(
-    ident: str = typer.Argument(..., metavar="ID", help="Experiment id, e.g. table5-ablation."),
-    row: str = typer.Option(..., "--row", help="The row to train (a name `repro show ID` lists)."),
-    scale: str = typer.Option("paper", "--scale", "-s", help="paper, synthetic or smoke."),
+    ident: str = target_argument(),
+    overrides: list[str] | None = overrides_argument(OVERRIDES_HELP),
+    row: str = typer.Option(
+        ..., "--row", "-r", autocompletion=complete.rows, help="The row to train (a name `repro show ID` lists)."
+    ),
+    scale: str = complete.choice(
+        SCALES, "paper", "--scale", "-s", help="paper: the real data; the others generate it."
+    ),
     seed: int | None = typer.Option(None, "--seed", help="One seed (default: the spec's seeds)."),
     resume: bool = typer.Option(False, "--resume", help="Continue from the last checkpoint."),
     workdir: str | None = typer.Option(None, "--workdir", help="Checkpoints and logs (default: $REPRO_DATA_DIR/runs)."),
     force: bool = typer.Option(
         False, "--force", help="Replace a stored result of this seed and start over its checkpoint."
     ),
+    limit: int | None = typer.Option(
+        None, "--limit", min=1, help="Paper scale: only the first N questions of each split (a partial run, a variant)."
+    ),
 ) -> None:
     """Train and evaluate one row of a table.
 
     Example: [bold]repro train table5-ablation --row ROW --scale smoke --resume[/]
     """
-    _run(ident, row, scale, None if seed is None else str(seed), False, resume, workdir, force=force)
+    _run(
+        ident,
+        row,
+        scale,
+        None if seed is None else str(seed),
+        False,
+        resume,
+        workdir,
+        force=force,
+        overrides=overrides,
+        limit=limit,
+    )
+
+
+@command("cp")
+def cp_command(
+    ident: str = typer.Argument(
+        ..., metavar="ID", autocompletion=complete.experiment_ids, help="Experiment id to copy, e.g. table5-ablation."
+    ),
+    dest: Path = typer.Argument(..., metavar="FILE", help="Where to write the copy (.yaml)."),
+    force: bool = typer.Option(False, "--force", help="Replace FILE if it exists."),
+) -> None:
+    """Copy a spec to edit it; `repro run FILE` runs the copy, its results kept apart as a variant.
+
+    Example: [bold]repro cp table5-ablation ./my.yaml[/]
+    """
+    from repro.specs import resolve
+    from repro.utils import atomic_open
+
+    spec = resolve(ident)
+    if dest.suffix not in (".yaml", ".yml"):
+        raise ReproError(f"{dest}: a spec file ends in .yaml")
+    if dest.exists() and not force:
+        raise ReproError(f"{dest} exists; pass --force to replace it")
+    with atomic_open(dest) as handle:
+        handle.write(spec.path.read_text(encoding="utf-8"))
+    console.print(
+        f"wrote {escape(str(dest))} (a copy of {spec.id}); edit it, then `repro run {escape(str(dest))} --scale ...`: "
+        f"its results go to results/variants/, never over {spec.id}'s",
+        highlight=False,
+        soft_wrap=True,
+    )
 
 
 @command("model")
 def model_command(
-    ident: str = typer.Argument(..., metavar="ID", help="Experiment id, e.g. table6-complexity."),
-    row: str = typer.Option(..., "--row", "-r", help="The row (a name `repro show ID` lists)."),
-    fmt: str = typer.Option("rich", "--format", "-f", help="rich or json."),
+    ident: str = typer.Argument(
+        ..., metavar="ID", autocompletion=complete.experiment_ids, help="Experiment id, e.g. table6-complexity."
+    ),
+    row: str = typer.Option(
+        ..., "--row", "-r", autocompletion=complete.rows, help="The row (a name `repro show ID` lists)."
+    ),
+    fmt: str = complete.choice(RICH_OR_JSON, "rich", "--format", "-f", help="Output format."),
 ) -> None:
     """What a row trains, without data: each model's task, parameters and FLOPs per sample at the paper's sizes.
 
@@ -572,8 +900,6 @@ def model_command(
     from repro import families
     from repro.specs import resolve
 
-    if fmt not in ("rich", "json"):
-        raise ReproError(f"--format must be rich or json, not {fmt!r}")
     spec = resolve(ident)
     the_row = spec.row(row)
     if the_row.cited:
@@ -624,10 +950,12 @@ def family_paper(row) -> str:
 
 @command("download")
 def download_command(
-    names: list[str] | None = typer.Argument(None, metavar="[NAME]...", help="Datasets to fetch (see --list)."),
+    names: list[str] | None = typer.Argument(
+        None, metavar="[NAME]...", autocompletion=complete.datasets, help="Datasets to fetch (see --list)."
+    ),
     list_: bool = typer.Option(False, "--list", "-l", help="Show every dataset, its size and what is verified."),
     verify: bool = typer.Option(False, "--verify", help="Rehash files already recorded as verified."),
-    fmt: str = typer.Option("rich", "--format", "-f", help="For --list: rich or json."),
+    fmt: str = complete.choice(RICH_OR_JSON, "rich", "--format", "-f", help="For --list: the output format."),
 ) -> None:
     """Fetch datasets into REPRO_DATA_DIR: resumable, checksummed, extracted safely.
 
@@ -658,7 +986,10 @@ def download_command(
 @command("prepare")
 def prepare_command(
     name: str = typer.Argument(
-        ..., metavar="NAME", help="A downloaded dataset or feature set with a preparation step, or depth."
+        ...,
+        metavar="NAME",
+        autocompletion=complete.datasets,
+        help="A downloaded dataset or feature set with a preparation step, or depth.",
     ),
     source: Path | None = typer.Option(
         None, "--source", help="Folder with the downloaded files (default: REPRO_DATA_DIR/<dataset>)."
@@ -682,7 +1013,9 @@ def prepare_command(
 
 @command("submit")
 def submit_command(
-    target: str | None = typer.Argument(None, metavar="TARGET", help="An evaluation target (omit to list them)."),
+    target: str | None = typer.Argument(
+        None, metavar="TARGET", autocompletion=complete.targets, help="An evaluation target (omit to list them)."
+    ),
     predictions: str | None = typer.Option(
         None, "--predictions", "-p", help="Prediction file: JSON array or JSON lines."
     ),
@@ -745,7 +1078,7 @@ def submit_command(
 
 @command("eval")
 def eval_command(
-    metric: str = typer.Option(..., "--metric", "-m", help=f"One of {', '.join(METRIC_NAMES)}."),
+    metric: str = complete.choice(METRIC_NAMES, ..., "--metric", "-m", help="The metric.", what="metric"),
     annotations: Path = typer.Option(
         ..., "--annotations", "-a", help="Ground truth: an official file or [{question_id, answers}]."
     ),
@@ -762,6 +1095,7 @@ def eval_command(
         help="Reference version: " + "; ".join(f"{m} {'|'.join(v)}" for m, v in METRIC_VARIANTS.items()) + ".",
     ),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object: metric, aggregate, n."),
+    fmt_name: str = complete.choice(RICH_OR_JSON, "rich", "--format", "-f", help="Output format (json = --json)."),
     per_item: Path | None = typer.Option(None, "--per-item", help="Write {question_id: score} to this file."),
     digits: int | None = typer.Option(None, "--round", help="Round like the official script (e.g. --round 2)."),
 ) -> None:
@@ -777,7 +1111,7 @@ def eval_command(
     result = evaluate_with_progress(metric, annotations, predictions, questions, threshold, variant, err_console)
     if per_item is not None:
         write_per_item(per_item, result, digits)
-    if as_json:
+    if as_json or fmt_name == "json":
         out = to_json(result, digits)
         out.setdefault("variant", variant or METRIC_VARIANTS.get(metric, (None,))[0])
         out.setdefault("toolkit_version", __version__)
@@ -788,7 +1122,7 @@ def eval_command(
 
 def main() -> None:
     """Console-script entry point."""
-    app()
+    app(prog_name="repro")
 
 
 if __name__ == "__main__":

@@ -28,7 +28,7 @@ from typing import Any
 
 from repro import __version__
 from repro.errors import ReproError
-from repro.paths import REPO_DIR, results_dir
+from repro.paths import REPO_DIR, in_checkout, results_dir
 from repro.specs import Row, Spec, row_slug
 from repro.utils import now_iso, write_json_atomic  # noqa: F401 (re-exported until every caller imports utils)
 
@@ -51,6 +51,7 @@ class Result:
     date: str = ""
     toolkit_version: str = __version__
     extra: dict[str, Any] = field(default_factory=dict)  # anything else a run wants to keep
+    variant: dict[str, Any] | None = None  # overrides, --limit or a spec file: not the committed spec (repro.variants)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -101,6 +102,7 @@ class SeedResult:
     finished: str = ""
     wall_time_s: float = 0.0
     toolkit_version: str = __version__
+    variant: dict[str, Any] | None = None  # overrides, --limit or a spec file: not the committed spec (repro.variants)
     legacy: bool = False  # rebuilt from an older record that kept only per-seed metrics
 
     def to_json(self) -> dict[str, Any]:
@@ -242,6 +244,7 @@ def aggregate(spec: Spec, row: Row, scale: str, seeds: dict[int, SeedResult]) ->
         wall_time_s=round(sum(u.wall_time_s for u in units), 2),
         date=latest.finished,
         extra=extra,
+        variant=latest.variant,
     )
 
 
@@ -315,15 +318,31 @@ def config_hash(config: Any) -> str:
 
 
 def git_commit() -> str:
-    """HEAD of the checkout the toolkit runs from, `-dirty` when tracked or untracked files differ;
-    `unknown` outside a checkout (an installed wheel) or without git."""
+    """HEAD of the checkout the toolkit runs from, `-dirty` when tracked or untracked files differ; installed
+    from a git URL, the commit pip recorded; otherwise `unknown (repro <version>, installed)` or `unknown`."""
     state = git_state()
-    return state["commit"] + ("-dirty" if state["dirty"] else "") if state["commit"] else "unknown"
+    if state["commit"]:
+        return state["commit"] + ("-dirty" if state["dirty"] else "")
+    return f"unknown (repro {__version__}, installed)" if state.get("installed") else "unknown"
+
+
+def installed_commit() -> str:
+    """The commit pip recorded for `pip install git+URL@REV` (direct_url.json), or ""."""
+    from importlib import metadata
+
+    try:
+        text = metadata.distribution("repro").read_text("direct_url.json") or "{}"
+        return str(json.loads(text).get("vcs_info", {}).get("commit_id", ""))
+    except (metadata.PackageNotFoundError, ValueError, AttributeError):
+        return ""
 
 
 def git_state() -> dict[str, Any]:
     """Commit, whether the code is dirty, and which files differ (untracked ones included; results/ is what
-    runs write, not code, and is left out)."""
+    runs write, not code, and is left out). An installed package is no checkout (git would answer for
+    whatever repository surrounds site-packages): its commit is the one pip recorded, if any."""
+    if not in_checkout():
+        return {"commit": installed_commit(), "dirty": False, "changed": [], "installed": __version__}
     try:
         head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO_DIR, capture_output=True, text=True, timeout=10)
         status = subprocess.run(

@@ -11,6 +11,10 @@ Scale settings come from the spec's `scales.<scale>` mapping:
   sizes:     model sizes that override the paper's (d_model, layers, heads, ...)
   recipe:    overrides of the training recipe (epochs, batch_size, lr, ...)
   seeds:     the seeds to run; results report mean and standard deviation across them
+
+A run with `key=value` overrides, `--limit` or a spec file of its own is a variant
+(`repro.variants`): its settings and rows are changed and checked before anything runs, and its
+records and checkpoints are kept apart from those of the spec as written.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import math
 import os
 import time
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -39,6 +44,7 @@ from repro.results import (
 )
 from repro.specs import Row, Spec
 from repro.utils import now_iso
+from repro.variants import Variant
 
 
 @dataclass
@@ -58,6 +64,12 @@ class Plan:
     rows: list[Row]
     steps: list[Step] = field(default_factory=list)
     data: list[str] = field(default_factory=list)
+    settings: dict[str, Any] = field(default_factory=dict)  # the scale's settings, overrides applied
+    variant: Variant = field(default_factory=Variant)
+
+    @property
+    def results_root(self) -> Path | None:
+        return self.variant.results_root()
 
 
 def scale_settings(spec: Spec, scale: str) -> dict[str, Any]:
@@ -104,16 +116,30 @@ def data_commands(spec: Spec) -> list[str]:
     return lines
 
 
-def make_plan(spec: Spec, scale: str, row_names: list[str] | None = None, seeds: list[int] | None = None) -> Plan:
+def make_plan(
+    spec: Spec,
+    scale: str,
+    row_names: list[str] | None = None,
+    seeds: list[int] | None = None,
+    variant: Variant | None = None,
+) -> Plan:
+    variant = variant or Variant()
     settings = scale_settings(spec, scale)
     rows = select_rows(spec, row_names)
+    if variant.overrides:
+        from repro.variants import apply
+
+        settings, rows = apply(spec, scale, settings, rows, variant.overrides)
+    if variant.limit is not None:
+        _check_limit(spec, scale, rows, variant.limit)
     seeds = seeds if seeds is not None else list(settings.get("seeds", [0]))
-    plan = Plan(spec=spec, scale=scale, rows=rows)
+    plan = Plan(spec=spec, scale=scale, rows=rows, settings=settings, variant=variant)
     if any(r.model for r in rows):
         if scale == "paper":
             plan.data = data_commands(spec)
         else:
-            plan.data = [f"generated {scale} data for {', '.join(spec.datasets)} ({settings.get('generator', {})})"]
+            generator = ", ".join(f"{k}={v}" for k, v in (settings.get("generator") or {}).items())
+            plan.data = [f"generated {scale} data for {', '.join(spec.datasets)} ({generator or 'defaults'})"]
     for row in rows:
         if row.compute is not None:
             ready = _compute_task(row, spec.paper) is not None
@@ -124,6 +150,18 @@ def make_plan(spec: Spec, scale: str, row_names: list[str] | None = None, seeds:
         detail = f"{spec.recipe or '(no recipe)'}: {row.config.model_dump_json(exclude_defaults=True)}"
         plan.steps.append(Step(row, "train", list(seeds), detail, gpu, ready=family is not None))
     return plan
+
+
+def _check_limit(spec: Spec, scale: str, rows: list[Row], limit: int) -> None:
+    """--limit N: a quick, partial look at real data; only families that read `RunContext.limit` take it."""
+    if limit < 1:
+        raise ReproError(f"--limit must be at least 1, not {limit}")
+    if scale != "paper":
+        raise ReproError(f"--limit is for paper-scale data; at scale {scale} the data is generated (try --scale smoke)")
+    for row in rows:
+        family = family_of(row)
+        if row.compute is not None or family is None or not getattr(family, "SUPPORTS_LIMIT", False):
+            raise ReproError(f"{spec.id} row {row.name!r}: --limit is not supported by the code that runs it")
 
 
 # --- execution ------------------------------------------------------------------------------------
@@ -147,7 +185,9 @@ def _compute_task(row: Row, paper: str) -> ComputeFn | None:
     return None
 
 
-def resolved_config(spec: Spec, row: Row, scale: str, settings: dict[str, Any]) -> dict[str, Any]:
+def resolved_config(
+    spec: Spec, row: Row, scale: str, settings: dict[str, Any], variant: Variant | None = None
+) -> dict[str, Any]:
     """Everything that decides what a unit computes, except its seed: hashed into `config_hash`."""
     recipe = None
     if spec.recipe and row.model is not None:
@@ -163,6 +203,7 @@ def resolved_config(spec: Spec, row: Row, scale: str, settings: dict[str, Any]) 
         "compute": row.compute,
         "recipe": recipe,
         "settings": {k: v for k, v in settings.items() if k not in ("seeds", "jobs", "tolerance", "fingerprint")},
+        **({"variant": variant.to_json()} if variant is not None and not variant.empty else {}),
     }
 
 
@@ -195,7 +236,7 @@ def _units_to_run(plan: Plan, workdir: Path, resume: bool, force: bool) -> list[
     spec, scale = plan.spec, plan.scale
     units, clashes = [], []
     for step in plan.steps:
-        stored = read_seed_results(spec, step.row, scale)
+        stored = read_seed_results(spec, step.row, scale, plan.results_root)
         for seed in step.seeds:
             if seed in stored and not force:
                 if resume:
@@ -204,11 +245,11 @@ def _units_to_run(plan: Plan, workdir: Path, resume: bool, force: bool) -> list[
             units.append((step, seed))
     if clashes:
         raise ReproError(
-            f"{spec.id} at scale {scale} already has results for {', '.join(clashes)}; pass --force to "
-            f"replace them, or --resume to keep them and run only the missing seeds"
+            f"{spec.id} at scale {scale}{_variant_words(plan)} already has results for {', '.join(clashes)}; "
+            f"pass --force to replace them, or --resume to keep them and run only the missing seeds"
         )
     if not resume and not force:
-        started = [unit_dir(workdir, spec, scale, step.row, seed) for step, seed in units]
+        started = [unit_dir(workdir, spec, scale, step.row, seed, plan.variant) for step, seed in units]
         started = [d for d in started if (d / "last.pt").exists()]
         if started:
             raise ReproError(
@@ -218,7 +259,14 @@ def _units_to_run(plan: Plan, workdir: Path, resume: bool, force: bool) -> list[
     return units
 
 
-def unit_dir(workdir: Path, spec: Spec, scale: str, row: Row, seed: int) -> Path:
+def _variant_words(plan: Plan) -> str:
+    return "" if plan.variant.empty else f" (variant {plan.variant.name})"
+
+
+def unit_dir(workdir: Path, spec: Spec, scale: str, row: Row, seed: int, variant: Variant | None = None) -> Path:
+    """A unit's checkpoints and logs; a variant's are kept apart from the spec's own."""
+    if variant is not None and not variant.empty:
+        workdir = workdir / "variants" / variant.name
     return workdir / spec.id / scale / row.slug / f"seed{seed}"
 
 
@@ -232,24 +280,27 @@ def execute(
     jobs: int | None = None,
     on_row: Callable[[Result], None] | None = None,
     on_unit: Callable[[str, int, dict[str, float], float], None] | None = None,
+    monitor: Callable[[dict], Any] | None = None,
 ) -> list[Result]:
     """Run every (row, seed) of a plan, `jobs` at a time. Each unit's record is written as soon as it
     finishes and its row's record (mean, std over every seed present) rebuilt, so an interrupted table
     keeps what finished; stored seeds are replaced only with `force`.
 
-    With jobs > 1 each run is a separate process using cpu_count / jobs threads, and progress bars
-    give way to one line per finished run.
+    With jobs > 1 each run is a separate process using cpu_count / jobs threads. `monitor`, given
+    {(row, seed): repro.monitor.Unit}, returns the display (`repro.monitor.RunMonitor`) that shows
+    every unit's progress and a line per finished unit; without one, units show their own bars when
+    they run in this process.
     """
-    spec, scale = plan.spec, plan.scale
-    settings = scale_settings(spec, scale)
+    spec, scale, settings, root = plan.spec, plan.scale, plan.settings, plan.results_root
     jobs = max(1, int(jobs or settings.get("jobs", 1)))
     for step in plan.steps:  # fail before any training
         if not step.ready:
             raise ReproError(f"{spec.id} row {step.row.name!r} ({step.kind}: {step.detail}) is not implemented yet")
     units = _units_to_run(plan, workdir, resume, force)
+    jobs = min(jobs, max(len(units), 1))  # a lone unit runs here, with every thread
     for family in {family_of(s.row) for s in plan.steps if s.kind == "train"}:
         family.prepare_data(spec, scale, settings)  # generated once, before runs start in parallel
-    configs = {step.row.name: resolved_config(spec, step.row, scale, settings) for step in plan.steps}
+    configs = {step.row.name: resolved_config(spec, step.row, scale, settings, plan.variant) for step in plan.steps}
     started_in = environment()  # the checkout and packages as the run starts
     if jobs > 1:
         started_in["threads"] = max(1, (os.cpu_count() or 1) // jobs)  # each worker's share
@@ -262,15 +313,17 @@ def execute(
             scale=scale,
             settings=settings,
             seed=seed,
-            workdir=unit_dir(workdir, spec, scale, step.row, seed),
+            workdir=unit_dir(workdir, spec, scale, step.row, seed, plan.variant),
             resume=resume,
-            progress=progress,
+            progress=progress and monitor is None,
+            limit=plan.variant.limit,
+            results_root=root,
         )
 
     def finished(step: Step, seed: int, outcome: tuple[RowRun, str, str, float]) -> None:
         run, started_at, finished_at, seconds = outcome
         config = configs[step.row.name]
-        write_seed_result(
+        record = write_seed_result(
             spec,
             SeedResult(
                 spec=spec.id,
@@ -290,22 +343,37 @@ def execute(
                 started=started_at,
                 finished=finished_at,
                 wall_time_s=round(seconds, 2),
+                variant=plan.variant.to_json(),
             ),
+            root,
             rebaseline=rebaseline,
         )
-        write_result(aggregate(spec, step.row, scale, read_seed_results(spec, step.row, scale)), spec)
+        write_result(aggregate(spec, step.row, scale, read_seed_results(spec, step.row, scale, root)), spec, root)
+        if display is not None:
+            display.finished((step.row.name, seed), run.metrics, seconds, record)
         if on_unit:
             on_unit(step.row.name, seed, run.metrics, seconds)
 
-    if jobs == 1:
-        for step, seed in units:
-            finished(step, seed, _run_unit(context(step, seed, True)))
-    else:
-        _run_parallel(units, jobs, context, finished)
+    display = None
+    if monitor is not None:
+        from repro.monitor import Unit
+
+        display = monitor(
+            {
+                (step.row.name, seed): Unit(f"{step.row.name} s{seed}", context(step, seed, False).workdir)
+                for step, seed in units
+            }
+        )
+    with display if display is not None else nullcontext():
+        if jobs == 1:
+            for step, seed in units:
+                finished(step, seed, _run_unit(context(step, seed, True)))
+        else:
+            _run_parallel(units, jobs, context, finished)
 
     out: list[Result] = []
     for step in plan.steps:
-        stored = read_seed_results(spec, step.row, scale)
+        stored = read_seed_results(spec, step.row, scale, root)
         if stored:
             out.append(aggregate(spec, step.row, scale, stored))
             if on_row:

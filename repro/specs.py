@@ -169,8 +169,9 @@ def _kind_name(kind: type | tuple) -> str:
     return names.get(kind, kind.__name__)
 
 
-def parse_spec(path: Path) -> Spec:
-    """Load and validate one spec file; raise ReproError with `file:line: message` when it is wrong."""
+def parse_spec(path: Path, in_tree: bool = True) -> Spec:
+    """Load and validate one spec file; raise ReproError with `file:line: message` when it is wrong.
+    `in_tree=False`: a copy outside the experiments folder (`repro cp`), which may live anywhere."""
     data, loc = read_yaml(path, "spec")
     _expect(loc, (), data, dict, "a spec")
     unknown_keys(loc, (), data, _SPEC_KEYS, "spec")
@@ -181,7 +182,7 @@ def parse_spec(path: Path) -> Spec:
         _expect(loc, (key,), data[key], str, key)
     if data["paper"] not in papers():
         raise loc.error(("paper",), f"unknown paper {data['paper']!r}; one of {', '.join(papers())}")
-    if path.parent.name != data["paper"] or path.stem != data["id"]:
+    if in_tree and (path.parent.name != data["paper"] or path.stem != data["id"]):
         raise loc.error(
             ("id",),
             f"spec {data['id']!r} of {data['paper']!r} must live at experiments/{data['paper']}/{data['id']}.yaml",

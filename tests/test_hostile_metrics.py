@@ -448,6 +448,13 @@ USUAL = {
     ),
     "recall": (st.fixed_dictionaries({"answer": ranked}), ranked),
     "grounding": (st.fixed_dictionaries({"bbox": boxes_xywh}), st.one_of(st.none(), boxes_xywh)),
+    "gqa": (
+        st.fixed_dictionaries(
+            {"answer": words, "types": st.fixed_dictionaries({"structural": st.sampled_from(["query", "verify"])})},
+            optional={"isBalanced": st.booleans()},
+        ),
+        words,
+    ),
 }
 gold_values = st.one_of(
     st.fixed_dictionaries({"answers": st.one_of(st.lists(st.text(max_size=3), max_size=3), answers)}),

@@ -24,6 +24,8 @@ import json
 import os
 import shutil
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +49,21 @@ def _fsync_dir(path: Path) -> None:
         pass
     finally:
         os.close(fd)
+
+
+@contextmanager
+def staged_dir(final: Path) -> Iterator[Path]:
+    """A temporary folder next to `final` to fill; it replaces `final` (`replace_dir`) when the block ends
+    normally and is removed when the block raises, so no partial folder is ever left looking complete."""
+    final = Path(final)
+    final.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.tmp-", dir=final.parent))
+    try:
+        yield tmp
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    replace_dir(tmp, final)
 
 
 def replace_dir(tmp: Path, final: Path) -> None:

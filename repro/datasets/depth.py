@@ -13,6 +13,9 @@ Choices where the paper is silent, recorded here:
 - `depth_peak` is the peak bin index 0..15 (ties go to the nearer, lower bin); `peak_gray_value`
   turns it into the gray value at the bin centre (16 * bin + 7.5), which is never 0, so the
   log-ratios of eq. (4) stay finite.
+- Two more scalar readings per box, for DSGANet's `depth_value` choices: `depth_mean`, the mean gray
+  value of the box's pixels inside its peak bin (the bin centre when the box has no pixel), and
+  `depth_mode`, its most frequent gray value.
 - Grid cells: the map is split into rows x cols regions with rounded equal boundaries, numbered
   row-major (index = row * cols + col).
 """
@@ -94,6 +97,20 @@ def box_histograms(
     return hist, hist.argmax(1)
 
 
+def region_readings(depth: np.ndarray, regions: np.ndarray, bins: int = BINS) -> dict[str, np.ndarray]:
+    """Per integer region [n, 4]: `depth_hist`, `depth_peak`, `depth_mean` (mean gray value inside the peak
+    bin) and `depth_mode` (most frequent gray value)."""
+    hist = region_histograms(depth, regions, bins)
+    peak = hist.argmax(1)
+    mean, mode = np.zeros(len(regions), np.float32), np.zeros(len(regions), np.float32)
+    for k, (x1, y1, x2, y2) in enumerate(regions):
+        pixels = depth[y1:y2, x1:x2].ravel().astype(np.int64)
+        inside = pixels[pixels * bins // 256 == peak[k]]
+        mean[k] = inside.mean() if len(inside) else (peak[k] + 0.5) * 256 / bins
+        mode[k] = np.bincount(pixels, minlength=256).argmax() if len(pixels) else mean[k]
+    return {"depth_hist": hist, "depth_peak": peak, "depth_mean": mean, "depth_mode": mode}
+
+
 def grid_regions(map_shape: tuple[int, int], rows: int, cols: int) -> np.ndarray:
     mh, mw = map_shape
     ys = np.round(np.linspace(0, mh, rows + 1)).astype(np.int64)
@@ -132,7 +149,8 @@ def index_depth_maps(depth_dir: Path) -> dict[int, Path]:
 
 
 def add_depth_to_store(store_path: Path, depth_dir: Path, progress: Progress | None = None) -> Path:
-    """Compute `depth_hist` / `depth_peak` for every box of a feature store from its images' depth maps."""
+    """Compute `depth_hist`, `depth_peak`, `depth_mean` and `depth_mode` for every box of a feature store
+    from its images' depth maps (`region_readings`)."""
     store = FeatureStore.open(store_path)
     maps = index_depth_maps(depth_dir)
     missing = [int(i) for i in store.image_ids if int(i) not in maps]
@@ -141,16 +159,23 @@ def add_depth_to_store(store_path: Path, depth_dir: Path, progress: Progress | N
             f"{depth_dir}: no depth map for {len(missing)} of {len(store)} images of {store_path} "
             f"(e.g. image {missing[0]}; expected <name>_<image id>.png)"
         )
-    hist = np.zeros((len(store), store.max_boxes, BINS), np.float16)
-    peak = np.zeros((len(store), store.max_boxes), np.uint8)
+    out = {
+        "depth_hist": np.zeros((len(store), store.max_boxes, BINS), np.float16),
+        "depth_peak": np.zeros((len(store), store.max_boxes), np.uint8),
+        "depth_mean": np.zeros((len(store), store.max_boxes), np.float32),
+        "depth_mode": np.zeros((len(store), store.max_boxes), np.float32),
+    }
     bar = Bar(progress, f"depth {Path(store_path).name}", len(store))
     for row, image_id in enumerate(store.image_ids.tolist()):
         item = store.get(image_id)
         n = item["count"]
-        h, p = box_histograms(load_depth_map(maps[image_id]), item["boxes"][:n], item["width"], item["height"])
-        hist[row, :n], peak[row, :n] = h, p
+        if n:
+            depth = load_depth_map(maps[image_id])
+            regions = box_regions(np.asarray(item["boxes"][:n], np.float64), item["width"], item["height"], depth.shape)
+            for key, value in region_readings(depth, regions).items():
+                out[key][row, :n] = value
         bar.advance(1)
     info = {"source": folder_digest(Path(depth_dir), "**/*.png"), "bins": BINS}
-    FeatureStore.write_extra(Path(store_path), "depth_hist", hist, info)
-    FeatureStore.write_extra(Path(store_path), "depth_peak", peak, info)
+    for key, value in out.items():
+        FeatureStore.write_extra(Path(store_path), key, value, info)
     return Path(store_path)

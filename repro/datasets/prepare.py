@@ -8,6 +8,9 @@ Outputs under `<data_dir>/prepared/`:
 - `features/tgif-qa/{resnet,c3d}.store`         TGIF-QA frame features from PSAC's HDF5 files
   (repro.datasets.tgif_features; `--source` or `<data_dir>/tgif-qa-features`), after checking that the
   question files are in the TGIF-QA folder (repro.datasets.tgif)
+- `gqa/`                                        GQA balanced questions, vocabularies, targets (repro.datasets.gqa)
+- `features/gqa-features/{objects,spatial}.store/` GQA's released object and spatial (7 x 7 grid) features
+- `depth-maps/<images folder>/`                  depth PNGs estimated by GLPN-NYU (repro.datasets.depth_estimation)
 - `depth`: adds DSGANet depth histograms to an existing store (`--store`, maps in `--source`)
 """
 
@@ -26,7 +29,8 @@ from repro.paths import data_dir
 
 TSV_SOURCES = ("bottom-up-36", "bottom-up-adaptive")
 NPZ_SOURCES = ("openvqa-features",)
-TARGETS = (*VQA_DATASETS, *TSV_SOURCES, *NPZ_SOURCES, "tgif-qa", "depth")
+GQA_TARGETS = ("gqa", "gqa-features")
+TARGETS = (*VQA_DATASETS, *TSV_SOURCES, *NPZ_SOURCES, *GQA_TARGETS, "tgif-qa", "depth-maps", "depth")
 GLOVE_FILE = "glove.840B.300d.txt"
 
 
@@ -72,6 +76,16 @@ def prepare(
         ]
     if name == "tgif-qa":
         return prepare_tgif(source, root, force, progress)
+    if name in GQA_TARGETS:
+        return _prepare_gqa(name, source or root / name, root, force)
+    if name == "depth-maps":
+        from repro.datasets.depth_estimation import depth_maps
+
+        if source is None:
+            raise ReproError("prepare depth-maps needs --source (a folder of images)")
+        return [
+            depth_maps(source, prepared_dir("depth-maps", root) / Path(source).name, force=force, progress=progress)
+        ]
     if name == "depth":
         from repro.datasets.depth import add_depth_to_store
 
@@ -135,4 +149,27 @@ def prepare_tgif(source: Path | None, root: Path, force: bool, progress: Progres
             f"frame features prepared in {', '.join(map(str, outputs))}, but {questions} lacks "
             f"{len(missing)} question file(s): {'; '.join(missing)} (repro download tgif-qa)"
         )
+    return outputs
+
+
+def _prepare_gqa(name: str, src: Path, root: Path, force: bool) -> list[Path]:
+    from repro.datasets import gqa
+
+    if not src.is_dir():
+        raise ReproError(f"{src}: no such folder; run repro download {name} first (or pass --source)")
+    if name == "gqa":
+        return [gqa.prepare_gqa(src, prepared_dir("gqa", root), force=force)]
+    outputs = []
+    for kind in ("objects", "spatial"):
+        info = find_file(src, gqa.OBJECTS_INFO if kind == "objects" else gqa.SPATIAL_INFO)
+        if info is None:
+            continue
+        h5s = sorted(p for p in info.parent.glob(f"gqa_{kind}_*.h5") if _visible(p, src))
+        out = feature_store_dir(name, root) / f"{kind}.store"
+        manifest = build_manifest("feature-store", [file_digest(p) for p in (info, *h5s)], {"kind": kind})
+        if force or not is_current((read_manifest(out / "meta.json") or {}).get("manifest"), manifest):
+            gqa.store_from_gqa(src, kind, out, meta={"manifest": manifest})
+        outputs.append(out)
+    if not outputs:
+        raise ReproError(f"{src}: no {gqa.OBJECTS_INFO} or {gqa.SPATIAL_INFO} (are the zips extracted?)")
     return outputs

@@ -29,8 +29,6 @@ COCO-QA has no question ids; a question's id is its line number (from 0) within 
 from __future__ import annotations
 
 import json
-import shutil
-import tempfile
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,7 +39,7 @@ from rich.progress import Progress
 
 from repro.data.manifest import build_manifest, file_digest, is_current, read_manifest
 from repro.data.progress import Bar
-from repro.data.store import replace_dir
+from repro.data.store import staged_dir
 from repro.datasets.vqa_text import MAX_TOKENS, PAD, UNK, encode, load_glove, normalize_answer, soft_score, tokenize
 from repro.errors import ReproError
 from repro.utils import write_json_atomic
@@ -284,9 +282,7 @@ def prepare_vqa(
     answers = build_answer_vocab(dataset, splits, answer_min_count)
     answer_index = {a: i for i, a in enumerate(answers)}
 
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.tmp-", dir=out_dir.parent))
-    try:
+    with staged_dir(out_dir) as tmp:
         write_json_atomic(tmp / "token_vocab.json", token_vocab)
         write_json_atomic(tmp / "answer_vocab.json", answers)
         stats: dict[str, Any] = {"tokens": len(token_vocab), "answers": len(answers)}
@@ -300,36 +296,42 @@ def prepare_vqa(
             stats["tokens_with_vectors"] = sum(1 for w in token_vocab if w in vectors and w not in (PAD, UNK))
         bar = Bar(progress, f"tokenise {dataset}", sum(len(v) for v in splits.values()))
         for split, questions in splits.items():
-            tokens = np.zeros((len(questions), max_tokens), np.int64)
-            for i, q in enumerate(questions):
-                tokens[i] = encode(tokenize(q.question), token_vocab, max_tokens)
+            arrays = question_arrays(questions, token_vocab, answer_index, max_tokens, vqa_scores=dataset != "coco-qa")
             bar.advance(len(questions))
-            arrays: dict[str, np.ndarray] = {
-                "question_id": np.array([q.question_id for q in questions], np.int64),
-                "image_id": np.array([q.image_id for q in questions], np.int64),
-                "tokens": tokens,
-                "answer_type": np.array([q.answer_type for q in questions], dtype=str),
-                "question_type": np.array([q.question_type for q in questions], dtype=str),
-                "answer": np.array([q.answer for q in questions], dtype=str),
-            }
-            has_answers = all(q.answers is not None for q in questions) and bool(questions)
-            if has_answers:
-                arrays["target_index"], arrays["target_score"] = targets(
-                    questions, answer_index, vqa_scores=dataset != "coco-qa"
-                )
             np.savez(tmp / f"{split}.questions.npz", **arrays)
             stats[split] = {
                 "questions": len(questions),
                 "images": len({q.image_id for q in questions}),
-                "answers": has_answers,
+                "answers": "target_index" in arrays,
             }
         manifest["stats"] = stats
         write_json_atomic(tmp / "manifest.json", manifest)
-        replace_dir(tmp, out_dir)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return out_dir
+
+
+def question_arrays(
+    questions: list[Question],
+    token_vocab: dict[str, int],
+    answer_index: dict[str, int],
+    max_tokens: int,
+    vqa_scores: bool,
+) -> dict[str, np.ndarray]:
+    """The arrays of a `<split>.questions.npz`: ids, tokens, types, the answer and, when every question has
+    answers, the targets (`targets`)."""
+    tokens = np.zeros((len(questions), max_tokens), np.int64)
+    for i, q in enumerate(questions):
+        tokens[i] = encode(tokenize(q.question), token_vocab, max_tokens)
+    arrays: dict[str, np.ndarray] = {
+        "question_id": np.array([q.question_id for q in questions], np.int64),
+        "image_id": np.array([q.image_id for q in questions], np.int64),
+        "tokens": tokens,
+        "answer_type": np.array([q.answer_type for q in questions], dtype=str),
+        "question_type": np.array([q.question_type for q in questions], dtype=str),
+        "answer": np.array([q.answer for q in questions], dtype=str),
+    }
+    if questions and all(q.answers is not None for q in questions):
+        arrays["target_index"], arrays["target_score"] = targets(questions, answer_index, vqa_scores=vqa_scores)
+    return arrays
 
 
 def load_split(prepared_dir: Path, split: str) -> dict[str, np.ndarray]:
@@ -354,3 +356,42 @@ def write_vqa_layout(
     common = {"info": info, "data_type": "mscoco", "data_subtype": subtype, "license": {"name": "generated", "url": ""}}
     write_json_atomic(questions_path, {**common, "task_type": "Open-Ended", "questions": questions})
     write_json_atomic(annotations_path, {**common, "annotations": annotations})
+
+
+# --- statistics of the official files ----------------------------------------------------------
+
+STATISTICS_SPLITS = ("train", "val", "test")  # test: all of test2015 (test-dev is a part of it)
+
+
+def statistics(dataset: str, root: Path) -> dict[str, Any]:
+    """Images (distinct image_id of the questions), questions, and human answers (every entry of each
+    annotation's `answers`, 10 per question in VQA v2) per split whose question file is under `root`;
+    "all" sums questions and answers and takes the union of images when every split is present
+    (answers only when every split has annotations: the test answers are not public)."""
+    splits: dict[str, dict[str, Any]] = {}
+    images: set[int] = set()
+    for split in STATISTICS_SPLITS:
+        qname, aname = VQA_FILES[dataset][split]
+        qpath = find_file(root, qname) if root.is_dir() else None
+        if qpath is None:
+            splits[split] = {"present": False, "file": qname}
+            continue
+        apath = find_file(root, aname) if aname else None
+        if aname and apath is None:
+            splits[split] = {"present": False, "file": aname}
+            continue
+        questions = read_vqa_split(qpath, apath)
+        split_images = {q.image_id for q in questions}
+        cell: dict[str, Any] = {"present": True, "file": str(qpath), "images": len(split_images)}
+        cell["questions"] = len(questions)
+        if apath is not None:
+            cell["answers"] = sum(len(q.answers) for q in questions)
+        splits[split] = cell
+        images |= split_images
+    parts = [splits[s] for s in STATISTICS_SPLITS]
+    splits["all"] = {"present": all(p["present"] for p in parts), "file": "every split"}
+    if splits["all"]["present"]:
+        splits["all"].update(images=len(images), questions=sum(p["questions"] for p in parts))
+        if all("answers" in p for p in parts):
+            splits["all"]["answers"] = sum(p["answers"] for p in parts)
+    return {"root": str(root), "splits": splits}

@@ -20,8 +20,18 @@ the `arch:` values it can build and run so far:
   submission_target(spec) -> str | None
       the `repro submit` target for the test-set predictions the family writes
 
-Optionally, `COMPUTE_TASKS` (names of `compute: {task: ...}` rows it runs without training, such as
-dataset statistics) and `compute(ctx) -> RowRun`.
+Optionally:
+  COMPUTE_TASKS, compute(ctx) -> RowRun
+      names of `compute: {task: ...}` rows it runs without training (dataset statistics), and how
+  generator_settings(settings) -> type
+      the generator config (a `GeneratorSettings` subclass) a scale's `generator:` mapping is read
+      with: `generator.<key>=...` overrides on the command line are checked against it
+  SUPPORTS_LIMIT = True
+      `run_row` honours `ctx.limit` (`repro run --limit N`: the first N questions of each split at
+      paper scale, a partial run) and writes its files under `ctx.results_root`
+  attention(ctx: RunContext, question_id) -> AttentionMaps
+      for `repro attention`: load the unit's trained model from `ctx.workdir` (its `last.pt`), run one
+      question and return how much each box of its image is attended to, per map, layer and head
 """
 
 from __future__ import annotations
@@ -75,6 +85,8 @@ class RunContext:
     workdir: Path
     resume: bool = False
     progress: bool = True
+    limit: int | None = None  # --limit N: use the first N questions of each split (families with SUPPORTS_LIMIT)
+    results_root: Path | None = None  # where this run's files go; None: the results folder (a variant has its own)
 
     @property
     def generated(self) -> bool:
@@ -92,6 +104,20 @@ class RowRun:
     extra: dict[str, Any] = field(default_factory=dict)  # per seed, kept as lists: per-type scores, val scores
     info: dict[str, Any] = field(default_factory=dict)  # the same for every seed (exact counts, device)
     predictions: list[str] = field(default_factory=list)  # test-set files written for the server
+
+
+@dataclass
+class AttentionMaps:
+    """One question through a trained model: its image's boxes and the attention they receive (`repro attention`)."""
+
+    question: str
+    answer: str  # the model's answer
+    gold: str | None  # the most common annotator answer, when known
+    image_size: tuple[float, float]  # width, height in pixels
+    boxes: Any  # numpy [N, 4]: x1, y1, x2, y2 in pixels
+    box_labels: list[str]  # one per box
+    over_boxes: dict[str, Any]  # map name -> numpy [layers, heads, N]: the attention each box receives
+    raw: dict[str, Any] = field(default_factory=dict)  # every recorded map as it is (saved to the .npz)
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ REGISTRY = {
     "wups": "repro.metrics.wups",
     "mse": "repro.metrics.mse",
     "accuracy": "repro.metrics.accuracy",
+    "gqa": "repro.metrics.gqa",
     "recall": "repro.metrics.retrieval",
     "grounding": "repro.metrics.grounding",
 }

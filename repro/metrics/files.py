@@ -9,6 +9,7 @@ What each metric accepts (anything else is a ReproError naming the file and the 
   would put a number on a broken file;
 * accuracy: a gold answer that is a string, a finite number or a boolean; any prediction (one that
   matches nothing scores 0, as in the reference scripts);
+* gqa: a GQA questions file; predictions that are strings (anything else scores 0, as in eval.py);
 * recall: ranked lists of string or integer ids;
 * grounding: gold boxes [x, y, w, h] of four finite numbers with w > 0 and h > 0; a predicted box
   the same, or null (no box: a miss, as ALBEF scores a reference it chose no box for).
@@ -176,6 +177,13 @@ def score(
                     f"a finite number or a boolean"
                 )
         return module.evaluate(answers, preds, gold.ids, f.get("type") or f.get("answer_type"))
+    if metric == "gqa":
+        if "structural" not in f:  # a text or csv answer file has no question types
+            raise ReproError(
+                f"{gold.path}: the GQA score needs a GQA questions json (each question's answer and "
+                f"types.structural), not {gold.path.suffix or 'a folder'}"
+            )
+        return module.evaluate(gold.values, preds, gold.ids, f["structural"], f["balanced"])
     if metric == "recall":
         relevant = [v if isinstance(v, list) else [v] for v in gold.values]
         for qid, rel, p in zip(gold.ids, relevant, preds):

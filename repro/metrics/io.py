@@ -20,6 +20,9 @@ Official files recognised:
               question id is the 0-based line number; predictions may be a line-aligned .txt file
     recall    ALBEF retrieval test JSON [{"image", "caption": [5 captions]}] with predictions as .npz
               (or JSON) holding `i2t` (images x texts) and `t2i` (texts x images) score matrices
+    gqa       a GQA questions file {questionId: {"answer", "types": {"structural"}, "isBalanced", ...}}
+              (e.g. testdev_balanced_questions.json), or the generic list with those fields; predictions
+              in the GQA submission form [{"questionId", "prediction"}] (the generic form is read too)
 
 Ids are strings or integers (not booleans, floats, null, lists or objects). Ids match when their
 text is equal (so 42 and "42" are the same question), so one file giving both 42 and "42" gives a
@@ -316,6 +319,8 @@ def load_annotations(metric: str, path: Path, questions: Path | None = None) -> 
 
 def annotations_from_data(metric: str, data: Any, path: Path, questions: Path | None = None) -> Gold:
     """The ground truth from already-parsed JSON (`path` is named in errors)."""
+    if metric == "gqa":
+        return _gqa_questions(data, path)
     if isinstance(data, dict) and "annotations" in data:
         gold = _generic_items(_as_list(data["annotations"], path, "annotations"), path)
         if questions is not None:
@@ -350,6 +355,32 @@ def _check_questions(gold: Gold, questions: Path) -> None:
             f"{questions}: questions do not match the annotations "
             f"({len(qids)} questions, {len(gold.ids)} annotations; not in questions: {_few(missing)})"
         )
+
+
+def _gqa_questions(data: Any, path: Path) -> Gold:
+    """A GQA questions file {questionId: record}, or the generic list of records with a question_id: the gold
+    `answer`, `types.structural` and `isBalanced` (true when absent) of every question."""
+    if isinstance(data, dict) and isinstance(data.get("annotations", data.get("data")), list):
+        data = data.get("annotations", data.get("data"))
+    if isinstance(data, list):
+        items = [(_item_id(item, path, i), item) for i, item in enumerate(data)]
+        _check_unique([qid for qid, _ in items], path, "question")
+    elif isinstance(data, dict) and data:
+        items = list(data.items())
+    else:
+        raise ReproError(f"{path}: expected a GQA questions file {{questionId: {{answer, types, isBalanced}}}}")
+    ids, answers, structural, balanced = [], [], [], []
+    for qid, record in items:
+        types = record.get("types") if isinstance(record, dict) else None
+        if not isinstance(types, dict) or not isinstance(record.get("answer"), str):
+            raise ReproError(f"{path}: question {shown(qid)} needs an 'answer' string and a 'types' object")
+        if not isinstance(types.get("structural"), str):
+            raise ReproError(f"{path}: question {shown(qid)}: types.structural must be a string")
+        ids.append(qid)
+        answers.append(record["answer"])
+        structural.append(types["structural"])
+        balanced.append(record.get("isBalanced", True) is not False)
+    return Gold(ids, answers, {"structural": structural, "balanced": balanced}, path)
 
 
 def _albef_retrieval(items: list, path: Path) -> Gold:
@@ -403,10 +434,11 @@ def predictions_from_data(data: Any, path: Path) -> Predictions:
     ids = []
     for index, item in enumerate(data):
         qid = _item_id(item, path, index)
-        if "answer" not in item:
+        name = "answer" if "answer" in item else "prediction"  # GQA's submission form names it prediction
+        if name not in item:
             raise ReproError(f"{path}: prediction for question {shown(qid)} has no 'answer'")
         ids.append(qid)
-        out[_key(qid)] = (qid, item["answer"])
+        out[_key(qid)] = (qid, item[name])
     _check_unique(ids, path, "prediction")
     return Predictions({qid: answer for qid, answer in out.values()})
 

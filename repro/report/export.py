@@ -237,6 +237,7 @@ def view_to_json(view: TableView) -> dict:
         "title": spec.title,
         "split": spec.split,
         "scale": view.scale,
+        "variant": view.variant,
         "columns": [
             {"name": c.name, "metric": c.metric, "key": c.key, "better": c.better, "unit": c.unit}
             for c in spec.columns

@@ -57,6 +57,7 @@ class TableView:
     other_scales: list[str] = field(default_factory=list)
     claims: list[ClaimView] = field(default_factory=list)
     selected: list[str] | None = None  # the columns shown (default: all of the spec's)
+    variant: dict | None = None  # the results are a variant (overrides, --limit, a spec file): repro.variants
 
     @property
     def columns(self) -> list[str]:
@@ -113,6 +114,7 @@ def build_view(
             )
         view.rows.append(RowView(name=row.name, cited=row.cited, runnable=row.runnable, cells=cells, result=result))
     view.claims = [judge_claim(spec, claim, view.rows) for claim in spec.claims]
+    view.variant = next((r.result.variant for r in view.rows if r.result is not None and r.result.variant), None)
     return view
 
 
@@ -190,8 +192,19 @@ def caption(view: TableView) -> str:
     on = reproduced_on(view)
     return (
         f"{spec.paper} {spec.table} ({spec.id}): {spec.title} — reported on {spec.split}; "
-        f"reproduced at scale {view.scale}" + (f" ({on})" if on else "")
+        f"reproduced at scale {view.scale}" + (f" ({on})" if on else "") + variant_words(view)
     )
+
+
+def variant_words(view: TableView) -> str:
+    """What a variant changed, for the caption ("" for the spec as written)."""
+    v = view.variant
+    if not v:
+        return ""
+    parts = [f"spec file {v['spec_file']}"] if v.get("spec_file") else []
+    parts += [f"{k}={val}" for k, val in (v.get("overrides") or {}).items()]
+    parts += [f"PARTIAL: first {v['limit']} questions per split"] if v.get("limit") else []
+    return f"; VARIANT, not the spec as written: {', '.join(parts)}"
 
 
 def footnotes(view: TableView) -> list[str]:

@@ -2,7 +2,8 @@
 
 fit(model, dataset, recipe, workdir) writes into `workdir`:
   last.pt      checkpoint after every epoch and on SIGINT/SIGTERM (see repro.train.checkpoint)
-  train.jsonl  one line per optimisation step: epoch, step, loss, lr, samples/s, elapsed seconds
+  train.jsonl  one line per optimisation step: epoch (of epochs), step (of steps), loss, lr, samples/s,
+               elapsed seconds (`repro run` shows progress from it, whatever process trains)
   state.json   the returned TrainState once training ends
 `resume=True` continues from last.pt (mid-epoch too: the sample order of an epoch is a function of
 the seed and the epoch, and the RNG states are restored), and ends with the same weights as an
@@ -321,7 +322,9 @@ def fit(
                         json.dumps(
                             {
                                 "epoch": epoch + 1,
+                                "epochs": recipe.epochs,
                                 "step": step,
+                                "steps": min(total_steps, recipe.max_steps or total_steps),
                                 "loss": last_loss,
                                 "lr": lr,
                                 "samples_per_s": round(rate, 3),

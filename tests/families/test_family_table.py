@@ -30,9 +30,16 @@ def test_a_typo_in_a_toy_row_is_refused_with_its_line(toy_family, runner):
 
 
 def test_generic_layers_name_no_paper_model_or_dataset():
-    generic = ["repro/cli.py", "repro/run.py", "repro/train/trainer.py", "repro/report.py"]
+    generic = [
+        "repro/cli.py",
+        "repro/run.py",
+        "repro/train/trainer.py",
+        "repro/report",
+        "repro/variants.py",
+        "repro/monitor.py",
+    ]
     found = subprocess.run(
-        ["grep", "-niE", "mcan|vqa|m4c|psac|albef", *generic], cwd=REPO_DIR, capture_output=True, text=True
+        ["grep", "-rniE", "mcan|vqa|m4c|psac|albef", *generic], cwd=REPO_DIR, capture_output=True, text=True
     ).stdout.splitlines()
     code = [line for line in found if not line.split(":", 2)[2].lstrip().startswith("#")]
     assert code == [], "\n".join(code)

@@ -31,7 +31,7 @@ ARCHS = ("dsganet",)
 # Vocabularies at paper scale: MCAN's VQA v2 question words and answers (the paper gives neither).
 PAPER_NUM_TOKENS = 20572
 PAPER_NUM_ANSWERS = 3129
-SUBMISSION_TARGETS = {"vqa2": "vqa2-test-dev"}
+SUBMISSION_TARGETS = {"vqa2": "vqa2-test-dev", "gqa": "gqa-test-dev"}
 BERT_FOLDER = "bert-base-uncased"  # catalog entry: data_dir()/bert-base-uncased
 # The "Rel." subset (Sec. V-D): questions with one of the top-100 Visual Genome relationship words or phrases,
 # less non-relational words. The paper does not print its list; these are frequent VG spatial predicates.
@@ -269,15 +269,65 @@ def dataset(prepared: Path, split: str, store_path: Path):
     return DepthVQADataset(prepared, split, FeatureStore.open(store_path))
 
 
-def rel_questions(questions_file: Path) -> set[int]:
-    """Question ids of the "Rel." subset: questions that contain one of REL_PHRASES as whole words."""
+# The paper's rule (Sec. V-D): the top-100 relationships of Visual Genome, less the words or phrases unrelated
+# to relations ("is, am, are, have been, etc."): forms of "be" and the perfect "have/has/had been" are dropped;
+# "has"/"have" stay (possession is a Visual Genome relationship).
+REL_TOP = 100
+NON_RELATIONAL = ("is", "am", "are", "was", "were", "be", "been", "being", "have been", "has been", "had been")
+VG_RELATIONSHIPS = (
+    "relationships.json"  # Visual Genome 1.4, <data_dir>/visual-genome (`repro download vg-relationships`)
+)
+
+
+def vg_relationship_phrases(path: Path, top: int = REL_TOP) -> tuple[str, ...]:
+    """The `top` most frequent Visual Genome predicates (lower case, spaces collapsed; ties in first-seen
+    order), less NON_RELATIONAL: the paper's list of relationship words or phrases."""
+    from collections import Counter
+
+    try:
+        images = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise ReproError(f"{path}: not a readable Visual Genome relationships file ({exc})") from None
+    if not isinstance(images, list):
+        raise ReproError(f"{path}: expected a list of images with 'relationships'")
+    counts: Counter[str] = Counter()
+    for image in images:
+        for rel in (image.get("relationships") or []) if isinstance(image, dict) else []:
+            predicate = " ".join(str(rel.get("predicate", "")).lower().split()) if isinstance(rel, dict) else ""
+            if predicate:
+                counts[predicate] += 1
+    return tuple(p for p, _ in counts.most_common(top) if p not in NON_RELATIONAL)
+
+
+def rel_phrases(scale: str) -> tuple[tuple[str, ...], str]:
+    """The phrases of the "Rel." subset and where they come from: at paper scale the Visual Genome rule when
+    relationships.json is downloaded, else (and for generated questions) the fixed REL_PHRASES."""
+    from repro.datasets.vqa import find_file
+
+    folder = data_dir() / "vg-relationships"
+    path = find_file(folder, VG_RELATIONSHIPS) if scale == "paper" and folder.is_dir() else None
+    if path is not None:
+        return vg_relationship_phrases(path), str(path)
+    return REL_PHRASES, "REL_PHRASES"
+
+
+def rel_questions(questions_file: Path, phrases: tuple[str, ...] = REL_PHRASES) -> set[int]:
+    """Question ids of the "Rel." subset: questions that contain one of `phrases` as whole words."""
     import re
 
+    if not phrases:
+        return set()
     pattern = re.compile(
-        r"\b(" + "|".join(re.escape(p) for p in sorted(REL_PHRASES, key=len, reverse=True)) + r")\b", re.IGNORECASE
+        r"\b(" + "|".join(re.escape(p) for p in sorted(phrases, key=len, reverse=True)) + r")\b", re.IGNORECASE
     )
     questions = json.loads(Path(questions_file).read_text())["questions"]
     return {int(q["question_id"]) for q in questions if pattern.search(q["question"])}
+
+
+def rel_accuracy(per_item: dict, subset: set[int]) -> tuple[float, int]:
+    """Mean per-question score (VQA accuracy, percent) over the predicted questions in the Rel. subset."""
+    scores = [per_item[q] for q in per_item if int(q) in subset]
+    return (sum(scores) / len(scores) if scores else float("nan")), len(scores)
 
 
 # --- one (row, seed) ----------------------------------------------------------------------------
@@ -300,7 +350,10 @@ def run_row(ctx: RunContext) -> RowRun:
     state = fit(
         model, train, recipe, ctx.workdir, loss_step=loss_step(recipe.loss), resume=ctx.resume, progress=ctx.progress
     )
-    scores = score(model, val, train.answer_vocab, data["val_annotations"], data["val_questions"], recipe, ctx.progress)
+    phrases, phrase_source = rel_phrases(ctx.scale)
+    scores = score(
+        model, val, train.answer_vocab, data["val_annotations"], data["val_questions"], recipe, ctx.progress, phrases
+    )
     # "accuracy" columns (GQA, Tables V and VIII) are exact match with the answer; "vqa" columns the VQA score
     metrics = {
         col.name: float(scores["exact"] if col.metric == "accuracy" and col.key == "overall" else scores[col.key])
@@ -320,12 +373,19 @@ def run_row(ctx: RunContext) -> RowRun:
             "per_answer_type": {k: scores[k] for k in ("yes/no", "number", "other") if k in scores},
             "per_question_type": scores.get("per_question_type", {}),
         },
-        info={"rel_questions": scores["rel_count"]},
+        info={"rel_questions": scores["rel_count"], "rel_phrases": phrase_source},
     )
 
 
 def score(
-    model, data, answer_vocab: list[str], annotations: Path, questions: Path, recipe, progress: bool = True
+    model,
+    data,
+    answer_vocab: list[str],
+    annotations: Path,
+    questions: Path,
+    recipe,
+    progress: bool = True,
+    phrases: tuple[str, ...] = REL_PHRASES,
 ) -> dict[str, Any]:
     """VQA accuracy on a split (overall, per answer type, per question type) and on its Rel. subset (`rel`);
     `accuracy`-metric columns of GQA-like specs read `overall` as well."""
@@ -346,10 +406,64 @@ def score(
         [gold[q]["question_type"] for q in ids],
     )
     out = dict(result.aggregate)
-    subset = rel_questions(questions)
-    rel = [q for q in ids if q in subset]
-    out["rel"] = sum(result.per_item[q] for q in rel) / len(rel) if rel else float("nan")
-    out["rel_count"] = len(rel)
+    out["rel"], out["rel_count"] = rel_accuracy(result.per_item, rel_questions(questions, phrases))
     exact = sum(p == gold[q]["multiple_choice_answer"] for p, q in zip(predicted, ids, strict=True))
     out["exact"] = 100.0 * exact / len(ids)
     return out
+
+
+# --- Tables II and III: statistics of the official files ----------------------------------------
+
+# What each column counts (the paper does not define them; see the specs' notes).
+STATISTICS_MEANING = {
+    "vqa2": {
+        "images": "distinct image_id of the split's question file",
+        "questions": "questions in the split's question file (test: all of test2015)",
+        "answers": "human answers in the split's annotation file (10 per question)",
+    },
+    "gqa": {
+        "images": "distinct imageId of the split's balanced question file",
+        "questions": "questions in the split's balanced question file",
+        "vocab": "distinct question words (MCAN's tokenisation), per split; all: their union",
+    },
+}
+
+
+def statistics(ctx: RunContext) -> RowRun:
+    """One row of Table II (VQA v2) or III (GQA balanced) counted from the official files: at paper scale
+    those under `<data_dir>/<dataset>` (`repro download`), at smoke scale tiny files in the same layouts
+    that this writes. Cells whose file is missing stay empty and are listed in `info.missing`."""
+    from repro.datasets import gqa, vqa
+    from repro.families.dsganet.synthetic import write_stats_fixture
+
+    dataset = ctx.spec.datasets[0]
+    if dataset not in STATISTICS_MEANING:
+        raise ReproError(f"{ctx.spec.id}: no statistics for dataset {dataset!r}")
+    if ctx.scale == "paper":
+        root = data_dir() / dataset
+        if not root.is_dir():
+            raise ReproError(f"{root}: no such folder; run repro download {dataset} first")
+    else:
+        root = write_stats_fixture(dataset, data_dir() / "synthetic" / f"dsganet-{dataset}-stats")
+    stats = gqa.statistics(root) if dataset == "gqa" else vqa.statistics(dataset, root)
+    split = str((ctx.row.compute or {}).get("split", "all"))
+    cell = stats["splits"].get(split)
+    if cell is None:
+        raise ReproError(f"{ctx.spec.id}: unknown split {split!r}; one of {', '.join(stats['splits'])}")
+    metrics = {c.name: float(cell[c.key]) for c in ctx.spec.columns if cell.get(c.key) is not None}
+    info: dict[str, Any] = {"source": stats["root"], "meaning": STATISTICS_MEANING[dataset], "missing": []}
+    if not cell["present"]:
+        missing = [s["file"] for s in stats["splits"].values() if not s["present"] and s["file"].endswith(".json")]
+        info["missing"] = sorted(set(missing))
+    return RowRun(metrics=metrics, split=split, info=info)
+
+
+def compute(ctx: RunContext) -> RowRun:
+    """The family's `compute:` tasks other than complexity (run.py dispatches here)."""
+    task = (ctx.row.compute or {}).get("task")
+    if task == "statistics":
+        return statistics(ctx)
+    raise ReproError(f"dsganet has no compute task {task!r}")
+
+
+COMPUTE_TASKS = ("statistics",)

@@ -123,22 +123,10 @@ def render_depth(rng: np.random.Generator, scene: Scene, noise: float) -> np.nda
 
 def depth_readings(depth: np.ndarray, regions: np.ndarray, bins: int = 16) -> dict[str, np.ndarray]:
     """Histogram, peak bin, mean gray value inside the peak bin and most frequent gray value per region."""
-    from repro.datasets.depth import region_histograms
+    from repro.datasets.depth import region_readings
 
-    hist = region_histograms(depth, regions, bins)
-    peak = hist.argmax(1)
-    mean, mode = np.zeros(len(regions), np.float32), np.zeros(len(regions), np.float32)
-    for k, (x1, y1, x2, y2) in enumerate(regions):
-        pixels = depth[y1:y2, x1:x2].ravel().astype(np.int64)
-        inside = pixels[pixels * bins // 256 == peak[k]]
-        mean[k] = inside.mean() if len(inside) else (peak[k] + 0.5) * 256 / bins
-        mode[k] = np.bincount(pixels, minlength=256).argmax()
-    return {
-        "depth_hist": hist.astype(np.float16),
-        "depth_peak": peak.astype(np.uint8),
-        "depth_mean": mean,
-        "depth_mode": mode,
-    }
+    r = region_readings(depth, regions, bins)
+    return {**r, "depth_hist": r["depth_hist"].astype(np.float16), "depth_peak": r["depth_peak"].astype(np.uint8)}
 
 
 # --- questions -----------------------------------------------------------------------------------
@@ -438,3 +426,96 @@ def _empty_extras(n: int, boxes: int) -> dict[str, np.ndarray]:
 def _fill(extras: dict[str, np.ndarray], row: int, readings: dict[str, np.ndarray]) -> None:
     for key, value in readings.items():
         extras[key][row, : len(value)] = value[: extras[key].shape[1]]
+
+
+# --- official-layout fixtures for the statistics tables (Tables II and III at smoke scale) ---------
+
+# VQA v2: (COCO image id, questions) per split; test-dev2015 is the questions of the first test image.
+STATS_VQA = {
+    "train": [(9, 3), (25, 3), (30, 3), (34, 3)],
+    "val": [(42, 3), (73, 3)],
+    "test": [(1, 2), (19, 2), (27, 2)],
+}
+# GQA balanced: (imageId, questions) per split, with repeated words and a question asked twice.
+STATS_GQA = {
+    "train": [
+        ("2370001", ["Is the cup red?", "What is on the table?"]),
+        ("2370002", ["Is the cup red?", "Who is wearing the hat?"]),
+        ("2370003", ["What color is the car?", "Is the car behind the tree?"]),
+    ],
+    "val": [
+        ("2410001", ["Is the dog small?", "What is under the table?"]),
+        ("2410002", ["Is the dog small?", "Are there any cats?"]),
+    ],
+    "test-dev": [("n161313", ["Is the sky blue?", "What is the man holding?", "Is the man tall?"])],
+    "test": [("n100001", ["Is it sunny?"]), ("n100002", ["What is near the bench?"])],
+}
+
+
+def write_stats_fixture(dataset: str, out_dir: Path) -> Path:
+    """Tiny question (and annotation) files of `dataset` (vqa2 or gqa) in the official layouts."""
+    from repro.datasets.gqa import BALANCED_FILES
+    from repro.datasets.vqa import VQA_FILES, write_vqa_layout
+    from repro.utils import write_json_atomic
+
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    if dataset == "vqa2":
+        subtypes = {"train": "train2014", "val": "val2014", "test": "test2015"}
+        for split, images in STATS_VQA.items():
+            qname, aname = VQA_FILES["vqa2"][split]
+            questions, annotations = [], []
+            for image_id, count in images:
+                for k in range(count):
+                    qid = image_id * 1000 + k
+                    questions.append(
+                        {"image_id": image_id, "question": f"Is there a cat number {k}?", "question_id": qid}
+                    )
+                    answers = [{"answer": "yes", "answer_confidence": "yes", "answer_id": i + 1} for i in range(10)]
+                    annotations.append(
+                        {
+                            "question_id": qid,
+                            "image_id": image_id,
+                            "question_type": "is there a",
+                            "answer_type": "yes/no",
+                            "multiple_choice_answer": "yes",
+                            "answers": answers,
+                        }
+                    )
+            if aname is None:
+                info = {"info": {"description": "fixture"}, "data_subtype": subtypes[split], "task_type": "Open-Ended"}
+                write_json_atomic(out_dir / qname, {**info, "questions": questions})
+                dev = [q for q in questions if q["image_id"] == images[0][0]]
+                write_json_atomic(out_dir / VQA_FILES["vqa2"]["test-dev"][0], {**info, "questions": dev})
+            else:
+                write_vqa_layout(out_dir / qname, out_dir / aname, subtypes[split], questions, annotations, "fixture")
+        return out_dir
+    if dataset == "gqa":
+        n = 0
+        for split, images in STATS_GQA.items():
+            records = {}
+            for image_id, texts in images:
+                for text in texts:
+                    n += 1
+                    record = {
+                        "imageId": image_id,
+                        "question": text,
+                        "isBalanced": True,
+                        "types": {
+                            "structural": "verify" if text.startswith(("Is", "Are")) else "query",
+                            "semantic": "attr",
+                            "detailed": "fixture",
+                        },
+                        "groups": {"global": None, "local": "fixture"},
+                        "entailed": [],
+                        "equivalent": [],
+                        "semantic": [],
+                        "semanticStr": "",
+                    }
+                    if split != "test":
+                        answer = "yes" if text.startswith(("Is", "Are")) else "table"
+                        record.update(answer=answer, fullAnswer=f"{answer}.", annotations={})
+                    records[f"{n:08d}"] = record
+            write_json_atomic(out_dir / BALANCED_FILES[split], records)
+        return out_dir
+    raise ValueError(f"no statistics fixture for {dataset!r}")

@@ -6,6 +6,8 @@ Spec rows name them in their `model:` mapping:
   {arch: mcan, positional: [pwa, poa]}           any subset of PWA, POA, PMA (fusion Eq. 8)
   {arch: mcan, positional: [pwa, poa, pma], fusion: relation-network}   MCAN+PA*
   {arch: mcan, positional: [pwa, poa, pma], fusion: eq8}                MCAN+PA
+  {arch: vl-bert}                                VL-BERT_BASE without pre-training (Table IV's †)
+  {arch: vl-bert, positional: [pwa, poa, pma], fusion: eq8}             VL-BERT_BASE+PA†
 """
 
 from __future__ import annotations

@@ -24,12 +24,14 @@ from torch import nn
 
 from repro.errors import ReproError
 from repro.families import as_typed
-from repro.families.base import ModelInfo, RowRun, RunContext
+from repro.families.base import AttentionMaps, ModelInfo, RowRun, RunContext
 from repro.families.mcan_pa.config import CONFIGS, McanConfig, VlBertConfig
 from repro.paths import data_dir
 from repro.specs import Spec
 
-ARCHS = ("mcan",)  # VL-BERT_BASE+PA (Table IV) is not implemented yet
+ARCHS = ("mcan", "vl-bert")
+BERT_FOLDER = "bert-base-uncased"  # catalog entry: data_dir()/bert-base-uncased (VL-BERT's initialisation)
+SUPPORTS_LIMIT = True  # repro run --limit N: the first N questions of each split at paper scale
 VQA_KEYS = ("overall", "yes/no", "number", "other")
 # The paper's vocabularies (MCAN's code: answers seen at least 9 times give 3,129; MILVLG/mcan-vqa).
 PAPER_NUM_TOKENS = 20572
@@ -72,28 +74,46 @@ def as_config(config: McanConfig | VlBertConfig | dict) -> McanConfig | VlBertCo
     return as_typed(config, CONFIGS)
 
 
+def model_sizes(config: McanConfig | VlBertConfig, sizes: dict | None) -> dict[str, Any]:
+    """The paper's sizes of the row's model with `sizes` applied; `sizes` may hold one mapping per arch
+    (`{mcan: {...}, vl-bert: {...}}`) when a table mixes them."""
+    from repro.families.mcan_pa.vlbert import VLBERT_BASE_SIZES
+
+    sizes = dict(sizes or {})
+    if config.arch in sizes:
+        sizes = dict(sizes[config.arch] or {})
+    sizes = {k: v for k, v in sizes.items() if k not in ARCHS}
+    full = dict(VLBERT_BASE_SIZES) if isinstance(config, VlBertConfig) else paper_sizes()
+    for key, value in sizes.items():
+        if key not in full:
+            raise ReproError(f"unknown {config.arch} model size {key!r}; known: {', '.join(sorted(full))}")
+        full[key] = value
+    width = "hidden" if isinstance(config, VlBertConfig) else "d_model"
+    if full[width] % full["heads"]:
+        raise ReproError(f"model size {width}={full[width]} is not divisible by heads={full['heads']}")
+    if "poa" in config.positional and full["geometry_dim"] % 8:
+        raise ReproError(f"POA needs geometry_dim divisible by 8, got {full['geometry_dim']}")
+    return full
+
+
 def build_model(
-    config: McanConfig | dict,
+    config: McanConfig | VlBertConfig | dict,
     num_tokens: int = PAPER_NUM_TOKENS,
     num_answers: int = PAPER_NUM_ANSWERS,
     embeddings: torch.Tensor | None = None,
     sizes: dict | None = None,
+    bert_weights: Path | None = None,
 ) -> nn.Module:
-    """The model a row names; `sizes` overrides the paper's (d_model, layers, heads, ...)."""
+    """The model a row names; `sizes` overrides the paper's (d_model, layers, heads, ...).
+
+    VL-BERT at bert-base's sizes starts from the bert-base-uncased weights of the catalog folder (or
+    `bert_weights`) when they are there, as VL-BERT without visual-linguistic pre-training does."""
     config = as_config(config)
-    if isinstance(config, VlBertConfig):
-        raise ReproError("VL-BERT_BASE+PA (mcan-pa Table IV) is not implemented yet")
-    full = paper_sizes()
-    for key, value in (sizes or {}).items():
-        if key not in full:
-            raise ReproError(f"unknown model size {key!r}; known: {', '.join(sorted(full))}")
-        full[key] = value
-    if full["d_model"] % full["heads"]:
-        raise ReproError(f"model size d_model={full['d_model']} is not divisible by heads={full['heads']}")
-    if "poa" in config.positional and full["geometry_dim"] % 8:
-        raise ReproError(f"POA needs geometry_dim divisible by 8, got {full['geometry_dim']}")
+    full = model_sizes(config, sizes)
     if num_tokens < 2 or num_answers < 1:
         raise ReproError(f"model needs at least 2 tokens and 1 answer, got {num_tokens} and {num_answers}")
+    if isinstance(config, VlBertConfig):
+        return _build_vlbert(config, num_tokens, num_answers, full, bert_weights)
 
     from repro.families.mcan_pa.model import MCAN
 
@@ -107,6 +127,20 @@ def build_model(
         position_embedding=None if pe == "none" else pe,
         embeddings=embeddings,
     )
+
+
+def _build_vlbert(config: VlBertConfig, num_tokens, num_answers, sizes, bert_weights) -> nn.Module:
+    from repro.families.mcan_pa.vlbert import VLBERT_BASE_SIZES, VLBert, load_bert_weights
+
+    if config.pretrained:
+        raise ReproError("VL-BERT's visual-linguistic pre-training is not reproduced; rows run with pretrained: false")
+    model = VLBert(num_tokens, num_answers, sizes, positional=config.positional, fusion=config.fusion or "eq8")
+    base = all(sizes[k] == VLBERT_BASE_SIZES[k] for k in ("vocab", "hidden", "layers", "heads", "ffn"))
+    if bert_weights is not None or base:
+        folder = Path(bert_weights) if bert_weights is not None else data_dir() / BERT_FOLDER
+        if not load_bert_weights(model, folder) and bert_weights is not None:
+            raise ReproError(f"{folder}: no BERT weights (config.json with pytorch_model.bin or model.safetensors)")
+    return model
 
 
 def example_batch(
@@ -132,18 +166,23 @@ def example_batch(
         "box_count": torch.full((batch_size,), n, dtype=torch.long),
         "image_size": torch.tensor([[width, height]]).repeat(batch_size, 1),
         "question_id": torch.arange(batch_size),
+        # VL-BERT's question in WordPiece ids (ordinary bert-base-uncased word pieces)
+        "wordpiece": torch.randint(1996, 29612, (batch_size, t), generator=g),
     }
     return {k: v.to(device) for k, v in batch.items()}
 
 
-def describe(config: McanConfig | dict) -> list[ModelInfo]:
-    """Parameters and FLOPs per sample at the paper's sizes and vocabularies (mcan-pa Table VI)."""
+def describe(config: McanConfig | VlBertConfig | dict) -> list[ModelInfo]:
+    """Parameters and FLOPs per sample at the paper's sizes and vocabularies (mcan-pa Table VI; VL-BERT:
+    bert-base-uncased's WordPiece vocabulary). The positional modules are listed apart (word_pos, box_proj,
+    pwa, poa, pma): what PA adds."""
     from repro.nn.measure import count_flops, count_parameters
 
     config = as_config(config)
     torch.manual_seed(0)
     model = build_model(config)
-    modules = [(name, count_parameters(child)) for name, child in model.named_children()]
+    modules = [(name, p.numel()) for name, p in model.named_parameters(recurse=False) if p.requires_grad]
+    modules += [(name, count_parameters(child)) for name, child in model.named_children()]
     return [
         ModelInfo(
             name=config.arch,
@@ -244,6 +283,18 @@ def prepare_data(spec: Spec, scale: str, settings: dict[str, Any]) -> dict[str, 
     return {**sources, "prepared": root / "prepared"}
 
 
+def generator_settings(settings: dict[str, Any]):
+    """The generator config a scale's `generator:` mapping is read with (`generator.<key>=` overrides are
+    checked on it): the release-layout generator under `data: official`, else the synthetic scenes'."""
+    if settings.get("data") == "official":
+        from repro.families.mcan_pa.official import OfficialConfig
+
+        return OfficialConfig
+    from repro.families.mcan_pa.synthetic import GeneratorConfig
+
+    return GeneratorConfig
+
+
 def _need_wordnet() -> None:
     """COCO-QA's WUPS columns need WordNet 3.0: say so before training, not after."""
     from repro.metrics import wordnet
@@ -263,8 +314,11 @@ def run_row(ctx: RunContext) -> RowRun:
     data = prepare_data(ctx.spec, ctx.scale, ctx.settings)
     if not ctx.generated or "server" in data:
         return _run_release(ctx, data)
-    train = VQADataset(data["prepared"], "train", FeatureStore.open(data["train_features"]))
-    val = VQADataset(data["prepared"], "val", FeatureStore.open(data["val_features"]))
+    sizes = ctx.settings.get("sizes")
+    train = _questions(
+        ctx.config, VQADataset(data["prepared"], "train", FeatureStore.open(data["train_features"])), sizes
+    )
+    val = _questions(ctx.config, VQADataset(data["prepared"], "val", FeatureStore.open(data["val_features"])), sizes)
 
     recipe = load_recipe(ctx.spec.recipe).replace(
         **{**ctx.settings.get("recipe", {}), "seed": ctx.seed, "train_splits": ("train",)}
@@ -354,6 +408,33 @@ def _cocoqa_columns(spec: Spec, prepared: Path, ids: list[int], predicted: list[
     return out
 
 
+def _limited(dataset, limit: int | None):
+    """The first `limit` questions of a split (`repro run --limit`), or all of them."""
+    from torch.utils.data import Subset
+
+    return dataset if limit is None or limit >= len(dataset) else Subset(dataset, range(limit))
+
+
+def _unwrapped(dataset):
+    return dataset.dataset if hasattr(dataset, "indices") else dataset
+
+
+def _questions(config, dataset, sizes: dict | None):
+    """The split as the row's model reads it: VL-BERT with the WordPiece vocabulary also gets WordPiece ids."""
+    config = as_config(config)
+    full = model_sizes(config, sizes)
+    if not isinstance(config, VlBertConfig) or not full["vocab"]:
+        return dataset
+    from repro.families.mcan_pa.vlbert import WordPieceQuestions
+
+    vocab = data_dir() / BERT_FOLDER / "vocab.txt"
+    if not vocab.is_file():
+        raise ReproError(
+            f"{vocab}: missing; VL-BERT reads questions in BERT's WordPiece: `repro download {BERT_FOLDER}`"
+        )
+    return WordPieceQuestions(dataset, vocab, full["max_tokens"])
+
+
 def _run_release(ctx: RunContext, data: dict[str, Any]) -> RowRun:
     """The paper's protocol on a release's files (the real ones, or generated in their layout): train on the
     recipe's splits, score what can be scored here, write the server's prediction files."""
@@ -378,11 +459,12 @@ def _run_release(ctx: RunContext, data: dict[str, Any]) -> RowRun:
             f"{data['root'] / 'vg-qa'}, then `repro prepare {dataset} --force`)"
         )
 
-    def split_data(split: str) -> VQADataset:
-        return VQADataset(prepared, split, feature_store(dataset, split, data["features"]))
+    def split_data(split: str):
+        questions = VQADataset(prepared, split, feature_store(dataset, split, data["features"]))
+        return _questions(ctx.config, questions, ctx.settings.get("sizes"))
 
-    parts = [split_data(split) for split in recipe.train_splits]
-    first = parts[0]
+    parts = [_limited(split_data(split), ctx.limit) for split in recipe.train_splits]
+    first = _unwrapped(parts[0])
     seed_everything(ctx.seed)
     model = build_model(
         ctx.config,
@@ -402,14 +484,16 @@ def _run_release(ctx: RunContext, data: dict[str, Any]) -> RowRun:
     )
     run = RowRun(metrics={}, split=spec.split, training=_training(state))
     if dataset == "coco-qa":  # the test answers are public: scored here
-        ids, answers = _answers(model, split_data("test"), first.answer_vocab, recipe, ctx.progress)
+        ids, answers = _answers(
+            model, _limited(split_data("test"), ctx.limit), first.answer_vocab, recipe, ctx.progress
+        )
         run.metrics, run.split = _cocoqa_columns(spec, prepared, ids, answers), "test"
         return run
 
     if "val" not in recipe.train_splits:
         annotations = find_file(data["root"] / dataset, ANNOTATIONS[dataset])
         if annotations is not None:
-            val = split_data("val")
+            val = _limited(split_data("val"), ctx.limit)
             run.extra["val"] = _score(
                 model, val, first.answer_vocab, _annotations(annotations), recipe, ctx.progress
             ).aggregate
@@ -418,15 +502,11 @@ def _run_release(ctx: RunContext, data: dict[str, Any]) -> RowRun:
     predicted: dict[str, dict[int, str]] = {}
     commands: dict[str, list[str]] = {}
     for (split, released), targets in TEST_FILES[dataset].items():
-        ids, answers = _answers(model, split_data(split), first.answer_vocab, recipe, ctx.progress)
+        ids, answers = _answers(model, _limited(split_data(split), ctx.limit), first.answer_vocab, recipe, ctx.progress)
         predicted[released] = dict(zip(ids, answers))
-        out = (
-            results_dir()
-            / spec.paper
-            / spec.id
-            / "predictions"
-            / f"{ctx.row.slug}{scale}.seed{ctx.seed}.{released}.json"
-        )
+        partial = ".partial" if ctx.limit else ""  # a partial file is never mistaken for a full submission
+        name = f"{ctx.row.slug}{scale}.seed{ctx.seed}.{released}{partial}.json"
+        out = (ctx.results_root or results_dir()) / spec.paper / spec.id / "predictions" / name
         write_json_atomic(out, [{"question_id": q, "answer": a} for q, a in zip(ids, answers)])
         run.predictions.append(str(out))
         questions = "" if ctx.scale == "paper" else f" --questions {_question_file(data['root'], dataset, split)}"
@@ -452,3 +532,81 @@ def _question_file(root: Path, dataset: str, split: str) -> Path:
 
     name = VQA_FILES[dataset][split][0]
     return find_file(root / dataset, name) or root / dataset / name
+
+
+# --- attention maps (repro attention) -----------------------------------------------------------
+
+
+def attention(ctx: RunContext, question_id: int) -> AttentionMaps:
+    """One val question of a generated scale through the unit's trained model (`ctx.workdir/last.pt`).
+
+    Maps over the image's boxes: `decoder self-attention` (Eq. 12, POA's place): per decoder layer and
+    head, the attention each box receives from the other boxes (mean over the querying boxes);
+    `image pooling` (Eq. 1): the weight of each box in the image's attention-based pooling.
+    """
+    import numpy as np
+    from torch.utils.data import default_collate
+
+    from repro.data.store import FeatureStore
+    from repro.datasets.vqa_dataset import VQADataset
+    from repro.nn.inspect import record_attention
+    from repro.train.checkpoint import load_checkpoint
+
+    if not ctx.generated:
+        raise ReproError("attention maps are drawn at the smoke and synthetic scales (generated scenes)")
+    data = prepare_data(ctx.spec, ctx.scale, ctx.settings)
+    if "val_features" not in data:
+        raise ReproError(f"{ctx.spec.id} at scale {ctx.scale}: attention maps are drawn on the synthetic scenes")
+    if not isinstance(as_config(ctx.config), McanConfig):
+        raise ReproError(f"row {ctx.row.name!r}: attention maps are drawn for MCAN rows")
+    val = VQADataset(data["prepared"], "val", FeatureStore.open(data["val_features"]))
+    where = np.nonzero(np.asarray(val.question_ids) == question_id)[0]
+    if len(where) == 0:
+        some = ", ".join(str(int(q)) for q in val.question_ids[:5])
+        raise ReproError(f"no val question {question_id} at scale {ctx.scale}; val questions are e.g. {some}")
+    checkpoint = ctx.workdir / "last.pt"
+    if not checkpoint.is_file():
+        raise ReproError(
+            f"{checkpoint}: no trained model; train it first with `repro train {ctx.spec.id} --row "
+            f"'{ctx.row.name}' --scale {ctx.scale} --seed {ctx.seed}`"
+        )
+    model = build_model(ctx.config, val.num_tokens, val.num_answers, sizes=ctx.settings.get("sizes"))
+    try:
+        model.load_state_dict(load_checkpoint(checkpoint)["model"])
+    except RuntimeError as exc:
+        raise ReproError(f"{checkpoint} does not fit this row's model: {str(exc).splitlines()[0]}") from None
+    model.eval()
+    item = val[int(where[0])]
+    batch = default_collate([item])
+    pooled: dict[str, torch.Tensor] = {}
+
+    def pooling(module, args, output) -> None:  # Eq. 1's softmax over the image's boxes
+        x, mask = args
+        pooled["weights"] = torch.softmax(module.mlp(x).masked_fill(mask[..., None], -1e9), dim=1)[..., 0].detach()
+
+    handle = model.flat_img.register_forward_hook(pooling)
+    with torch.no_grad(), record_attention(model) as maps:
+        logits = model(batch)
+    handle.remove()
+    n = int(item["box_count"])
+    layers = len(model.decoder)
+    received = np.stack(
+        [maps[f"decoder.{i}.self_att"][0, :, :n, :n].mean(dim=1).numpy() for i in range(layers)]
+    )  # [layers, heads, n]
+    questions = json.loads(data["val_questions"].read_text())["questions"]
+    question = next((q["question"] for q in questions if q["question_id"] == question_id), "?")
+    gold = _annotations(data["val_annotations"]).get(question_id, {}).get("multiple_choice_answer")
+    return AttentionMaps(
+        question=question,
+        answer=val.answer_vocab[int(logits.argmax(dim=1))],
+        gold=gold,
+        image_size=tuple(float(v) for v in item["image_size"]),
+        boxes=item["boxes"][:n].numpy(),
+        box_labels=[f"#{k + 1}" for k in range(n)],
+        over_boxes={
+            "decoder self-attention": received,
+            "image pooling": pooled["weights"][0, :n].numpy()[None, None, :],
+        },
+        raw={name.replace(".", "_"): m[0].numpy() for name, m in maps.items()}
+        | {"image_pooling": pooled["weights"][0].numpy()},
+    )

@@ -94,3 +94,13 @@ def test_cocoqa_smoke_scores_types_and_wups(sandbox, runner):
     assert set(record["metrics"]) == {"Accuracy", "Object", "Number", "Color", "Location", "W@0.9", "W@0.0"}
     m = record["metrics"]
     assert m["W@0.0"] >= m["W@0.9"] >= m["Accuracy"]  # WUPS only adds partial credit to exact matches
+
+
+def test_table4_vlbert_row_runs_with_its_own_sizes(sandbox, runner):
+    _sandbox_with(sandbox, "mcan-pa-table4-pretraining")
+    out = runner.invoke(app, ["run", "table4-pretraining", "--scale", "smoke", "--rows", "VL-BERT_BASE+PA†"])
+    assert out.exit_code == 0, out.output
+    folder = sandbox / "results/mcan-pa/mcan-pa-table4-pretraining"
+    record = json.loads((folder / "VL-BERT_BASE+PA-dagger.smoke.json").read_text())
+    assert set(record["metrics"]) == {"test-dev All"} and 0 <= record["metrics"]["test-dev All"] <= 100
+    assert record["extra"]["train"][0]["steps"] > 0

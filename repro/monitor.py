@@ -1,0 +1,181 @@
+"""What `repro run` shows while it works: one overall bar (units done of total, elapsed, ETA) and one
+line per running unit (row, seed, epoch, step, loss), whichever process trains it.
+
+Progress is read from each unit's `train.jsonl` (the trainer appends a line per step with epoch of
+epochs and step of steps), so worker processes need no channel back to the parent. In a terminal
+the bars are live; in a pipe or a CI log a status line is printed every `heartbeat_s` seconds.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
+
+
+@dataclass
+class Unit:
+    label: str  # "<row> s<seed>"
+    workdir: Path
+    task: TaskID | None = None
+    done: bool = False
+    last: dict = field(default_factory=dict)  # the unit's latest train.jsonl line
+
+
+def last_line(workdir: Path) -> dict:
+    """The newest step line of any train.jsonl under a unit's folder ({} before the first step)."""
+    logs = sorted(workdir.glob("**/train.jsonl"), key=lambda p: p.stat().st_mtime) if workdir.is_dir() else []
+    if not logs:
+        return {}
+    try:
+        with open(logs[-1], "rb") as handle:
+            handle.seek(0, 2)
+            handle.seek(max(0, handle.tell() - 4096))
+            lines = handle.read().decode("utf-8", "replace").splitlines()
+        for line in reversed(lines):
+            try:
+                return json.loads(line)
+            except ValueError:
+                continue  # a line being written, or the cut first line
+    except OSError:
+        pass
+    return {}
+
+
+def fraction(line: dict) -> float:
+    steps = line.get("steps") or 0
+    return min(1.0, line.get("step", 0) / steps) if steps else 0.0
+
+
+def describe(line: dict) -> str:
+    if not line:
+        return "starting"
+    text = f"epoch {line.get('epoch', '?')}/{line.get('epochs', '?')}"
+    if fraction(line) >= 1.0:
+        return text + ", evaluating"
+    loss = line.get("loss")
+    return text + (f", loss {loss:.4g}" if isinstance(loss, (int, float)) else "")
+
+
+def eta(elapsed: float, done: float, total: int) -> str:
+    if done <= 0 or total <= 0:
+        return "ETA –"
+    seconds = elapsed / done * (total - done)
+    return f"ETA {_clock(seconds)}"
+
+
+def _clock(seconds: float) -> str:
+    seconds = int(max(seconds, 0))
+    h, rest = divmod(seconds, 3600)
+    return f"{h}:{rest // 60:02d}:{rest % 60:02d}"
+
+
+class RunMonitor:
+    """Context manager around the execution of a plan's units; `finished(key, text)` prints a unit's line."""
+
+    def __init__(self, console: Console, units: dict[tuple[str, int], Unit], heartbeat_s: float = 60.0):
+        self.console = console
+        self.units = units
+        self.total = len(units)
+        self.completed = 0
+        self.heartbeat_s = heartbeat_s
+        self.started = time.time()
+        self.live = console.is_terminal
+        self.progress = Progress(
+            TextColumn("{task.description}"),
+            BarColumn(bar_width=24),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[status]}"),
+            TimeElapsedColumn(),
+            console=console,
+            transient=True,
+            disable=not self.live,
+        )
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+        self._lock = threading.Lock()
+
+    def __enter__(self) -> RunMonitor:
+        self.progress.start()
+        self.overall = self.progress.add_task("units", total=self.total, status="")
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+        self.progress.stop()
+
+    def finished(self, key: tuple[str, int], metrics: dict[str, float], seconds: float, record: Path) -> None:
+        """A unit is done: its line (row, seed, time, metrics, where its record is) goes above the bars."""
+        values = ", ".join(f"{k} {v:.2f}" for k, v in metrics.items()) or "no local metrics"
+        label = self.units[key].label if key in self.units else f"{key[0]} s{key[1]}"
+        text = f"{escape(label)} in {seconds:.0f}s: {escape(values)} → {escape(_short(record))}"
+        with self._lock:
+            unit = self.units.get(key)
+            if unit is not None:
+                unit.done = True
+                if unit.task is not None:
+                    self.progress.remove_task(unit.task)
+                    unit.task = None
+            self.completed += 1
+            self.progress.console.print(
+                f"[green]done[/] [{self.completed}/{self.total}] {text}", highlight=False, soft_wrap=True
+            )
+            self._refresh()
+
+    def _loop(self) -> None:
+        last_beat = time.time()
+        while not self._stop.wait(1.0):
+            with self._lock:
+                self._refresh()
+            if not self.live and time.time() - last_beat >= self.heartbeat_s:
+                last_beat = time.time()
+                self.console.print(self.status_line(), highlight=False, soft_wrap=True)
+
+    def _refresh(self) -> None:
+        running = 0.0
+        for unit in self.units.values():
+            if unit.done:
+                continue
+            unit.last = last_line(unit.workdir) if unit.workdir.is_dir() and _since(unit.workdir, self.started) else {}
+            if not unit.last:
+                continue
+            running += fraction(unit.last)
+            if self.live:
+                if unit.task is None:
+                    unit.task = self.progress.add_task(escape(unit.label), total=unit.last.get("steps") or 1, status="")
+                self.progress.update(unit.task, completed=unit.last.get("step", 0), status=escape(describe(unit.last)))
+        progress = self.completed + running
+        elapsed = time.time() - self.started
+        self.progress.update(self.overall, completed=self.completed, status=f"{eta(elapsed, progress, self.total)}")
+        self.fraction_done = progress
+
+    def status_line(self) -> str:
+        elapsed = time.time() - self.started
+        running = [f"{u.label}: {describe(u.last)}" for u in self.units.values() if not u.done and u.last]
+        head = f"[{self.completed}/{self.total} units, {_clock(elapsed)} elapsed, "
+        head += eta(elapsed, getattr(self, "fraction_done", 0.0), self.total) + "]"
+        return " ".join([head, "; ".join(running)]).strip()
+
+
+def _short(path: Path) -> str:
+    """A path relative to the current folder when it lies under it."""
+    try:
+        return str(Path(path).resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
+
+
+def _since(workdir: Path, started: float) -> bool:
+    """Only logs this run writes count (a finished earlier run's log is not progress)."""
+    try:
+        return any(p.stat().st_mtime >= started - 1 for p in workdir.glob("**/train.jsonl"))
+    except OSError:
+        return False

@@ -1,0 +1,304 @@
+"""Runs that are not the committed spec as written: `key=value` overrides, `--limit`, a spec file by path.
+
+The rule. Results of a spec exactly as it is committed live in `results/<paper>/<id>/`, and only
+there do `repro table ID`, `repro list` and `repro check` look. A run that changes anything — a
+`key=value` override, `--limit N`, or a spec given as a file outside the experiments folder (`repro
+cp` makes one) — is a *variant*: its records go to `results/variants/<name>/<paper>/<id>/`, where
+the name says what changed (`recipe.epochs=2`, `limit=500`, `my@1a2b3c4d`), and they carry that
+change (`variant`) and a configuration hash that covers it. So an overridden run never overwrites
+or mixes into the committed results; `repro table ID key=value …` (the same words as the run) shows
+the variant's table, and its caption says what changed.
+
+Override keys (validated before anything runs, one line naming the key when one is wrong):
+  recipe.<field>            a training recipe field: epochs, batch_size, grad_clip, precision, ...
+  recipe.schedule.<key>     recipe.optimizer.<key>: a key of the recipe's schedule / optimiser
+  sizes.<key>               a model size (d_model, layers, heads, ...): the family builds the model to check it
+  generator.<key>           a synthetic generator setting (not at paper scale)
+  model.<field>             a field of each selected row's typed model config (positional, fusion, ...)
+Values are YAML scalars or lists: `2`, `0.5`, `true`, `null`, `[pwa,poa]`, `bf16`.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import hashlib
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from repro.errors import ReproError
+from repro.paths import experiments_dir, results_dir
+from repro.specs import Row, Spec
+
+SECTIONS = ("recipe", "sizes", "generator", "model")
+RECIPE_FIXED = {"name", "path", "description", "seed", "train_splits"}  # seeds: --seeds; splits: the family's
+VARIANTS_FOLDER = "variants"
+NUMBER = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?")
+
+
+@dataclass(frozen=True)
+class Variant:
+    """What a run changes from the committed spec; empty for the spec as written."""
+
+    overrides: tuple[tuple[str, Any], ...] = ()  # (dotted key, parsed value), sorted by key
+    limit: int | None = None  # questions per split (paper scale): a partial run
+    spec_file: str | None = None  # a spec given as a path outside the experiments folder
+    spec_sha256: str | None = None
+
+    @property
+    def empty(self) -> bool:
+        return not (self.overrides or self.limit or self.spec_file)
+
+    @property
+    def name(self) -> str:
+        """The folder name: what changed, readable; a digest is added when the text had to be shortened."""
+        parts = [f"{Path(self.spec_file).stem}@{self.spec_sha256[:8]}"] if self.spec_file else []
+        parts += [f"{key}={_text(value)}" for key, value in self.overrides]
+        parts += [f"limit={self.limit}"] if self.limit else []
+        text = ",".join(parts)
+        safe = re.sub(r"[^A-Za-z0-9._=,@+-]+", "_", text)
+        if safe == text and len(text) <= 80:
+            return text
+        digest = hashlib.sha256(json.dumps(self.to_json(), sort_keys=True, default=str).encode()).hexdigest()[:8]
+        return f"{safe[:60]}-{digest}"
+
+    def describe(self) -> str:
+        """One line for captions and messages."""
+        parts = [f"spec file {self.spec_file}"] if self.spec_file else []
+        parts += [f"{key}={_text(value)}" for key, value in self.overrides]
+        parts += [f"partial: first {self.limit} questions per split"] if self.limit else []
+        return ", ".join(parts)
+
+    def to_json(self) -> dict[str, Any] | None:
+        """What a record keeps: the overrides, the limit (a partial run), the spec file and its digest."""
+        if self.empty:
+            return None
+        return {
+            "overrides": dict(self.overrides),
+            "limit": self.limit,
+            "partial": self.limit is not None,
+            "spec_file": self.spec_file,
+            "spec_sha256": self.spec_sha256,
+        }
+
+    def results_root(self) -> Path | None:
+        """Where this variant's records go (None: the committed results folder)."""
+        return None if self.empty else results_dir() / VARIANTS_FOLDER / self.name
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, (list, dict)):
+        return json.dumps(value, separators=(",", ":"))
+    return yaml.safe_dump(value).split("\n")[0]
+
+
+# --- reading the command line ---------------------------------------------------------------------
+
+
+def parse_overrides(items: list[str] | None) -> tuple[tuple[str, Any], ...]:
+    """`recipe.epochs=2` -> (("recipe.epochs", 2),); the key's section is checked here, the rest by `apply`."""
+    found: dict[str, Any] = {}
+    for item in items or ():
+        key, sep, raw = item.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise ReproError(f"{item!r}: an override is key=value, e.g. recipe.epochs=2")
+        parts = key.split(".")
+        if parts[0] not in SECTIONS or len(parts) < 2 or not all(parts):
+            starts = ", ".join(s + "." for s in SECTIONS)
+            raise ReproError(f"{item!r}: override keys start with {starts} (e.g. recipe.epochs=2)")
+        if key in found:
+            raise ReproError(f"{item!r}: {key} is given twice")
+        if raw.strip() == "":
+            raise ReproError(f"{item!r}: no value after '='")
+        try:
+            found[key] = yaml.safe_load(raw)
+        except yaml.YAMLError as exc:
+            why = " ".join(str(exc).split())
+            raise ReproError(f"{item!r}: the value is not a YAML scalar or list ({why})") from None
+        if isinstance(found[key], str) and NUMBER.fullmatch(raw.strip()):  # YAML 1.1 reads 1e-3 as text
+            found[key] = float(raw)
+        if isinstance(found[key], dict):
+            raise ReproError(f"{item!r}: give one key per override (e.g. {key}.NAME=VALUE), not a mapping")
+    return tuple(sorted(found.items()))
+
+
+def load_target(ident: str) -> tuple[Spec, str | None, str | None]:
+    """An experiment id, or a spec file path (`repro cp` writes one): (spec, file, sha256). A file inside the
+    experiments folder is the committed spec; any other file is a variant of its own."""
+    from repro.specs import parse_spec, resolve
+
+    path = Path(ident)
+    if not ident.endswith((".yaml", ".yml")):
+        return resolve(ident), None, None
+    if not path.is_file():
+        raise ReproError(f"{ident}: no such spec file")
+    try:
+        path.resolve().relative_to(experiments_dir().resolve())
+        return resolve(path.stem), None, None
+    except ValueError:
+        pass
+    spec = parse_spec(path, in_tree=False)
+    return spec, str(path), hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+# --- applying overrides to a spec's settings and rows ---------------------------------------------
+
+
+def apply(
+    spec: Spec, scale: str, settings: dict[str, Any], rows: list[Row], overrides: tuple[tuple[str, Any], ...]
+) -> tuple[dict[str, Any], list[Row]]:
+    """The scale settings and rows with the overrides in, each one checked against what it changes."""
+    settings = copy.deepcopy(settings)
+    for key, value in overrides:
+        section, *path = key.split(".")
+        try:
+            if section == "recipe":
+                _recipe(spec, rows, settings, path, value)
+            elif section == "sizes":
+                _one_level(path)
+                settings.setdefault("sizes", {})
+                _same_type(settings["sizes"].get(path[0]), value)
+                settings["sizes"][path[0]] = value
+            elif section == "generator":
+                _generator(scale, settings, rows, path, value)
+            else:
+                rows = _model(rows, path, value)
+        except ReproError as exc:
+            raise ReproError(f"{key}={_text(value)}: {exc}") from None
+    if any(key.startswith("sizes.") for key, _ in overrides):
+        _check_sizes(rows, settings, overrides)
+    return settings, rows
+
+
+def _one_level(path: list[str]) -> None:
+    if len(path) != 1:
+        raise ReproError("this section takes one key, e.g. sizes.d_model")
+
+
+def _same_type(current: Any, value: Any) -> None:
+    """A value of the kind the setting has: an integer for an integer, a number for a float, and so on."""
+    if current is None or value is None:
+        return
+    if isinstance(current, bool) or isinstance(value, bool):
+        ok = isinstance(current, bool) and isinstance(value, bool)
+    elif isinstance(current, int):
+        ok = isinstance(value, int)
+    elif isinstance(current, float):
+        ok = isinstance(value, (int, float))
+    elif isinstance(current, (list, tuple)):
+        ok = isinstance(value, list)
+    else:
+        ok = isinstance(value, type(current))
+    if not ok:
+        raise ReproError(f"expected {_kind(current)}, got {_kind(value)} {_text(value)}")
+
+
+def _kind(value: Any) -> str:
+    return {bool: "true/false", int: "an integer", float: "a number", str: "text"}.get(
+        type(value), "a list" if isinstance(value, (list, tuple)) else type(value).__name__
+    )
+
+
+def _recipe(spec: Spec, rows: list[Row], settings: dict[str, Any], path: list[str], value: Any) -> None:
+    from repro.train import load_recipe
+    from repro.train.recipe import OPTIMIZERS, SCHEDULES, Recipe
+
+    if not spec.recipe or not any(r.model is not None for r in rows):
+        raise ReproError(f"{spec.id}: these rows train with no recipe")
+    fields = {f.name for f in dataclasses.fields(Recipe)} - RECIPE_FIXED
+    if path[0] not in fields:
+        hint = " (use --seeds)" if path[0] == "seed" else ""
+        raise ReproError(f"unknown recipe field {path[0]!r}{hint}; one of {', '.join(sorted(fields))}")
+    base = load_recipe(spec.recipe)
+    changes = settings.setdefault("recipe", {})
+    current = base.replace(**changes)
+    if path[0] in ("schedule", "optimizer"):
+        if len(path) != 2:
+            example = "base_lr" if path[0] == "schedule" else "weight_decay"
+            raise ReproError(f"name one key of the {path[0]}, e.g. recipe.{path[0]}.{example}")
+        section = dict(getattr(current, path[0]))
+        kinds = SCHEDULES if path[0] == "schedule" else OPTIMIZERS
+        allowed = kinds[section["name"]]
+        if path[1] not in allowed:
+            raise ReproError(f"the {section['name']} {path[0]} has no {path[1]!r}; one of {', '.join(sorted(allowed))}")
+        _same_type(section.get(path[1]), value)
+        section[path[1]] = value
+        changes[path[0]] = section
+    else:
+        _one_level(path)
+        _same_type(getattr(current, path[0]), value)
+        changes[path[0]] = value
+    try:
+        base.replace(**changes)  # the recipe's own range checks
+    except TypeError:
+        raise ReproError(f"not a valid value for recipe.{'.'.join(path)}") from None
+
+
+def _generator(scale: str, settings: dict[str, Any], rows: list[Row], path: list[str], value: Any) -> None:
+    from repro.run import family_of
+
+    if scale == "paper":
+        raise ReproError("the paper scale reads real data; generator settings apply to smoke and synthetic")
+    _one_level(path)
+    readers = {getattr(family_of(r), "generator_settings", None) for r in rows if r.model is not None and family_of(r)}
+    if not readers or None in readers:
+        raise ReproError("these rows' family does not declare its generator settings (generator_settings in family.py)")
+    classes = {read(settings) for read in readers}
+    generator = dict(settings.get("generator") or {})
+    generator[path[0]] = value
+    for cls in classes:
+        defaults = {f.name: f.default for f in dataclasses.fields(cls)}
+        _same_type((settings.get("generator") or {}).get(path[0], defaults.get(path[0])), value)
+        cls.from_mapping(generator)
+    settings["generator"] = generator
+
+
+def _model(rows: list[Row], path: list[str], value: Any) -> list[Row]:
+    from pydantic import ValidationError
+
+    _one_level(path)
+    if not any(r.config is not None and r.model is not None for r in rows):
+        raise ReproError("none of the selected rows trains a model")
+    out = []
+    for row in rows:
+        if row.model is None or row.config is None:
+            out.append(row)
+            continue
+        model = {**row.model, path[0]: value}
+        try:
+            config = type(row.config).model_validate(model)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(p) for p in first.get("loc", ())) or path[0]
+            raise ReproError(f"row {row.name!r}: {where}: {first['msg']}") from None
+        out.append(dataclasses.replace(row, model=model, config=config))
+    return out
+
+
+def _check_sizes(rows: list[Row], settings: dict[str, Any], overrides) -> None:
+    """Each family builds its model with the sizes on the meta device: unknown keys and bad values fail here."""
+    import torch
+
+    from repro.run import family_of
+
+    keys = ", ".join(f"{k}={_text(v)}" for k, v in overrides if k.startswith("sizes."))
+    for row in rows:
+        family = family_of(row) if row.model is not None else None
+        if family is None:
+            continue
+        try:
+            with torch.device("meta"):
+                family.build_model(row.config, sizes=settings["sizes"])
+        except ReproError as exc:
+            raise ReproError(f"{keys}: {exc}") from None
+        except Exception as exc:  # noqa: BLE001 - a model that cannot be built with these sizes
+            why = f"{type(exc).__name__}: {exc}"
+            raise ReproError(f"{keys}: row {row.name!r} cannot be built with these sizes ({why})") from None
