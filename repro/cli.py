@@ -687,6 +687,8 @@ def _run(
             format_hours(step.gpu_hours) if scale == "paper" else "CPU",
             "ready" if step.ready else "[yellow]not implemented yet[/]",
         )
+        for name, what, hours in step.stages:
+            steps.add_row("", f"└ {name}", "", what, format_hours(hours), "")
     console.print(steps)
     for item in plan.data:
         console.print(f"data: {item}", highlight=False)

@@ -277,6 +277,18 @@ def _read_one(path: Path) -> Result | None:
         return None
 
 
+def _split_stem(stem: str, slugs) -> tuple[str, str]:
+    """`<row slug>[.<scale>]` -> (slug, scale); a slug may itself end in or hold dots (`PSAC w/ Char.`)."""
+    if stem in slugs:
+        return stem, "paper"
+    known = [s for s in slugs if stem.startswith(s + ".") and "." not in stem[len(s) + 1 :]]
+    if known:
+        slug = max(known, key=len)
+        return slug, stem[len(slug) + 1 :]
+    slug, _, scale = stem.partition(".")
+    return slug, scale or "paper"
+
+
 def read_results(spec: Spec, scale: str | None = None, root: Path | None = None) -> dict[tuple[str, str], Result]:
     """Results of one spec as {(row name, scale): Result}; corrupt files are warned about and skipped."""
     folder = (root or results_dir()) / spec.paper / spec.id
@@ -285,9 +297,7 @@ def read_results(spec: Spec, scale: str | None = None, root: Path | None = None)
     if not folder.is_dir():
         return found
     for path in sorted(folder.glob("*.json")):
-        stem = path.name[: -len(".json")]
-        slug, _, file_scale = stem.partition(".")
-        file_scale = file_scale or "paper"
+        slug, file_scale = _split_stem(path.name[: -len(".json")], by_slug)
         if scale is not None and file_scale != scale:
             continue
         if slug not in by_slug:

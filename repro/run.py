@@ -55,6 +55,7 @@ class Step:
     detail: str
     gpu_hours: float | None = None
     ready: bool = True  # False while the row's family or compute task is not implemented
+    stages: list[tuple[str, str, float | None]] = field(default_factory=list)  # (name, what, GPU-hours)
 
 
 @dataclass
@@ -148,7 +149,16 @@ def make_plan(
         family = family_of(row)
         gpu = family.gpu_hours(row.config) if family is not None and scale == "paper" else None
         detail = f"{spec.recipe or '(no recipe)'}: {row.config.model_dump_json(exclude_defaults=True)}"
-        plan.steps.append(Step(row, "train", list(seeds), detail, gpu, ready=family is not None))
+        step = Step(row, "train", list(seeds), detail, gpu, ready=family is not None)
+        if family is not None and scale == "paper" and hasattr(family, "stages"):
+            # a family whose unit trains in several stages (pre-training, then fine-tuning) lists them
+            step.stages = family.stages(row.config, spec)
+            step.gpu_hours = None if any(h is None for *_, h in step.stages) else sum(h for *_, h in step.stages)
+        plan.steps.append(step)
+    if scale == "paper" and any(r.model for r in rows):
+        family = families.implementation(families.by_paper(spec.paper))
+        if family is not None and hasattr(family, "data_notes"):
+            plan.data += family.data_notes(spec)
     return plan
 
 

@@ -115,3 +115,23 @@ def test_alpha_is_printed_with_the_claims(claim_spec):
     md = render_markdown(build_view(claim_spec, "synthetic"))
     assert f"α = {ALPHA:g}" in md
     assert "| ours beats cited on Num | yes | holds | +6.00 | [+1.84, +10.16] | 0.010 | 3, 3 |" in md
+
+
+def test_a_time_claim_shows_the_ratio_beside_the_papers(sandbox):
+    text = SPEC_TEXT.replace("metric: vqa, key: number, better: higher", "metric: time, key: action, better: lower")
+    write_spec(sandbox, text.replace("reported: {Num: 50.0", "reported: {Num: 80.0") + CLAIMS)
+    spec = resolve("t1-demo")
+    _write(spec, "Ours*", [30.0])
+    _write(spec, "Cited", [40.0])
+    claim = build_view(spec, "synthetic").claims[0]
+    assert claim.verdict == "not judged (1 seed)" and claim.margin == pytest.approx(10.0)
+    assert claim.ratio == pytest.approx(0.75) and claim.ratio_paper == pytest.approx(54.86 / 80.0)
+    md = render_markdown(build_view(spec, "synthetic"))
+    assert "| ratio |" in md and "0.75 (paper 0.69)" in md
+
+
+def test_claims_on_scores_have_no_ratio_column(claim_spec):
+    _write(claim_spec, "Ours*", [60.0, 62.0, 64.0])
+    _write(claim_spec, "Cited", [55.0, 56.0, 57.0])
+    view = build_view(claim_spec, "synthetic")
+    assert view.claims[0].ratio is None and "| ratio |" not in render_markdown(view)

@@ -41,6 +41,17 @@ def test_result_round_trip(demo_spec):
     assert loaded[("Ours*", "paper")] == original
 
 
+def test_a_row_name_ending_in_a_dot_is_read_back_at_every_scale(sandbox):
+    from tests.conftest import SPEC_TEXT, write_spec
+
+    write_spec(sandbox, SPEC_TEXT.replace("name: Ours*", "name: Ours w/ Char."))
+    spec = resolve("t1-demo")
+    for scale in ("paper", "smoke"):
+        path = results.write_result(_result("Ours w/ Char.", scale, Num=1.0, All=2.0), spec)
+        assert path.name.startswith("Ours_w_Char.")
+    assert set(results.read_results(spec)) == {("Ours w/ Char.", "paper"), ("Ours w/ Char.", "smoke")}
+
+
 def test_scale_suffix_and_reference_kept(demo_spec):
     spec = resolve("t1-demo")
     first = results.write_result(_result("Ours*", "smoke", Num=10.0, All=20.0), spec)

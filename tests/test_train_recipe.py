@@ -66,3 +66,14 @@ def test_bad_recipes_point_at_their_line(tmp_path, change, line, word):
 def test_unknown_recipe_lists_the_known_ones():
     with pytest.raises(ReproError, match="mcan-pa/vqa2"):
         load_recipe("mcan-pa/vqa3")
+
+
+def test_cosine_is_albefs_schedule():
+    from repro.train.schedule import learning_rate
+
+    r = load_recipe("ace-rpe/pretrain")
+    assert learning_rate(r.schedule, 0, 0) == pytest.approx(1e-5)  # warm-up starts at 1e-5
+    assert learning_rate(r.schedule, 0, 1000) == pytest.approx(1e-5 + (1e-4 - 1e-5) / 2)
+    assert learning_rate(r.schedule, 0, 2000) == pytest.approx(1e-4)
+    assert learning_rate(r.schedule, 15, 0) == pytest.approx((1e-4 + 1e-6) / 2)  # half the cosine
+    assert epoch_rates(load_recipe("ace-rpe/retrieval-coco").schedule, 5)[0] == pytest.approx(1e-5)

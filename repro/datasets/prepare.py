@@ -5,6 +5,9 @@ Outputs under `<data_dir>/prepared/`:
 - `features/<source>/<split>.store/`            feature stores (repro.data.store), where <source> is
   `bottom-up-36`, `bottom-up-adaptive` (from the TSVs) or `openvqa-features` (from the npz folders)
   and <split> `trainval`/`test2015` (TSV) or `train2014`/`val2014`/`test2015` (npz)
+- `features/tgif-qa/{resnet,c3d}.store`         TGIF-QA frame features from PSAC's HDF5 files
+  (repro.datasets.tgif_features; `--source` or `<data_dir>/tgif-qa-features`), after checking that the
+  question files are in the TGIF-QA folder (repro.datasets.tgif)
 - `gqa/`                                        GQA balanced questions, vocabularies, targets (repro.datasets.gqa)
 - `features/gqa-features/{objects,spatial}.store/` GQA's released object and spatial (7 x 7 grid) features
 - `depth-maps/<images folder>/`                  depth PNGs estimated by GLPN-NYU (repro.datasets.depth_estimation)
@@ -27,7 +30,7 @@ from repro.paths import data_dir
 TSV_SOURCES = ("bottom-up-36", "bottom-up-adaptive")
 NPZ_SOURCES = ("openvqa-features",)
 GQA_TARGETS = ("gqa", "gqa-features")
-TARGETS = (*VQA_DATASETS, *TSV_SOURCES, *NPZ_SOURCES, *GQA_TARGETS, "depth-maps", "depth")
+TARGETS = (*VQA_DATASETS, *TSV_SOURCES, *NPZ_SOURCES, *GQA_TARGETS, "tgif-qa", "depth-maps", "depth")
 GLOVE_FILE = "glove.840B.300d.txt"
 
 
@@ -71,6 +74,8 @@ def prepare(
                 progress=progress,
             )
         ]
+    if name == "tgif-qa":
+        return prepare_tgif(source, root, force, progress)
     if name in GQA_TARGETS:
         return _prepare_gqa(name, source or root / name, root, force)
     if name == "depth-maps":
@@ -114,6 +119,36 @@ def prepare(
             if force or not is_current((read_manifest(out / "meta.json") or {}).get("manifest"), manifest):
                 store_from_npz_dir(folder, out, max_boxes, dim, meta={"manifest": manifest}, progress=progress)
             outputs.append(out)
+    return outputs
+
+
+def prepare_tgif(source: Path | None, root: Path, force: bool, progress: Progress | None) -> list[Path]:
+    """Frame feature stores from PSAC's HDF5 files; then every missing question file named with its URL."""
+    from repro.data.catalog import get_dataset, load_catalog
+    from repro.datasets.tgif import SPLITS, TASKS, file_name, tgif_dir
+    from repro.datasets.tgif_features import FEATURE_FILES, find_feature_files, store_from_frame_hdf5
+
+    folders = [source] if source is not None else [root / "tgif-qa-features", tgif_dir()]
+    outputs = []
+    for kind, h5 in find_feature_files(folders).items():
+        dim = FEATURE_FILES[kind][1]
+        out = feature_store_dir("tgif-qa", root) / f"{kind}.store"
+        manifest = build_manifest("tgif-frame-store", [file_digest(h5)], {"dim": dim})
+        if force or not is_current((read_manifest(out / "meta.json") or {}).get("manifest"), manifest):
+            store_from_frame_hdf5(h5, out, dim, meta={"manifest": manifest, "source": h5.name}, progress=progress)
+        outputs.append(out)
+    questions = tgif_dir()
+    urls = {f.name: f.urls[0] for f in get_dataset("tgif-qa", load_catalog()).files if f.urls}
+    missing = [
+        f"{name} ({urls.get(name) or 'see the catalog'})"
+        for name in (file_name(s, t) for s in SPLITS if s != "Total" for t in TASKS)
+        if not (questions / name).is_file()
+    ]
+    if missing:
+        raise ReproError(
+            f"frame features prepared in {', '.join(map(str, outputs))}, but {questions} lacks "
+            f"{len(missing)} question file(s): {'; '.join(missing)} (repro download tgif-qa)"
+        )
     return outputs
 
 

@@ -32,6 +32,11 @@ Optionally:
   attention(ctx: RunContext, question_id) -> AttentionMaps
       for `repro attention`: load the unit's trained model from `ctx.workdir` (its `last.pt`), run one
       question and return how much each box of its image is attended to, per map, layer and head
+  stages(config, spec) -> list[(name, what, gpu_hours)]
+      a unit that trains in several stages (pre-training, then fine-tuning per data set): listed by
+      `repro run --dry-run` at paper scale
+  data_notes(spec) -> list[str]
+      what the paper scale reads beyond the catalog downloads (e.g. the user's images)
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Model size and cost: trainable parameters, FLOPs per forward pass, inference time.
+"""Model size and cost: trainable parameters, FLOPs per forward pass, inference and training-step time.
 
 FLOPs are counted by `torch.utils.flop_counter` (a multiply-add is 2 FLOPs); element-wise work
 (softmax, LayerNorm, activations) is not counted, as is usual.
@@ -62,4 +62,35 @@ def inference_time(model: nn.Module, batch: dict[str, torch.Tensor], *, repeats:
                 torch.cuda.synchronize(device)
             if i >= warmup:
                 times.append(time.perf_counter() - start)
+    return sorted(times)[len(times) // 2]
+
+
+def train_step_time(
+    model: nn.Module,
+    batch: dict[str, torch.Tensor],
+    loss_fn,
+    optimizer: torch.optim.Optimizer,
+    *,
+    steps: int = 3,
+    warmup: int = 1,
+    grad_clip: float | None = None,
+) -> float:
+    """Median seconds of one optimisation step (forward, loss, backward, clipping, update) on `batch`."""
+    model.train()
+    device = next(model.parameters()).device
+    times = []
+    for i in range(warmup + steps):
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        start = time.perf_counter()
+        loss = loss_fn(model, batch)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        if grad_clip is not None:
+            nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
+        optimizer.step()
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        if i >= warmup:
+            times.append(time.perf_counter() - start)
     return sorted(times)[len(times) // 2]

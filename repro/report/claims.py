@@ -33,6 +33,9 @@ class ClaimView:
     ci_low: float | None = None  # CONFIDENCE interval of the margin (Welch–Satterthwaite df)
     ci_high: float | None = None
     n: tuple[int, int] | None = None  # seeds of `row` and of `over`
+    # claims on a time column are about speed, which only a ratio carries across hardware: row / over
+    ratio: float | None = None
+    ratio_paper: float | None = None
 
 
 @dataclass(frozen=True)
@@ -65,15 +68,19 @@ def judge_claim(spec: Spec, claim, rows: list[RowView]) -> ClaimView:
     by_name = {r.name: r for r in rows}
     a, b = by_name[claim.row].cells[claim.column], by_name[claim.over].cells[claim.column]
     paper = None if a.reported is None or b.reported is None else sign * (a.reported - b.reported) > 0
+    ratios = {}
+    if spec.column(claim.column).metric == "time":
+        ratios["ratio_paper"] = _ratio(a.reported, b.reported)
+        ratios["ratio"] = _ratio(a.reproduced, b.reproduced)
     if a.reproduced is None or b.reproduced is None:
-        return ClaimView(claim.text, paper, "no results")
+        return ClaimView(claim.text, paper, "no results", **ratios)
     sample_a = seed_sample(by_name[claim.row].result, claim.column)
     sample_b = seed_sample(by_name[claim.over].result, claim.column)
     margin = sign * (a.reproduced - b.reproduced)
     spread = (a.std or 0.0) + (b.std or 0.0)
     n = (sample_a.n, sample_b.n)
     if min(n) < 2:
-        return ClaimView(claim.text, paper, "not judged (1 seed)", margin, spread, n=n)
+        return ClaimView(claim.text, paper, "not judged (1 seed)", margin, spread, n=n, **ratios)
     test = welch(sample_a, sample_b, sign)
     if test.p_value < ALPHA and test.margin > 0:
         verdict = "holds"
@@ -81,7 +88,13 @@ def judge_claim(spec: Spec, claim, rows: list[RowView]) -> ClaimView:
         verdict = "reversed"
     else:
         verdict = f"not decided (p = {fmt_p(test.p_value)})"
-    return ClaimView(claim.text, paper, verdict, test.margin, spread, test.p_value, test.ci_low, test.ci_high, n)
+    return ClaimView(
+        claim.text, paper, verdict, test.margin, spread, test.p_value, test.ci_low, test.ci_high, n, **ratios
+    )
+
+
+def _ratio(a: float | None, b: float | None) -> float | None:
+    return None if a is None or b is None or b == 0 else a / b
 
 
 def seed_sample(result: Result | None, column: str) -> Sample:
@@ -140,11 +153,18 @@ def claims_caption() -> str:
         f"One-sided Welch t-test per claim over the seeds of the two rows, at α = {ALPHA:g}; "
         f"margin = mean difference in the claimed direction, with its {CONFIDENCE:.0%} confidence "
         "interval (Welch–Satterthwaite df); p = one-sided, in the claimed direction (near 1 when reversed); "
-        "n = seeds of the row and of the row it is compared with."
+        "n = seeds of the row and of the row it is compared with; ratio = row / compared row (time claims)."
     )
 
 
-CLAIM_KEYS = ("claim", "in the paper", "verdict", "margin", "CI", "p", "n")
+CLAIM_KEYS = ("claim", "in the paper", "verdict", "margin", "CI", "p", "n", "ratio")
+
+
+def claim_keys(claims: list[ClaimView]) -> tuple[str, ...]:
+    """The claims table's columns: the ratio only when some claim is about time."""
+    if any(c.ratio is not None or c.ratio_paper is not None for c in claims):
+        return CLAIM_KEYS
+    return CLAIM_KEYS[:-1]
 
 
 def claim_header(scale: str, key: str) -> str:
@@ -161,7 +181,16 @@ def claim_cells(c: ClaimView) -> dict[str, str]:
         "CI": "–" if c.ci_low is None else f"[{c.ci_low:+.2f}, {c.ci_high:+.2f}]",
         "p": fmt_p(c.p_value),
         "n": "–" if c.n is None else f"{c.n[0]}, {c.n[1]}",
+        "ratio": fmt_ratio(c),
     }
+
+
+def fmt_ratio(c: ClaimView) -> str:
+    """`row / over` at the scale (in the paper) for time claims; – for the others."""
+    if c.ratio is None and c.ratio_paper is None:
+        return "–"
+    ours = "–" if c.ratio is None else f"{c.ratio:.2f}"
+    return ours + ("" if c.ratio_paper is None else f" (paper {c.ratio_paper:.2f})")
 
 
 def claim_to_json(c: ClaimView) -> dict:
@@ -175,4 +204,6 @@ def claim_to_json(c: ClaimView) -> dict:
         "ci_low": c.ci_low,
         "ci_high": c.ci_high,
         "n": None if c.n is None else list(c.n),
+        "ratio": c.ratio,
+        "ratio_paper": c.ratio_paper,
     }

@@ -8,7 +8,7 @@ import re
 
 import pandas as pd
 
-from repro.report.claims import ALPHA, CLAIM_KEYS, CONFIDENCE, claim_cells, claim_header, claim_to_json, claims_caption
+from repro.report.claims import ALPHA, CONFIDENCE, claim_cells, claim_header, claim_keys, claim_to_json, claims_caption
 from repro.report.view import TableView, caption, footnotes
 
 # --- one frame for every export ------------------------------------------------------------------
@@ -83,12 +83,12 @@ def render_markdown(view: TableView) -> str:
     if view.claims:
         lines += [
             "",
-            "| " + " | ".join(claim_header(view.scale, k) for k in CLAIM_KEYS) + " |",
+            "| " + " | ".join(claim_header(view.scale, k) for k in claim_keys(view.claims)) + " |",
             "| --- | --- | --- | ---: | ---: | ---: | ---: |",
         ]
         for c in view.claims:
             claim = claim_cells(c)
-            lines.append("| " + " | ".join(claim[k].replace("|", "\\|") for k in CLAIM_KEYS) + " |")
+            lines.append("| " + " | ".join(claim[k].replace("|", "\\|") for k in claim_keys(view.claims)) + " |")
         lines += ["", f"_{claims_caption()}_"]
     return "\n".join(lines) + "\n"
 
@@ -176,8 +176,8 @@ def render_latex(view: TableView) -> str:
         lines.append(r"\par\smallskip{\footnotesize " + r" \\ ".join(_latex_escape(n) for n in notes) + "}")
     lines.append(r"\end{table}")
     if view.claims:
-        claims = pd.DataFrame([claim_cells(c) for c in view.claims], columns=list(CLAIM_KEYS))
-        claims.columns = [_latex_escape(claim_header(view.scale, k)) for k in CLAIM_KEYS]
+        claims = pd.DataFrame([claim_cells(c) for c in view.claims], columns=list(claim_keys(view.claims)))
+        claims.columns = [_latex_escape(claim_header(view.scale, k)) for k in claim_keys(view.claims)]
         table = claims.map(_latex_escape).style.hide(axis="index").to_latex(hrules=True, column_format="p{5cm}llrrrr")
         lines += [
             "",
@@ -213,8 +213,8 @@ def render_html(view: TableView) -> str:
     ]
     parts += [f"<p><small>{html.escape(n)}</small></p>" for n in footnotes(view)]
     if view.claims:
-        claims = pd.DataFrame([claim_cells(c) for c in view.claims], columns=list(CLAIM_KEYS))
-        claims.columns = [claim_header(view.scale, k) for k in CLAIM_KEYS]
+        claims = pd.DataFrame([claim_cells(c) for c in view.claims], columns=list(claim_keys(view.claims)))
+        claims.columns = [claim_header(view.scale, k) for k in claim_keys(view.claims)]
         parts += [
             f"<h3>{html.escape(f'The paper’s claims at scale {view.scale}')}</h3>",
             claims.to_html(index=False, escape=True),

@@ -16,7 +16,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from repro.report.claims import CLAIM_KEYS, ClaimView, claim_cells, claim_header, claims_caption
+from repro.report.claims import ClaimView, claim_cells, claim_header, claim_keys, claims_caption
 from repro.report.view import (
     TableView,
     caption,
@@ -216,7 +216,7 @@ def claims_grid(view: TableView) -> Grid:
             [c[k] for c in cells],
             justify="left" if k in ("in the paper", "verdict") else "right",
         )
-        for k in CLAIM_KEYS[1:]
+        for k in claim_keys(view.claims)[1:]
     ]
     return Grid(label, [cols])
 
@@ -234,6 +234,8 @@ def claim_lines(view: TableView, claim: ClaimView, width: int) -> list[str]:
         facts.append(f"p {cells['p']}")
     if claim.n is not None:
         facts.append(f"n {cells['n']}")
+    if cells["ratio"] != "–":
+        facts.append(f"ratio {cells['ratio']}")
     out, line = _wrap("• " + claim.text, width, "  "), "   "
     for fact in facts:
         candidate = fact if line.strip() == "" else line + " · " + fact
@@ -325,7 +327,7 @@ class RichClaims:
         title = f"the paper's claims, at scale {view.scale}"
         if _rich_width([grid.label] + grid.groups[0]) <= options.max_width:
             table = Table(title=title, title_justify="left", caption=claims_caption(), caption_justify="left")
-            for key in CLAIM_KEYS:
+            for key in claim_keys(view.claims):
                 table.add_column(
                     claim_header(view.scale, key),
                     no_wrap=True,
@@ -337,7 +339,7 @@ class RichClaims:
                 table.add_row(
                     *[
                         Text(cells[k], style=verdict_style(c.verdict)) if k == "verdict" else cells[k]
-                        for k in CLAIM_KEYS
+                        for k in claim_keys(view.claims)
                     ]
                 )
             yield table

@@ -14,7 +14,7 @@ import torch.nn.functional as F
 from repro.errors import ReproError
 
 REDUCTIONS = {"bce-sum": "sum", "bce-mean": "mean", "cross-entropy": "mean"}
-FAMILY_LOSSES = ("decoding-bce", "per-task")  # computed by the family's loss step
+FAMILY_LOSSES = ("decoding-bce", "per-task", "objectives")  # computed by the family's loss step
 
 
 def compute_loss(name: str, logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:

@@ -25,11 +25,12 @@ SCHEDULES = {
     "mcan": {"base_lr", "warmup_epochs", "decay_epochs", "decay_rate"},
     "linear-warmup-step": {"base_lr", "start_lr", "warmup_epochs", "decay_epochs", "decay_rate"},
     "m4c": {"base_lr", "warmup_iterations", "warmup_factor", "decay_iterations", "decay_rate"},
+    "cosine": {"base_lr", "min_lr", "cycle_epochs", "warmup_lr", "warmup_steps"},
     "constant": {"base_lr"},
 }
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")
 # The last two are computed by their family's loss step (repro.families.base), not by repro.train.losses.
-LOSSES = ("bce-sum", "bce-mean", "cross-entropy", "decoding-bce", "per-task")
+LOSSES = ("bce-sum", "bce-mean", "cross-entropy", "decoding-bce", "per-task", "objectives")
 _KEYS = {
     "description",
     "optimizer",

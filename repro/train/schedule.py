@@ -7,11 +7,15 @@ epochs and decay ×0.2 at 0-indexed epochs 10 and 12, epochs 1..13 get
 at 0-indexed epoch warmup_epochs - 1, then ×decay_rate at each of decay_epochs. Constant within an epoch.
 `m4c`: M4C's and SA-M4C's, per iteration (facebookresearch/mmf, yashkant/sam-textvqa): the factor
 rises linearly from warmup_factor to 1 over warmup_iterations, then ×decay_rate at each of decay_iterations.
+`cosine`: ALBEF's (salesforce/ALBEF, timm's CosineLRScheduler stepped per epoch): the rate of epoch e
+is min_lr + (base_lr - min_lr)(1 + cos(pi e / cycle_epochs)) / 2; during the first `warmup_steps`
+iterations of epoch 0 it rises linearly from warmup_lr to base_lr.
 `constant`: base_lr throughout.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from repro.errors import ReproError
@@ -57,6 +61,20 @@ def m4c_lr(
     return base_lr * decay_rate ** sum(1 for i in decay_iterations if iteration >= i)
 
 
+def cosine_lr(
+    epoch: int,
+    step: int,
+    base_lr: float,
+    min_lr: float,
+    cycle_epochs: int,
+    warmup_lr: float = 0.0,
+    warmup_steps: int = 0,
+) -> float:
+    if epoch == 0 and step < warmup_steps:
+        return warmup_lr + (base_lr - warmup_lr) * step / warmup_steps
+    return min_lr + (base_lr - min_lr) * (1 + math.cos(math.pi * epoch / cycle_epochs)) / 2
+
+
 def learning_rate(schedule: dict[str, Any], epoch: int, step_in_epoch: int = 0, steps_per_epoch: int = 1) -> float:
     """The learning rate a recipe's `schedule` gives at (0-indexed epoch, step within it)."""
     name = schedule.get("name")
@@ -67,9 +85,11 @@ def learning_rate(schedule: dict[str, Any], epoch: int, step_in_epoch: int = 0, 
         return linear_warmup_step_lr(epoch, **params)
     if name == "m4c":
         return m4c_lr(epoch * steps_per_epoch + step_in_epoch, **params)
+    if name == "cosine":
+        return cosine_lr(epoch, step_in_epoch, **params)
     if name == "constant":
         return float(params["base_lr"])
-    raise ReproError(f"unknown schedule {name!r}; one of mcan, linear-warmup-step, m4c, constant")
+    raise ReproError(f"unknown schedule {name!r}; one of mcan, linear-warmup-step, m4c, cosine, constant")
 
 
 def epoch_rates(schedule: dict[str, Any], epochs: int) -> list[float]:

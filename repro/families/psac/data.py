@@ -1,8 +1,9 @@
 """PSAC's data interface: TGIF-QA question files + per-video frame features -> model batches.
 
-A data folder holds the official question files (`Train_<task>_question.csv`, `Test_...`) and the
-frame features as `features.npy`, a float array (videos, frames, d_v) indexed by the files' `key`
-(the generated scales write both; the real ResNet features come as an HDF5 file, see README).
+A data folder holds the official question files (`Train_<task>_question.csv`, `Test_...`); the
+frame features, indexed by the files' `key`, are `features.npy` in the same folder, a float array
+(videos, frames, d_v) (the generated scales), or a frame store made by `repro prepare tgif-qa`
+from the released HDF5 file (repro.datasets.tgif_features).
 Vocabularies are built the way the official code builds them: words and characters of every
 question and candidate of the task's files (train and test, its `Total` file), FrameQA answers over
 the same files. Multiple-choice questions become 5 sequences, the question's words followed by one
@@ -18,7 +19,9 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
+from repro.data.store import FeatureStore
 from repro.datasets.tgif import MULTIPLE_CHOICE, Question, build_char_vocab, file_name, read_questions, tokenize
+from repro.datasets.tgif_features import sample_frames
 from repro.errors import ReproError
 
 PAD, UNK = 0, 1
@@ -58,6 +61,33 @@ def encode_text(tokens: list[str], vocab: Vocab, max_words: int, max_chars: int)
     return w, c
 
 
+class VideoFeatures:
+    """The frames of a video by key: from a (videos, frames, d) array or a frame store."""
+
+    def __init__(self, source: np.ndarray | FeatureStore):
+        self.source = source
+
+    @classmethod
+    def open(cls, root: Path, store: Path | None = None) -> VideoFeatures:
+        if store is not None:
+            return cls(FeatureStore.open(store))
+        path = Path(root) / "features.npy"
+        if not path.is_file():
+            raise ReproError(f"{root}: no features.npy (frame features indexed by key)")
+        return cls(np.load(path, mmap_mode="r"))
+
+    def __contains__(self, key: int) -> bool:
+        if isinstance(self.source, FeatureStore):
+            return key in self.source
+        return 0 <= key < len(self.source)
+
+    def __getitem__(self, key: int) -> np.ndarray:
+        if isinstance(self.source, FeatureStore):
+            item = self.source.get(key)
+            return item["features"][: item["count"]].astype(np.float32)
+        return np.asarray(self.source[key], dtype=np.float32)
+
+
 class TgifTask(Dataset):
     """One task's split: items {video, words, chars, target, question_id}."""
 
@@ -71,24 +101,20 @@ class TgifTask(Dataset):
         max_words: int,
         max_chars: int,
         frames: int,
-        features: np.ndarray | None = None,
+        features: VideoFeatures | None = None,
     ):
         self.task, self.split = task, split
         self.questions = read_questions(Path(root) / file_name(split, task))
-        if features is None:
-            path = Path(root) / "features.npy"
-            if not path.is_file():
-                raise ReproError(f"{root}: no features.npy (frame features indexed by key)")
-            features = np.load(path, mmap_mode="r")
-        self.features = features
+        self.features = features if features is not None else VideoFeatures.open(root)
         self.frames = frames
         n = len(self.questions)
         c = 5 if task in MULTIPLE_CHOICE else 1
         self.words = np.zeros((n, c, max_words), dtype=np.int64)
         self.chars = np.zeros((n, c, max_words, max_chars), dtype=np.int64)
         self.keys = np.array([q.key for q in self.questions], dtype=np.int64)
-        if len(self.keys) and self.keys.max() >= len(features):
-            raise ReproError(f"{root}: key {int(self.keys.max())} has no features ({len(features)} videos)")
+        absent = [int(k) for k in self.keys if int(k) not in self.features]
+        if absent:
+            raise ReproError(f"{root}: {file_name(split, task)}: key {absent[0]} has no frame features")
         for i, q in enumerate(self.questions):
             base = tokenize(q.question)
             seqs = [base + tokenize(cand) for cand in q.candidates] if c > 1 else [base]
@@ -105,10 +131,8 @@ class TgifTask(Dataset):
         return len(self.questions)
 
     def video(self, key: int) -> torch.Tensor:
-        v = np.asarray(self.features[key], dtype=np.float32)
-        if len(v) > self.frames:  # N equally spaced frames (Sec. 4.3)
-            v = v[np.linspace(0, len(v), self.frames, endpoint=False).astype(int)]
-        elif len(v) < self.frames:  # shorter clips: zero padding on the left (code)
+        v = sample_frames(self.features[key], self.frames)  # N equally spaced frames (Sec. 4.3)
+        if len(v) < self.frames:  # shorter clips: zero padding on the left (code)
             v = np.concatenate([np.zeros((self.frames - len(v), v.shape[1]), np.float32), v])
         return torch.from_numpy(v)
 
@@ -122,11 +146,14 @@ class TgifTask(Dataset):
         }
 
 
-def load_task(root: Path, task: str, sizes: dict, splits: tuple[str, ...] = ("Train", "Test")):
-    """(vocab, {split: TgifTask}) for a task, the vocabulary over all its splits' files."""
+def load_task(
+    root: Path, task: str, sizes: dict, splits: tuple[str, ...] = ("Train", "Test"), store: Path | None = None
+):
+    """(vocab, {split: TgifTask}) for a task, the vocabulary over all its splits' files; the frames from
+    `store` (a prepared frame store) or `root/features.npy`."""
     questions = [q for s in splits for q in read_questions(Path(root) / file_name(s, task))]
     vocab = build_vocab(task, questions)
-    features = np.load(Path(root) / "features.npy", mmap_mode="r")
+    features = VideoFeatures.open(root, store)
     data = {
         s: TgifTask(
             root,

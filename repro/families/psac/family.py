@@ -12,6 +12,7 @@ Table 1 (`compute: {task: statistics}`) is `statistics(ctx)`: counts from the re
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
@@ -243,24 +244,33 @@ def synthetic_root(settings: dict[str, Any]) -> Path:
     return data_dir() / "synthetic" / f"tgif-qa-{cfg.key()}"
 
 
-def prepare_data(spec: Spec, scale: str, settings: dict[str, Any]) -> dict[str, Path]:
+def prepare_data(spec: Spec, scale: str, settings: dict[str, Any], config: PSACConfig | None = None) -> dict[str, Path]:
+    """{"root": question files, "store": frame store or None}; generated at the synthetic and smoke scales."""
     if scale == "paper":
-        raise ReproError(
-            f"{spec.id}: paper-scale PSAC needs the TGIF-QA question files and the ResNet-152 pool5 "
-            f"frame features (an HDF5 file from the authors' Google Drive, see the PSAC repository's README) "
-            f"converted to features.npy indexed by key; that conversion is not implemented yet"
-        )
+        from repro.datasets.prepare import feature_store_dir
+        from repro.datasets.tgif import tgif_dir
+        from repro.datasets.tgif_features import FEATURE_FILES, WHERE
+
+        kind = config.video_features if config is not None else "resnet"
+        store = feature_store_dir("tgif-qa") / f"{kind}.store"
+        if not (store / "meta.json").is_file():
+            raise ReproError(
+                f"{spec.id}: no frame store {store}; put {FEATURE_FILES[kind][0]} (from {WHERE}) in "
+                f"{data_dir() / 'tgif-qa-features'} and the question files in {tgif_dir()}, then run "
+                f"repro prepare tgif-qa"
+            )
+        return {"root": tgif_dir(), "store": store}
     from repro.families.psac.synthetic import GeneratorConfig, generate
 
     root = synthetic_root(settings)
     generate(root, GeneratorConfig.from_mapping(settings.get("generator")))
-    return {"root": root}
+    return {"root": root, "store": None}
 
 
 # --- one (row, seed) ----------------------------------------------------------------------------
 
 
-def run_task(ctx: RunContext, task: str, root: Path) -> dict[str, Any]:
+def run_task(ctx: RunContext, task: str, root: Path, store: Path | None = None) -> dict[str, Any]:
     """Train one task's model on Train, score it on Test; returns score, training state, seconds per epoch."""
     from repro.families.psac.data import load_task
     from repro.train import fit, load_recipe, predict
@@ -269,7 +279,7 @@ def run_task(ctx: RunContext, task: str, root: Path) -> dict[str, Any]:
     sizes = ctx.settings.get("sizes") or {}
     full = paper_sizes(ctx.config)
     full.update(sizes)
-    vocab, data = load_task(root, task, full)
+    vocab, data = load_task(root, task, full, store=store)
     overrides = {**ctx.settings.get("recipe", {}), **(ctx.settings.get("task_recipe", {}) or {}).get(task, {})}
     recipe = load_recipe(ctx.spec.recipe).replace(**{**overrides, "seed": ctx.seed, "loss": "per-task"})
     seed_everything(ctx.seed)
@@ -305,26 +315,83 @@ def run_task(ctx: RunContext, task: str, root: Path) -> dict[str, Any]:
         "score": score(task, outputs, data["Test"].targets),
         "steps": state.step,
         "final_loss": state.final_loss,
-        "seconds_per_epoch": state.wall_time_s / max(1, recipe.epochs),
+        "train_seconds_per_epoch": state.wall_time_s / max(1, recipe.epochs),
         "train_questions": len(data["Train"]),
         "test_questions": len(data["Test"]),
     }
 
 
+def epoch_seconds(ctx: RunContext, task: str) -> dict[str, Any]:
+    """Table 4's s/epoch of one task's model, measured at the timing sizes (the paper's unless the scale's
+    `timing.sizes` says otherwise): the median of `timing.steps` optimisation steps of the recipe (after
+    `timing.warmup`) on a batch of the recipe's paper batch size, times the steps of one epoch over
+    `timing.train_questions[task]` questions (the real train split). Random inputs of the paper's shapes:
+    step time does not depend on the values."""
+    from repro.nn.measure import train_step_time
+    from repro.train import load_recipe
+    from repro.train.trainer import build_optimizer
+
+    timing = ctx.settings["timing"]
+    recipe = load_recipe(ctx.spec.recipe)  # the paper's recipe: batch 32, Adamax, clipping 0.25
+    batch_size = int(timing.get("batch_size", recipe.batch_size))
+    sizes = timing.get("sizes") or {}
+    torch.manual_seed(ctx.seed)
+    model = build_model(ctx.config, sizes, task=task)
+    batch = example_batch(batch_size, sizes, seed=ctx.seed, task=task)
+    g = torch.Generator().manual_seed(ctx.seed)
+    if task in ("action", "transition"):
+        batch["target"] = torch.randint(0, 5, (batch_size,), generator=g)
+    elif task == "frameqa":
+        batch["target"] = torch.randint(0, PAPER_NUM_ANSWERS["frameqa"], (batch_size,), generator=g)
+    else:
+        batch["target"] = torch.randint(1, 11, (batch_size,), generator=g).float()
+    optimizer = build_optimizer(recipe, [p for p in model.parameters() if p.requires_grad])
+    step = train_step_time(
+        model,
+        batch,
+        loss_step(task),
+        optimizer,
+        steps=int(timing.get("steps", 3)),
+        warmup=int(timing.get("warmup", 1)),
+        grad_clip=recipe.grad_clip,
+    )
+    questions = int(timing["train_questions"][task])
+    steps_per_epoch = math.ceil(questions / batch_size)
+    return {
+        "seconds_per_step": step,
+        "steps_per_epoch": steps_per_epoch,
+        "seconds_per_epoch": step * steps_per_epoch,
+        "batch_size": batch_size,
+        "train_questions": questions,
+        "timed_steps": int(timing.get("steps", 3)),
+        "threads": torch.get_num_threads(),
+    }
+
+
 def run_row(ctx: RunContext) -> RowRun:
-    root = prepare_data(ctx.spec, ctx.scale, ctx.settings)["root"]
+    timed_columns = [c.name for c in ctx.spec.columns if c.metric == "time" and c.key in TASKS]
+    if timed_columns and ctx.generated and "timing" not in ctx.settings:
+        raise ReproError(f"{ctx.spec.id}: scale {ctx.scale} has no timing settings for {', '.join(timed_columns)}")
+    data = prepare_data(ctx.spec, ctx.scale, ctx.settings, as_config(ctx.config))
     metrics: dict[str, float] = {}
     per_task: dict[str, Any] = {}
     for col in ctx.spec.columns:
         if col.key not in TASKS or col.metric not in ("accuracy", "mse"):
             continue
-        per_task[col.key] = run_task(ctx, col.key, root)
+        per_task[col.key] = run_task(ctx, col.key, data["root"], data["store"])
         metrics[col.name] = per_task[col.key]["score"]
-    for col in ctx.spec.columns:  # Table 4: training seconds per epoch of each task's model
-        if col.metric == "time" and col.key in per_task:
-            metrics[col.name] = per_task[col.key]["seconds_per_epoch"]
+    timed: dict[str, Any] = {}
+    for col in ctx.spec.columns:  # Table 4: seconds per training epoch at the paper's sizes
+        if col.metric != "time" or col.key not in TASKS:
+            continue
+        if "timing" in ctx.settings:  # generated scales: timed steps at the paper's sizes, extrapolated
+            timed[col.key] = epoch_seconds(ctx, col.key)
+            metrics[col.name] = timed[col.key]["seconds_per_epoch"]
+        elif col.key in per_task:  # paper scale: the training run's own epochs
+            metrics[col.name] = per_task[col.key]["train_seconds_per_epoch"]
     training = {"steps": sum(t["steps"] for t in per_task.values()), "per_task": per_task}
-    return RowRun(metrics=metrics, split="test (generated)", training=training)
+    extra = {"epoch_time": timed} if timed else {}
+    return RowRun(metrics=metrics, split="test (generated)", training=training, extra=extra)
 
 
 # --- Table 1 ------------------------------------------------------------------------------------

@@ -42,6 +42,7 @@ PAPER_SIZES: dict[str, Any] = {
     "max_words": 20,  # M (code)
     "max_chars": 15,  # r (code)
     "classifier_hidden": 1024,  # the answer MLP's hidden layer (code: 512 -> 1024 -> out)
+    "classifier_dropout": 0.5,  # the answer MLP's dropout (code)
     "dropout": 0.2,  # "for all CNN layers, the dropout rate is 0.2" (Sec. 4.3)
     "attention_dropout": 0.1,  # code
     "bilstm_hidden": 1024,  # Table 4, per direction
@@ -327,7 +328,7 @@ class PSAC(nn.Module):
         self.video_proj = nn.Linear(video_out, sizes["hidden"])  # V_o to the rho-dimensional space (Sec. 3.4)
         self.co_attention = CoAttention(sizes["hidden"], co_attention)
         out = num_answers if task == "frameqa" else 1
-        self.head = AnswerHead(sizes["hidden"], sizes["classifier_hidden"], out)
+        self.head = AnswerHead(sizes["hidden"], sizes["classifier_hidden"], out, sizes["classifier_dropout"])
         self.drop = nn.Dropout(sizes["dropout"])
 
     def forward(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:

@@ -7,14 +7,20 @@ of frames. The subject's shirt has a colour that may change once, between two ac
 feature = subject + pose (or rest) + shirt colour + Gaussian noise; the vectors are random unit
 directions, fixed by the generator seed.
 
-Questions (answers depend on temporal order or on counting over time):
-  action      "what does the <subject> do <n> times ?"   5 candidates; the other actions of the video
-              are among the distractors, so only the repetition count tells them apart
-  transition  "what does the <subject> do after|before <action> ?"   5 candidates, the video's other
-              actions among the distractors: only the order tells them apart
-  count       "how many times does the <subject> <action> ?"   1..max_count
+Questions (answers depend on temporal order or on counting over time). Multiple-choice candidates
+and the action named in a Count question are 3-word verb phrases (`PHRASES`), and the questions are
+short: the official code scores "question words + candidate words", and with long questions the
+candidate is too small a part of the sequence for a small model to bind it to the video (pilots
+stayed at chance; with the candidate alone they learned).
+  action      "what <n> times ?"   5 candidates; the asked action is the one the video repeats most
+              often (n its count, the counts of a video are distinct) and the video's other actions are
+              among the distractors, so only comparing how often each candidate occurs tells them apart
+  transition  "what after|before <action> ?"   5 candidates, the video's other actions among the
+              distractors: only the order tells them apart
+  count       "how many times <phrase> ?"   1..max_count
   frameqa     "what color is the shirt of the <subject> when it <action>s ?" (type 2, colour) or
-              "who <action>s ?" (type 0, object)
+              "who <action>s ?" (type 0, object); the inflected verb is a word the candidates and the
+              other questions never use, only its characters relate it to the action
 
 Files written (official layout, tab-separated): `{Train,Test}_{task}_question.csv` and
 `features.npy` (videos, frames, feature_dim) float16. Videos are split between train and test.
@@ -35,6 +41,22 @@ from repro.families.base import GeneratorSettings
 
 SUBJECTS = ("man", "woman", "girl", "boy", "dog", "cat", "bird", "horse", "baby", "panda")
 ACTIONS = ("jump", "wave", "nod", "clap", "spin", "kick", "bow", "shrug", "wink", "dance", "sway", "run")
+# Multiple-choice candidates are verb phrases, as TGIF-QA's are ("shake head", "blink eyes"); each word
+# belongs to one action only, so a candidate is a third of its question + candidate sequence.
+PHRASES = {
+    "jump": "jump straight upward",
+    "wave": "wave raised palm",
+    "nod": "nod bowed head",
+    "clap": "clap flat hands",
+    "spin": "spin round fast",
+    "kick": "kick high leg",
+    "bow": "bow deep forward",
+    "shrug": "shrug both shoulders",
+    "wink": "wink left eye",
+    "dance": "dance happy steps",
+    "sway": "sway gently sideways",
+    "run": "run quick pace",
+}
 COLORS = ("red", "blue", "green", "yellow", "black", "white", "pink", "brown")
 
 
@@ -54,12 +76,20 @@ class GeneratorConfig(GeneratorSettings):
     noise: float = 0.3
     color_change: float = 0.5  # probability that the shirt colour changes between two actions
 
+    def longest(self) -> int:
+        """Frames of the longest possible action sequence (counts distinct when max_count allows it)."""
+        if self.max_count >= self.actions_per_video:
+            reps = sum(range(self.max_count - self.actions_per_video + 1, self.max_count + 1))
+        else:
+            reps = self.actions_per_video * self.max_count
+        return reps * (self.rep_frames + 1)
+
     def check(self) -> None:
-        longest = self.actions_per_video * self.max_count * (self.rep_frames + 1)
+        longest = self.longest()
         if longest > self.frames:
             raise ReproError(
-                f"psac generator: {self.actions_per_video} actions x {self.max_count} repetitions x "
-                f"{self.rep_frames + 1} frames = {longest} do not fit in {self.frames} frames"
+                f"psac generator: {self.actions_per_video} actions of up to {self.max_count} repetitions x "
+                f"{self.rep_frames + 1} frames = {longest} frames do not fit in {self.frames} frames"
             )
         if not 2 <= self.actions_per_video <= min(5, self.num_actions):
             raise ReproError("psac generator: actions_per_video must be 2..5 and at most num_actions")
@@ -119,7 +149,7 @@ def _candidates(rng: np.random.Generator, cfg: GeneratorConfig, correct: int, pr
     cands = [correct] + (others + rest)[:4]
     order = rng.permutation(5).tolist()
     cands = [cands[i] for i in order]
-    return [ACTIONS[a] for a in cands], cands.index(correct)
+    return [PHRASES[ACTIONS[a]] for a in cands], cands.index(correct)
 
 
 def _questions(rng: np.random.Generator, cfg: GeneratorConfig, info: dict, key: int) -> dict[str, list[dict]]:
@@ -127,30 +157,30 @@ def _questions(rng: np.random.Generator, cfg: GeneratorConfig, info: dict, key: 
     acts, reps, colors = info["actions"], info["reps"], info["colors"]
     out: dict[str, list[dict]] = {t: [] for t in TASKS}
     gif = f"synthetic_{key:06d}"
-    unique = [i for i, r in enumerate(reps) if reps.count(r) == 1]
-    if unique:
-        i = int(rng.choice(unique))
+    top = max(reps)
+    if reps.count(top) == 1:  # the most repeated action; the other actions are distractors
+        i = reps.index(top)
         cands, ans = _candidates(rng, cfg, acts[i], acts)
         out["action"].append(
             {
                 "gif_name": gif,
-                "question": f"What does the {subj} do {reps[i]} times ?",
+                "question": f"What {reps[i]} times ?",
                 **{f"a{j + 1}": c for j, c in enumerate(cands)},
                 "answer": ans,
             }
         )
     i = int(rng.integers(len(acts) - 1))
     if rng.random() < 0.5:
-        q, correct = f"What does the {subj} do after {ACTIONS[acts[i]]} ?", acts[i + 1]
+        q, correct = f"What after {ACTIONS[acts[i]]} ?", acts[i + 1]
     else:
-        q, correct = f"What does the {subj} do before {ACTIONS[acts[i + 1]]} ?", acts[i]
+        q, correct = f"What before {ACTIONS[acts[i + 1]]} ?", acts[i]
     cands, ans = _candidates(rng, cfg, correct, acts)
     out["transition"].append(
         {"gif_name": gif, "question": q, **{f"a{j + 1}": c for j, c in enumerate(cands)}, "answer": ans}
     )
     i = int(rng.integers(len(acts)))
     out["count"].append(
-        {"gif_name": gif, "question": f"How many times does the {subj} {ACTIONS[acts[i]]} ?", "answer": reps[i]}
+        {"gif_name": gif, "question": f"How many times {PHRASES[ACTIONS[acts[i]]]} ?", "answer": reps[i]}
     )
     i = int(rng.integers(len(acts)))
     if rng.random() < 0.7:

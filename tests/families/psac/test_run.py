@@ -73,3 +73,10 @@ def test_smoke_run_fills_every_task_column(sandbox, runner):
     assert 0 <= record["metrics"]["Count"] <= 81
     per_task = record["extra"]["train"][0]["per_task"]
     assert sorted(per_task) == sorted(tgif.TASKS) and all(t["steps"] > 0 for t in per_task.values())
+    # s/epoch: timed steps extrapolated to an epoch of the real train split (the spec's counts)
+    timed = record["extra"]["epoch_time"][0]
+    assert timed["action"]["steps_per_epoch"] == 640 and timed["transition"]["steps_per_epoch"] == 1647
+    for task, column in (("action", "Action s/epoch"), ("count", "Count s/epoch")):
+        t = timed[task]
+        assert record["metrics"][column] == pytest.approx(t["seconds_per_step"] * t["steps_per_epoch"])
+        assert t["seconds_per_step"] > 0

@@ -1,0 +1,62 @@
+"""Paper-scale cost of ALBEF pre-training and retrieval fine-tuning, estimated from FLOPs.
+
+The paper gives no training time (only "8 NVIDIA A100 GPUs", Sec. 4.1), so `repro run --dry-run`
+shows an estimate: the matrix-multiply FLOPs of each pass at ALBEF's sizes, counted here
+analytically (2 FLOPs per multiply-add; embeddings, norms and softmax left out), times the passes
+each objective makes, over the data of each stage, at an assumed sustained A100 throughput. It is an
+order of magnitude, not a measurement.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+A100_SUSTAINED = 0.4 * 312e12  # FLOP/s: 40 % of the bf16 dense peak
+TRAIN = 3.0  # a trained pass: forward + backward ~ 3 forward
+# Image-text pairs per epoch: pre-training (Sec. 4.1: 5.1M pairs for 4M images; ALBEF's 14M setting,
+# counted as one pair per image), Karpathy train captions (29,000 x 5 Flickr30K, 113,287 x 5 COCO).
+PAIRS = {"4m": 5.1e6, "14m": 14.1e6, "flickr30k": 145_000, "coco-retrieval": 566_435}
+TEXT_TOKENS = 30  # ALBEF's max text length at fine-tuning (25 in pre-training)
+
+
+def encoder_flops(layers: int, tokens: int, d: int) -> float:
+    """A BERT/ViT encoder: q, k, v, output (4 d^2) and MLP (8 d^2) per token, attention 2 t^2 d."""
+    return layers * (2 * tokens * 12 * d * d + 4 * tokens * tokens * d)
+
+
+def fusion_flops(layers: int, text: int, image: int, d: int) -> float:
+    """Fusion layers: self-attention and MLP on the text, cross-attention q/o on text, k/v on the image."""
+    per = 2 * text * 12 * d * d + 4 * text * text * d  # as an encoder layer
+    per += 2 * text * 2 * d * d + 2 * image * 2 * d * d + 4 * text * image * d  # cross-attention
+    return layers * per
+
+
+def pass_flops(sizes: dict[str, Any], image_size: int) -> dict[str, float]:
+    d = sizes["hidden_size"]
+    image = (image_size // sizes["patch_size"]) ** 2 + 1
+    return {
+        "image": encoder_flops(sizes["image_layers"], image, d),
+        "text": encoder_flops(sizes["text_layers"], TEXT_TOKENS, d),
+        "fusion": fusion_flops(sizes["fusion_layers"], TEXT_TOKENS, image, d),
+        "mlm_head": 2 * TEXT_TOKENS * d * sizes["vocab_size"],
+    }
+
+
+def pretrain_flops_per_pair(sizes: dict[str, Any], mim: bool) -> float:
+    """ITC (online trained, momentum forward), ITM (3 fusion passes), MLM (masked text + fusion + head,
+    online and momentum), MIM (one more trained image pass); 256 x 256 images."""
+    f = pass_flops(sizes, 256)
+    itc = TRAIN * (f["image"] + f["text"]) + f["image"] + f["text"]
+    itm = 3 * TRAIN * f["fusion"]
+    mlm = TRAIN * (f["text"] + f["fusion"] + f["mlm_head"]) + f["text"] + f["fusion"] + f["mlm_head"]
+    return itc + itm + mlm + (TRAIN * f["image"] if mim else 0.0)
+
+
+def finetune_flops_per_pair(sizes: dict[str, Any]) -> float:
+    """Retrieval fine-tuning: ITC with the momentum model, ITM on 3 pairs; 384 x 384 images."""
+    f = pass_flops(sizes, 384)
+    return TRAIN * (f["image"] + f["text"]) + f["image"] + f["text"] + 3 * TRAIN * f["fusion"]
+
+
+def gpu_hours(flops: float) -> float:
+    return flops / A100_SUSTAINED / 3600

@@ -1,0 +1,171 @@
+"""ALBEF's released checkpoints (salesforce/ALBEF) into this family's model, by an explicit key map.
+
+ALBEF's layouts:
+- pre-training (`ALBEF_4M.pth`, `ALBEF.pth` for 14M; the `model` entry): `text_encoder.bert.*` and
+  `text_encoder.cls.predictions.*` (BertForMaskedLM, 12 layers, 6-11 with cross-attention), the
+  timm-style ViT `visual_encoder.*`, the projections, `temp`, `itm_head`, momentum copies `*_m`,
+  `image_queue`, `text_queue`, `queue_ptr`;
+- retrieval (fine-tuned `flickr30k.pth`, `mscoco.pth`): `text_encoder.*` (BertModel) and `idx_queue`.
+
+The map, ALBEF -> here:
+- `text_encoder[_m][.bert].encoder.layer.i` -> `text_encoder[_m].encoder.layer.i` for i < text layers,
+  `fusion[_m].layer.(i - text layers)` above (ALBEF's `fusion_layer: 6`);
+- `text_encoder[_m][.bert].embeddings.*` -> `text_encoder[_m].embeddings.*`; ALBEF's persistent
+  `embeddings.position_ids` buffer is dropped (transformers keeps it non-persistent; it must be 0..L-1);
+- `text_encoder[_m].cls.predictions.*` -> `mlm_head[_m].predictions.*` (pre-training model only; a
+  retrieval model drops them, as ALBEF's Retrieval.py does);
+- ViT: `cls_token`, `pos_embed` -> `embeddings.cls_token`, `embeddings.position_embeddings` (bicubic
+  interpolation of the grid when the resolution differs, as ALBEF's `interpolate_pos_embed`);
+  `patch_embed.proj` -> `embeddings.patch_embeddings.projection`; `blocks.i.norm1/norm2` ->
+  `layers.i.layernorm_before/after`; `blocks.i.attn.qkv` split in three -> `q_proj`, `k_proj`,
+  `v_proj`; `attn.proj` -> `o_proj`; `mlp.*` kept; `norm` -> `layernorm`;
+- everything else (`vision_proj`, `text_proj`, `temp`, `itm_head`, the queues) by the same name.
+
+Keys of ours that ALBEF has not (the position embeddings, the MIM head and mask token, `idx_queue`
+from a pre-training checkpoint) keep their initial values and are reported as `new`.
+"""
+
+from __future__ import annotations
+
+import pickle
+import re
+from dataclasses import dataclass, field
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from repro.errors import ReproError
+
+_VIT_BLOCK = {
+    "norm1": "layernorm_before",
+    "norm2": "layernorm_after",
+    "attn.proj": "attention.o_proj",
+    "mlp.fc1": "mlp.fc1",
+    "mlp.fc2": "mlp.fc2",
+}
+_VIT_TOP = {
+    "cls_token": "embeddings.cls_token",
+    "pos_embed": "embeddings.position_embeddings",
+    "patch_embed.proj.weight": "embeddings.patch_embeddings.projection.weight",
+    "patch_embed.proj.bias": "embeddings.patch_embeddings.projection.bias",
+    "norm.weight": "layernorm.weight",
+    "norm.bias": "layernorm.bias",
+}
+SAME_NAME = ("vision_proj", "text_proj", "vision_proj_m", "text_proj_m", "itm_head", "temp")
+QUEUES = ("image_queue", "text_queue", "idx_queue", "queue_ptr")
+
+
+@dataclass
+class LoadReport:
+    new: list[str] = field(default_factory=list)  # ours, not in the checkpoint: kept as initialised
+    dropped: list[str] = field(default_factory=list)  # the checkpoint's, deliberately not loaded
+
+
+def _vit_key(rest: str, prefix: str) -> list[tuple[str, int | None]]:
+    """ALBEF ViT key (after `visual_encoder[_m].`) -> our key(s); qkv gives three (with their slice index)."""
+    if rest in _VIT_TOP:
+        return [(f"{prefix}.{_VIT_TOP[rest]}", None)]
+    match = re.fullmatch(r"blocks\.(\d+)\.(.+)\.(weight|bias)", rest)
+    if not match:
+        raise ReproError(f"ALBEF checkpoint: unknown ViT key {prefix}.{rest}")
+    block, part, kind = match.groups()
+    if part == "attn.qkv":
+        return [(f"{prefix}.layers.{block}.attention.{p}_proj.{kind}", i) for i, p in enumerate("qkv")]
+    if part not in _VIT_BLOCK:
+        raise ReproError(f"ALBEF checkpoint: unknown ViT key {prefix}.{rest}")
+    return [(f"{prefix}.layers.{block}.{_VIT_BLOCK[part]}.{kind}", None)]
+
+
+def _text_key(key: str, text_layers: int) -> str | None:
+    """ALBEF BERT key -> ours; None for the keys deliberately dropped."""
+    match = re.fullmatch(r"(text_encoder(?:_m)?)\.(?:bert\.)?(.+)", key)
+    owner, rest = match.groups()
+    momentum = "_m" if owner.endswith("_m") else ""
+    if rest == "embeddings.position_ids":
+        return None
+    if rest.startswith("cls.predictions."):
+        return f"mlm_head{momentum}.{rest[len('cls.') :]}"
+    layer = re.fullmatch(r"encoder\.layer\.(\d+)\.(.+)", rest)
+    if layer:
+        index, tail = int(layer.group(1)), layer.group(2)
+        if index >= text_layers:
+            return f"fusion{momentum}.layer.{index - text_layers}.{tail}"
+    return f"{owner}.{rest}"
+
+
+def interpolate_position(pos: torch.Tensor, tokens: int) -> torch.Tensor:
+    """ViT position embeddings (1, 1 + g*g, D) resized to `tokens` = 1 + G*G (bicubic, as ALBEF)."""
+    if pos.shape[1] == tokens:
+        return pos
+    old, new = int((pos.shape[1] - 1) ** 0.5), int((tokens - 1) ** 0.5)
+    grid = pos[:, 1:].reshape(1, old, old, -1).permute(0, 3, 1, 2)
+    grid = F.interpolate(grid, size=(new, new), mode="bicubic", align_corners=False)
+    return torch.cat([pos[:, :1], grid.permute(0, 2, 3, 1).reshape(1, new * new, -1)], dim=1)
+
+
+def convert(albef: dict[str, torch.Tensor], ours: dict[str, torch.Tensor], text_layers: int):
+    """ALBEF's state dict in our names (a dict), and what was dropped."""
+    out: dict[str, torch.Tensor] = {}
+    dropped: list[str] = []
+    for key, value in albef.items():
+        head = key.split(".", 1)[0]
+        if head in ("visual_encoder", "visual_encoder_m"):
+            for target, part in _vit_key(key.split(".", 1)[1], head):
+                chunk = value if part is None else value.chunk(3, dim=0)[part]
+                if target.endswith("position_embeddings") and target in ours:
+                    chunk = interpolate_position(chunk, ours[target].shape[1])
+                out[target] = chunk
+        elif head in ("text_encoder", "text_encoder_m"):
+            target = _text_key(key, text_layers)
+            if target is None:
+                if not torch.equal(value.flatten(), torch.arange(value.numel(), dtype=value.dtype)):
+                    raise ReproError(f"ALBEF checkpoint: {key} is not 0..{value.numel() - 1}")
+                dropped.append(key)
+            elif target.startswith("mlm_head") and target not in ours:
+                dropped.append(key)  # a retrieval model has no MLM head (ALBEF's Retrieval.py ignores it)
+            else:
+                out[target] = value
+        elif head in SAME_NAME or key in QUEUES:
+            out[key] = value
+        else:
+            raise ReproError(f"ALBEF checkpoint: unknown key {key}")
+    return out, dropped
+
+
+def load_albef(model: nn.Module, albef: dict[str, torch.Tensor]) -> LoadReport:
+    """Load an ALBEF state dict (either layout) into `model`; refuses a key or shape it cannot place."""
+    ours = model.state_dict()
+    mapped, dropped = convert(albef, ours, model.sizes["text_layers"])
+    unexpected = sorted(set(mapped) - set(ours))
+    if unexpected:
+        raise ReproError(f"ALBEF checkpoint: no place for {', '.join(unexpected[:5])}")
+    for key, value in mapped.items():
+        if value.shape != ours[key].shape:
+            raise ReproError(
+                f"ALBEF checkpoint: {key} has shape {tuple(value.shape)}, the model {tuple(ours[key].shape)}"
+            )
+    missing = model.load_state_dict(mapped, strict=False).missing_keys
+    return LoadReport(new=sorted(missing), dropped=dropped)
+
+
+def new_key_allowed(key: str) -> bool:
+    """Keys of ours that no ALBEF checkpoint has: the cross-modal position embeddings, MIM, idx_queue."""
+    return (
+        ".position." in key
+        or key.startswith("mim_head.")
+        or key.endswith("embeddings.mask_token")
+        or key == "idx_queue"
+    )
+
+
+def read_checkpoint(path) -> dict[str, torch.Tensor]:
+    """The state dict of an ALBEF checkpoint file (`{"model": state_dict, ...}`, as ALBEF saves them)."""
+    try:
+        data = torch.load(path, map_location="cpu", weights_only=True)
+    except (OSError, RuntimeError, EOFError, pickle.UnpicklingError) as exc:
+        raise ReproError(f"{path}: not a readable PyTorch checkpoint ({str(exc).splitlines()[0]})") from None
+    state = data.get("model", data) if isinstance(data, dict) else None
+    if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
+        raise ReproError(f"{path}: no state dict of tensors (ALBEF keeps it under 'model')")
+    return state

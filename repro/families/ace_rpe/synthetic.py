@@ -1,0 +1,130 @@
+"""Generated image-text data for the ace-rpe family, written in ALBEF's json layout (`data.py`).
+
+Each image is a few coloured shapes on a grid of cells; each caption states the relative position of
+two of them ("a red square left of a blue circle"), so matching a caption to its image needs the
+words tied to image regions and the relation between them. Files:
+
+  images/<split>/<n>.png                      the images
+  pretrain.json                               pre-training pairs (list of image/caption)
+  <name>_train.json, <name>_test.json         retrieval, Karpathy layout, for name in flickr30k, coco
+  vocab/vocab.txt                             a BERT vocabulary of the captions' words
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import dataclass
+from pathlib import Path
+
+from repro.errors import ReproError
+from repro.families.base import GeneratorSettings
+from repro.utils import write_json_atomic
+
+COLOURS = {"red": (220, 40, 40), "green": (40, 180, 60), "blue": (40, 70, 220), "yellow": (230, 210, 40)}
+SHAPES = ("square", "circle", "triangle")
+RELATIONS = {"left of": "right of", "right of": "left of", "above": "below", "below": "above"}
+SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+RETRIEVAL_NAMES = {"flickr30k": "flickr30k", "coco-retrieval": "coco"}  # spec dataset -> ALBEF file prefix
+
+
+@dataclass(frozen=True)
+class GeneratorConfig(GeneratorSettings):
+    seed: int = 0
+    image_size: int = 32
+    grid: int = 2  # cells per side
+    objects: int = 2  # shapes per image
+    pretrain_images: int = 32
+    train_images: int = 24  # per retrieval data set
+    test_images: int = 8
+    captions_per_image: int = 5  # test captions per image (Flickr30K and COCO have 5)
+    train_captions: int = 2
+
+    def check(self) -> None:
+        if self.objects < 2 or self.objects > self.grid * self.grid:
+            raise ReproError(f"generator: objects must be 2..grid^2 ({self.grid**2}), got {self.objects}")
+        if min(self.pretrain_images, self.train_images, self.test_images, self.captions_per_image) < 1:
+            raise ReproError("generator: image and caption counts must be at least 1")
+
+
+def _scene(rng: random.Random, cfg: GeneratorConfig) -> list[tuple[str, str, int, int]]:
+    cells = rng.sample([(r, c) for r in range(cfg.grid) for c in range(cfg.grid)], cfg.objects)
+    return [(rng.choice(list(COLOURS)), rng.choice(SHAPES), r, c) for r, c in cells]
+
+
+def _relation(a, b) -> str:
+    """How object a stands to object b: the larger of the column and the row difference."""
+    dr, dc = a[2] - b[2], a[3] - b[3]
+    if abs(dc) >= abs(dr):
+        return "left of" if dc < 0 else "right of"
+    return "above" if dr < 0 else "below"
+
+
+def _caption(rng: random.Random, scene) -> str:
+    a, b = rng.sample(scene, 2)
+    return f"a {a[0]} {a[1]} {_relation(a, b)} a {b[0]} {b[1]}"
+
+
+def _draw(scene, cfg: GeneratorConfig, path: Path) -> None:
+    from PIL import Image, ImageDraw
+
+    img = Image.new("RGB", (cfg.image_size, cfg.image_size), (245, 245, 245))
+    draw = ImageDraw.Draw(img)
+    cell = cfg.image_size / cfg.grid
+    for colour, shape, r, c in scene:
+        x0, y0 = c * cell + cell * 0.15, r * cell + cell * 0.15
+        x1, y1 = (c + 1) * cell - cell * 0.15, (r + 1) * cell - cell * 0.15
+        fill = COLOURS[colour]
+        if shape == "square":
+            draw.rectangle([x0, y0, x1, y1], fill=fill)
+        elif shape == "circle":
+            draw.ellipse([x0, y0, x1, y1], fill=fill)
+        else:
+            draw.polygon([((x0 + x1) / 2, y0), (x1, y1), (x0, y1)], fill=fill)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    img.save(path)
+
+
+def _images(rng, cfg, root: Path, split: str, count: int) -> list[tuple[str, list]]:
+    out = []
+    for n in range(count):
+        scene = _scene(rng, cfg)
+        rel = f"images/{split}/{n}.png"
+        _draw(scene, cfg, root / rel)
+        out.append((rel, scene))
+    return out
+
+
+def vocabulary() -> list[str]:
+    words = {"a", *COLOURS, *SHAPES, *(w for r in RELATIONS for w in r.split())}
+    return SPECIALS + sorted(words)
+
+
+def generate(root: Path, cfg: GeneratorConfig) -> Path:
+    """Write the data set under `root` (skipped when its completion marker is there); returns root."""
+    marker = root / "complete.json"
+    if marker.is_file():
+        return root
+    rng = random.Random(cfg.seed)
+    pretrain = _images(rng, cfg, root, "pretrain", cfg.pretrain_images)
+    write_json_atomic(
+        root / "pretrain.json",
+        [{"image": rel, "caption": [_caption(rng, s) for _ in range(cfg.train_captions)]} for rel, s in pretrain],
+    )
+    for name in RETRIEVAL_NAMES.values():
+        train = _images(rng, cfg, root, f"{name}_train", cfg.train_images)
+        entries = [
+            {"image": rel, "caption": _caption(rng, s), "image_id": i}
+            for i, (rel, s) in enumerate(train)
+            for _ in range(cfg.train_captions)
+        ]
+        write_json_atomic(root / f"{name}_train.json", entries)
+        test = _images(rng, cfg, root, f"{name}_test", cfg.test_images)
+        write_json_atomic(
+            root / f"{name}_test.json",
+            [{"image": rel, "caption": [_caption(rng, s) for _ in range(cfg.captions_per_image)]} for rel, s in test],
+        )
+    (root / "vocab").mkdir(parents=True, exist_ok=True)
+    (root / "vocab" / "vocab.txt").write_text("\n".join(vocabulary()) + "\n")
+    marker.write_text(json.dumps({"generator": cfg.__dict__}))
+    return root

@@ -1,0 +1,100 @@
+"""Generated data in ALBEF's json layout, recall on ALBEF's score matrices, `repro run` at smoke scale."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from repro import specs
+from repro.cli import app
+from repro.errors import ReproError
+from repro.families.ace_rpe.data import RetrievalTest, pre_caption, read_annotations, tokenizer
+from repro.families.ace_rpe.synthetic import GeneratorConfig, generate
+from repro.metrics import retrieval
+from repro.paths import REPO_DIR
+
+SMALL = {"seed": 1, "pretrain_images": 3, "train_images": 3, "test_images": 2, "captions_per_image": 5}
+
+
+def test_generator_writes_albef_json_files_the_readers_accept(tmp_path):
+    root = generate(tmp_path, GeneratorConfig.from_mapping(SMALL))
+    assert len(read_annotations(root / "pretrain.json", "pretrain")) == 3
+    train = read_annotations(root / "flickr30k_train.json", "train")
+    assert {e["image_id"] for e in train} == {0, 1, 2} and all(isinstance(e["caption"], str) for e in train)
+    test = RetrievalTest(read_annotations(root / "coco_test.json", "test"), root)
+    assert len(test.images) == 2 and len(test.texts) == 10 and test.img2txt[1] == [5, 6, 7, 8, 9]
+    assert all(p.is_file() for p in test.images)
+    tok = tokenizer(root / "vocab")
+    ids = tok([test.texts[0]])["input_ids"][0]
+    assert tok.unk_token_id not in ids  # every caption word is in the generated vocabulary
+    assert any(r in test.texts[0] for r in ("left of", "right of", "above", "below"))
+
+
+def test_readers_refuse_the_wrong_layout(tmp_path):
+    (tmp_path / "bad.json").write_text(json.dumps([{"image": "a.jpg", "caption": "one caption"}]))
+    with pytest.raises(ReproError, match="entry 0 is not an ALBEF test entry"):
+        read_annotations(tmp_path / "bad.json", "test")
+    (tmp_path / "broken.json").write_text("[{")
+    with pytest.raises(ReproError, match="not a readable ALBEF annotation file"):
+        read_annotations(tmp_path / "broken.json", "train")
+
+
+def test_pre_caption_as_albef():
+    assert pre_caption("A man's dog, running!  Fast-ish/now.", max_words=4) == "a mans dog running"
+
+
+def test_recall_on_albef_score_matrices():
+    """A fixture worked by hand with ALBEF's itm_eval rules: -100 outside the top k, ties in numpy's order."""
+    i2t = np.array([[-100, 0.5, 0.9, -100], [0.2, 0.1, -100, 0.3]])
+    t2i = np.array([[0.1, 0.2], [0.3, -100], [-100, -100], [0.5, 0.4]])
+    result = retrieval.evaluate(i2t, t2i, img2txt=[[0, 1], [2, 3]], txt2img=[0, 0, 1, 1])
+    # image 0 ranks t2, t1, t3, t0: its best text (t1) at 1; image 1 ranks t3 first
+    assert result.per_item["image:0"] == 1 and result.per_item["image:1"] == 0
+    # t0: img1 first (rank 1); t1: rank 0; t2: tie at -100, reversed argsort puts img1 first (rank 0); t3: rank 1
+    assert [result.per_item[f"text:{j}"] for j in range(4)] == [1, 0, 0, 1]
+    assert result.aggregate["tr@1"] == 50 and result.aggregate["tr@5"] == 100
+    assert result.aggregate["ir@1"] == 50 and result.aggregate["ir_mean"] == pytest.approx((50 + 100 + 100) / 3)
+
+
+def test_smoke_run_fills_every_retrieval_column(sandbox, runner):
+    folder = sandbox / "experiments" / "ace-rpe"
+    folder.mkdir(parents=True)
+    text = (REPO_DIR / "experiments" / "ace-rpe" / "ace-rpe-table8-mode.yaml").read_text()
+    smaller = "pretrain_images: 4, train_images: 4, test_images: 2"  # the spec's smoke data, cut for the suite
+    text = text.replace("pretrain_images: 12, train_images: 8, test_images: 4", smaller)
+    assert smaller in text
+    (folder / "ace-rpe-table8-mode.yaml").write_text(text)
+    specs._load_all.cache_clear()
+    out = runner.invoke(
+        app, ["run", "ace-rpe-table8-mode", "--scale", "smoke", "--rows", "Bias"], env={"COLUMNS": "200"}
+    )
+    assert out.exit_code == 0, out.output
+    record = json.loads((sandbox / "results" / "ace-rpe" / "ace-rpe-table8-mode" / "Bias.smoke.json").read_text())
+    assert set(record["metrics"]) == {"Flickr30K TR", "Flickr30K IR", "MS-COCO TR", "MS-COCO IR"}
+    assert all(0 <= v <= 100 for v in record["metrics"].values())
+    training = record["extra"]["train"][0]
+    assert all(training[part]["steps"] > 0 for part in ("pretrain", "flickr30k", "coco"))
+
+
+def test_paper_dry_run_lists_pretraining_and_fine_tuning_with_gpu_hours(runner):
+    out = runner.invoke(app, ["run", "ace-rpe-table1-pe", "--dry-run", "--rows", "None"], env={"COLUMNS": "250"})
+    assert out.exit_code == 0, out.output
+    for stage in ("pre-train", "fine-tune flickr30k", "fine-tune coco-retrieval"):
+        assert stage in out.output
+    assert "images (not downloadable here" in out.output and "repro download albef-checkpoints" in out.output
+    assert (
+        "estimated GPU-hours (paper schedule): " in out.output and "GPU-hours (paper schedule): 0.0" not in out.output
+    )
+
+
+def test_paper_scale_run_says_what_is_missing(runner, sandbox):
+    folder = sandbox / "experiments" / "ace-rpe"
+    folder.mkdir(parents=True)
+    (folder / "ace-rpe-table1-pe.yaml").write_text(
+        (REPO_DIR / "experiments" / "ace-rpe" / "ace-rpe-table1-pe.yaml").read_text()
+    )
+    specs._load_all.cache_clear()
+    out = runner.invoke(app, ["run", "ace-rpe-table1-pe", "--rows", "None"])
+    assert out.exit_code != 0 and "paper-scale" in out.output and "Traceback" not in out.output
