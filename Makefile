@@ -24,7 +24,8 @@ DEMO_ROWS ?= MCAN,MCAN+POA,MCAN+PA (ours)
 DEMO_PLOT ?= .demo/table5-synthetic.png
 DEMO_ATTENTION ?= .demo/attention.png
 
-# matplotlib, for repro plot and repro attention: the optional `plot` extra
+# matplotlib, for repro plot and repro attention: the optional `plot` extra (the demo draws with it, the
+# tests of plots and attention maps need it)
 $(VENV)/.plot: $(VENV)/.installed
 	$(PY) -m pip install -q -e '.[plot]'
 	touch $@
@@ -38,7 +39,7 @@ demo: $(VENV)/.installed $(VENV)/.plot
 	$(REPRO) plot mcan-pa-table5-ablation --scale synthetic -o $(DEMO_PLOT)
 	@echo "== repro: the figure of Table V at the synthetic scale (reported vs reproduced, claims, curves) is $(DEMO_PLOT)"
 
-test: $(VENV)/.installed wordnet lint
+test: $(VENV)/.installed $(VENV)/.plot wordnet lint
 	$(PY) -m pytest -q
 
 # ruff: the linter and the formatter, configured in pyproject.toml; the tree is kept clean.
