@@ -190,9 +190,7 @@ def _compute_task(row: Row, paper: str) -> ComputeFn | None:
 
         return run_complexity
     family = families.implementation(families.by_paper(paper))
-    if family is not None and task in getattr(family, "COMPUTE_TASKS", ()):
-        return family.compute
-    return None
+    return getattr(family, "COMPUTE_TASKS", {}).get(task) if family is not None else None
 
 
 def resolved_config(

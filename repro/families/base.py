@@ -21,8 +21,8 @@ the `arch:` values it can build and run so far:
       the `repro submit` target for the test-set predictions the family writes
 
 Optionally:
-  COMPUTE_TASKS, compute(ctx) -> RowRun
-      names of `compute: {task: ...}` rows it runs without training (dataset statistics), and how
+  COMPUTE_TASKS: dict[str, (ctx) -> RowRun]
+      the `compute: {task: ...}` rows it runs without training (dataset statistics) and what runs each
   generator_settings(settings) -> type
       the generator config (a `GeneratorSettings` subclass) a scale's `generator:` mapping is read
       with: `generator.<key>=...` overrides on the command line are checked against it

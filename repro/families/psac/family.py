@@ -431,12 +431,4 @@ def statistics(ctx: RunContext) -> RowRun:
     return RowRun(metrics=metrics, split=split, info=info)
 
 
-def compute(ctx: RunContext) -> RowRun:
-    """The family's `compute:` tasks other than complexity (run.py dispatches here)."""
-    task = (ctx.row.compute or {}).get("task")
-    if task == "statistics":
-        return statistics(ctx)
-    raise ReproError(f"psac has no compute task {task!r}")
-
-
-COMPUTE_TASKS = ("statistics",)
+COMPUTE_TASKS = {"statistics": statistics}  # `compute: {task: ...}` rows -> what runs them

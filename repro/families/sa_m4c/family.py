@@ -385,18 +385,14 @@ def _baseline_scores(ctx: RunContext, sets, vocab, sizes, bert: Path | None) -> 
 
 # --- compute rows (Section 6 subsets) ------------------------------------------------------------
 
-COMPUTE_TASKS = ("statistics",)
 SUBSET_OCR = "google"  # the OCR tokens that decide D_spa+ocr: the paper's final models read Google OCR
 
 
-def compute(ctx: RunContext) -> RowRun:
+def statistics(ctx: RunContext) -> RowRun:
     """`compute: {task: statistics, subsets: [...]}`: the sizes of D_spa and D_spa+ocr on val."""
     from repro.families.sa_m4c.data import OCR_FILES, QUESTIONS_FILE, read_ocr, read_questions
     from repro.families.sa_m4c.subsets import SUBSETS, subset_ids
 
-    task = (ctx.row.compute or {}).get("task")
-    if task != "statistics":
-        raise ReproError(f"sa-m4c has no compute task {task!r}")
     unknown = sorted(set(ctx.row.compute.get("subsets", SUBSETS)) - set(SUBSETS))
     if unknown:
         raise ReproError(f"{ctx.spec.id}: unknown subset(s) {', '.join(unknown)}; known: {', '.join(SUBSETS)}")
@@ -412,3 +408,6 @@ def compute(ctx: RunContext) -> RowRun:
     ids = subset_ids(questions, lambda k: ocr.get(questions[k]["image_id"], ([], None))[0])
     metrics = {c.name: float(len(ids[c.key])) for c in ctx.spec.columns if c.metric == "count" and c.key in ids}
     return RowRun(metrics=metrics, split=split, info={"questions": len(questions)})
+
+
+COMPUTE_TASKS = {"statistics": statistics}  # `compute: {task: ...}` rows -> what runs them
