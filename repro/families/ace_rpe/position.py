@@ -78,20 +78,31 @@ def anchor_relative_position(
     dist = 1.0 / shrunk.clamp(min=1.0 / cap)  # Eq. 6, capped (clamped first: no infinite gradient)
     if token_mask is not None:  # padding is no route
         dist = dist.masked_fill(~token_mask.bool()[:, :, None, None], cap)
-    # text neighbourhood: min over j of D_G(x_i, y_j) + |j - n|
-    r = bp // 2
-    padded = F.pad(dist, (0, 0, 0, 0, r, r), value=cap)
-    via_text = torch.stack([padded[:, r + o : r + o + n] + abs(o) for o in range(-r, r + 1)]).amin(0)
-    # patch neighbourhood on the grid: min over i of D_p2p(x_m, x_i) + the above
-    s = bt // 2
-    square = via_text.reshape(b, n, grid, grid, g)
-    padded = F.pad(square, (0, 0, s, s, s, s), value=cap)
-    best = None
-    for dy in range(-s, s + 1):
-        for dx in range(-s, s + 1):
-            moved = padded[:, :, s + dy : s + dy + grid, s + dx : s + dx + grid] + math.hypot(dx, dy)
-            best = moved if best is None else torch.minimum(best, moved)
-    return best.reshape(b, n, m, g).clamp(max=cap)
+    r, s = bp // 2, bt // 2
+    offsets = [(dy, dx) for dy in range(-s, s + 1) for dx in range(-s, s + 1)]
+    with torch.no_grad():  # the minima and which D_G each one took; the gradient flows through that D_G below
+        # text neighbourhood: min over j of D_G(x_i, y_j) + |j - n|
+        padded = F.pad(dist, (0, 0, 0, 0, r, r), value=cap)
+        via_text, text_pick = torch.stack([padded[:, r + o : r + o + n] + abs(o) for o in range(-r, r + 1)]).min(0)
+        # patch neighbourhood on the grid: min over i of D_p2p(x_m, x_i) + the above
+        padded = F.pad(via_text.reshape(b, n, grid, grid, g), (0, 0, s, s, s, s), value=cap)
+        moved = [
+            padded[:, :, s + dy : s + dy + grid, s + dx : s + dx + grid] + math.hypot(dx, dy) for dy, dx in offsets
+        ]
+        best, patch_pick = torch.stack(moved).min(0)
+        best, patch_pick = best.reshape(b, n, m, g), patch_pick.reshape(b, n, m, g)
+        # the patch x_i and token y_j on each pair's shortest path (off the grid or text: a capped constant)
+        cells = torch.arange(m, device=dist.device)[None, None, :, None]
+        step = torch.tensor(offsets, device=dist.device)[patch_pick]  # (B, N, M, G, 2)
+        row, col = cells // grid + step[..., 0], cells % grid + step[..., 1]
+        on_path = (row >= 0) & (row < grid) & (col >= 0) & (col < grid)
+        patch = row.clamp(0, grid - 1) * grid + col.clamp(0, grid - 1)
+        token = torch.arange(n, device=dist.device)[None, :, None, None] + text_pick.gather(2, patch) - r
+        on_path &= (token >= 0) & (token < n) & (best < cap)
+        index = (token.clamp(0, n - 1) * m + patch).reshape(b, n * m, g)
+    taken = dist.reshape(b, n * m, g).gather(1, index).reshape(b, n, m, g)
+    # the value of the minimum, the gradient of the D_G it took (as the minimum's own gradient)
+    return best.clamp(max=cap) + torch.where(on_path, taken - taken.detach(), torch.zeros_like(taken))
 
 
 # --- the embeddings ------------------------------------------------------------------------------------

@@ -2,7 +2,10 @@
 
 Each image is a few coloured shapes on a grid of cells; each caption states the relative position of
 two of them ("a red square left of a blue circle"), so matching a caption to its image needs the
-words tied to image regions and the relation between them. Files:
+words tied to image regions and the relation between them. With `twins`, every second image is the
+one before it with two of its shapes exchanged: the same shapes, other relations, so a model that
+knows which shapes an image holds but not where cannot tell the two apart (at best half of its
+top-1 retrievals of a twin pair are right). Files:
 
   images/<split>/<n>.png                      the images
   pretrain.json                               pre-training pairs (list of image/caption)
@@ -39,6 +42,7 @@ class GeneratorConfig(GeneratorSettings):
     test_images: int = 8
     captions_per_image: int = 5  # test captions per image (Flickr30K and COCO have 5)
     train_captions: int = 2
+    twins: bool = False  # every second image: the one before with two shapes exchanged
 
     def check(self) -> None:
         if self.objects < 2 or self.objects > self.grid * self.grid:
@@ -50,6 +54,18 @@ class GeneratorConfig(GeneratorSettings):
 def _scene(rng: random.Random, cfg: GeneratorConfig) -> list[tuple[str, str, int, int]]:
     cells = rng.sample([(r, c) for r in range(cfg.grid) for c in range(cfg.grid)], cfg.objects)
     return [(rng.choice(list(COLOURS)), rng.choice(SHAPES), r, c) for r, c in cells]
+
+
+def _twin(rng: random.Random, scene) -> list[tuple[str, str, int, int]]:
+    """The scene with the cells of two of its shapes exchanged (two that differ, so it is another image)."""
+    pairs = [(i, j) for i in range(len(scene)) for j in range(i + 1, len(scene)) if scene[i][:2] != scene[j][:2]]
+    if not pairs:
+        return list(scene)
+    i, j = rng.choice(pairs)
+    twin = list(scene)
+    twin[i] = (*scene[i][:2], *scene[j][2:])
+    twin[j] = (*scene[j][:2], *scene[i][2:])
+    return twin
 
 
 def _relation(a, b) -> str:
@@ -88,7 +104,7 @@ def _draw(scene, cfg: GeneratorConfig, path: Path) -> None:
 def _images(rng, cfg, root: Path, split: str, count: int) -> list[tuple[str, list]]:
     out = []
     for n in range(count):
-        scene = _scene(rng, cfg)
+        scene = _twin(rng, out[-1][1]) if cfg.twins and n % 2 else _scene(rng, cfg)
         rel = f"images/{split}/{n}.png"
         _draw(scene, cfg, root / rel)
         out.append((rel, scene))

@@ -32,6 +32,22 @@ def test_generator_writes_albef_json_files_the_readers_accept(tmp_path):
     assert any(r in test.texts[0] for r in ("left of", "right of", "above", "below"))
 
 
+def test_twins_hold_the_same_shapes_in_other_places(tmp_path):
+    """With twins, image 2k+1 is image 2k with two shapes exchanged: only the relations tell them apart."""
+    from PIL import Image
+
+    cfg = GeneratorConfig.from_mapping({**SMALL, "test_images": 6, "grid": 3, "twins": True})
+    root = generate(tmp_path, cfg)
+    test = read_annotations(root / "flickr30k_test.json", "test")
+    for first, twin in zip(test[::2], test[1::2]):
+        words = [c.split() for c in first["caption"] + twin["caption"]]
+        shapes = [sorted([" ".join(w[1:3]), " ".join(w[-2:])]) for w in words]
+        assert all(s == shapes[0] for s in shapes)  # the same two shapes in every caption of the pair
+        assert not set(first["caption"]) & set(twin["caption"])  # no caption fits both
+        pixels = [list(Image.open(root / e["image"]).getdata()) for e in (first, twin)]
+        assert pixels[0] != pixels[1]
+
+
 def test_readers_refuse_the_wrong_layout(tmp_path):
     (tmp_path / "bad.json").write_text(json.dumps([{"image": "a.jpg", "caption": "one caption"}]))
     with pytest.raises(ReproError, match="entry 0 is not an ALBEF test entry"):
