@@ -330,6 +330,8 @@ def execute(
 
     def finished(step: Step, seed: int, outcome: tuple[RowRun, str, str, float]) -> None:
         run, started_at, finished_at, seconds = outcome
+        if os.environ.get("RANK", "0") != "0":  # a torchrun job: every rank trains, rank 0 keeps the record
+            return
         config = configs[step.row.name]
         record = write_seed_result(
             spec,

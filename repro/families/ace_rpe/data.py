@@ -10,15 +10,21 @@ Layouts (salesforce/ALBEF `data/*.json`, Karpathy splits for retrieval):
 Image paths are relative to an image root the user gives (the images are not in the json).
 
 Captions are cleaned as ALBEF's `pre_caption` does (lower case, punctuation dropped, at most
-`max_words` words). Images are resized to the model's square resolution and normalised with ALBEF's
-mean and std through PIL and torch; ALBEF's training augmentations (random resized crop, flip,
-RandAugment) come from torchvision, which is optional here and not used: the generated scales state
-left/right relations that a flip would falsify.
+`max_words` words). Images are resized to the model's square resolution (bicubic) and normalised with
+ALBEF's mean and std. ALBEF's training augmentations (`dataset/__init__.py`: RandomResizedCrop with
+scale (0.2, 1) for pre-training and (0.5, 1) for fine-tuning, a horizontal flip, RandomAugment(2, 7)
+over Identity, AutoContrast, Equalize, Brightness, Sharpness, ShearX/Y, TranslateX/Y, Rotate) are
+torchvision transforms in ALBEF; torchvision does not import beside the CPU build of torch this
+project pins, so `augment` does the same with PIL (`ImageOps`, `ImageEnhance`, affine transforms).
+They are applied at paper scale only: the generated scales state left/right relations that a flip
+would falsify.
 """
 
 from __future__ import annotations
 
 import json
+import math
+import random
 import re
 from pathlib import Path
 from typing import Any
@@ -60,19 +66,87 @@ def read_annotations(path: Path, kind: str) -> list[dict[str, Any]]:
     return entries
 
 
-def load_image(path: Path, size: int) -> torch.Tensor:
-    """An RGB image resized to size x size (bicubic, as ALBEF's test transform), normalised; (3, size, size)."""
+def load_image(path: Path, size: int, crop_scale: float | None = None) -> torch.Tensor:
+    """An RGB image resized to size x size (bicubic, as ALBEF's test transform), normalised; (3, size, size).
+    With `crop_scale`, ALBEF's training augmentations instead (`augment`, crops of at least that share)."""
     from PIL import Image, UnidentifiedImageError
 
     try:
         with Image.open(path) as img:
-            img = img.convert("RGB").resize((size, size), Image.BICUBIC)
+            img = img.convert("RGB")
+            img = img.resize((size, size), Image.BICUBIC) if crop_scale is None else augment(img, size, crop_scale)
     except (OSError, UnidentifiedImageError) as exc:
         raise ReproError(f"{path}: cannot read the image ({exc})") from None
     array = torch.from_numpy(np.asarray(img, dtype=np.float32) / 255.0).permute(2, 0, 1)
     mean = torch.tensor(IMAGE_MEAN)[:, None, None]
     std = torch.tensor(IMAGE_STD)[:, None, None]
     return (array - mean) / std
+
+
+RANDAUGMENT = ("Identity", "AutoContrast", "Equalize", "Brightness", "Sharpness")
+RANDAUGMENT += ("ShearX", "ShearY", "TranslateX", "TranslateY", "Rotate")
+
+
+def _random_resized_crop(img, size: int, scale_min: float, rng: random.Random):
+    """torchvision's RandomResizedCrop(size, scale=(scale_min, 1), ratio=(3/4, 4/3), bicubic)."""
+    from PIL import Image
+
+    width, height = img.size
+    for _ in range(10):
+        area = width * height * rng.uniform(scale_min, 1.0)
+        ratio = math.exp(rng.uniform(math.log(3 / 4), math.log(4 / 3)))
+        w, h = round(math.sqrt(area * ratio)), round(math.sqrt(area / ratio))
+        if 0 < w <= width and 0 < h <= height:
+            left, top = rng.randint(0, width - w), rng.randint(0, height - h)
+            return img.resize((size, size), Image.BICUBIC, box=(left, top, left + w, top + h))
+    side = min(width, height)  # the fallback: the central square
+    left, top = (width - side) // 2, (height - side) // 2
+    return img.resize((size, size), Image.BICUBIC, box=(left, top, left + side, top + side))
+
+
+def _rand_augment(img, rng: random.Random, n: int = 2, magnitude: int = 7):
+    """ALBEF's RandomAugment(2, 7): n operations drawn from RANDAUGMENT, each applied with probability 0.5
+    at magnitude/10 of its range: shear 0.3, translation 10 px and rotation 30 degrees with a random sign,
+    enhancement factor 0.1 + 1.8 (magnitude/10); the uncovered area grey (128)."""
+    from PIL import Image, ImageEnhance, ImageOps
+
+    level = magnitude / 10
+    fill = (128, 128, 128)
+    for name in rng.sample(RANDAUGMENT, n):
+        if rng.random() > 0.5 or name == "Identity":
+            continue
+        sign = rng.choice((-1, 1))
+        if name == "AutoContrast":
+            img = ImageOps.autocontrast(img)
+        elif name == "Equalize":
+            img = ImageOps.equalize(img)
+        elif name in ("Brightness", "Sharpness"):
+            enhancer = ImageEnhance.Brightness if name == "Brightness" else ImageEnhance.Sharpness
+            img = enhancer(img).enhance(0.1 + 1.8 * level)
+        elif name == "Rotate":
+            img = img.rotate(sign * level * 30, fillcolor=fill)
+        else:
+            shift = sign * (level * 0.3 if name.startswith("Shear") else level * 10)
+            matrix = {
+                "ShearX": (1, shift, 0, 0, 1, 0),
+                "ShearY": (1, 0, 0, shift, 1, 0),
+                "TranslateX": (1, 0, shift, 0, 1, 0),
+                "TranslateY": (1, 0, 0, 0, 1, shift),
+            }[name]
+            img = img.transform(img.size, Image.AFFINE, matrix, fillcolor=fill)
+    return img
+
+
+def augment(img, size: int, scale_min: float, rng: random.Random | None = None):
+    """ALBEF's training transform of a PIL image, before normalisation: random resized crop, horizontal
+    flip (probability 0.5), RandomAugment(2, 7)."""
+    from PIL import Image
+
+    rng = rng or random.Random(random.getrandbits(64))
+    img = _random_resized_crop(img, size, scale_min, rng)
+    if rng.random() < 0.5:
+        img = img.transpose(Image.FLIP_LEFT_RIGHT)
+    return _rand_augment(img, rng)
 
 
 def tokenizer(vocab_dir: Path):
@@ -85,9 +159,17 @@ def tokenizer(vocab_dir: Path):
 
 
 class PairDataset(Dataset):
-    """One (image, caption) per item: pre-training or retrieval training (`idx` = the image's index)."""
+    """One (image, caption) per item: pre-training or retrieval training (`idx` = the image's index);
+    with `crop_scale`, ALBEF's training augmentations (0.2 for pre-training, 0.5 for fine-tuning)."""
 
-    def __init__(self, entries: list[dict[str, Any]], image_root: Path, size: int, max_words: int = 30) -> None:
+    def __init__(
+        self,
+        entries: list[dict[str, Any]],
+        image_root: Path,
+        size: int,
+        max_words: int = 30,
+        crop_scale: float | None = None,
+    ) -> None:
         self.items: list[tuple[str, str, int]] = []
         ids: dict[Any, int] = {}
         for entry in entries:
@@ -95,14 +177,15 @@ class PairDataset(Dataset):
             key = entry.get("image_id", entry["image"])
             index = ids.setdefault(key, len(ids))
             self.items += [(entry["image"], pre_caption(c, max_words), index) for c in captions]
-        self.root, self.size = Path(image_root), size
+        self.root, self.size, self.crop_scale = Path(image_root), size, crop_scale
 
     def __len__(self) -> int:
         return len(self.items)
 
     def __getitem__(self, i: int) -> dict[str, Any]:
         image, caption, index = self.items[i]
-        return {"image": load_image(self.root / image, self.size), "caption": caption, "idx": index}
+        image = load_image(self.root / image, self.size, self.crop_scale)
+        return {"image": image, "caption": caption, "idx": index}
 
 
 class Collate:

@@ -11,6 +11,7 @@ vocabulary and the user's images are read from the data folder.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,7 @@ from torch import nn
 from repro.errors import ReproError
 from repro.families import as_typed
 from repro.families.ace_rpe.config import CONFIGS, ALBEFConfig
+from repro.families.ace_rpe.synthetic import RETRIEVAL_NAMES
 from repro.families.base import ModelInfo, RowRun, RunContext
 from repro.paths import data_dir
 from repro.specs import Spec
@@ -28,6 +30,7 @@ ARCHS = ("albef",)
 K_TEST = {"flickr30k": 128, "coco-retrieval": 256}  # ALBEF's configs/Retrieval_{flickr,coco}.yaml
 FINETUNE_RECIPES = {"flickr30k": "ace-rpe/retrieval-flickr30k", "coco-retrieval": "ace-rpe/retrieval-coco"}
 PRETRAIN_RECIPE = "ace-rpe/pretrain"
+SUPPORTS_LIMIT = True  # repro run --limit N: the first N entries of each ALBEF json file at paper scale
 
 
 # --- model --------------------------------------------------------------------------------------
@@ -137,7 +140,7 @@ def stages(config: ALBEFConfig | dict, spec: Spec) -> list[tuple[str, str, float
             cost.gpu_hours(flops),
         )
     ]
-    for dataset in dict.fromkeys(column_dataset(spec, c) for c in spec.columns if c.metric == "recall"):
+    for dataset in recall_datasets(spec):
         recipe = load_recipe(FINETUNE_RECIPES[dataset])
         flops = recipe.epochs * cost.PAIRS[dataset] * cost.finetune_flops_per_pair(sizes)
         what = f"{recipe.name}: {recipe.epochs} epochs, batch {recipe.batch_size}, 384 px; test k = {K_TEST[dataset]}"
@@ -160,11 +163,15 @@ def data_notes(spec: Spec) -> list[str]:
     """Where the paper scale reads what no catalog entry downloads: the images."""
     root = data_dir()
     return [
-        f"images (not downloadable here; put them in place yourself): Flickr30K under {root / 'flickr30k'}, "
-        f"COCO 2014 under {root / 'coco-images'}, Visual Genome, CC3M and SBU under {root / 'albef-data' / 'images'}; "
-        f"ALBEF's json files (`repro download albef-data`) name them relative to those folders",
+        f"images (not downloadable here; put them in place yourself): Flickr30K under {root / 'flickr30k'} "
+        f"(flickr30k-images/), COCO 2014 under {root / 'coco-images'} (train2014/, val2014/), as ALBEF's "
+        f"retrieval json files (`repro download albef-data`: {root / 'albef-data' / 'data'}) name them; "
+        f"Visual Genome, CC3M and SBU for pre-training where you keep them: rewrite the paths in ALBEF's "
+        f"pre-training json files to them (as ALBEF's README says), or make them relative to "
+        f"{root / 'albef-data' / 'images'}",
         "checkpoints: `repro download albef-checkpoints` (ALBEF_4M.pth, ALBEF.pth) to start a row from ALBEF's "
-        "pre-training (keymap.load_albef); vocabulary: `repro download bert-base-uncased`",
+        "pre-training (keymap.load_albef); vocabulary: `repro download bert-base-uncased`; both recipes run "
+        "under torchrun: `torchrun --nproc_per_node=8 -m repro run ID --rows ROW` (rank 0 writes the results)",
     ]
 
 
@@ -176,12 +183,11 @@ def submission_target(spec: Spec) -> str | None:
 
 
 def loss_step(task: str):
-    """The loss of one batch: ALBEF's retrieval objectives or the sum of the pre-training objectives."""
+    """The loss of one batch: the model's forward (ALBEF's retrieval objectives or the sum of the
+    pre-training objectives, by the task the model was built for), so DistributedDataParallel sees it."""
 
     def step(model: nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-        if task == "pretrain":
-            return sum(model.pretrain_loss(batch).values())
-        return model.retrieval_loss(batch)
+        return model(batch)
 
     return step
 
@@ -194,6 +200,24 @@ def predict_step(model: nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tens
 # --- data ---------------------------------------------------------------------------------------
 
 
+PRETRAIN_FILES = {  # ALBEF's configs/Pretrain.yaml train_file; 14m adds Conceptual 12M
+    "4m": ("coco.json", "vg.json", "cc3m_train.json", "cc3m_val.json", "sbu.json"),
+    "14m": ("coco.json", "vg.json", "cc12m.json", "cc3m_train.json", "cc3m_val.json", "sbu.json"),
+}
+IMAGE_FOLDERS = {"flickr30k": "flickr30k", "coco-retrieval": "coco-images"}  # ALBEF's image_root per data set
+
+
+@dataclass(frozen=True)
+class Sources:
+    """Where a run reads its data: the BERT vocabulary, the pre-training json files with their image
+    folder, and per retrieval data set its train and test json files and image folder."""
+
+    vocab: Path
+    pretrain: tuple[tuple[Path, Path], ...]  # (json, image root)
+    retrieval: dict[str, tuple[Path, Path, Path]]  # data set -> (train json, test json, image root)
+    augment: bool = False  # ALBEF's training augmentations (paper scale)
+
+
 def synthetic_root(settings: dict[str, Any]) -> Path:
     from repro.families.ace_rpe.synthetic import GeneratorConfig
 
@@ -201,13 +225,53 @@ def synthetic_root(settings: dict[str, Any]) -> Path:
     return data_dir() / "synthetic" / f"albef-{cfg.key()}"
 
 
+def paper_sources(config: ALBEFConfig, datasets: list[str]) -> Sources:
+    """The paper-scale files under the data folder, checked: the first missing one is named with the
+    command that gets it. ALBEF's json files (`repro download albef-data`: `data/*.json`) name the
+    retrieval images relative to the data set's folder (Flickr30K: `flickr30k-images/<id>.jpg`, COCO:
+    `val2014/...`); the pre-training files name absolute paths, which the user rewrites to where the
+    images are (ALBEF's README), or paths relative to `albef-data/images`."""
+    root = data_dir()
+    albef = root / "albef-data" / "data"
+    vocab = root / "bert-base-uncased"
+    need = [(vocab / "vocab.txt", "repro download bert-base-uncased")]
+    pretrain = tuple((albef / name, root / "albef-data" / "images") for name in PRETRAIN_FILES[config.pretrain])
+    need += [(path, "repro download albef-data") for path, _ in pretrain]
+    retrieval = {}
+    for dataset in datasets:
+        name = RETRIEVAL_NAMES[dataset]
+        retrieval[dataset] = (albef / f"{name}_train.json", albef / f"{name}_test.json", root / IMAGE_FOLDERS[dataset])
+        need += [(path, "repro download albef-data") for path in retrieval[dataset][:2]]
+    for path, command in need:
+        if not path.is_file():
+            raise ReproError(f"{path} is missing: get it with `{command}`")
+    return Sources(vocab=vocab, pretrain=pretrain, retrieval=retrieval, augment=True)
+
+
+def read_entries(path: Path, kind: str, image_root: Path, limit: int | None = None) -> list[dict[str, Any]]:
+    """An ALBEF json file's entries (the first `limit`), its first image checked before any training."""
+    from repro.families.ace_rpe.data import read_annotations
+
+    entries = read_annotations(path, kind)[:limit]
+    first = image_root / entries[0]["image"]
+    if not first.is_file():
+        raise ReproError(
+            f"{first} is missing (the first image of {path.name}): the images are yours to put in place "
+            f"(`repro run ... --dry-run` says where)"
+        )
+    return entries
+
+
+def synthetic_sources(root: Path, datasets: list[str]) -> Sources:
+    retrieval = {d: (root / f"{n}_train.json", root / f"{n}_test.json", root) for d, n in RETRIEVAL_NAMES.items()}
+    return Sources(vocab=root / "vocab", pretrain=((root / "pretrain.json", root),), retrieval=retrieval)
+
+
 def prepare_data(spec: Spec, scale: str, settings: dict[str, Any]) -> dict[str, Path]:
     if scale == "paper":
-        raise ReproError(
-            f"{spec.id}: paper-scale ALBEF training reads ALBEF's json files, the bert-base-uncased vocabulary "
-            f"and the images (COCO, Visual Genome, CC3M, SBU, Flickr30K) under {data_dir()}; the paper-scale "
-            f"pipeline is not implemented yet"
-        )
+        # the 4M files every row needs; a 14M row checks CC12M's when it starts (run_row)
+        sources = paper_sources(ALBEFConfig(arch="albef", pretrain="4m"), recall_datasets(spec))
+        return {"root": data_dir(), "vocab": sources.vocab}
     from repro.families.ace_rpe.synthetic import GeneratorConfig, generate
 
     root = synthetic_root(settings)
@@ -221,10 +285,14 @@ def prepare_data(spec: Spec, scale: str, settings: dict[str, Any]) -> dict[str, 
 @torch.no_grad()
 def score_matrices(model, test, tok, size: int, k: int, batch_size: int = 64, max_tokens: int = 30):
     """ALBEF's score matrices: ITC similarity for all pairs, the top k of each row re-scored by the ITM
-    head's positive logit, every other entry -100."""
+    head's positive logit, every other entry -100. Under torchrun each rank re-scores its share of the
+    rows and the matrices are summed over the ranks, as ALBEF's evaluation() does."""
+    import torch.distributed as dist
+
     from repro.families.ace_rpe.data import load_image
 
     model.eval()
+    device = next(model.parameters()).device
     text_embeds, text_masks, text_feats = [], [], []
     for start in range(0, len(test.texts), batch_size):
         enc = tok(
@@ -233,7 +301,7 @@ def score_matrices(model, test, tok, size: int, k: int, batch_size: int = 64, ma
             truncation=True,
             max_length=max_tokens,
             return_tensors="pt",
-        )
+        ).to(device)
         embeds = model.text_embeds(enc["input_ids"], enc["attention_mask"])
         text_embeds.append(embeds)
         text_masks.append(enc["attention_mask"])
@@ -241,24 +309,31 @@ def score_matrices(model, test, tok, size: int, k: int, batch_size: int = 64, ma
     text_embeds, text_masks, text_feats = torch.cat(text_embeds), torch.cat(text_masks), torch.cat(text_feats)
     image_embeds, image_feats = [], []
     for start in range(0, len(test.images), batch_size):
-        images = torch.stack([load_image(p, size) for p in test.images[start : start + batch_size]])
+        images = torch.stack([load_image(p, size) for p in test.images[start : start + batch_size]]).to(device)
         embeds = model.image_embeds(images)
         image_embeds.append(embeds)
         image_feats.append(model.image_feat(embeds))
     image_embeds, image_feats = torch.cat(image_embeds), torch.cat(image_feats)
+    ranks = dist.get_world_size() if dist.is_available() and dist.is_initialized() else 1
+    rank = dist.get_rank() if ranks > 1 else 0
     sims = image_feats @ text_feats.T
-    i2t = torch.full(sims.shape, -100.0)
-    for i, row in enumerate(sims):
-        top = row.topk(min(k, row.numel())).indices
+    i2t = torch.zeros(sims.shape, device=device)  # rows of other ranks stay 0 until the sum
+    for i in range(rank, sims.shape[0], ranks):
+        top = sims[i].topk(min(k, sims.shape[1])).indices
         logits = model.itm_logits(text_embeds[top], text_masks[top], image_embeds[i].expand(len(top), -1, -1))
+        i2t[i] = -100.0
         i2t[i, top] = logits[:, 1]
-    t2i = torch.full(sims.T.shape, -100.0)
-    for j, row in enumerate(sims.T):
-        top = row.topk(min(k, row.numel())).indices
+    t2i = torch.zeros(sims.T.shape, device=device)
+    for j in range(rank, sims.shape[1], ranks):
+        top = sims[:, j].topk(min(k, sims.shape[0])).indices
         n = len(top)
         logits = model.itm_logits(text_embeds[j].expand(n, -1, -1), text_masks[j].expand(n, -1), image_embeds[top])
+        t2i[j] = -100.0
         t2i[j, top] = logits[:, 1]
-    return i2t.numpy(), t2i.numpy()
+    if ranks > 1:
+        dist.all_reduce(i2t)
+        dist.all_reduce(t2i)
+    return i2t.cpu().numpy(), t2i.cpu().numpy()
 
 
 # --- one (row, seed) ----------------------------------------------------------------------------
@@ -271,6 +346,41 @@ def column_dataset(spec: Spec, column) -> str:
     return "coco-retrieval" if "coco-images" in spec.datasets else "flickr30k"
 
 
+def recall_datasets(spec: Spec) -> list[str]:
+    """The retrieval data sets of a spec's recall columns, in column order."""
+    return list(dict.fromkeys(column_dataset(spec, c) for c in spec.columns if c.metric == "recall"))
+
+
+def transfer(weights: dict[str, torch.Tensor], model: nn.Module) -> None:
+    """Load pre-trained weights into a fine-tuning model, resizing what depends on the resolution
+    (pre-training at 256 px, fine-tuning at 384 px): the ViT position embeddings and APE's patch table
+    bicubically, as ALBEF's interpolate_pos_embed, and RPE's (2g-1) x (2g-1) offset table likewise."""
+    import math
+
+    import torch.nn.functional as F
+
+    from repro.families.ace_rpe.keymap import interpolate_position
+
+    target = model.state_dict()
+    kept = {}
+    for key, value in weights.items():
+        if key not in target:
+            continue
+        want = target[key].shape
+        if value.shape != want:
+            if key.endswith("image_relative.weight"):  # ((2g-1)^2, D) offsets on a square
+                old, new = math.isqrt(value.shape[0]), math.isqrt(want[0])
+                grid = value.T.reshape(1, -1, old, old)
+                value = F.interpolate(grid, size=(new, new), mode="bicubic", align_corners=False)
+                value = value.reshape(-1, new * new).T
+            elif value.dim() == 3:  # ViT: (1, 1 + g^2, D)
+                value = interpolate_position(value, want[1])
+            else:  # APE: (1 + g^2, D)
+                value = interpolate_position(value[None], want[0])[0]
+        kept[key] = value
+    model.load_state_dict(kept, strict=False)
+
+
 def _recipe(name: str, overrides: dict[str, Any], seed: int):
     from repro.train import load_recipe
 
@@ -278,15 +388,21 @@ def _recipe(name: str, overrides: dict[str, Any], seed: int):
 
 
 def run_row(ctx: RunContext) -> RowRun:
-    from repro.families.ace_rpe.data import Collate, PairDataset, RetrievalTest, read_annotations, tokenizer
-    from repro.families.ace_rpe.synthetic import RETRIEVAL_NAMES
+    """Pre-train the row, then fine-tune and evaluate it on each retrieval data set of the spec. At paper
+    scale this runs as one process or as every rank of a torchrun job (the trainer's DDP); the sizes are
+    ALBEF's unless the settings (an override) give others, pre-training at 256 px, fine-tuning at 384."""
+    from repro.families.ace_rpe.data import Collate, PairDataset, RetrievalTest, tokenizer
     from repro.metrics import retrieval
     from repro.train import fit
     from repro.train.trainer import seed_everything
 
-    root = prepare_data(ctx.spec, ctx.scale, ctx.settings)["root"]
     settings = ctx.settings
-    tok = tokenizer(root / "vocab")
+    datasets = recall_datasets(ctx.spec)
+    if ctx.scale == "paper":
+        sources = paper_sources(as_config(ctx.config), datasets)
+    else:
+        sources = synthetic_sources(prepare_data(ctx.spec, ctx.scale, settings)["root"], datasets)
+    tok = tokenizer(sources.vocab)
     sizes = {
         **settings.get("sizes", {}),
         "vocab_size": len(tok),
@@ -296,16 +412,24 @@ def run_row(ctx: RunContext) -> RowRun:
         "mask_token_id": tok.mask_token_id,
     }
     size = sizes.get("image_size", 384)
+    pretrain_size = int(settings.get("pretrain_image_size", sizes.get("image_size", 256)))
     max_tokens = int(settings.get("max_tokens", 30))
     collate = Collate(tok, max_tokens)
 
+    def pairs(files, kind, image_size, crop_scale):  # --limit N: the first N entries of each file
+        parts = [
+            PairDataset(read_entries(path, kind, root, ctx.limit), root, image_size, crop_scale=crop_scale)
+            for path, root in files
+        ]
+        return parts[0] if len(parts) == 1 else torch.utils.data.ConcatDataset(parts)
+
+    train_pairs = pairs(sources.pretrain, "pretrain", pretrain_size, 0.2 if sources.augment else None)
     seed_everything(ctx.seed)
-    pretrained = build_model(ctx.config, sizes, task="pretrain")
-    pairs = PairDataset(read_annotations(root / "pretrain.json", "pretrain"), root, size)
+    pretrained = build_model(ctx.config, {**sizes, "image_size": pretrain_size}, task="pretrain")
     recipe = _recipe(PRETRAIN_RECIPE, settings.get("pretrain_recipe", {}), ctx.seed)
     state = fit(
         pretrained,
-        pairs,
+        train_pairs,
         recipe,
         ctx.workdir / "pretrain",
         loss_step=loss_step("pretrain"),
@@ -313,19 +437,21 @@ def run_row(ctx: RunContext) -> RowRun:
         resume=ctx.resume,
         progress=ctx.progress,
     )
-    training: dict[str, Any] = {"pretrain": {"steps": state.step, "final_loss": state.final_loss}}
+    training: dict[str, Any] = {
+        "pretrain": {"steps": state.step, "final_loss": state.final_loss, "world_size": state.world_size}
+    }
     weights = pretrained.state_dict()
 
     metrics: dict[str, float] = {}
     extra: dict[str, Any] = {}
     columns = [(c, column_dataset(ctx.spec, c)) for c in ctx.spec.columns if c.metric == "recall"]
-    datasets = list(dict.fromkeys(d for _, d in columns))
     for dataset in datasets:
         name = RETRIEVAL_NAMES[dataset]
+        train_json, test_json, image_root = sources.retrieval[dataset]
         seed_everything(ctx.seed)
         model = build_model(ctx.config, sizes, task="retrieval")
-        model.load_state_dict({k: v for k, v in weights.items() if k in model.state_dict()}, strict=False)
-        train = PairDataset(read_annotations(root / f"{name}_train.json", "train"), root, size)
+        transfer(weights, model)
+        train = pairs([(train_json, image_root)], "train", size, 0.5 if sources.augment else None)
         recipe = _recipe(FINETUNE_RECIPES[dataset], settings.get("recipe", {}), ctx.seed)
         state = fit(
             model,
@@ -337,8 +463,8 @@ def run_row(ctx: RunContext) -> RowRun:
             resume=ctx.resume,
             progress=ctx.progress,
         )
-        training[name] = {"steps": state.step, "final_loss": state.final_loss}
-        test = RetrievalTest(read_annotations(root / f"{name}_test.json", "test"), root)
+        training[name] = {"steps": state.step, "final_loss": state.final_loss, "world_size": state.world_size}
+        test = RetrievalTest(read_entries(test_json, "test", image_root, ctx.limit), image_root)
         k = int(settings.get("k_test", {}).get(dataset, K_TEST[dataset]))
         i2t, t2i = score_matrices(model, test, tok, size, k, max_tokens=max_tokens)
         result = retrieval.evaluate(i2t, t2i, test.img2txt, test.txt2img)
@@ -347,4 +473,5 @@ def run_row(ctx: RunContext) -> RowRun:
             if col_dataset == dataset:
                 metrics[col.name] = float(result.aggregate[col.key.replace("@mean", "_mean")])
         del model
-    return RowRun(metrics=metrics, split="test (generated)", training=training, extra=extra)
+    split = "test" if ctx.scale == "paper" else "test (generated)"
+    return RowRun(metrics=metrics, split=split, training=training, extra=extra)

@@ -230,6 +230,9 @@ class ALBEF(nn.Module):
 
     @torch.no_grad()
     def enqueue(self, image_feat, text_feat, idx) -> None:
+        """ALBEF's _dequeue_and_enqueue: under torchrun every rank queues the features of all ranks."""
+        image_feat, text_feat = gather_ranks(image_feat), gather_ranks(text_feat)
+        idx = None if idx is None else gather_ranks(idx)
         n, size = image_feat.shape[0], self.image_queue.shape[1]
         ptr = int(self.queue_ptr)
         slots = (torch.arange(n, device=image_feat.device) + ptr) % size  # wraps where ALBEF asserts divisibility
@@ -238,6 +241,13 @@ class ALBEF(nn.Module):
         if idx is not None:
             self.idx_queue[0, slots] = idx
         self.queue_ptr[0] = (ptr + n) % size
+
+    def forward(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        """The training loss of a batch (what DistributedDataParallel wraps under torchrun): the sum of the
+        pre-training objectives, or ALBEF's retrieval loss."""
+        if self.task == "pretrain":
+            return sum(self.pretrain_loss(batch).values())
+        return self.retrieval_loss(batch)
 
     # --- encoders ---
     def image_embeds(self, image, masked=None, momentum=False):
@@ -411,6 +421,19 @@ class ALBEF(nn.Module):
         f_mn = torch.einsum("bmd,bnd->bmn", patches, tokens).flatten(1)
         token_term = torch.logsumexp(lam * f_mn, dim=1) / lam
         return 0.5 * (h_i2t + h_t2i - token_term).mean()  # Eq. 1
+
+
+@torch.no_grad()
+def gather_ranks(tensor: torch.Tensor) -> torch.Tensor:
+    """ALBEF's concat_all_gather: the tensor of every rank of a torchrun job, in rank order (itself alone
+    without one)."""
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
+        return tensor
+    parts = [torch.empty_like(tensor) for _ in range(dist.get_world_size())]
+    dist.all_gather(parts, tensor.contiguous())
+    return torch.cat(parts)
 
 
 def batch_special(ids: torch.Tensor, sizes: dict[str, Any]) -> torch.Tensor:

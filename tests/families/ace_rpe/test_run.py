@@ -103,14 +103,3 @@ def test_paper_dry_run_lists_pretraining_and_fine_tuning_with_gpu_hours(runner):
     assert (
         "estimated GPU-hours (paper schedule): " in out.output and "GPU-hours (paper schedule): 0.0" not in out.output
     )
-
-
-def test_paper_scale_run_says_what_is_missing(runner, sandbox):
-    folder = sandbox / "experiments" / "ace-rpe"
-    folder.mkdir(parents=True)
-    (folder / "ace-rpe-table1-pe.yaml").write_text(
-        (REPO_DIR / "experiments" / "ace-rpe" / "ace-rpe-table1-pe.yaml").read_text()
-    )
-    specs._load_all.cache_clear()
-    out = runner.invoke(app, ["run", "ace-rpe-table1-pe", "--rows", "None"])
-    assert out.exit_code != 0 and "paper-scale" in out.output and "Traceback" not in out.output
