@@ -248,7 +248,7 @@ def paper_sources(config: ALBEFConfig, datasets: list[str]) -> Sources:
     return Sources(vocab=vocab, pretrain=pretrain, retrieval=retrieval, augment=True)
 
 
-def read_entries(path: Path, kind: str, image_root: Path, limit: int | None = None) -> list[dict[str, Any]]:
+def read_split(path: Path, kind: str, image_root: Path, limit: int | None = None) -> list[dict[str, Any]]:
     """An ALBEF json file's entries (the first `limit`), its first image checked before any training."""
     from repro.families.ace_rpe.data import read_annotations
 
@@ -318,18 +318,24 @@ def score_matrices(model, test, tok, size: int, k: int, batch_size: int = 64, ma
     rank = dist.get_rank() if ranks > 1 else 0
     sims = image_feats @ text_feats.T
     i2t = torch.zeros(sims.shape, device=device)  # rows of other ranks stay 0 until the sum
-    for i in range(rank, sims.shape[0], ranks):
-        top = sims[i].topk(min(k, sims.shape[1])).indices
-        logits = model.itm_logits(text_embeds[top], text_masks[top], image_embeds[i].expand(len(top), -1, -1))
-        i2t[i] = -100.0
-        i2t[i, top] = logits[:, 1]
     t2i = torch.zeros(sims.T.shape, device=device)
-    for j in range(rank, sims.shape[1], ranks):
-        top = sims[:, j].topk(min(k, sims.shape[0])).indices
-        n = len(top)
-        logits = model.itm_logits(text_embeds[j].expand(n, -1, -1), text_masks[j].expand(n, -1), image_embeds[top])
-        t2i[j] = -100.0
-        t2i[j, top] = logits[:, 1]
+    for scores, query_is_image in ((i2t, True), (t2i, False)):
+        rows = list(range(rank, scores.shape[0], ranks))
+        if not rows:
+            continue
+        similarity = sims[rows] if query_is_image else sims.T[rows]
+        top = similarity.topk(min(k, scores.shape[1]), dim=1).indices  # (queries, k)
+        queries = torch.tensor(rows, device=device)[:, None].expand_as(top).reshape(-1)
+        candidates = top.reshape(-1)
+        images, texts = (queries, candidates) if query_is_image else (candidates, queries)
+        logits = torch.cat(
+            [  # the ITM head on (text, image) pairs, `batch_size` pairs at a time
+                model.itm_logits(text_embeds[t], text_masks[t], image_embeds[i])[:, 1]
+                for i, t in zip(images.split(batch_size), texts.split(batch_size))
+            ]
+        )
+        scores[rows] = -100.0
+        scores[queries, candidates] = logits
     if ranks > 1:
         dist.all_reduce(i2t)
         dist.all_reduce(t2i)
@@ -418,7 +424,7 @@ def run_row(ctx: RunContext) -> RowRun:
 
     def pairs(files, kind, image_size, crop_scale):  # --limit N: the first N entries of each file
         parts = [
-            PairDataset(read_entries(path, kind, root, ctx.limit), root, image_size, crop_scale=crop_scale)
+            PairDataset(read_split(path, kind, root, ctx.limit), root, image_size, crop_scale=crop_scale)
             for path, root in files
         ]
         return parts[0] if len(parts) == 1 else torch.utils.data.ConcatDataset(parts)
@@ -464,7 +470,7 @@ def run_row(ctx: RunContext) -> RowRun:
             progress=ctx.progress,
         )
         training[name] = {"steps": state.step, "final_loss": state.final_loss, "world_size": state.world_size}
-        test = RetrievalTest(read_entries(test_json, "test", image_root, ctx.limit), image_root)
+        test = RetrievalTest(read_split(test_json, "test", image_root, ctx.limit), image_root)
         k = int(settings.get("k_test", {}).get(dataset, K_TEST[dataset]))
         i2t, t2i = score_matrices(model, test, tok, size, k, max_tokens=max_tokens)
         result = retrieval.evaluate(i2t, t2i, test.img2txt, test.txt2img)

@@ -47,6 +47,7 @@ PAPER_SIZES: dict[str, Any] = {
     "mlm_probability": 0.15,
     "mim_probability": 0.6,  # SimMIM's mask ratio (Xie et al. 2021); the paper gives none
     "dropout": 0.1,
+    "init_std": 0.02,  # BERT's and ViT's initializer_range (the released weights are loaded over it)
     # bert-base-uncased's special tokens
     "pad_token_id": 0,
     "cls_token_id": 101,
@@ -70,6 +71,7 @@ def bert_config(sizes: dict[str, Any], layers: int, cross: bool):
         hidden_dropout_prob=sizes["dropout"],
         attention_probs_dropout_prob=sizes["dropout"],
         layer_norm_eps=1e-12,
+        initializer_range=sizes["init_std"],
         pad_token_id=0,
         is_decoder=cross,  # transformers adds cross-attention to decoder layers only; no causal mask is used here
         add_cross_attention=cross,
@@ -89,6 +91,7 @@ def vit_config(sizes: dict[str, Any]):
         patch_size=sizes["patch_size"],
         qkv_bias=True,
         layer_norm_eps=1e-6,
+        initializer_range=sizes["init_std"],
         hidden_dropout_prob=0.0,
         attention_probs_dropout_prob=0.0,
         attn_implementation="eager",
