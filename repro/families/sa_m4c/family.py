@@ -354,7 +354,8 @@ def _write_test_predictions(ctx: RunContext, answers: dict[int, tuple[str, bool]
     from repro.utils import write_json_atomic
 
     spec = ctx.spec
-    out = results_dir() / spec.paper / spec.id / "predictions" / f"{ctx.row.slug}.{ctx.scale}.seed{ctx.seed}.test.json"
+    name = f"{ctx.row.slug}.{ctx.scale}.seed{ctx.seed}.test.json"
+    out = (ctx.results_root or results_dir()) / spec.paper / spec.id / "predictions" / name  # a variant's own folder
     write_json_atomic(out, [{"question_id": q, "answer": a} for q, (a, _) in sorted(answers.items())])
     return out
 
