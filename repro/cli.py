@@ -798,9 +798,8 @@ def _slurm_run(plan, root: Path, options, dry_run: bool, resume: bool, force: bo
     console.print(render_rich(build_view(plan.spec, plan.scale, results_root=plan.results_root)))
     failed = [u for u in states if u.state != "done"]
     if failed:
-        raise ReproError(
-            f"{len(failed)} unit(s) did not finish: " + ", ".join(f"{u.row} seed {u.seed}" for u in failed)
-        )
+        names = ", ".join(f"{u.row} seed {u.seed}" for u in failed)
+        raise slurm.UnitsFailed(f"{len(failed)} unit(s) did not finish: {names}; `--status` shows their logs")
 
 
 def _slurm_status(plan, root: Path, states=None, seeds: list[int] | None = None) -> None:

@@ -3,7 +3,8 @@
 `python tests/slurm_stub.py COMMAND ARGS...` acts as `sbatch`, `srun`, `sacct`, `squeue`, `scancel` or
 `scontrol`; `install(bin_dir, state_dir)` writes one executable per command into `bin_dir` (put it first
 on PATH). What they print is what submitit reads from the real ones:
-  sbatch FILE      "Submitted batch job N"; runs the script's tasks (`#SBATCH --array=0-K%P`) in a
+  sbatch FILE      "Submitted batch job N" (or Slurm's error for a partition not in SLURM_STUB_PARTITIONS,
+                   default "debug"); runs the script's tasks (`#SBATCH --array=0-K%P`) in a
                    detached process, SLURM_STUB_PARALLEL (default 2) at a time, with the SLURM_* variables
                    a task sees (SLURM_RESTART_COUNT after a requeue) and its output in `--output`/`--error`
   srun ... CMD     runs CMD with `--output`/`--error` (%j: the job id as submitit writes it, N_i for an
@@ -14,6 +15,7 @@ on PATH). What they print is what submitit reads from the real ones:
   scontrol requeue ID          the task runs again once its current run has ended
 Preemption: SLURM_STUB_PREEMPT="N_i:PATH" preempts task N_i once, as soon as PATH exists and is not empty,
 the way Slurm does with `send_user_signal`: SIGTERM to the job step, then the job's signal (USR2).
+SLURM_STUB_FAIL="N_i,..." fails those tasks at once, without running their script.
 State lives in SLURM_STUB_STATE: one JSON file per task (its state and the history of its states).
 """
 
@@ -96,6 +98,10 @@ def job_tasks(job: str) -> list[str]:
 def sbatch(args: list[str]) -> int:
     script = Path(args[-1]).read_text()
     options = dict(re.findall(r"^#SBATCH --([a-z-]+)(?:=(.*))?$", script, flags=re.M))
+    partitions = os.environ.get("SLURM_STUB_PARTITIONS", "debug").split(",")
+    if options.get("partition") and options["partition"] not in partitions:
+        print("sbatch: error: Batch job submission failed: Invalid partition name specified", file=sys.stderr)
+        return 1
     (state_dir() / "tasks").mkdir(exist_ok=True)
     with locked():
         counter = state_dir() / "next_id"
@@ -175,7 +181,10 @@ def run_task(task: str, script: Path, options: dict) -> None:
         out = open(expand(options["output"], task), "a") if options.get("output") else subprocess.DEVNULL
         err = open(expand(options["error"], task), "a") if options.get("error") else subprocess.STDOUT
         update_task(task, state="RUNNING", requeue=False)
-        proc = subprocess.Popen(["bash", str(script)], env=env, stdout=out, stderr=err, start_new_session=True)
+        command = ["bash", str(script)]
+        if task in os.environ.get("SLURM_STUB_FAIL", "").split(","):  # a node that fails the task at once
+            command = ["bash", "-c", "echo 'slurmstepd: error: *** JOB CANCELLED: NODE FAILURE ***' >&2; exit 1"]
+        proc = subprocess.Popen(command, env=env, stdout=out, stderr=err, start_new_session=True)
         preempt = os.environ.get("SLURM_STUB_PREEMPT", "")
         watcher = None
         if preempt.partition(":")[0] == task and not data.get("preempted"):

@@ -134,7 +134,8 @@ def test_options_and_their_errors(cluster, runner):
     assert slurm.slurm_minutes("2-00:00:00") == 2880 and slurm.slurm_minutes("1-12") == 2160
     options = slurm.SlurmOptions.parse("gpu", None, None, ["constraint=a100", "exclusive", "mail-type=END"])
     assert options.extra == {"constraint": "a100", "exclusive": True, "mail_type": "END"}
-    for bad in (["array=0-3"], ["output=x"], ["time=soon"], ["=1"]):
+    assert slurm.SlurmOptions.parse(options=["gpus-per-node=4"]).extra == {"gpus_per_node": "4"}
+    for bad in (["array=0-3"], ["output=x"], ["time=soon"], ["=1"], ["gpus_per_node=all"]):
         with pytest.raises(ReproError):
             slurm.SlurmOptions.parse(options=bad)
     for words, message in (
@@ -145,6 +146,26 @@ def test_options_and_their_errors(cluster, runner):
     ):
         result = runner.invoke(app, ["run", "table5-ablation", "--scale", "smoke", *words])
         assert result.exit_code == 2 and message in result.output, result.output
+
+
+def test_wait_ends_with_exit_1_when_a_job_fails(cluster, runner, monkeypatch):
+    monkeypatch.setenv("SLURM_STUB_FAIL", "1000")  # one unit: a plain job, not an array
+    words = ["run", "table5-ablation", "--scale", "smoke", "--rows", "MCAN", "--launcher", "slurm", "--wait"]
+    result = runner.invoke(app, words)
+    assert result.exit_code == 1, result.output
+    assert "1 unit(s) did not finish: MCAN seed 0" in result.output and "failed (FAILED)" in result.output
+    log = cluster / "data" / "runs" / "slurm" / SPEC / "smoke" / "1000" / "1000_0_log.err"
+    assert "NODE FAILURE" in log.read_text()
+
+
+def test_a_refused_submission_or_no_slurm_is_one_line(cluster, runner, monkeypatch):
+    words = ["run", "table5-ablation", "--scale", "smoke", "--rows", "MCAN", "--launcher", "slurm"]
+    result = runner.invoke(app, [*words, "--partition", "nosuch"])
+    assert result.exit_code == 2 and "sbatch refused the jobs of 1 unit(s)" in result.output, result.output
+    assert "Invalid partition name" in result.output and "Traceback" not in result.output
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    result = runner.invoke(app, words)
+    assert result.exit_code == 2 and "needs Slurm's commands" in result.output, result.output
 
 
 def test_resources_dry_run_and_torchrun(cluster, runner):

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from submitit.core.utils import FailedJobError, FailedSubmissionError
 from submitit.helpers import Checkpointable, DelayedSubmission
 
 from repro.errors import ReproError
@@ -46,6 +47,12 @@ REQUEUE_WAIT_S = 60  # after a SIGTERM stopped the unit: how long the job waits 
 RESERVED = {"array", "output", "error", "open_mode", "signal", "wrap"}
 PENDING = {"PENDING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "CONFIGURING", "RESIZING", "SUSPENDED", "PREEMPTED"}
 RUNNING = {"RUNNING", "COMPLETING", "STAGE_OUT", "SIGNALING"}
+
+
+class UnitsFailed(ReproError):
+    """`--wait`: some submitted units ended without a record."""
+
+    exit_code = 1
 
 
 @dataclass
@@ -69,6 +76,8 @@ class SlurmOptions:
                 raise ReproError(f"--slurm-opt {key}: set by the launcher itself (job array, logs, requeue signal)")
             if key == "time":
                 value = str(slurm_minutes(value))
+            if key == "gpus_per_node" and not value.isdigit():
+                raise ReproError(f"--slurm-opt gpus_per_node={value}: the GPUs of a unit, a number")
             extra[key] = value if has_value else True
         return cls(partition, account, qos, extra)
 
@@ -266,8 +275,6 @@ def submit(
         raise ReproError(f"already submitted and not finished: {', '.join(busy)}; `scancel` them or wait")
     if not units:
         return []
-    for family in {family_of(s.row) for s in plan.steps if s.kind == "train"}:
-        family.prepare_data(spec, scale, settings)  # generated once here, before the jobs read it
     results_root = Path(plan.results_root or results_dir()).absolute()
     environ = {
         "REPRO_DATA_DIR": str(data_dir().absolute()),
@@ -279,22 +286,32 @@ def submit(
     for step, seed in units:
         family = family_of(step.row)
         res = unit_resources(family, step.row.config, scale) if family is not None else default_resources(scale, None)
+        if "gpus_per_node" in options.extra:  # the user's GPU count: torchrun runs that many processes
+            res = replace(res, gpus=int(options.extra["gpus_per_node"]))
         job = UnitJob(
             context=unit_context(plan, workdir, step, seed, resume=resume, progress=False),
             config=configs[step.row.name],
             variant=plan.variant.to_json(),
             results_root=results_root,
             lock=root / "records.lock",
-            gpus=int(options.extra.get("gpus_per_node", res.gpus)),
+            gpus=res.gpus,
             rebaseline=rebaseline,
             environ=environ,
         )
         groups.setdefault(res, []).append(job)
+    executors = {res: _executor(root, f"repro-{spec.id}-{scale}", res, options) for res in groups}
+    for family in {family_of(s.row) for s in plan.steps if s.kind == "train"}:
+        family.prepare_data(spec, scale, settings)  # generated once here, before the jobs read it
 
     submitted: list[Submitted] = []
     for res, jobs in groups.items():
-        executor = _executor(root, f"repro-{spec.id}-{scale}", res, options)
-        for unit, job in zip(jobs, executor.submit_array(jobs)):
+        try:
+            handles = executors[res].submit_array(jobs)
+        except (FailedJobError, FailedSubmissionError) as exc:
+            _remember(root, submitted)  # the arrays submitted before this one
+            said = " ".join(str(exc).split()) or "no message"
+            raise ReproError(f"sbatch refused the jobs of {len(jobs)} unit(s): {said}") from None
+        for unit, job in zip(jobs, handles):
             submitted.append(
                 Submitted(
                     unit.context.row.name,
