@@ -41,7 +41,7 @@ from repro.families.base import Resources, RunContext, default_resources
 from repro.utils import now_iso, write_bytes_atomic, write_json_atomic
 
 MAX_JOB_HOURS = 24.0  # one job's time limit unless --slurm-opt time=... says otherwise; longer units requeue
-STOP_GRACE_S = 120  # how long a stopped unit may take to save its checkpoint
+STOP_GRACE_S = 60  # how long a stopped unit may take to save its checkpoint (USR2 comes 90 s before the limit)
 REQUEUE_WAIT_S = 60  # after a SIGTERM stopped the unit: how long the job waits for Slurm's USR2 or requeue
 # sbatch options that submitit sets itself: the array, the log files and the requeue signal
 RESERVED = {"array", "output", "error", "open_mode", "signal", "wrap"}
