@@ -897,7 +897,8 @@ def run_command(
         LAUNCHERS,
         "local",
         "--launcher",
-        help="local: here, --jobs at a time; slurm: one job per (row, seed) on a Slurm cluster (README: Slurm).",
+        help="local: here, --jobs at a time; slurm: a job per (row, seed) on a Slurm cluster "
+        "(README: Running on a Slurm cluster).",
         what="launcher",
     ),
     partition: str | None = typer.Option(None, "--partition", help="Slurm partition of the jobs."),
