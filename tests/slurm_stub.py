@@ -48,6 +48,17 @@ def install(bin_dir: Path, state_dir: Path) -> dict[str, str]:
     return {"PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}", "SLURM_STUB_STATE": str(state_dir)}
 
 
+def kill_all(state: Path) -> None:
+    """End every daemon and job process group the stub started under `state` (a test's clean-up)."""
+    groups = [int(p.read_text()) for p in state.glob("*.daemon.pid")]
+    groups += [json.loads(p.read_text()).get("job_pgid") for p in state.glob("tasks/*.json")]
+    for group in filter(None, groups):
+        try:
+            os.killpg(group, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
 def state_dir() -> Path:
     return Path(os.environ["SLURM_STUB_STATE"])
 
@@ -185,6 +196,7 @@ def run_task(task: str, script: Path, options: dict) -> None:
         if task in os.environ.get("SLURM_STUB_FAIL", "").split(","):  # a node that fails the task at once
             command = ["bash", "-c", "echo 'slurmstepd: error: *** JOB CANCELLED: NODE FAILURE ***' >&2; exit 1"]
         proc = subprocess.Popen(command, env=env, stdout=out, stderr=err, start_new_session=True)
+        update_task(task, job_pgid=proc.pid)
         preempt = os.environ.get("SLURM_STUB_PREEMPT", "")
         watcher = None
         if preempt.partition(":")[0] == task and not data.get("preempted"):

@@ -36,11 +36,7 @@ def cluster(sandbox, monkeypatch):
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(REPO_DIR), os.environ.get("PYTHONPATH", "")]))
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     yield sandbox
-    for pid_file in state.glob("*.daemon.pid"):  # a job left running by a failed test
-        try:
-            os.killpg(int(pid_file.read_text()), 15)
-        except (ProcessLookupError, PermissionError):
-            pass
+    slurm_stub.kill_all(state)  # jobs a failed test left running
 
 
 def unit_folder(sandbox: Path, row: str, seed: int = 0) -> Path:
