@@ -80,6 +80,17 @@ def test_smoke_table_on_slurm_survives_a_requeue_and_fills_the_table(cluster, ru
         seed = json.loads((results / "seeds" / f"{row_slug(row)}.smoke.seed0.json").read_text())
         assert seed["training"]["steps"] == 6
 
+    # the unit resumed mid-epoch ends as the same unit trained here without an interruption
+    monkeypatch.setenv("REPRO_RESULTS", str(cluster / "results-local"))
+    local = runner.invoke(
+        app, ["run", "table5-ablation", "--scale", "smoke", "--rows", "MCAN", "--workdir", str(cluster / "local")]
+    )
+    assert local.exit_code == 0, local.output
+    alone = json.loads((cluster / "results-local" / "mcan-pa" / SPEC / "seeds" / "MCAN.smoke.seed0.json").read_text())
+    resumed = json.loads((results / "seeds" / "MCAN.smoke.seed0.json").read_text())
+    assert resumed["metrics"] == alone["metrics"] and resumed["training"] == alone["training"]
+    monkeypatch.setenv("REPRO_RESULTS", str(cluster / "results"))
+
     status = runner.invoke(app, ["run", "table5-ablation", "--scale", "smoke", "--status"])
     assert status.exit_code == 0, status.output
     assert status.output.count("done (COMPLETED)") == 2 and "2 done" in status.output
