@@ -278,6 +278,54 @@ def unit_dir(workdir: Path, spec: Spec, scale: str, row: Row, seed: int, variant
     return workdir / spec.id / scale / row.slug / f"seed{seed}"
 
 
+def store_unit(
+    spec: Spec,
+    row: Row,
+    scale: str,
+    seed: int,
+    outcome: tuple[RowRun, str, str, float],
+    config: dict[str, Any],
+    variant: dict[str, Any] | None,
+    root: Path | None,
+    rebaseline: bool = False,
+    lock: Path | None = None,
+) -> Path:
+    """Write one finished unit's record and rebuild its row's record from every seed present. Units that
+    may finish at once in separate processes (jobs of a cluster) pass a `lock` file they share: the
+    rebuild reads every seed, so two at once could each miss the other's."""
+    from filelock import FileLock
+
+    run, started_at, finished_at, seconds = outcome
+    with FileLock(str(lock)) if lock is not None else nullcontext():
+        record = write_seed_result(
+            spec,
+            SeedResult(
+                spec=spec.id,
+                paper=spec.paper,
+                row=row.name,
+                scale=scale,
+                seed=seed,
+                split=run.split,
+                metrics=run.metrics,
+                config=config,
+                config_hash=config_hash(config),
+                environment=environment(),
+                training=run.training,
+                extra=run.extra,
+                info=run.info,
+                predictions=run.predictions,
+                started=started_at,
+                finished=finished_at,
+                wall_time_s=round(seconds, 2),
+                variant=variant,
+            ),
+            root,
+            rebaseline=rebaseline,
+        )
+        write_result(aggregate(spec, row, scale, read_seed_results(spec, row, scale, root)), spec, root)
+    return record
+
+
 def unit_context(plan: Plan, workdir: Path, step: Step, seed: int, *, resume: bool, progress: bool) -> RunContext:
     """What one (row, seed) of a plan needs to run, in whichever process or job runs it."""
     return RunContext(
@@ -367,54 +415,6 @@ def execute(
             if on_row:
                 on_row(out[-1])
     return out
-
-
-def store_unit(
-    spec: Spec,
-    row: Row,
-    scale: str,
-    seed: int,
-    outcome: tuple[RowRun, str, str, float],
-    config: dict[str, Any],
-    variant: dict[str, Any] | None,
-    root: Path | None,
-    rebaseline: bool = False,
-    lock: Path | None = None,
-) -> Path:
-    """Write one finished unit's record and rebuild its row's record from every seed present. Units that
-    may finish at once in separate processes (jobs of a cluster) pass a `lock` file they share: the
-    rebuild reads every seed, so two at once could each miss the other's."""
-    from filelock import FileLock
-
-    run, started_at, finished_at, seconds = outcome
-    with FileLock(str(lock)) if lock is not None else nullcontext():
-        record = write_seed_result(
-            spec,
-            SeedResult(
-                spec=spec.id,
-                paper=spec.paper,
-                row=row.name,
-                scale=scale,
-                seed=seed,
-                split=run.split,
-                metrics=run.metrics,
-                config=config,
-                config_hash=config_hash(config),
-                environment=environment(),
-                training=run.training,
-                extra=run.extra,
-                info=run.info,
-                predictions=run.predictions,
-                started=started_at,
-                finished=finished_at,
-                wall_time_s=round(seconds, 2),
-                variant=variant,
-            ),
-            root,
-            rebaseline=rebaseline,
-        )
-        write_result(aggregate(spec, row, scale, read_seed_results(spec, row, scale, root)), spec, root)
-    return record
 
 
 def _run_parallel(units, jobs: int, context, finished) -> None:
