@@ -196,3 +196,37 @@ def test_resources_dry_run_and_torchrun(cluster, runner):
     assert result.exit_code == 0, result.output
     assert "slurm: MCAN: one job per seed, 1 GPU(s), 8 CPUs, 64 GB" in result.output
     assert not (cluster / "slurm-state" / "next_id").exists()  # nothing submitted
+
+
+def test_jobs_finishing_at_once_rebuild_the_row_record_in_turn(toy_family, tmp_path):
+    """store_unit with a lock: while another job holds it, a finished unit neither writes its seed nor
+    rebuilds the row's record; once released, the record holds both jobs' seeds."""
+    import threading
+
+    from filelock import FileLock
+
+    from repro.families.base import RowRun
+    from repro.run import store_unit
+    from repro.specs import resolve
+    from repro.utils import now_iso
+
+    spec = resolve("toy-table1")
+    row = spec.row("Sighted")
+    lock = tmp_path / "records.lock"
+    results = toy_family / "results" / "toy" / "toy-table1"
+
+    def finish(seed: int, acc: float) -> None:
+        outcome = (RowRun(metrics={"Acc": acc}, split="val"), now_iso(), now_iso(), 1.0)
+        store_unit(spec, row, "smoke", seed, outcome, {"row": "Sighted"}, None, None, lock=lock)
+
+    held = FileLock(str(lock))
+    held.acquire()
+    second = threading.Thread(target=finish, args=(1, 80.0))
+    second.start()
+    second.join(timeout=1.0)
+    assert second.is_alive() and not (results / "seeds").exists()  # waiting for the lock
+    held.release()
+    second.join(timeout=30)
+    finish(0, 60.0)
+    record = json.loads((results / "Sighted.smoke.json").read_text())
+    assert record["seeds"] == [0, 1] and record["metrics"]["Acc"] == 70.0
