@@ -28,6 +28,7 @@ ARCHS = ("albef",)
 K_TEST = {"flickr30k": 128, "coco-retrieval": 256}  # ALBEF's configs/Retrieval_{flickr,coco}.yaml
 FINETUNE_RECIPES = {"flickr30k": "ace-rpe/retrieval-flickr30k", "coco-retrieval": "ace-rpe/retrieval-coco"}
 PRETRAIN_RECIPE = "ace-rpe/pretrain"
+TASK_OF_DATASET = {"vqa2": "vqa", "snli-ve": "snli-ve", "nlvr2": "nlvr2"}  # spec dataset -> downstream model
 
 
 # --- model --------------------------------------------------------------------------------------
@@ -56,11 +57,15 @@ def paper_sizes(config: ALBEFConfig | None = None) -> dict[str, Any]:
 
 
 def build_model(config: ALBEFConfig | dict, sizes: dict | None = None, task: str | None = None) -> nn.Module:
-    """The ALBEF model of a row for `task` (retrieval unless the config or caller says pretrain)."""
+    """The ALBEF model of a row for `task` (retrieval unless the config or caller says otherwise);
+    grounding uses the retrieval model (ITC + ITM), the downstream tasks `heads.TaskALBEF`."""
+    from repro.families.ace_rpe.heads import TASKS
+
     config = as_config(config)
     task = task or config.task or "retrieval"
-    if task not in ("retrieval", "pretrain"):
-        raise ReproError(f"ace-rpe: the {task} head is not implemented yet (retrieval and pretrain are)")
+    task = "retrieval" if task == "grounding" else task
+    if task not in ("retrieval", "pretrain", *TASKS):
+        raise ReproError(f"ace-rpe: no {task} model (retrieval, pretrain, grounding, {', '.join(TASKS)})")
     full = paper_sizes(config)
     for key, value in (sizes or {}).items():
         if key not in full:
@@ -72,6 +77,10 @@ def build_model(config: ALBEFConfig | dict, sizes: dict | None = None, task: str
         )
     if full["image_size"] % full["patch_size"]:
         raise ReproError(f"image_size {full['image_size']} is not a multiple of patch_size {full['patch_size']}")
+    if task in TASKS:
+        from repro.families.ace_rpe.heads import TaskALBEF
+
+        return TaskALBEF(config, full, task)
     from repro.families.ace_rpe.model import ALBEF
 
     model = ALBEF(config, full, task)
@@ -91,32 +100,40 @@ def parts(model: nn.Module) -> list[tuple[str, int]]:
         ("text_encoder", trainable(model.text_encoder)),
         ("fusion", trainable(model.fusion) - position),
         ("position_embedding", position),
-        ("vision_proj", trainable(model.vision_proj)),
-        ("text_proj", trainable(model.text_proj)),
-        ("itm_head", trainable(model.itm_head)),
-        ("temp", 1),
     ]
-    return out
+    heads = ("vision_proj", "text_proj", "itm_head", "text_decoder", "cls_head", "ta_head")
+    out += [(name, trainable(getattr(model, name))) for name in heads if hasattr(model, name)]
+    return out + ([("temp", 1)] if hasattr(model, "temp") else [])
 
 
-def describe(config: ALBEFConfig | dict) -> list[ModelInfo]:
-    """The retrieval model at ALBEF's sizes (384 x 384), counted without allocating its weights."""
+def spec_tasks(spec: Spec | None) -> list[str]:
+    """The models a spec's columns fine-tune, in column order: retrieval (recall and grounding columns,
+    grounding uses the retrieval model), vqa, snli-ve, nlvr2."""
+    if spec is None:
+        return ["retrieval"]
+    tasks = [TASK_OF_DATASET.get(c.dataset or "", "retrieval") for c in spec.columns if c.metric != "flops"]
+    return list(dict.fromkeys(tasks)) or ["retrieval"]
+
+
+def describe(config: ALBEFConfig | dict, spec: Spec | None = None) -> list[ModelInfo]:
+    """The model of each task of the spec's columns (retrieval without a spec) at ALBEF's sizes
+    (384 x 384), counted on the meta device (no weights allocated)."""
     config = as_config(config)
-    from repro.families.ace_rpe.model import ALBEF
-
-    with torch.device("meta"):
-        model = ALBEF(config, paper_sizes(config), "retrieval")
-    trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
-    return [
-        ModelInfo(
-            name=f"albef-{config.position_embedding}",
-            task="retrieval",
-            trainable_params=trainable,
-            total_params=sum(p.numel() for p in model.parameters()),
-            flops_per_sample=None,
-            modules=parts(model),
+    out = []
+    for task in spec_tasks(spec):
+        with torch.device("meta"):
+            model = build_model(config, task=task)
+        out.append(
+            ModelInfo(
+                name=f"albef-{config.position_embedding}" + ("" if task == "retrieval" else f"-{task}"),
+                task=task,
+                trainable_params=sum(p.numel() for p in model.parameters() if p.requires_grad),
+                total_params=sum(p.numel() for p in model.parameters()),
+                flops_per_sample=None,
+                modules=parts(model),
+            )
         )
-    ]
+    return out
 
 
 def stages(config: ALBEFConfig | dict, spec: Spec) -> list[tuple[str, str, float | None]]:
