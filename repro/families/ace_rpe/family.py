@@ -229,7 +229,26 @@ def prepare_data(spec: Spec, scale: str, settings: dict[str, Any]) -> dict[str, 
 
     root = synthetic_root(settings)
     generate(root, GeneratorConfig.from_mapping(settings.get("generator")))
-    return {"root": root}
+    if not has_tasks(spec):
+        return {"root": root}
+    from repro.families.ace_rpe.synthetic_tasks import TaskGeneratorConfig, generate_tasks
+
+    tasks = tasks_root(settings)
+    generate_tasks(tasks, TaskGeneratorConfig.from_mapping(settings.get("task_generator")))
+    return {"root": root, "tasks": tasks}
+
+
+def has_tasks(spec: Spec) -> bool:
+    """Whether the spec has downstream columns (VQA, SNLI-VE, NLVR2, grounding: `tasks.py`)."""
+    return any(c.dataset in TASK_OF_DATASET or c.metric == "grounding" for c in spec.columns)
+
+
+def tasks_root(settings: dict[str, Any]) -> Path:
+    """The generated downstream data (`synthetic_tasks.py`), a folder apart from the retrieval data."""
+    from repro.families.ace_rpe.synthetic_tasks import TaskGeneratorConfig
+
+    cfg = TaskGeneratorConfig.from_mapping(settings.get("task_generator"))
+    return data_dir() / "synthetic" / f"albef-tasks-{cfg.key()}"
 
 
 # --- retrieval evaluation (ALBEF's Retrieval.py evaluation()) ----------------------------------------
@@ -301,9 +320,10 @@ def run_row(ctx: RunContext) -> RowRun:
     from repro.train import fit
     from repro.train.trainer import seed_everything
 
-    root = prepare_data(ctx.spec, ctx.scale, ctx.settings)["root"]
+    data = prepare_data(ctx.spec, ctx.scale, ctx.settings)
+    root = data["root"]
     settings = ctx.settings
-    tok = tokenizer(root / "vocab")
+    tok = tokenizer(data.get("tasks", root) / "vocab")  # the tasks' vocabulary holds the captions' words too
     sizes = {
         **settings.get("sizes", {}),
         "vocab_size": len(tok),
@@ -364,4 +384,13 @@ def run_row(ctx: RunContext) -> RowRun:
             if col_dataset == dataset:
                 metrics[col.name] = float(result.aggregate[col.key.replace("@mean", "_mean")])
         del model
-    return RowRun(metrics=metrics, split="test (generated)", training=training, extra=extra)
+    run = RowRun(metrics=metrics, split="test (generated)", training=training, extra=extra)
+    if "tasks" in data:
+        from repro.families.ace_rpe.tasks import run_tasks
+
+        done = run_tasks(ctx, data["tasks"], root, weights, sizes, tok, size, max_tokens)
+        run.metrics.update(done["metrics"])
+        run.training.update(done["training"])
+        run.extra.update(done["extra"])
+        run.predictions += done["predictions"]
+    return run

@@ -94,16 +94,17 @@ class TaskALBEF(nn.Module):
     def image_embeds(self, image: torch.Tensor) -> torch.Tensor:
         return self.visual_encoder(pixel_values=image).last_hidden_state
 
-    def encode(self, image, ids, mask) -> torch.Tensor:
-        """Fusion states of a text with one image (VQA, SNLI-VE) or two (NLVR2: image is a pair)."""
+    def encode(self, image, ids, mask, image_right=None) -> torch.Tensor:
+        """Fusion states of a text with one image (VQA, SNLI-VE) or two (NLVR2: left and right)."""
         text = self.text_encoder(input_ids=ids, attention_mask=mask).last_hidden_state
         if self.task == "nlvr2":
-            return self.fusion(text, mask, [self.image_embeds(image[0]), self.image_embeds(image[1])])
+            return self.fusion(text, mask, [self.image_embeds(image), self.image_embeds(image_right)])
         return self.fusion(text, mask, self.image_embeds(image))
 
-    # --- classification heads (SNLI-VE, NLVR2) ---
+    # --- classification heads (SNLI-VE, NLVR2: the batch's "image" is the left one, "image_right" the other) ---
     def logits(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-        return self.cls_head(self.encode(batch["image"], batch["input_ids"], batch["attention_mask"])[:, 0])
+        states = self.encode(batch["image"], batch["input_ids"], batch["attention_mask"], batch.get("image_right"))
+        return self.cls_head(states[:, 0])
 
     def classify_loss(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         return F.cross_entropy(self.logits(batch), batch["label"])
