@@ -159,6 +159,16 @@ def stages(config: ALBEFConfig | dict, spec: Spec) -> list[tuple[str, str, float
         flops = recipe.epochs * cost.PAIRS[dataset] * cost.finetune_flops_per_pair(sizes)
         what = f"{recipe.name}: {recipe.epochs} epochs, batch {recipe.batch_size}, 384 px; test k = {K_TEST[dataset]}"
         out.append((f"fine-tune {dataset}", what, cost.gpu_hours(flops)))
+    from repro.families.ace_rpe.tasks import RECIPES
+
+    for task in spec_tasks(spec):  # the downstream heads: no estimate (cost.py models ITC + ITM passes only)
+        if task == "retrieval" and not any(c.metric == "grounding" for c in spec.columns):
+            continue
+        task = "grounding" if task == "retrieval" else task
+        for name in (["nlvr2-assign"] if task == "nlvr2" else []) + [task]:
+            recipe = load_recipe(RECIPES[name])
+            what = f"{recipe.name}: {recipe.epochs} epochs, batch {recipe.batch_size}"
+            out.append((f"fine-tune {name}", what, None))
     return out
 
 
