@@ -14,18 +14,22 @@ each with the row's cross-modal position embedding in its fusion layers:
   step (`assign=True`) adds `ta_head` (768 -> 3: the text is about image 0, image 1 or neither)
   and keeps `vision_proj` to draw similar images as distractors.
 
-Momentum distillation (ALBEF's `distill: True` for these tasks) is not used here: plain targets.
+Momentum distillation as ALBEF's `distill: True` for these tasks: momentum copies (`*_m`, EMA 0.995,
+no gradients) of the encoders, fusion layers and head give soft targets, mixed in with weight alpha =
+0.4 (`sizes["alpha"]`; 0 turns it off). ALBEF ramps alpha up over the first epoch for VQA and NLVR2
+(`warm_up: True`); here it is constant, as ALBEF's SNLI-VE has it.
 """
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from repro.families.ace_rpe.model import Fusion, bert_config, fusion_layer, vit_config
+from repro.families.ace_rpe.model import ALBEF, Fusion, bert_config, fusion_layer, vit_config
 from repro.families.ace_rpe.position import Injection
 
 TASKS = ("vqa", "snli-ve", "nlvr2")
@@ -89,25 +93,54 @@ class TaskALBEF(nn.Module):
                 self.ta_head = nn.Linear(d, 3)
                 self.vision_proj = nn.Linear(d, sizes["embed_dim"])
                 self.vision_proj.requires_grad_(False)  # only draws distractor images
+        self.alpha = 0.0 if assign else float(sizes.get("alpha", 0.4))  # the text-assignment step has no distillation
+        self.momentum_names = []
+        if self.alpha > 0:
+            head = "text_decoder" if task == "vqa" else "cls_head"
+            self.momentum_names = ["visual_encoder", "text_encoder", "fusion", head]
+            for name in self.momentum_names:
+                setattr(self, f"{name}_m", copy.deepcopy(getattr(self, name)).requires_grad_(False))
+
+    # --- momentum copies: ALBEF's own bookkeeping (model.ALBEF) over this model's pairs ---
+    def pairs(self):
+        return [(getattr(self, n), getattr(self, f"{n}_m")) for n in self.momentum_names]
+
+    parameter_pairs = ALBEF.parameter_pairs
+    copy_params = ALBEF.copy_params
+    momentum_update = ALBEF.momentum_update
 
     # --- encoders ---
-    def image_embeds(self, image: torch.Tensor) -> torch.Tensor:
-        return self.visual_encoder(pixel_values=image).last_hidden_state
+    def part(self, name: str, momentum: bool = False) -> nn.Module:
+        return getattr(self, f"{name}_m" if momentum else name)
 
-    def encode(self, image, ids, mask, image_right=None) -> torch.Tensor:
+    def image_embeds(self, image: torch.Tensor, momentum: bool = False) -> torch.Tensor:
+        return self.part("visual_encoder", momentum)(pixel_values=image).last_hidden_state
+
+    def encode(self, image, ids, mask, image_right=None, momentum: bool = False) -> torch.Tensor:
         """Fusion states of a text with one image (VQA, SNLI-VE) or two (NLVR2: left and right)."""
-        text = self.text_encoder(input_ids=ids, attention_mask=mask).last_hidden_state
+        text = self.part("text_encoder", momentum)(input_ids=ids, attention_mask=mask).last_hidden_state
+        fusion = self.part("fusion", momentum)
         if self.task == "nlvr2":
-            return self.fusion(text, mask, [self.image_embeds(image), self.image_embeds(image_right)])
-        return self.fusion(text, mask, self.image_embeds(image))
+            return fusion(text, mask, [self.image_embeds(image, momentum), self.image_embeds(image_right, momentum)])
+        return fusion(text, mask, self.image_embeds(image, momentum))
 
     # --- classification heads (SNLI-VE, NLVR2: the batch's "image" is the left one, "image_right" the other) ---
-    def logits(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-        states = self.encode(batch["image"], batch["input_ids"], batch["attention_mask"], batch.get("image_right"))
-        return self.cls_head(states[:, 0])
+    def logits(self, batch: dict[str, torch.Tensor], momentum: bool = False) -> torch.Tensor:
+        ids, mask = batch["input_ids"], batch["attention_mask"]
+        states = self.encode(batch["image"], ids, mask, batch.get("image_right"), momentum)
+        return self.part("cls_head", momentum)(states[:, 0])
 
     def classify_loss(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-        return F.cross_entropy(self.logits(batch), batch["label"])
+        """Cross-entropy; with distillation (1 - alpha) CE + alpha CE against the momentum model's softmax."""
+        logits = self.logits(batch)
+        loss = F.cross_entropy(logits, batch["label"])
+        if self.alpha > 0:
+            with torch.no_grad():
+                self.momentum_update()
+                soft = F.softmax(self.logits(batch, momentum=True), dim=1)
+            distill = -(F.log_softmax(logits, dim=1) * soft).sum(1).mean()
+            loss = (1 - self.alpha) * loss + self.alpha * distill
+        return loss
 
     # --- NLVR2 text assignment (ALBEF model_pretrain_nlvr.py) ---
     def assign_loss(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
@@ -137,23 +170,40 @@ class TaskALBEF(nn.Module):
         return F.cross_entropy(self.ta_head(out[:, 0]), torch.tensor(labels, device=image.device))
 
     # --- VQA (ALBEF model_vqa.py) ---
-    def answer_nll(self, states, states_mask, answer_ids, answer_mask) -> torch.Tensor:
-        """Summed next-token negative log-likelihood of each answer sequence ([CLS] answer [SEP] ...)."""
-        logits = self.text_decoder(
+    def answer_logits(self, states, states_mask, answer_ids, answer_mask, momentum: bool = False) -> torch.Tensor:
+        """The decoder's next-token logits for each answer sequence ([CLS] answer [SEP] ...), shifted."""
+        return self.part("text_decoder", momentum)(
             input_ids=answer_ids,
             attention_mask=answer_mask,
             encoder_hidden_states=states,
             encoder_attention_mask=states_mask,
         ).logits[:, :-1]
+
+    def answer_nll(self, states, states_mask, answer_ids, answer_mask, soft=None) -> torch.Tensor:
+        """Summed next-token negative log-likelihood of each answer sequence; with `soft` (the momentum
+        decoder's distributions) ALBEF's mix (1 - alpha) NLL + alpha cross-entropy against them."""
+        logits = self.answer_logits(states, states_mask, answer_ids, answer_mask)
         targets = answer_ids[:, 1:].masked_fill(answer_mask[:, 1:] == 0, -100)
         nll = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), reduction="none")
-        return nll.view(targets.shape).sum(1)
+        nll = nll.view(targets.shape).sum(1)
+        if soft is None:
+            return nll
+        distill = (-(F.log_softmax(logits, dim=-1) * soft).sum(-1) * (targets != -100)).sum(1)
+        return (1 - self.alpha) * nll + self.alpha * distill
 
     def vqa_loss(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         """Each answer's LM loss times its weight (share of annotators), summed, over the batch size."""
-        states = self.encode(batch["image"], batch["input_ids"], batch["attention_mask"])
+        image, ids, mask = batch["image"], batch["input_ids"], batch["attention_mask"]
+        answers, answer_mask = batch["answer_ids"], batch["answer_mask"]
         owner = batch["answer_owner"]  # which question each answer belongs to
-        nll = self.answer_nll(states[owner], batch["attention_mask"][owner], batch["answer_ids"], batch["answer_mask"])
+        soft = None
+        if self.alpha > 0:
+            with torch.no_grad():
+                self.momentum_update()
+                states_m = self.encode(image, ids, mask, momentum=True)
+                soft = F.softmax(self.answer_logits(states_m[owner], mask[owner], answers, answer_mask, True), dim=-1)
+        states = self.encode(image, ids, mask)
+        nll = self.answer_nll(states[owner], mask[owner], answers, answer_mask, soft)
         return (batch["answer_weight"] * nll).sum() / states.shape[0]
 
     @torch.no_grad()
@@ -215,3 +265,4 @@ def load_pretrained(model: TaskALBEF, weights: dict[str, torch.Tensor]) -> None:
         weights = pair_from_pretrained(weights)
     own = model.state_dict()
     model.load_state_dict({k: v for k, v in weights.items() if k in own and own[k].shape == v.shape}, strict=False)
+    model.copy_params()  # the momentum copies start as the loaded weights

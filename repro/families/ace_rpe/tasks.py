@@ -100,7 +100,8 @@ def classify(ctx: RunContext, task: str, root: Path, pretrain_root: Path, weight
         training["nlvr2_assign"] = _fit(
             ctx, assign, pairs, RECIPES["nlvr2-assign"], "nlvr2_assign", step, Collate(collate.tok, collate.max_tokens)
         )
-        model.load_state_dict({k: v for k, v in assign.state_dict().items() if k in model.state_dict()})
+        model.load_state_dict({k: v for k, v in assign.state_dict().items() if k in model.state_dict()}, strict=False)
+        model.copy_params()
         del assign
     prefix = "ve" if task == "snli-ve" else "nlvr"
     train = reader(root / f"{prefix}_train.json", root, size)

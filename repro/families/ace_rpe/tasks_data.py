@@ -24,20 +24,15 @@ import torch
 from torch.utils.data import Dataset
 
 from repro.errors import ReproError
-from repro.families.ace_rpe.data import load_image, pre_caption
+from repro.families.ace_rpe.data import Collate, load_image, pre_caption, read_entries
 from repro.families.ace_rpe.heads import VE_LABELS
 
 EOS = "[SEP]"  # ALBEF configs/VQA.yaml eos
 
 
 def read_json_list(path: Path, required: dict[str, type | tuple[type, ...]]) -> list[dict[str, Any]]:
-    """A json file that is a non-empty list of objects with the `required` keys of the given types."""
-    try:
-        entries = json.loads(Path(path).read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ReproError(f"{path}: not a readable ALBEF annotation file ({exc})") from None
-    if not isinstance(entries, list) or not entries:
-        raise ReproError(f"{path}: an ALBEF annotation file is a non-empty list of entries")
+    """An ALBEF json file: a non-empty list of objects with the `required` keys of the given types."""
+    entries = read_entries(path)
     for i, entry in enumerate(entries):
         if not isinstance(entry, dict) or any(not isinstance(entry.get(k), t) for k, t in required.items()):
             wanted = ", ".join(required)
@@ -145,21 +140,12 @@ class NLVRData(Dataset):
         }
 
 
-class TaskCollate:
+class TaskCollate(Collate):
     """Batches of the datasets above: images stacked (NLVR2: `image` left, `image_right`), text tokenized;
     VQA training answers flattened with the index of their question and their weight."""
 
-    def __init__(self, tok, max_tokens: int) -> None:
-        self.tok, self.max_tokens = tok, max_tokens
-
     def __call__(self, items: list[dict[str, Any]]) -> dict[str, Any]:
-        text = self.tok(
-            [it["caption"] for it in items],
-            padding="longest",
-            truncation=True,
-            max_length=self.max_tokens,
-            return_tensors="pt",
-        )
+        text = self.tokenize(items)
         batch: dict[str, Any] = {"input_ids": text["input_ids"], "attention_mask": text["attention_mask"]}
         if isinstance(items[0]["image"], tuple):  # NLVR2
             batch["image"] = torch.stack([it["image"][0] for it in items])

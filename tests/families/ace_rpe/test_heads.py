@@ -123,3 +123,17 @@ def test_vqa_decoder_starts_from_the_fusion_layers_and_ranks_the_answer_list():
         torch.tensor([[1, 1, 1, 0]]),
     )
     assert torch.allclose(nll, nll_longer, atol=1e-5)
+
+
+def test_task_heads_distil_from_momentum_copies_as_albef():
+    ve = tiny("snli-ve", position_embedding="none", anchor_loss=False)
+    assert not ve.cls_head_m[0].weight.requires_grad and not ve.fusion_m.layer[0].output.dense.weight.requires_grad
+    batch = {**tiny_batch(), "label": torch.tensor([0, 1, 2, 2])}
+    ve.classify_loss(batch).backward()
+    torch.optim.SGD([p for p in ve.parameters() if p.requires_grad], lr=0.5).step()
+    before = ve.cls_head_m[0].weight.clone()
+    ve.classify_loss(batch)  # EMA: m <- 0.995 m + 0.005 online
+    assert torch.allclose(ve.cls_head_m[0].weight, 0.995 * before + 0.005 * ve.cls_head[0].weight.detach())
+    assert not torch.equal(ve.cls_head_m[0].weight, ve.cls_head[0].weight)
+    plain = build_model(cfg(position_embedding="none", anchor_loss=False), {**TINY_SIZES, "alpha": 0.0}, task="vqa")
+    assert not hasattr(plain, "text_decoder_m") and plain.alpha == 0.0
