@@ -106,8 +106,24 @@ def test_vqa_decoder_starts_from_the_fusion_layers_and_ranks_the_answer_list():
     )
     answers = torch.tensor([[2, 7, 3, 0], [2, 8, 9, 3], [2, 10, 3, 0]])
     mask = (answers != 0).long()
-    picked = vqa.rank_answers(batch, answers, mask, k=2)
-    assert picked.shape == (4,) and set(picked.tolist()) <= {0, 1, 2}
+    vqa.eval()
+    with torch.no_grad():  # ALBEF's score of every answer: log p(first token | [CLS]) + log p(answer)
+        states = vqa.encode(batch["image"], batch["input_ids"], batch["attention_mask"])
+        start = vqa.text_decoder(
+            input_ids=answers[:1, :1].expand(4, 1),
+            encoder_hidden_states=states,
+            encoder_attention_mask=batch["attention_mask"],
+        ).logits[:, 0]
+        first = torch.log_softmax(start, dim=1)[:, answers[:, 1]]
+        nll = torch.stack(
+            [
+                vqa.answer_nll(states, batch["attention_mask"], a.expand(4, -1), m.expand(4, -1))
+                for a, m in zip(answers, mask)
+            ],
+            1,
+        )
+    assert torch.equal(vqa.rank_answers(batch, answers, mask, k=3), (first - nll).argmax(1))
+    assert torch.equal(vqa.rank_answers(batch, answers, mask, k=1), first.argmax(1))  # k = 1: the first token decides
     # the decoder's likelihood is causal: an answer's score does not depend on what follows it
     nll = vqa.answer_nll(
         vqa.encode(batch["image"], batch["input_ids"], batch["attention_mask"])[:1],
