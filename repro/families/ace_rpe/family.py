@@ -107,11 +107,15 @@ def parts(model: nn.Module) -> list[tuple[str, int]]:
 
 
 def spec_tasks(spec: Spec | None) -> list[str]:
-    """The models a spec's columns fine-tune, in column order: retrieval (recall and grounding columns,
-    grounding uses the retrieval model), vqa, snli-ve, nlvr2."""
+    """The models a spec's columns fine-tune, in column order: retrieval (recall columns), grounding
+    (the retrieval model, fine-tuned on RefCOCO+), vqa, snli-ve, nlvr2."""
     if spec is None:
         return ["retrieval"]
-    tasks = [TASK_OF_DATASET.get(c.dataset or "", "retrieval") for c in spec.columns if c.metric != "flops"]
+    tasks = [
+        "grounding" if c.metric == "grounding" else TASK_OF_DATASET.get(c.dataset or "", "retrieval")
+        for c in spec.columns
+        if c.metric != "flops"
+    ]
     return list(dict.fromkeys(tasks)) or ["retrieval"]
 
 
@@ -162,9 +166,8 @@ def stages(config: ALBEFConfig | dict, spec: Spec) -> list[tuple[str, str, float
     from repro.families.ace_rpe.tasks import RECIPES
 
     for task in spec_tasks(spec):  # the downstream heads: no estimate (cost.py models ITC + ITM passes only)
-        if task == "retrieval" and not any(c.metric == "grounding" for c in spec.columns):
+        if task == "retrieval":
             continue
-        task = "grounding" if task == "retrieval" else task
         for name in (["nlvr2-assign"] if task == "nlvr2" else []) + [task]:
             recipe = load_recipe(RECIPES[name])
             what = f"{recipe.name}: {recipe.epochs} epochs, batch {recipe.batch_size}"

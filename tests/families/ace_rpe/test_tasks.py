@@ -14,7 +14,7 @@ from repro.cli import app
 from repro.errors import ReproError
 from repro.families.ace_rpe.config import ALBEFConfig
 from repro.families.ace_rpe.data import tokenizer
-from repro.families.ace_rpe.family import build_model
+from repro.families.ace_rpe.family import build_model, spec_tasks
 from repro.families.ace_rpe.synthetic_tasks import TaskGeneratorConfig, generate_tasks
 from repro.families.ace_rpe.tasks import gradcam
 from repro.families.ace_rpe.tasks_data import NLVRData, Refer, TaskCollate, VEData, VQATest, VQATrain, read_dets
@@ -105,3 +105,9 @@ def test_smoke_run_fills_the_task_columns_and_writes_a_submittable_vqa_file(sand
     args = command.split()[1:] + ["--dry-run"]
     submitted = runner.invoke(app, args)
     assert submitted.exit_code == 0 and "passed every check" in submitted.output, submitted.output
+
+
+def test_each_table_fine_tunes_the_models_of_its_columns():
+    tasks = {ident: spec_tasks(specs.resolve(ident)) for ident in ("ace-rpe-table1-pe", "ace-rpe-table5-grounding")}
+    assert tasks == {"ace-rpe-table1-pe": ["retrieval"], "ace-rpe-table5-grounding": ["grounding"]}
+    assert spec_tasks(specs.resolve("ace-rpe-table6-shared")) == ["retrieval", "nlvr2"]
