@@ -187,13 +187,27 @@ def gradcam(model, batch, layer: int) -> torch.Tensor:
     return (cam * grad).mean(1).mean(1)
 
 
+def score_heatmaps(grids, ref_ids, refer, dets):
+    """ALBEF's `grounding_eval`: each patch-grid heat map resized (bicubic) to its image, the proposal
+    it covers best picked, a hit when IoU with the gold box >= 0.5; per refer split."""
+    from repro.metrics import grounding as metric
+
+    heatmaps, proposals, gold, splits = [], [], [], []
+    for ref_id, heat in zip(ref_ids, grids):
+        split, box, image_id, (width, height) = refer.refs[ref_id]
+        heat = F.interpolate(heat[None, None], size=(int(height), int(width)), mode="bicubic")[0, 0]
+        heatmaps.append(heat.numpy())
+        proposals.append(dets.get(str(image_id), []))
+        gold.append(box), splits.append(split)
+    return metric.evaluate(gold, metric.select_boxes(heatmaps, proposals), splits=splits, ref_ids=list(ref_ids))
+
+
 def grounding(ctx: RunContext, root: Path, weights, sizes, collate, size: int):
     """Weakly supervised grounding: ITC + ITM fine-tuning on expressions, then Grad-CAM box selection;
     the `grounding` metric on each refer split (val, testA, testB)."""
     from repro.families.ace_rpe.data import PairDataset, load_image, pre_caption
     from repro.families.ace_rpe.family import build_model, loss_step
     from repro.families.ace_rpe.tasks_data import Refer, grounding_entries, read_dets
-    from repro.metrics import grounding as metric
     from repro.train.trainer import seed_everything
 
     seed_everything(ctx.seed)
@@ -211,20 +225,14 @@ def grounding(ctx: RunContext, root: Path, weights, sizes, collate, size: int):
     layer = min(int(ctx.settings.get("gradcam_layer", GRADCAM_LAYER)), len(model.fusion.layer) - 1)
     model.eval()
     entries = grounding_entries(root / "refcoco+_val.json") + grounding_entries(root / "refcoco+_test.json")
-    heatmaps, proposals, gold, splits, ids = [], [], [], [], []
+    grids = []
     for start in range(0, len(entries), 32):
         chunk = entries[start : start + 32]
         items = [
             {"image": load_image(root / e["image"], size), "caption": pre_caption(e["text"]), "idx": 0} for e in chunk
         ]
-        maps = gradcam(model, collate(items), layer)
-        for entry, heat in zip(chunk, maps):
-            split, box, image_id, (width, height) = refer.refs[entry["ref_id"]]
-            heat = F.interpolate(heat[None, None], size=(int(height), int(width)), mode="bicubic")[0, 0]
-            heatmaps.append(heat.numpy())
-            proposals.append(dets.get(str(image_id), []))
-            gold.append(box), splits.append(split), ids.append(entry["ref_id"])
-    result = metric.evaluate(gold, metric.select_boxes(heatmaps, proposals), splits=splits, ref_ids=ids)
+        grids += list(gradcam(model, collate(items), layer))
+    result = score_heatmaps(grids, [e["ref_id"] for e in entries], refer, dets)
     return {s: v for s, v in result.aggregate.items() if s != "overall"}, training
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import pytest
 import torch
 
 from repro import specs
@@ -38,24 +37,25 @@ def tiny(task, **kw):
     return build_model(cfg(**kw), TINY_SIZES, task=task)
 
 
-@pytest.mark.parametrize("pe", ["ape", "ace-rpe"])
-def test_snli_ve_and_nlvr2_heads_train(pe):
+def test_snli_ve_and_nlvr2_heads_train():
     batch = tiny_batch()
-    ve = tiny("snli-ve", position_embedding=pe, anchor_loss=pe == "ace-rpe")
+    ve = tiny("snli-ve")
     loss = ve.classify_loss({**batch, "label": torch.tensor([0, 1, 2, 2])})
     loss.backward()
     assert ve.logits(batch).shape == (4, 3) and torch.isfinite(loss)
     assert ve.cls_head[0].weight.grad is not None
-    nlvr = tiny("nlvr2", position_embedding=pe, anchor_loss=pe == "ace-rpe")
+    nlvr = tiny("nlvr2")
     pair = {**batch, "image_right": batch["image"].flip(0), "label": torch.tensor([0, 1, 1, 0])}
     assert nlvr.logits(pair).shape == (4, 2)
     nlvr.classify_loss(pair).backward()
-    if pe == "ace-rpe":  # one W (Eq. 8) per pre-trained fusion layer: the duplicated pair shares it
-        assert sum(p.numel() for p in nlvr.fusion.position.parameters()) == sum(
-            p.numel() for p in ve.fusion.position.parameters()
-        )
+    # one W (Eq. 8) per pre-trained fusion layer: the duplicated pair shares it
+    count = sum(p.numel() for p in nlvr.fusion.position.parameters())
+    assert count == sum(p.numel() for p in ve.fusion.position.parameters())
     first, second = nlvr.fusion.layer[0].crossattention.self, nlvr.fusion.layer[1].crossattention.self
     assert first.key.weight is second.key.weight and first.query.weight is not second.query.weight
+    ape = tiny("nlvr2", position_embedding="ape", anchor_loss=False)  # APE: added to both images' patches
+    with torch.no_grad():
+        assert not torch.allclose(ape.logits(pair), ape.logits({**pair, "image_right": batch["image"]}))
 
 
 def test_nlvr2_starts_from_pretraining_with_each_fusion_layer_twice():

@@ -16,7 +16,7 @@ from repro.families.ace_rpe.config import ALBEFConfig
 from repro.families.ace_rpe.data import tokenizer
 from repro.families.ace_rpe.family import build_model, spec_tasks
 from repro.families.ace_rpe.synthetic_tasks import TaskGeneratorConfig, generate_tasks
-from repro.families.ace_rpe.tasks import gradcam
+from repro.families.ace_rpe.tasks import gradcam, score_heatmaps
 from repro.families.ace_rpe.tasks_data import NLVRData, Refer, TaskCollate, VEData, VQATest, VQATrain, read_dets
 from repro.metrics.grounding import iou
 from repro.paths import REPO_DIR
@@ -111,3 +111,29 @@ def test_each_table_fine_tunes_the_models_of_its_columns():
     tasks = {ident: spec_tasks(specs.resolve(ident)) for ident in ("ace-rpe-table1-pe", "ace-rpe-table5-grounding")}
     assert tasks == {"ace-rpe-table1-pe": ["retrieval"], "ace-rpe-table5-grounding": ["grounding"]}
     assert spec_tasks(specs.resolve("ace-rpe-table6-shared")) == ["retrieval", "nlvr2"]
+
+
+def test_heat_on_the_named_object_picks_its_proposal_and_elsewhere_misses(tmp_path):
+    """ALBEF's box selection on the generated RefCOCO+ files: heat on the gold box hits every
+    reference; heat on another object's box hits none."""
+    root = generate_tasks(tmp_path, TaskGeneratorConfig.from_mapping({"seed": 5, "train_items": 1, "test_items": 4}))
+    refer, dets = Refer(root / "refcoco+"), read_dets(root / "refcoco+" / "dets.json")
+    entries = json.loads((root / "refcoco+_val.json").read_text()) + json.loads(
+        (root / "refcoco+_test.json").read_text()
+    )
+    ids = [e["ref_id"] for e in entries]
+
+    def grid(box):  # at the image's resolution (the resize keeps it); sum / area^0.5 favours a tight box
+        heat = torch.zeros(32, 32)
+        heat[int(box[1]) : int(box[1] + box[3]), int(box[0]) : int(box[0] + box[2])] = 1
+        return heat
+
+    gold = [grid(refer.refs[r][1]) for r in ids]
+    result = score_heatmaps(gold, ids, refer, dets)
+    assert result.aggregate == {"overall": 100.0, "val": 100.0, "testA": 100.0, "testB": 100.0}
+    others = []
+    for r in ids:  # the proposal of another object (not overlapping the gold box)
+        box, image_id = refer.refs[r][1], refer.refs[r][2]
+        other = next(d for d in dets[str(image_id)] if d[4] > 0.5 and iou(box, d[:4]) == 0)
+        others.append(grid(other))
+    assert score_heatmaps(others, ids, refer, dets).aggregate["overall"] == 0.0
