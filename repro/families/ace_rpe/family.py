@@ -199,7 +199,9 @@ def data_notes(spec: Spec) -> list[str]:
 
 
 def submission_target(spec: Spec) -> str | None:
-    return None  # Flickr30K and COCO test captions are public: scored locally
+    """VQA v2 test-dev for the VQA columns (the file answers all of test2015, test-std too); the other
+    test sets (Flickr30K, COCO, SNLI-VE, NLVR2 test-P, RefCOCO+) are public: scored locally."""
+    return "vqa2-test-dev" if "vqa2" in spec.datasets else None
 
 
 # --- training and prediction steps ---------------------------------------------------------------

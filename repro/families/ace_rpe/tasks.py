@@ -136,7 +136,8 @@ def vqa(ctx: RunContext, root: Path, weights, sizes, collate, size: int, tok):
     out = out / f"{ctx.row.slug}{scale}.seed{ctx.seed}.test2015.json"
     write_json_atomic(out, [{"question_id": q, "answer": a} for q, a in predicted.items()])
     questions = root / "vqa2" / "v2_OpenEnded_mscoco_test2015_questions.json"
-    commands = {str(out): [f"repro submit vqa2-test-dev --predictions {out} --questions {questions}"]}
+    targets = ("vqa2-test-dev", "vqa2-test-std")  # the server takes all of test2015 for either phase
+    commands = {str(out): [f"repro submit {t} --predictions {out} --questions {questions}" for t in targets]}
     writer = {  # which model wrote the file (the record keeps it next to the file's name)
         str(out): {
             "model": f"albef-{ctx.config.position_embedding}-vqa",

@@ -101,7 +101,8 @@ def test_smoke_run_fills_the_task_columns_and_writes_a_submittable_vqa_file(sand
     )
     (file,) = record["extra"]["predictions"]
     assert record["extra"]["vqa_model"][0][file]["model"] == "albef-ace-rpe-vqa"
-    (command,) = record["extra"]["submit"][0][file]
+    command, std = record["extra"]["submit"][0][file]
+    assert command.startswith("repro submit vqa2-test-dev ") and std.startswith("repro submit vqa2-test-std ")
     args = command.split()[1:] + ["--dry-run"]
     submitted = runner.invoke(app, args)
     assert submitted.exit_code == 0 and "passed every check" in submitted.output, submitted.output
