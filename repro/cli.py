@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import inspect
 import json
 import os
 import sys
@@ -1051,7 +1052,9 @@ def model_command(
     family = families.require(families.by_arch(the_row.config.arch))
     if the_row.config.arch not in family.ARCHS:
         raise ReproError(f"row {the_row.name!r} of {spec.id}: arch {the_row.config.arch!r} is not implemented yet")
-    models = family.describe(the_row.config)
+    # a family whose describe takes the spec lists the models of the spec's columns (one per task)
+    takes_spec = "spec" in inspect.signature(family.describe).parameters
+    models = family.describe(the_row.config, spec=spec) if takes_spec else family.describe(the_row.config)
     if fmt == "json":
         typer.echo(
             json.dumps(

@@ -13,7 +13,7 @@ the `arch:` values it can build and run so far:
       the outputs that are decoded into answers (passed to `repro.train.predict`)
   run_row(ctx: RunContext) -> RowRun
       train and evaluate one (row, seed): data -> fit -> predict -> metrics -> test-set files
-  describe(config) -> list[ModelInfo]
+  describe(config[, spec]) -> list[ModelInfo]
       what a row trains, without data: one entry per model (a multi-task row trains several)
   gpu_hours(config) -> float | None
       paper-scale GPU-hours of one training run, for --dry-run
