@@ -329,6 +329,8 @@ def run_ensemble(ctxs: list[RunContext]) -> list[RowRun]:
     from repro.train.trainer import seed_everything
 
     ctx = ctxs[0]
+    if not isinstance(as_config(ctx.config), McanConfig):
+        raise ReproError(f"row {ctx.row.name!r}: only MCAN rows train their seeds together; remove `ensemble: true`")
     data = prepare_data(ctx.spec, ctx.scale, ctx.settings)
     if not ctx.generated or "server" in data:
         raise ReproError(f"{ctx.spec.id}: seeds are trained together on the synthetic scenes, not on release files")

@@ -80,3 +80,14 @@ def test_a_family_without_ensembles_or_a_bad_value_says_so(table5, runner, monke
     out = runner.invoke(app, ["run", "table5-ablation", "--scale", "smoke", "--rows", "MCAN"])
     assert out.exit_code == 2 and "trains one seed at a time" in out.output
     assert not (sandbox / "results" / "mcan-pa").exists()
+
+
+def test_vl_bert_rows_are_not_trained_together(tmp_path):
+    from repro.errors import ReproError
+    from repro.families.base import RunContext
+
+    spec = specs.resolve("mcan-pa-table4-pretraining")
+    row = next(r for r in spec.runnable_rows if r.config.arch == "vl-bert")
+    ctxs = [RunContext(spec, row, row.config, "smoke", {}, seed, tmp_path / str(seed)) for seed in (0, 1)]
+    with pytest.raises(ReproError, match="only MCAN rows"):
+        family.run_ensemble(ctxs)
