@@ -236,8 +236,8 @@ def _run_units(ctxs: list[RunContext]) -> list[tuple[RowRun, str, str, float]]:
     started, clock = now_iso(), time.time()
     runs = family_of(ctxs[0].row).run_ensemble(ctxs)
     seconds, finished = time.time() - clock, now_iso()
-    for run in runs:
-        run.training = {**(run.training or {}), "ensemble": len(ctxs)}
+    for run in runs:  # the seeds it trained with: its dropout masks depend on them (repro.train.ensemble)
+        run.training = {**(run.training or {}), "ensemble": [c.seed for c in ctxs]}
     return [(run, started, finished, seconds / len(ctxs)) for run in runs]
 
 

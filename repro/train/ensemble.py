@@ -8,8 +8,10 @@ model's forward is mapped over them (`torch.func.vmap` of `functional_call`). Wh
   data order      seed k's sampler and batches are those of its lone run (a function of seed and
                   epoch), stacked along a new leading dimension;
   dropout         `vmap(randomness="different")`: each seed draws its own masks. They come from one
-                  generator, so they are not the masks of the lone run: with dropout the ensemble's
-                  seed is another draw of the same training, not a bit-wise copy of it;
+                  generator seeded with the first seed, so they are not the masks of the lone run and
+                  depend on which seeds train together: with dropout the ensemble's seed is another
+                  draw of the same training, not a bit-wise copy of it (the same seeds together
+                  repeat it exactly);
   optimiser       Adam/AdamW/Adamax/SGD act elementwise, so one optimiser over the stacked
                   parameters is one optimiser per seed; the summed loss gives each seed its own
                   gradient; gradient-norm clipping is computed per seed.
