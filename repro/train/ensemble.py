@@ -70,8 +70,9 @@ from repro.utils import write_json_atomic
 def _batched_kernels():
     """Kernels for vmap. nn.LSTM's has no vmap rule: while the ensemble runs, vmap uses torch's own
     decomposition of it (`torch._decomp`, cell by cell), with oneDNN off so that the decomposition is the
-    plain one. Attention runs on the math kernel: the batched CPU flash kernel cannot differentiate a
-    learned additive bias (PWA's, POA's, PMA's)."""
+    plain one; its output is made contiguous, so that a linear layer after it stays one matmul per seed
+    (on a strided input vmap's matmul would expand the weight per sample). Attention runs on the math
+    kernel: the batched CPU flash kernel cannot differentiate a learned additive bias."""
     from torch._decomp import decomposition_table
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
@@ -81,7 +82,8 @@ def _batched_kernels():
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # the flags' note that TF32 on oneDNN needs an Intel GPU
             with torch.backends.mkldnn.flags(enabled=False):
-                return decomposition_table[lstm](*args)
+                out, h, c = decomposition_table[lstm](*args)
+        return out.contiguous(), h, c
 
     library = torch.library.Library("aten", "IMPL", "FuncTorchBatched")
     library.impl(lstm, batched)

@@ -157,7 +157,6 @@ class MCAN(nn.Module):
         lang_mask = tokens == 0  # PAD = 0
         img_mask = features.abs().sum(-1) == 0  # zero rows are padding
         lang, _ = self.lstm(self.embedding(tokens))
-        lang = lang.contiguous()  # a no-op here; under vmap (seeds trained together) it keeps linears one matmul
         img = self.img_proj(features)
 
         words = self.word_pos[:t][None] if self.word_pos is not None else None
