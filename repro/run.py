@@ -312,6 +312,71 @@ def unit_dir(workdir: Path, spec: Spec, scale: str, row: Row, seed: int, variant
     return workdir / spec.id / scale / row.slug / f"seed{seed}"
 
 
+def store_unit(
+    spec: Spec,
+    row: Row,
+    scale: str,
+    seed: int,
+    outcome: tuple[RowRun, str, str, float],
+    config: dict[str, Any],
+    variant: dict[str, Any] | None,
+    root: Path | None,
+    rebaseline: bool = False,
+    lock: Path | None = None,
+) -> Path:
+    """Write one finished unit's record and rebuild its row's record from every seed present. Units that
+    may finish at once in separate processes (jobs of a cluster) pass a `lock` file they share: the
+    rebuild reads every seed, so two at once could each miss the other's."""
+    from filelock import FileLock
+
+    run, started_at, finished_at, seconds = outcome
+    with FileLock(str(lock)) if lock is not None else nullcontext():
+        record = write_seed_result(
+            spec,
+            SeedResult(
+                spec=spec.id,
+                paper=spec.paper,
+                row=row.name,
+                scale=scale,
+                seed=seed,
+                split=run.split,
+                metrics=run.metrics,
+                config=config,
+                config_hash=config_hash(config),
+                environment=environment(),
+                training=run.training,
+                extra=run.extra,
+                info=run.info,
+                predictions=run.predictions,
+                started=started_at,
+                finished=finished_at,
+                wall_time_s=round(seconds, 2),
+                variant=variant,
+            ),
+            root,
+            rebaseline=rebaseline,
+        )
+        write_result(aggregate(spec, row, scale, read_seed_results(spec, row, scale, root)), spec, root)
+    return record
+
+
+def unit_context(plan: Plan, workdir: Path, step: Step, seed: int, *, resume: bool, progress: bool) -> RunContext:
+    """What one (row, seed) of a plan needs to run, in whichever process or job runs it."""
+    return RunContext(
+        spec=plan.spec,
+        row=step.row,
+        config=step.row.config,
+        scale=plan.scale,
+        settings=plan.settings,
+        seed=seed,
+        workdir=unit_dir(workdir, plan.spec, plan.scale, step.row, seed, plan.variant),
+        resume=resume,
+        progress=progress,
+        limit=plan.variant.limit,
+        results_root=plan.results_root,
+    )
+
+
 def execute(
     plan: Plan,
     workdir: Path,
@@ -349,49 +414,12 @@ def execute(
         started_in["threads"] = max(1, (os.cpu_count() or 1) // jobs)  # each worker's share
 
     def context(step: Step, seed: int, progress: bool) -> RunContext:
-        return RunContext(
-            spec=spec,
-            row=step.row,
-            config=step.row.config,
-            scale=scale,
-            settings=settings,
-            seed=seed,
-            workdir=unit_dir(workdir, spec, scale, step.row, seed, plan.variant),
-            resume=resume,
-            progress=progress and monitor is None,
-            limit=plan.variant.limit,
-            results_root=root,
-        )
+        return unit_context(plan, workdir, step, seed, resume=resume, progress=progress and monitor is None)
 
     def finished(step: Step, seed: int, outcome: tuple[RowRun, str, str, float]) -> None:
-        run, started_at, finished_at, seconds = outcome
+        run, seconds = outcome[0], outcome[3]
         config = configs[step.row.name]
-        record = write_seed_result(
-            spec,
-            SeedResult(
-                spec=spec.id,
-                paper=spec.paper,
-                row=step.row.name,
-                scale=scale,
-                seed=seed,
-                split=run.split,
-                metrics=run.metrics,
-                config=config,
-                config_hash=config_hash(config),
-                environment=environment(),
-                training=run.training,
-                extra=run.extra,
-                info=run.info,
-                predictions=run.predictions,
-                started=started_at,
-                finished=finished_at,
-                wall_time_s=round(seconds, 2),
-                variant=plan.variant.to_json(),
-            ),
-            root,
-            rebaseline=rebaseline,
-        )
-        write_result(aggregate(spec, step.row, scale, read_seed_results(spec, step.row, scale, root)), spec, root)
+        record = store_unit(spec, step.row, scale, seed, outcome, config, plan.variant.to_json(), root, rebaseline)
         if display is not None:
             display.finished((step.row.name, seed), run.metrics, seconds, record)
         if on_unit:

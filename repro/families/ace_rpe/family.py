@@ -20,7 +20,7 @@ from torch import nn
 from repro.errors import ReproError
 from repro.families import as_typed
 from repro.families.ace_rpe.config import CONFIGS, ALBEFConfig
-from repro.families.base import ModelInfo, RowRun, RunContext
+from repro.families.base import ModelInfo, Resources, RowRun, RunContext, default_resources
 from repro.paths import data_dir
 from repro.specs import Spec
 
@@ -154,6 +154,15 @@ def gpu_hours(config: ALBEFConfig | dict) -> float | None:
     flops = 30 * cost.PAIRS[config.pretrain] * cost.pretrain_flops_per_pair(sizes, config.mim_loss)
     flops += (10 * cost.PAIRS["flickr30k"] + 5 * cost.PAIRS["coco-retrieval"]) * cost.finetune_flops_per_pair(sizes)
     return cost.gpu_hours(flops)
+
+
+def resources(config: ALBEFConfig | dict, scale: str) -> Resources:
+    """Paper scale: one node of 8 A100s, as the paper pre-trains (Sec. 4.1: batch 512 on 8 NVIDIA A100),
+    for the unit's GPU-hours spread over them with a quarter to spare."""
+    if scale != "paper":
+        return default_resources(scale, None)
+    hours = gpu_hours(config)
+    return Resources(gpus=8, cpus=64, mem_gb=512, hours=24.0 if hours is None else max(1.0, round(1.25 * hours / 8)))
 
 
 def data_notes(spec: Spec) -> list[str]:

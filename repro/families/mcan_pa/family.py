@@ -22,6 +22,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from repro.datasets.wordpiece import BERT_FOLDER
 from repro.errors import ReproError
 from repro.families import as_typed
 from repro.families.base import AttentionMaps, ModelInfo, RowRun, RunContext
@@ -30,7 +31,6 @@ from repro.paths import data_dir
 from repro.specs import Spec
 
 ARCHS = ("mcan", "vl-bert")
-BERT_FOLDER = "bert-base-uncased"  # catalog entry: data_dir()/bert-base-uncased (VL-BERT's initialisation)
 SUPPORTS_LIMIT = True  # repro run --limit N: the first N questions of each split at paper scale
 VQA_KEYS = ("overall", "yes/no", "number", "other")
 # The paper's vocabularies (MCAN's code: answers seen at least 9 times give 3,129; MILVLG/mcan-vqa).
@@ -471,14 +471,9 @@ def _questions(config, dataset, sizes: dict | None):
     full = model_sizes(config, sizes)
     if not isinstance(config, VlBertConfig) or not full["vocab"]:
         return dataset
-    from repro.families.mcan_pa.vlbert import WordPieceQuestions
+    from repro.datasets.wordpiece import WordPieceQuestions, bert_vocab_file
 
-    vocab = data_dir() / BERT_FOLDER / "vocab.txt"
-    if not vocab.is_file():
-        raise ReproError(
-            f"{vocab}: missing; VL-BERT reads questions in BERT's WordPiece: `repro download {BERT_FOLDER}`"
-        )
-    return WordPieceQuestions(dataset, vocab, full["max_tokens"])
+    return WordPieceQuestions(dataset, bert_vocab_file(), full["max_tokens"])
 
 
 def _run_release(ctx: RunContext, data: dict[str, Any]) -> RowRun:
