@@ -12,16 +12,9 @@ from repro.families.mcan_pa.family import build_model
 from repro.train import TrainingInterrupted, fit, load_recipe
 from repro.train.checkpoint import load_checkpoint
 from repro.train.ensemble import fit_ensemble
+from tests.test_train_resume import RECIPE  # the tiny recipe the trainer's resume tests use
 from tests.tiny_vqa import NUM_ANSWERS, NUM_TOKENS, TABLE5_CONFIGS, TINY_SIZES, TinyVQA
 
-RECIPE = """\
-optimizer: {name: adam, betas: [0.9, 0.98], eps: 1.0e-9}
-schedule: {name: mcan, base_lr: 0.001, warmup_epochs: 1, decay_epochs: [2], decay_rate: 0.2}
-epochs: 3
-batch_size: 8
-loss: bce-sum
-seed: 5
-"""
 NO_DROPOUT = {**TINY_SIZES, "dropout": 0.0}
 
 
