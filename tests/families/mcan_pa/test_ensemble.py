@@ -91,3 +91,13 @@ def test_vl_bert_rows_are_not_trained_together(tmp_path):
     ctxs = [RunContext(spec, row, row.config, "smoke", {}, seed, tmp_path / str(seed)) for seed in (0, 1)]
     with pytest.raises(ReproError, match="only MCAN rows"):
         family.run_ensemble(ctxs)
+
+
+def test_slurm_runs_each_seed_as_its_own_job_and_says_so(table5, runner):
+    sandbox, write = table5
+    write(ensemble=True)
+    out = runner.invoke(
+        app, ["run", "table5-ablation", "--scale", "smoke", "--launcher", "slurm", "--rows", "MCAN", "--dry-run"]
+    )
+    assert out.exit_code == 0, out.output
+    assert "`ensemble: true` is for local runs; each seed is its own job here" in out.output
