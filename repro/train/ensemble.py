@@ -17,9 +17,10 @@ model's forward is mapped over them (`torch.func.vmap` of `functional_call`). Wh
                   gradient; gradient-norm clipping is computed per seed.
 Every seed gets its own `train.jsonl`, `state.json` and `last.pt` in its own workdir, in the lone
 run's formats: a seed's checkpoint is one `fit(..., resume=True)` continues alone, and an
-interrupted ensemble continues from its seeds' checkpoints (`resume=True`) when they are all at the
-same step. Floating-point results differ from the lone run's in the last bits (batched kernels sum
-in another order), so the two agree to within the regression tolerance, not exactly.
+interrupted ensemble continues from its seeds' checkpoints (`resume=True`) when every seed has one,
+all at the same step (otherwise it starts from the beginning). Floating-point results differ from
+the lone run's in the last bits (batched kernels sum in another order), so the two agree to within
+the regression tolerance, not exactly.
 
 CPU and single-GPU only (no torchrun), fp32 or bf16; a model with `lr_groups()` is not supported.
 """
