@@ -758,6 +758,8 @@ def _slurm_run(plan, root: Path, options, dry_run: bool, resume: bool, force: bo
     from repro.launch import slurm
 
     words = f" --scale {plan.scale}"
+    if plan.settings.get("ensemble"):
+        console.print("slurm: `ensemble: true` is for local runs; each seed is its own job here", highlight=False)
     if dry_run:
         from repro.run import family_of
 

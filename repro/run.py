@@ -11,6 +11,8 @@ Scale settings come from the spec's `scales.<scale>` mapping:
   sizes:     model sizes that override the paper's (d_model, layers, heads, ...)
   recipe:    overrides of the training recipe (epochs, batch_size, lr, ...)
   seeds:     the seeds to run; results report mean and standard deviation across them
+  ensemble:  true: a row's seeds train together in one process (repro.train.ensemble), each recorded
+             as its own unit; for families with `run_ensemble`, at the generated scales
 
 A run with `key=value` overrides, `--limit` or a spec file of its own is a variant
 (`repro.variants`): its settings and rows are changed and checked before anything runs, and its
@@ -210,7 +212,9 @@ def resolved_config(
         "model": row.config.model_dump(mode="json") if row.config is not None else None,
         "compute": row.compute,
         "recipe": recipe,
-        "settings": {k: v for k, v in settings.items() if k not in ("seeds", "jobs", "tolerance", "fingerprint")},
+        "settings": {
+            k: v for k, v in settings.items() if k not in ("seeds", "jobs", "ensemble", "tolerance", "fingerprint")
+        },
         **({"variant": variant.to_json()} if variant is not None and not variant.empty else {}),
     }
 
@@ -223,6 +227,36 @@ def _run_unit(ctx: RunContext) -> tuple[RowRun, str, str, float]:
     else:
         run = family_of(ctx.row).run_row(ctx)
     return run, started, now_iso(), time.time() - clock
+
+
+def _run_units(ctxs: list[RunContext]) -> list[tuple[RowRun, str, str, float]]:
+    """One unit, or a row's seeds trained together by its family (each seed's time: its share of the whole)."""
+    if len(ctxs) == 1:
+        return [_run_unit(ctxs[0])]
+    started, clock = now_iso(), time.time()
+    runs = family_of(ctxs[0].row).run_ensemble(ctxs)
+    seconds, finished = time.time() - clock, now_iso()
+    for run in runs:  # the seeds it trained with: its dropout masks depend on them (repro.train.ensemble)
+        run.training = {**(run.training or {}), "ensemble": [c.seed for c in ctxs]}
+    return [(run, started, finished, seconds / len(ctxs)) for run in runs]
+
+
+def _groups(plan: Plan, units: list[tuple[Step, int]]) -> list[list[tuple[Step, int]]]:
+    """The units as they run: each alone, or with `ensemble: true` a row's seeds together."""
+    ensemble = plan.settings.get("ensemble", False)
+    if not isinstance(ensemble, bool):
+        raise ReproError(f"{plan.spec.path}: scales.{plan.scale}.ensemble must be true or false, not {ensemble!r}")
+    if not ensemble:
+        return [[unit] for unit in units]
+    groups: dict[str, list[tuple[Step, int]]] = {}
+    for step, seed in units:
+        if step.kind == "train" and not hasattr(family_of(step.row), "run_ensemble"):
+            raise ReproError(
+                f"{plan.spec.id} row {step.row.name!r}: its family trains one seed at a time; remove "
+                f"`ensemble: true` from scales.{plan.scale}"
+            )
+        groups.setdefault(step.row.name if step.kind == "train" else f"{step.row.name}/{seed}", []).append((step, seed))
+    return list(groups.values())
 
 
 def _init_worker(threads: int) -> None:
@@ -370,7 +404,8 @@ def execute(
         if not step.ready:
             raise ReproError(f"{spec.id} row {step.row.name!r} ({step.kind}: {step.detail}) is not implemented yet")
     units = _units_to_run(plan, workdir, resume, force)
-    jobs = min(jobs, max(len(units), 1))  # a lone unit runs here, with every thread
+    groups = _groups(plan, units)
+    jobs = min(jobs, max(len(groups), 1))  # a lone unit runs here, with every thread
     for family in {family_of(s.row) for s in plan.steps if s.kind == "train"}:
         family.prepare_data(spec, scale, settings)  # generated once, before runs start in parallel
     configs = {step.row.name: resolved_config(spec, step.row, scale, settings, plan.variant) for step in plan.steps}
@@ -402,10 +437,11 @@ def execute(
         )
     with display if display is not None else nullcontext():
         if jobs == 1:
-            for step, seed in units:
-                finished(step, seed, _run_unit(context(step, seed, True)))
+            for group in groups:
+                for (step, seed), outcome in zip(group, _run_units([context(s, n, True) for s, n in group])):
+                    finished(step, seed, outcome)
         else:
-            _run_parallel(units, jobs, context, finished)
+            _run_parallel(groups, jobs, context, finished)
 
     out: list[Result] = []
     for step in plan.steps:
@@ -417,8 +453,8 @@ def execute(
     return out
 
 
-def _run_parallel(units, jobs: int, context, finished) -> None:
-    """Units in `jobs` spawned processes; an error or a signal stops every worker at once."""
+def _run_parallel(groups, jobs: int, context, finished) -> None:
+    """Groups of units in `jobs` spawned processes; an error or a signal stops every worker at once."""
     import multiprocessing
     import signal
     from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -432,9 +468,10 @@ def _run_parallel(units, jobs: int, context, finished) -> None:
     )
     previous = signal.signal(signal.SIGTERM, stop)
     try:
-        futures = {pool.submit(_run_unit, context(step, seed, False)): (step, seed) for step, seed in units}
+        futures = {pool.submit(_run_units, [context(s, n, False) for s, n in group]): group for group in groups}
         for future in as_completed(futures):
-            finished(*futures[future], future.result())
+            for (step, seed), outcome in zip(futures[future], future.result()):
+                finished(step, seed, outcome)
     except BaseException:
         for process in list(getattr(pool, "_processes", {}).values()):
             process.terminate()
