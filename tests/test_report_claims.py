@@ -52,10 +52,12 @@ def test_welch_matches_a_hand_computed_example(claim_spec):
     se, df = math.sqrt(5 / 3), 50 / 17
     assert claim.margin == pytest.approx(6.0)
     assert claim.n == (3, 3)
-    # p = P(T_df >= 4.6476), one-sided; the 95% interval is 6 ± t_{0.975, df} * se, t_{0.975, 2.941} = 3.219
+    # p = P(T_df >= 4.6476), one-sided; the 90% interval is 6 ± t_{0.95, df} * se, t_{0.95, 2.941} = 2.373:
+    # its lower end is the one-sided 95% bound, above 0 as the claim holds at alpha = 0.05
     assert claim.p_value == pytest.approx(0.00981, abs=5e-5)
-    assert claim.ci_low == pytest.approx(6 - 3.219 * se, abs=0.01)
-    assert claim.ci_high == pytest.approx(6 + 3.219 * se, abs=0.01)
+    assert claim.ci_low == pytest.approx(6 - 2.373 * se, abs=0.01)
+    assert claim.ci_high == pytest.approx(6 + 2.373 * se, abs=0.01)
+    assert claim.ci_low > 0
     from scipy import stats
 
     reference = stats.ttest_ind([60, 62, 64], [55, 56, 57], equal_var=False, alternative="greater")
@@ -114,7 +116,7 @@ def test_alpha_is_printed_with_the_claims(claim_spec):
     _write(claim_spec, "Cited", [55.0, 56.0, 57.0])
     md = render_markdown(build_view(claim_spec, "synthetic"))
     assert f"α = {ALPHA:g}" in md
-    assert "| ours beats cited on Num | yes | holds | +6.00 | [+1.84, +10.16] | 0.010 | 3, 3 |" in md
+    assert "| ours beats cited on Num | yes | holds | +6.00 | [+2.94, +9.06] | 0.010 | 3, 3 |" in md
 
 
 def test_a_time_claim_shows_the_ratio_beside_the_papers(sandbox):

@@ -18,7 +18,9 @@ if TYPE_CHECKING:
     from repro.report.view import RowView
 
 ALPHA = 0.05  # level of the one-sided test a claim is judged with
-CONFIDENCE = 0.95  # level of the interval printed around a claim's margin
+# The interval printed around a claim's margin: two-sided at 1 - 2 * ALPHA, so that its lower end is the
+# one-sided (1 - ALPHA) bound of the test and a claim holds exactly when that end is above zero.
+CONFIDENCE = 1 - 2 * ALPHA
 
 
 @dataclass
@@ -152,7 +154,8 @@ def claims_caption() -> str:
     return (
         f"One-sided Welch t-test per claim over the seeds of the two rows, at α = {ALPHA:g}; "
         f"margin = mean difference in the claimed direction, with its {CONFIDENCE:.0%} confidence "
-        "interval (Welch–Satterthwaite df); p = one-sided, in the claimed direction (near 1 when reversed); "
+        f"interval (Welch–Satterthwaite df; its lower end is the one-sided {1 - ALPHA:.0%} bound, above 0 exactly "
+        "when the claim holds); p = one-sided, in the claimed direction (near 1 when reversed); "
         "n = seeds of the row and of the row it is compared with; ratio = row / compared row (time claims)."
     )
 

@@ -5,7 +5,8 @@ Three parts, top to bottom:
                            error bars over the seeds, each seed a dot (at a scale other than the
                            paper's the two axes are different tasks: read the pattern across rows)
   claims                   a forest plot: each claim's reproduced margin in the claimed direction with
-                           its 95% interval, the paper's own margin as a diamond, and the zero line
+                           its confidence interval (claims.CONFIDENCE), the paper's own margin as a diamond,
+                           and the zero line
   training curves          loss against step from each unit's train.jsonl, one colour per row, one
                            line per seed (only units trained on this machine have a log)
 """
@@ -18,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from repro.errors import ReproError
+from repro.report.claims import CONFIDENCE
 from repro.report.view import TableView, caption
 
 SUFFIXES = (".png", ".pdf", ".svg")
@@ -175,7 +177,9 @@ def _forest(ax, view: TableView, claims) -> None:
     ax.axvline(0.0, color="black", linewidth=0.8)
     ax.set_yticks(range(len(claims)), [f"{c.text} — {j.verdict}" for j, c in claims], fontsize=8)
     ax.invert_yaxis()
-    ax.set_xlabel(f"margin in the claimed direction (points): ● {view.scale}, 95% interval; ◆ paper", fontsize=8)
+    ax.set_xlabel(
+        f"margin in the claimed direction (points): ● {view.scale}, {CONFIDENCE:.0%} interval; ◆ paper", fontsize=8
+    )
     ax.set_title("the paper's claims (green: holds, red: reversed, blue: not decided)", fontsize=10)
     ax.grid(axis="x", alpha=0.3)
 

@@ -6,8 +6,10 @@ of grid cells per split, each with the depth extras DSGANet reads (`depth_hist`,
 scalar readings `depth_mean`, `depth_mode`). The model is trained on train and scored on val with the
 VQA soft accuracy (`overall`) and the accuracy on the relational subset (`rel`, the "Rel." column).
 
-Paper scale is not runnable yet: it needs the depth extras of the real feature stores and BERT's
-WordPiece ids of the questions (see the family README).
+At paper scale the val-scored VQA v2 ablations (Tables VI and VII, object rows) train on the prepared VQA v2
+data and its object feature store with depth added (`repro prepare depth`), BERT reading the questions in
+WordPiece (`repro.datasets.wordpiece`). Test-server tables (IV), GQA (V, VIII) and grid rows at paper scale say
+what is missing and stop (see the family README).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from repro.datasets.wordpiece import BERT_FOLDER
 from repro.errors import ReproError
 from repro.families import as_typed
 from repro.families.base import ModelInfo, RowRun, RunContext
@@ -32,7 +35,7 @@ ARCHS = ("dsganet",)
 PAPER_NUM_TOKENS = 20572
 PAPER_NUM_ANSWERS = 3129
 SUBMISSION_TARGETS = {"vqa2": "vqa2-test-dev", "gqa": "gqa-test-dev"}
-BERT_FOLDER = "bert-base-uncased"  # catalog entry: data_dir()/bert-base-uncased
+SUPPORTS_LIMIT = True  # repro run --limit N: the first N questions of each split at paper scale
 # The "Rel." subset (Sec. V-D): questions with one of the top-100 Visual Genome relationship words or phrases,
 # less non-relational words. The paper does not print its list; these are frequent VG spatial predicates.
 REL_PHRASES = (
@@ -235,13 +238,9 @@ loss_step, predict_step = mcan_family.loss_step, mcan_family.predict_step
 
 
 def prepare_data(spec: Spec, scale: str, settings: dict[str, Any]) -> dict[str, Path]:
-    """Generate and prepare the data at synthetic/smoke scale; paper scale is not runnable yet."""
+    """Generate and prepare the data at synthetic/smoke scale; find the prepared real data at paper scale."""
     if scale == "paper":
-        raise ReproError(
-            f"{spec.id}: paper-scale DSGANet needs the depth extras of the real feature stores "
-            f"(depth_hist, depth_peak, depth_mean) and BERT WordPiece ids of the questions, which "
-            f"the toolkit does not prepare yet; run --scale synthetic or smoke"
-        )
+        return paper_data(spec)
     from repro.datasets.vqa import prepare_vqa
     from repro.families.dsganet.synthetic import GeneratorConfig, generate
 
@@ -250,6 +249,67 @@ def prepare_data(spec: Spec, scale: str, settings: dict[str, Any]) -> dict[str, 
     sources = generate(root / "raw", cfg)
     prepare_vqa("vqa2", root / "raw", root / "prepared", glove=None)
     return {**sources, "prepared": root / "prepared"}
+
+
+DEPTH_KEYS = ("depth_hist", "depth_peak", "depth_mean", "depth_mode")
+
+
+def paper_data(spec: Spec) -> dict[str, Path]:
+    """The real data of a val-scored VQA v2 table: prepared questions, the train and val object stores with
+    their depth extras, the val files for scoring. Anything missing is named with the command that makes it."""
+    from repro.datasets.prepare import feature_store_dir, prepared_dir
+    from repro.datasets.vqa import VQA_FILES, find_file
+
+    dataset = spec.datasets[0]
+    if dataset != "vqa2" or spec.split != "val":
+        raise ReproError(
+            f"{spec.id}: paper-scale DSGANet runs the val-scored VQA v2 tables (VI and VII) so far; "
+            f"{dataset} scored on {spec.split} is not wired yet; run --scale synthetic or smoke"
+        )
+    prepared = prepared_dir(dataset)
+    if not (prepared / "manifest.json").is_file():
+        raise ReproError(
+            f"{spec.id}: paper-scale training needs the prepared VQA v2 data; run `repro download vqa2 "
+            f"bottom-up-36` and `repro prepare vqa2` and `repro prepare bottom-up-36` first"
+        )
+    raw = data_dir() / dataset
+    data: dict[str, Path] = {"prepared": prepared}
+    for key, name in (
+        ("val_questions", VQA_FILES[dataset]["val"][0]),
+        ("val_annotations", VQA_FILES[dataset]["val"][1]),
+    ):
+        path = find_file(raw, name)
+        if path is None:
+            raise ReproError(f"{raw / name}: missing; the val split is scored from it: `repro download {dataset}`")
+        data[key] = path
+    for split in ("train", "val"):
+        store = mcan_family.feature_store(dataset, split, [feature_store_dir(s) for s in mcan_family.FEATURE_SOURCES])
+        if not set(DEPTH_KEYS) <= set(store.extras):
+            raise ReproError(
+                f"{store.path}: no depth extras ({', '.join(DEPTH_KEYS)}); estimate depth maps with `repro prepare "
+                f"depth-maps --source <COCO images>` (or use BTS PNGs) and add them with `repro prepare depth "
+                f"--store {store.path} --source <depth maps>`"
+            )
+        data[f"{split}_features"] = store.path
+    return data
+
+
+def _questions(config: DSGANetConfig, sizes: dict[str, Any], split):
+    """The split as the row's model reads it: BERT over a WordPiece vocabulary (`bert_vocab` set, as at paper
+    sizes) also gets the questions in WordPiece ids, [CLS] first (`bert_ids`); the generated scales' tiny BERT
+    reads the prepared word ids."""
+    if config.question_encoder != "bert" or not sizes["bert_vocab"]:
+        return split
+    from repro.datasets.wordpiece import WordPieceQuestions, bert_vocab_file
+
+    return WordPieceQuestions(split, bert_vocab_file(), sizes["max_tokens"] + 2, key="bert_ids", special_tokens=True)
+
+
+def _first(split, limit: int | None):
+    """The first `limit` questions of a split (`repro run --limit`: a partial run), or all of them."""
+    from torch.utils.data import Subset
+
+    return split if limit is None or limit >= len(split) else Subset(split, range(limit))
 
 
 def dataset(prepared: Path, split: str, store_path: Path):
@@ -340,19 +400,39 @@ def run_row(ctx: RunContext) -> RowRun:
     data = prepare_data(ctx.spec, ctx.scale, ctx.settings)
     config = as_config(ctx.config)
     store = "features" if config.features == "objects" else "grid_features"
-    train = dataset(data["prepared"], "train", data[f"train_{store}"])
-    val = dataset(data["prepared"], "val", data[f"val_{store}"])
+    if f"train_{store}" not in data:
+        raise ReproError(
+            f"{ctx.spec.id} row {ctx.row.name}: grid features of the real images (X-152 C5, `repro download "
+            f"grid-features`) are not prepared into a feature store yet; object rows run at paper scale"
+        )
+    sizes = model_sizes(config, ctx.settings.get("sizes"))
+    train, val = (
+        _questions(config, sizes, dataset(data["prepared"], s, data[f"{s}_{store}"])) for s in ("train", "val")
+    )
     recipe = load_recipe(ctx.spec.recipe).replace(
         **{**ctx.settings.get("recipe", {}), "seed": ctx.seed, "train_splits": ("train",)}
     )
     seed_everything(ctx.seed)
     model = build_model(config, train.num_tokens, train.num_answers, sizes=ctx.settings.get("sizes"))
     state = fit(
-        model, train, recipe, ctx.workdir, loss_step=loss_step(recipe.loss), resume=ctx.resume, progress=ctx.progress
+        model,
+        _first(train, ctx.limit),
+        recipe,
+        ctx.workdir,
+        loss_step=loss_step(recipe.loss),
+        resume=ctx.resume,
+        progress=ctx.progress,
     )
     phrases, phrase_source = rel_phrases(ctx.scale)
     scores = score(
-        model, val, train.answer_vocab, data["val_annotations"], data["val_questions"], recipe, ctx.progress, phrases
+        model,
+        _first(val, ctx.limit),
+        train.answer_vocab,
+        data["val_annotations"],
+        data["val_questions"],
+        recipe,
+        ctx.progress,
+        phrases,
     )
     # "accuracy" columns (GQA, Tables V and VIII) are exact match with the answer; "vqa" columns the VQA score
     metrics = {

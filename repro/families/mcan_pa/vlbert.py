@@ -215,35 +215,3 @@ def load_bert_weights(model: VLBert, folder) -> bool:
     for mine, theirs in zip(model.layers, bert.encoder.layer):
         mine.load_state_dict(theirs.state_dict())
     return True
-
-
-class WordPieceQuestions(torch.utils.data.Dataset):
-    """A `VQADataset` whose items also hold `wordpiece`: the question in bert-base-uncased WordPiece ids.
-
-    The prepared questions keep MCAN's word ids; their words (lower case, punctuation stripped) are
-    joined and split by BERT's tokenizer (`vocab.txt` of the catalog's bert-base-uncased folder),
-    padded with [PAD] = 0 or cut to `max_tokens`. Words outside the prepared vocabulary become [UNK].
-    """
-
-    def __init__(self, base, vocab_file, max_tokens: int):
-        from transformers import BertTokenizerFast
-
-        self.base = base
-        tokenizer = BertTokenizerFast(vocab=str(vocab_file), do_lower_case=True)
-        words = {i: w for w, i in base.token_vocab.items()}
-        texts = [" ".join(words[t] if t > 1 else "[UNK]" for t in row.tolist() if t != 0) for row in base.tokens]
-        encoded = tokenizer(
-            texts, add_special_tokens=False, padding="max_length", truncation=True, max_length=max_tokens
-        )
-        self.wordpiece = torch.tensor(encoded["input_ids"], dtype=torch.long)
-
-    def __getattr__(self, name: str):  # num_tokens, answer_vocab, ... of the prepared split
-        if name == "base":
-            raise AttributeError(name)
-        return getattr(self.base, name)
-
-    def __len__(self) -> int:
-        return len(self.base)
-
-    def __getitem__(self, index: int) -> dict[str, Any]:
-        return {**self.base[index], "wordpiece": self.wordpiece[index]}

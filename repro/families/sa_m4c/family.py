@@ -22,7 +22,6 @@ from repro.specs import Spec
 
 ARCHS = ("m4c", "sa-m4c")
 PAPER_NUM_ANSWERS = 5000  # fixed_answer_vocab_textvqa_5k.txt (Sec. 5.1)
-BERT_FOLDER = "bert-base-uncased"  # catalog entry: data_dir()/bert-base-uncased
 # Config fields that are model sizes (the rest choose the structure, data or decoding).
 CONFIG_SIZES = (
     "hidden_size",

@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
 import pytest
 import torch
 
 from repro.errors import ReproError
 from repro.families.mcan_pa.family import build_model, example_batch
 from repro.families.mcan_pa.positional import fuse
-from repro.families.mcan_pa.vlbert import WordPieceQuestions
 from repro.nn.attention import MASK_VALUE
 
 TINY = {
@@ -108,26 +106,3 @@ def test_bert_weights_load_into_the_text_stack(tmp_path):
         build_model({"arch": "vl-bert"}, 20, 7, sizes=sizes, bert_weights=tmp_path / "missing")
     with pytest.raises(ReproError, match="pre-training is not reproduced"):
         build_model({"arch": "vl-bert", "pretrained": True}, 20, 7, sizes=sizes)
-
-
-def test_wordpiece_questions_from_the_prepared_words(tmp_path):
-    vocab = tmp_path / "vocab.txt"
-    vocab.write_text(
-        "\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "what", "color", "is", "the", "cub", "##e"])
-    )
-
-    class Prepared:
-        token_vocab = {"PAD": 0, "UNK": 1, "what": 2, "color": 3, "is": 4, "the": 5, "cube": 6}
-        tokens = torch.tensor([[2, 3, 4, 5, 6, 0], [2, 1, 0, 0, 0, 0]])
-        num_answers = 3
-
-        def __len__(self):
-            return 2
-
-        def __getitem__(self, i):
-            return {"tokens": self.tokens[i]}
-
-    questions = WordPieceQuestions(Prepared(), vocab, 6)
-    assert questions[0]["wordpiece"].tolist() == [5, 6, 7, 8, 9, 10]
-    assert questions[1]["wordpiece"].tolist() == [5, 1, 0, 0, 0, 0]
-    assert questions.num_answers == 3 and np.array_equal(questions[1]["tokens"], Prepared.tokens[1])
