@@ -113,8 +113,11 @@ def test_sa_m4c_reproduces_its_stored_fingerprint_and_it_catches_a_random_graph(
     """SA-M4C's row (M4C's is checked by `repro check --rerun` alike); then SA-M4C fed M4C-Random's graph in
     place of the spatial one: the same steps, other losses."""
     spec = _only(resolve("sa-m4c-table2-ablations", EXPERIMENTS), "7 SA-M4C (ours)")
+    predictions = RESULTS / spec.paper / spec.id / "predictions" / "7_SA-M4C_ours.synthetic.seed0.test.json"
+    stored = predictions.read_bytes()
     [check] = fingerprint.check(spec, "synthetic", root=RESULTS)
     assert check.ok, check.worst
+    assert predictions.read_bytes() == stored  # the short rerun leaves the committed test predictions alone
     row = spec.row("7 SA-M4C (ours)")
     random_graph = dataclasses.replace(row, config=row.config.model_copy(update={"graph": "random"}))
     spec = dataclasses.replace(spec, rows=tuple(random_graph if r.name == row.name else r for r in spec.rows))
