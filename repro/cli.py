@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import inspect
 import json
 import os
 import sys
@@ -25,6 +26,7 @@ METRIC_NAMES = tuple(METRIC_REGISTRY)
 SCALES = ("paper", "synthetic", "smoke")  # repro.specs.SCALES (a test keeps them equal)
 TABLE_FORMATS = ("rich", "text", "md", "csv", "latex", "html", "json")  # repro.report.FORMATS (idem)
 RICH_OR_JSON = ("rich", "json")
+LAUNCHERS = ("local", "slurm")
 
 
 # typer's own copy of click raises these (found through a public class, whichever click typer uses)
@@ -656,6 +658,10 @@ def _run(
     force: bool = False,
     overrides: list[str] | None = None,
     limit: int | None = None,
+    launcher: str = "local",
+    slurm=None,
+    status: bool = False,
+    wait: bool = False,
 ) -> None:
     from rich.table import Table
 
@@ -668,6 +674,10 @@ def _run(
     if seeds:
         seed_list = parse_seeds(seeds)
     plan = make_plan(spec, scale, rows.split(",") if rows else None, seed_list, variant)
+    root = Path(workdir) if workdir else data_dir() / "runs"
+    if status:
+        _slurm_status(plan, root, seeds=seed_list)
+        return
     if not variant.empty:
         console.print(
             f"[bold]variant[/] {escape(variant.describe())}: not the spec as written; records go to "
@@ -695,9 +705,11 @@ def _run(
     if scale == "paper":
         total = sum(s.gpu_hours or 0.0 for s in plan.steps for _ in s.seeds)
         console.print(f"estimated GPU-hours (paper schedule): {total:.1f}")
+    if launcher == "slurm":
+        _slurm_run(plan, root, slurm, dry_run, resume, force, rebaseline, wait)
+        return
     if dry_run:
         return
-    root = Path(workdir) if workdir else data_dir() / "runs"
 
     from repro.monitor import RunMonitor
 
@@ -739,6 +751,83 @@ def _run(
             highlight=False,
             soft_wrap=True,
         )
+
+
+def _slurm_run(plan, root: Path, options, dry_run: bool, resume: bool, force: bool, rebaseline: bool, wait: bool):
+    """`repro run --launcher slurm`: submit the plan's units as a job array; with --wait, follow them."""
+    from repro.launch import slurm
+
+    words = f" --scale {plan.scale}"
+    if plan.settings.get("ensemble"):
+        console.print("slurm: `ensemble: true` is for local runs; each seed is its own job here", highlight=False)
+    if dry_run:
+        from repro.run import family_of
+
+        for step in plan.steps:
+            family = family_of(step.row)
+            if family is not None:
+                res = slurm.unit_resources(family, step.row.config, plan.scale)
+                console.print(f"slurm: {escape(step.row.name)}: one job per seed, {res.describe()}", highlight=False)
+        return
+    submitted = slurm.submit(plan, root, options, resume=resume, force=force, rebaseline=rebaseline)
+    if not submitted:
+        console.print("nothing to submit: every seed has a stored result", highlight=False)
+    for unit in submitted:
+        console.print(
+            f"submitted {escape(unit.row)} seed {unit.seed}: job {unit.job_id} ({unit.resources.describe()}); "
+            f"log {escape(unit.stdout)}",
+            highlight=False,
+            soft_wrap=True,
+        )
+    if not wait:
+        if submitted:
+            console.print(
+                f"follow them with `repro run {escape(_quoted(plan.spec.id))}{escape(words)} --status`; each job "
+                f"writes its record as it finishes, `repro table {escape(_quoted(plan.spec.id))} --scale {plan.scale}` "
+                f"shows them",
+                highlight=False,
+                soft_wrap=True,
+            )
+        return
+    states = slurm.wait(
+        plan,
+        root,
+        sorted({u.seed for u in submitted}),
+        on_change=lambda u: console.print(f"{escape(u.row)} seed {u.seed}: job {u.job_id} {u.state}", highlight=False),
+    )
+    _slurm_status(plan, root, states)
+    from repro.report import build_view, render_rich
+
+    console.print(render_rich(build_view(plan.spec, plan.scale, results_root=plan.results_root)))
+    failed = [u for u in states if u.state != "done"]
+    if failed:
+        names = ", ".join(f"{u.row} seed {u.seed}" for u in failed)
+        raise slurm.UnitsFailed(f"{len(failed)} unit(s) did not finish: {names}; `--status` shows their logs")
+
+
+def _slurm_status(plan, root: Path, states=None, seeds: list[int] | None = None) -> None:
+    """`repro run ID --status`: each submitted unit pending, running, done or failed, with its logs."""
+    from rich.table import Table
+
+    from repro.launch import slurm
+
+    states = slurm.unit_states(plan, root, seeds) if states is None else states
+    if not states:
+        console.print(f"no unit of {plan.spec.id} at scale {plan.scale} was submitted to Slurm from {root}")
+        return
+    colours = {"done": "green", "failed": "red", "running": "cyan", "pending": "yellow"}
+    table = Table(title=f"{plan.spec.id} at scale {plan.scale}: Slurm jobs")
+    for name in ("row", "seed", "job", "state", "logs / record"):
+        table.add_column(name, overflow="fold")
+    for u in states:
+        state = f"[{colours.get(u.state, 'white')}]{u.state}[/] ({u.slurm_state})"
+        where = "\n".join(escape(p) for p in (u.stdout, u.stderr, u.record, u.error) if p)
+        table.add_row(escape(u.row), str(u.seed), u.job_id, state, where)
+    console.print(table)
+    counts = {}
+    for u in states:
+        counts[u.state] = counts.get(u.state, 0) + 1
+    console.print(", ".join(f"{n} {state}" for state, n in sorted(counts.items())), highlight=False)
 
 
 def _quoted(word: str) -> str:
@@ -807,12 +896,66 @@ def run_command(
     limit: int | None = typer.Option(
         None, "--limit", min=1, help="Paper scale: only the first N questions of each split (a partial run, a variant)."
     ),
+    launcher: str = complete.choice(
+        LAUNCHERS,
+        "local",
+        "--launcher",
+        help="local: here, --jobs at a time; slurm: a job per (row, seed) on a Slurm cluster "
+        "(README: Running on a Slurm cluster).",
+        what="launcher",
+    ),
+    partition: str | None = typer.Option(None, "--partition", help="Slurm partition of the jobs."),
+    account: str | None = typer.Option(None, "--account", help="Slurm account the jobs are charged to."),
+    qos: str | None = typer.Option(None, "--qos", help="Slurm quality of service of the jobs."),
+    slurm_opt: list[str] | None = typer.Option(
+        None,
+        "--slurm-opt",
+        metavar="KEY=VALUE",
+        help="Another sbatch option, e.g. constraint=a100 or time=2-00:00:00 (repeat it for several).",
+    ),
+    status: bool = typer.Option(
+        False, "--status", help="Show each submitted Slurm unit: pending, running, done or failed, with its logs."
+    ),
+    wait: bool = typer.Option(
+        False, "--wait", help="With --launcher slurm: wait for the jobs, then print their states and the table."
+    ),
 ) -> None:
     """Train and evaluate every runnable row of a table, write results, print the table.
 
     Example: [bold]repro run table5-ablation --scale synthetic --rows ROW --seeds 0 recipe.epochs=2[/]
+
+    On a Slurm cluster: [bold]repro run table5-ablation --launcher slurm --partition gpu[/], then
+    [bold]repro run table5-ablation --status[/].
     """
-    _run(ident, rows, scale, seeds, dry_run, resume, workdir, rebaseline, jobs, force, overrides, limit)
+    slurm_words = [w for w, v in (("--partition", partition), ("--account", account), ("--qos", qos)) if v]
+    slurm_words += ["--slurm-opt"] * bool(slurm_opt) + ["--wait"] * wait
+    if launcher != "slurm" and slurm_words:
+        raise ReproError(f"{', '.join(slurm_words)}: only with --launcher slurm")
+    if launcher == "slurm" and jobs is not None:
+        raise ReproError("--jobs is for --launcher local; on Slurm every (row, seed) is a job of its own")
+    options = None
+    if launcher == "slurm":
+        from repro.launch.slurm import SlurmOptions
+
+        options = SlurmOptions.parse(partition, account, qos, slurm_opt)
+    _run(
+        ident,
+        rows,
+        scale,
+        seeds,
+        dry_run,
+        resume,
+        workdir,
+        rebaseline,
+        jobs,
+        force,
+        overrides,
+        limit,
+        launcher=launcher,
+        slurm=options,
+        status=status,
+        wait=wait,
+    )
 
 
 @command("train")
@@ -911,7 +1054,9 @@ def model_command(
     family = families.require(families.by_arch(the_row.config.arch))
     if the_row.config.arch not in family.ARCHS:
         raise ReproError(f"row {the_row.name!r} of {spec.id}: arch {the_row.config.arch!r} is not implemented yet")
-    models = family.describe(the_row.config)
+    # a family whose describe takes the spec lists the models of the spec's columns (one per task)
+    takes_spec = "spec" in inspect.signature(family.describe).parameters
+    models = family.describe(the_row.config, spec=spec) if takes_spec else family.describe(the_row.config)
     if fmt == "json":
         typer.echo(
             json.dumps(

@@ -94,6 +94,7 @@ def trajectory(spec: Spec, row: Row, scale: str, steps: int, seed: int = 0) -> l
                 seed=seed,
                 workdir=Path(tmp),
                 progress=False,
+                results_root=Path(tmp) / "results",  # files a unit writes (test predictions) stay out of results/
             )
             family.run_row(ctx)
             lines = (Path(tmp) / "train.jsonl").read_text(encoding="utf-8").splitlines()

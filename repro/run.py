@@ -11,6 +11,8 @@ Scale settings come from the spec's `scales.<scale>` mapping:
   sizes:     model sizes that override the paper's (d_model, layers, heads, ...)
   recipe:    overrides of the training recipe (epochs, batch_size, lr, ...)
   seeds:     the seeds to run; results report mean and standard deviation across them
+  ensemble:  true: a row's seeds train together in one process (repro.train.ensemble), each recorded
+             as its own unit; for families with `run_ensemble`, at the generated scales
 
 A run with `key=value` overrides, `--limit` or a spec file of its own is a variant
 (`repro.variants`): its settings and rows are changed and checked before anything runs, and its
@@ -210,7 +212,9 @@ def resolved_config(
         "model": row.config.model_dump(mode="json") if row.config is not None else None,
         "compute": row.compute,
         "recipe": recipe,
-        "settings": {k: v for k, v in settings.items() if k not in ("seeds", "jobs", "tolerance", "fingerprint")},
+        "settings": {
+            k: v for k, v in settings.items() if k not in ("seeds", "jobs", "ensemble", "tolerance", "fingerprint")
+        },
         **({"variant": variant.to_json()} if variant is not None and not variant.empty else {}),
     }
 
@@ -223,6 +227,36 @@ def _run_unit(ctx: RunContext) -> tuple[RowRun, str, str, float]:
     else:
         run = family_of(ctx.row).run_row(ctx)
     return run, started, now_iso(), time.time() - clock
+
+
+def _run_units(ctxs: list[RunContext]) -> list[tuple[RowRun, str, str, float]]:
+    """One unit, or a row's seeds trained together by its family (each seed's time: its share of the whole)."""
+    if len(ctxs) == 1:
+        return [_run_unit(ctxs[0])]
+    started, clock = now_iso(), time.time()
+    runs = family_of(ctxs[0].row).run_ensemble(ctxs)
+    seconds, finished = time.time() - clock, now_iso()
+    for run in runs:  # the seeds it trained with: its dropout masks depend on them (repro.train.ensemble)
+        run.training = {**(run.training or {}), "ensemble": [c.seed for c in ctxs]}
+    return [(run, started, finished, seconds / len(ctxs)) for run in runs]
+
+
+def _groups(plan: Plan, units: list[tuple[Step, int]]) -> list[list[tuple[Step, int]]]:
+    """The units as they run: each alone, or with `ensemble: true` a row's seeds together."""
+    ensemble = plan.settings.get("ensemble", False)
+    if not isinstance(ensemble, bool):
+        raise ReproError(f"{plan.spec.path}: scales.{plan.scale}.ensemble must be true or false, not {ensemble!r}")
+    if not ensemble:
+        return [[unit] for unit in units]
+    groups: dict[str, list[tuple[Step, int]]] = {}
+    for step, seed in units:
+        if step.kind == "train" and not hasattr(family_of(step.row), "run_ensemble"):
+            raise ReproError(
+                f"{plan.spec.id} row {step.row.name!r}: its family trains one seed at a time; remove "
+                f"`ensemble: true` from scales.{plan.scale}"
+            )
+        groups.setdefault(step.row.name if step.kind == "train" else f"{step.row.name}/{seed}", []).append((step, seed))
+    return list(groups.values())
 
 
 def _init_worker(threads: int) -> None:
@@ -278,6 +312,71 @@ def unit_dir(workdir: Path, spec: Spec, scale: str, row: Row, seed: int, variant
     return workdir / spec.id / scale / row.slug / f"seed{seed}"
 
 
+def store_unit(
+    spec: Spec,
+    row: Row,
+    scale: str,
+    seed: int,
+    outcome: tuple[RowRun, str, str, float],
+    config: dict[str, Any],
+    variant: dict[str, Any] | None,
+    root: Path | None,
+    rebaseline: bool = False,
+    lock: Path | None = None,
+) -> Path:
+    """Write one finished unit's record and rebuild its row's record from every seed present. Units that
+    may finish at once in separate processes (jobs of a cluster) pass a `lock` file they share: the
+    rebuild reads every seed, so two at once could each miss the other's."""
+    from filelock import FileLock
+
+    run, started_at, finished_at, seconds = outcome
+    with FileLock(str(lock)) if lock is not None else nullcontext():
+        record = write_seed_result(
+            spec,
+            SeedResult(
+                spec=spec.id,
+                paper=spec.paper,
+                row=row.name,
+                scale=scale,
+                seed=seed,
+                split=run.split,
+                metrics=run.metrics,
+                config=config,
+                config_hash=config_hash(config),
+                environment=environment(),
+                training=run.training,
+                extra=run.extra,
+                info=run.info,
+                predictions=run.predictions,
+                started=started_at,
+                finished=finished_at,
+                wall_time_s=round(seconds, 2),
+                variant=variant,
+            ),
+            root,
+            rebaseline=rebaseline,
+        )
+        write_result(aggregate(spec, row, scale, read_seed_results(spec, row, scale, root)), spec, root)
+    return record
+
+
+def unit_context(plan: Plan, workdir: Path, step: Step, seed: int, *, resume: bool, progress: bool) -> RunContext:
+    """What one (row, seed) of a plan needs to run, in whichever process or job runs it."""
+    return RunContext(
+        spec=plan.spec,
+        row=step.row,
+        config=step.row.config,
+        scale=plan.scale,
+        settings=plan.settings,
+        seed=seed,
+        workdir=unit_dir(workdir, plan.spec, plan.scale, step.row, seed, plan.variant),
+        resume=resume,
+        progress=progress,
+        limit=plan.variant.limit,
+        results_root=plan.results_root,
+    )
+
+
 def execute(
     plan: Plan,
     workdir: Path,
@@ -305,7 +404,8 @@ def execute(
         if not step.ready:
             raise ReproError(f"{spec.id} row {step.row.name!r} ({step.kind}: {step.detail}) is not implemented yet")
     units = _units_to_run(plan, workdir, resume, force)
-    jobs = min(jobs, max(len(units), 1))  # a lone unit runs here, with every thread
+    groups = _groups(plan, units)
+    jobs = min(jobs, max(len(groups), 1))  # a lone unit runs here, with every thread
     for family in {family_of(s.row) for s in plan.steps if s.kind == "train"}:
         family.prepare_data(spec, scale, settings)  # generated once, before runs start in parallel
     configs = {step.row.name: resolved_config(spec, step.row, scale, settings, plan.variant) for step in plan.steps}
@@ -314,51 +414,14 @@ def execute(
         started_in["threads"] = max(1, (os.cpu_count() or 1) // jobs)  # each worker's share
 
     def context(step: Step, seed: int, progress: bool) -> RunContext:
-        return RunContext(
-            spec=spec,
-            row=step.row,
-            config=step.row.config,
-            scale=scale,
-            settings=settings,
-            seed=seed,
-            workdir=unit_dir(workdir, spec, scale, step.row, seed, plan.variant),
-            resume=resume,
-            progress=progress and monitor is None,
-            limit=plan.variant.limit,
-            results_root=root,
-        )
+        return unit_context(plan, workdir, step, seed, resume=resume, progress=progress and monitor is None)
 
     def finished(step: Step, seed: int, outcome: tuple[RowRun, str, str, float]) -> None:
-        run, started_at, finished_at, seconds = outcome
+        run, seconds = outcome[0], outcome[3]
         if os.environ.get("RANK", "0") != "0":  # a torchrun job: every rank trains, rank 0 keeps the record
             return
         config = configs[step.row.name]
-        record = write_seed_result(
-            spec,
-            SeedResult(
-                spec=spec.id,
-                paper=spec.paper,
-                row=step.row.name,
-                scale=scale,
-                seed=seed,
-                split=run.split,
-                metrics=run.metrics,
-                config=config,
-                config_hash=config_hash(config),
-                environment=environment(),
-                training=run.training,
-                extra=run.extra,
-                info=run.info,
-                predictions=run.predictions,
-                started=started_at,
-                finished=finished_at,
-                wall_time_s=round(seconds, 2),
-                variant=plan.variant.to_json(),
-            ),
-            root,
-            rebaseline=rebaseline,
-        )
-        write_result(aggregate(spec, step.row, scale, read_seed_results(spec, step.row, scale, root)), spec, root)
+        record = store_unit(spec, step.row, scale, seed, outcome, config, plan.variant.to_json(), root, rebaseline)
         if display is not None:
             display.finished((step.row.name, seed), run.metrics, seconds, record)
         if on_unit:
@@ -376,10 +439,11 @@ def execute(
         )
     with display if display is not None else nullcontext():
         if jobs == 1:
-            for step, seed in units:
-                finished(step, seed, _run_unit(context(step, seed, True)))
+            for group in groups:
+                for (step, seed), outcome in zip(group, _run_units([context(s, n, True) for s, n in group])):
+                    finished(step, seed, outcome)
         else:
-            _run_parallel(units, jobs, context, finished)
+            _run_parallel(groups, jobs, context, finished)
 
     out: list[Result] = []
     for step in plan.steps:
@@ -391,8 +455,8 @@ def execute(
     return out
 
 
-def _run_parallel(units, jobs: int, context, finished) -> None:
-    """Units in `jobs` spawned processes; an error or a signal stops every worker at once."""
+def _run_parallel(groups, jobs: int, context, finished) -> None:
+    """Groups of units in `jobs` spawned processes; an error or a signal stops every worker at once."""
     import multiprocessing
     import signal
     from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -406,9 +470,10 @@ def _run_parallel(units, jobs: int, context, finished) -> None:
     )
     previous = signal.signal(signal.SIGTERM, stop)
     try:
-        futures = {pool.submit(_run_unit, context(step, seed, False)): (step, seed) for step, seed in units}
+        futures = {pool.submit(_run_units, [context(s, n, False) for s, n in group]): group for group in groups}
         for future in as_completed(futures):
-            finished(*futures[future], future.result())
+            for (step, seed), outcome in zip(futures[future], future.result()):
+                finished(step, seed, outcome)
     except BaseException:
         for process in list(getattr(pool, "_processes", {}).values()):
             process.terminate()

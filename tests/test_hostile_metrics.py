@@ -441,6 +441,7 @@ USUAL = {
     "textvqa": (st.fixed_dictionaries({"answers": st.lists(words, min_size=10, max_size=10)}), words),
     "anls": (st.fixed_dictionaries({"answers": st.lists(words, min_size=1, max_size=3)}), words),
     "wups": (st.fixed_dictionaries({"answer": words}), words),
+    "copy-rate": (st.fixed_dictionaries({"answers": st.lists(words, max_size=4)}), words),
     "mse": (st.fixed_dictionaries({"answer": st.integers(0, 12)}), st.floats(-3, 14)),
     "accuracy": (
         st.fixed_dictionaries({"answer": st.one_of(words, st.integers(0, 4))}),

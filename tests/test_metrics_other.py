@@ -1,4 +1,7 @@
-"""MSE (TGIF-QA Count), exact-match accuracy, retrieval recall (ALBEF) and grounding (ALBEF)."""
+"""MSE (TGIF-QA Count), exact-match accuracy, retrieval recall (ALBEF), grounding (ALBEF) and the copy rate
+(SA-M4C Sec. 6)."""
+
+import json
 
 import numpy as np
 import pytest
@@ -6,11 +9,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from repro.errors import ReproError
-from repro.metrics import accuracy, get, grounding, mse, retrieval
+from repro.metrics import accuracy, copy_rate, get, grounding, mse, retrieval
 
 
 def test_registry():
     assert get("recall") is retrieval
+    assert get("copy-rate") is copy_rate
     with pytest.raises(ReproError, match="unknown metric"):
         get("bleu")
 
@@ -114,3 +118,25 @@ def test_box_selection_and_stale_box():
     chosen = grounding.select_boxes([heat, np.zeros((20, 20))], [dets, dets], alpha=0.5)
     assert chosen == [[10, 10, 10, 10], [10, 10, 10, 10]]  # second map scores nothing: previous box kept
     assert grounding.select_boxes([np.zeros((5, 5))], [[[0, 0, 2, 2]]]) == [None]
+
+
+# --- copy rate -------------------------------------------------------------------------------------
+
+
+def test_copy_rate_hand_computed_from_answers_and_ocr_tokens(tmp_path):
+    from repro.metrics.files import evaluate_files
+
+    ocr = {1: ["STOP", "kivo"], 2: ["kivo"], 3: ["main", "street"], 4: [], 5: ["exit"]}
+    answers = {1: "stop", 2: "red", 3: "main street", 4: "yes", 5: ""}
+    # copied: 1 (case-insensitive), 3 (every word an OCR token); not: 2, 4 (no tokens), 5 (empty) -> 2 of 5
+    direct = copy_rate.evaluate_answers(list(answers.values()), list(ocr.values()), list(answers))
+    assert direct.aggregate == {"count": 2, "answered": 5, "rate": 40.0}
+    assert direct.per_item == {1: 100.0, 2: 0.0, 3: 100.0, 4: 0.0, 5: 0.0}
+    gold = tmp_path / "ocr.json"
+    gold.write_text(json.dumps([{"question_id": q, "answers": t} for q, t in ocr.items()]))
+    preds = tmp_path / "answers.json"
+    preds.write_text(json.dumps([{"question_id": q, "answer": a} for q, a in answers.items()]))
+    assert evaluate_files("copy-rate", gold, preds).aggregate == direct.aggregate
+    preds.write_text(json.dumps([{"question_id": q, "answer": 7} for q in answers]))
+    with pytest.raises(ReproError, match="answers.json.*not a string"):
+        evaluate_files("copy-rate", gold, preds)

@@ -89,3 +89,37 @@ def test_the_fingerprint_catches_a_wrong_learning_rate_schedule(synthetic_data, 
     spec = _only(resolve("table5-ablation", EXPERIMENTS), "MCAN")
     [check] = fingerprint.check(spec, "synthetic", root=RESULTS)
     assert not check.ok and check.worst > 10 * check.tolerance
+
+
+# --- sa-m4c: Tables 1 and 2 at the synthetic scale ------------------------------------------------
+
+SA_M4C_SYNTHETIC = {  # spec -> the rows run at the synthetic scale (Table 1: its SA-M4C vs M4C pair)
+    "sa-m4c-table2-ablations": None,
+    "sa-m4c-table1-textvqa": {"8 M4C†", "11 SA-M4C (ours)"},
+}
+
+
+def test_committed_sa_m4c_synthetic_tables_have_their_rows_and_the_specs_seeds():
+    for ident, rows in SA_M4C_SYNTHETIC.items():
+        spec = resolve(ident, EXPERIMENTS)
+        stored = read_results(spec, scale="synthetic", root=RESULTS)
+        assert {name for (name, _) in stored} == (rows or {r.name for r in spec.runnable_rows})
+        for result in stored.values():
+            assert result.seeds == spec.scales["synthetic"]["seeds"] and len(result.extra["per_seed"]) == 3
+            assert {"spatial", "control"} <= set(result.extra["per_question_kind"][0])
+
+
+def test_sa_m4c_reproduces_its_stored_fingerprint_and_it_catches_a_random_graph(synthetic_data):
+    """SA-M4C's row (M4C's is checked by `repro check --rerun` alike); then SA-M4C fed M4C-Random's graph in
+    place of the spatial one: the same steps, other losses."""
+    spec = _only(resolve("sa-m4c-table2-ablations", EXPERIMENTS), "7 SA-M4C (ours)")
+    predictions = RESULTS / spec.paper / spec.id / "predictions" / "7_SA-M4C_ours.synthetic.seed0.test.json"
+    stored = predictions.read_bytes()
+    [check] = fingerprint.check(spec, "synthetic", root=RESULTS)
+    assert check.ok, check.worst
+    assert predictions.read_bytes() == stored  # the short rerun leaves the committed test predictions alone
+    row = spec.row("7 SA-M4C (ours)")
+    random_graph = dataclasses.replace(row, config=row.config.model_copy(update={"graph": "random"}))
+    spec = dataclasses.replace(spec, rows=tuple(random_graph if r.name == row.name else r for r in spec.rows))
+    [check] = fingerprint.check(spec, "synthetic", root=RESULTS)
+    assert not check.ok and check.worst > 3 * check.tolerance

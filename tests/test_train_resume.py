@@ -89,8 +89,12 @@ def test_resume_of_a_finished_run_trains_nothing_more(tmp_path, recipe):
     model = new_model()
     fit(model, data, recipe.replace(epochs=1), tmp_path, progress=False)
     weights = {k: v.clone() for k, v in model.state_dict().items()}
+    first = json.loads((tmp_path / "state.json").read_text())
     state = fit(model, data, recipe.replace(epochs=1), tmp_path, resume=True, progress=False)
     assert state.step == 1 and all(torch.equal(weights[k], v) for k, v in model.state_dict().items())
+    # what the record keeps of training is the same as the uninterrupted run's, the final loss included
+    assert state.summary() == {k: first[k] for k in ("final_loss", "global_batch")} | {"steps": 1, "gpus": 0}
+    assert state.final_loss is not None
 
 
 def test_resume_with_a_different_batch_is_refused(tmp_path, recipe):

@@ -13,7 +13,7 @@ the `arch:` values it can build and run so far:
       the outputs that are decoded into answers (passed to `repro.train.predict`)
   run_row(ctx: RunContext) -> RowRun
       train and evaluate one (row, seed): data -> fit -> predict -> metrics -> test-set files
-  describe(config) -> list[ModelInfo]
+  describe(config[, spec]) -> list[ModelInfo]
       what a row trains, without data: one entry per model (a multi-task row trains several)
   gpu_hours(config) -> float | None
       paper-scale GPU-hours of one training run, for --dry-run
@@ -37,12 +37,16 @@ Optionally:
       `repro run --dry-run` at paper scale
   data_notes(spec) -> list[str]
       what the paper scale reads beyond the catalog downloads (e.g. the user's images)
+  resources(config, scale) -> Resources
+      what one (row, seed) unit asks a cluster for (`repro run --launcher slurm`); without it,
+      `default_resources(scale, gpu_hours(config))`: one GPU at paper scale, CPUs at the others
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import math
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -75,6 +79,27 @@ class GeneratorSettings:
     def key(self) -> str:
         blob = json.dumps(asdict(self), sort_keys=True).encode()
         return hashlib.sha256(blob).hexdigest()[:12]
+
+
+@dataclass(frozen=True)
+class Resources:
+    """What one (row, seed) unit asks a cluster for: one job of `repro run --launcher slurm`, on one node."""
+
+    gpus: int = 1  # more than one: the unit runs under torchrun, one process per GPU
+    cpus: int = 8  # per job (data loading and the main process)
+    mem_gb: int = 64
+    hours: float = 24.0  # expected wall time of the whole unit; jobs longer than a partition allows requeue
+
+    def describe(self) -> str:
+        return f"{self.gpus} GPU(s), {self.cpus} CPUs, {self.mem_gb} GB, ~{self.hours:g} h"
+
+
+def default_resources(scale: str, gpu_hours: float | None) -> Resources:
+    """One GPU at paper scale for the family's GPU-hours with a quarter to spare (a day when unknown); two
+    CPUs and a few GB for an hour at the generated scales."""
+    if scale != "paper":
+        return Resources(gpus=0, cpus=2, mem_gb=4, hours=1.0)
+    return Resources(hours=24.0 if gpu_hours is None else max(1.0, math.ceil(1.25 * gpu_hours)))
 
 
 @dataclass(frozen=True)

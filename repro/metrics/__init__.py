@@ -23,6 +23,7 @@ REGISTRY = {
     "gqa": "repro.metrics.gqa",
     "recall": "repro.metrics.retrieval",
     "grounding": "repro.metrics.grounding",
+    "copy-rate": "repro.metrics.copy_rate",
 }
 
 # The reference versions a metric can follow (`--variant`); the first is the default.

@@ -12,7 +12,8 @@ What each metric accepts (anything else is a ReproError naming the file and the 
 * gqa: a GQA questions file; predictions that are strings (anything else scores 0, as in eval.py);
 * recall: ranked lists of string or integer ids;
 * grounding: gold boxes [x, y, w, h] of four finite numbers with w > 0 and h > 0; a predicted box
-  the same, or null (no box: a miss, as ALBEF scores a reference it chose no box for).
+  the same, or null (no box: a miss, as ALBEF scores a reference it chose no box for);
+* copy-rate: each question's OCR tokens as its answers (strings); predictions that are strings.
 """
 
 from __future__ import annotations
@@ -204,4 +205,7 @@ def score(
             if box is not None:
                 check_box(box, f"{where}: reference {shown(qid)}: the predicted box")
         return module.evaluate(gold.values, preds, f.get("split"), gold.ids)
+    if metric == "copy-rate":
+        _strings(preds, metric, gold.ids, "the prediction", where)
+        return module.evaluate_answers(preds, _answer_lists(gold, metric), gold.ids)
     raise ReproError(f"no file reader for metric {metric!r}")  # pragma: no cover

@@ -244,7 +244,7 @@ def fit(
     sampler = dist_utils.sampler(train_dataset, env, seed=recipe.seed)
     steps_per_epoch = math.ceil(len(sampler) / local_batch)
 
-    start_epoch, start_step_in_epoch, step, resumed_from = 0, 0, 0, None
+    start_epoch, start_step_in_epoch, step, resumed_from, resumed_loss = 0, 0, 0, None, None
     if resume and ckpt_path.exists():
         state = ckpt.load_checkpoint(ckpt_path, map_location=dev)
         saved = state["extra"]
@@ -257,6 +257,7 @@ def fit(
         ckpt.restore(state, model=model, optimizer=optimizer, scaler=scaler)
         start_epoch, start_step_in_epoch, step = state["epoch"], state["step_in_epoch"], state["step"]
         resumed_from = {"epoch": start_epoch, "step": step}
+        resumed_loss = saved.get("last_loss")  # a run resumed after its last step still reports its final loss
         if env.is_main:
             _rewrite_log(log_path, step)
     else:
@@ -276,7 +277,7 @@ def fit(
         "recipe": recipe.name,
     }
     flag = _StopFlag()
-    last_loss: float | None = None
+    last_loss: float | None = resumed_loss
     samples = step * recipe.batch_size
     total_steps = steps_per_epoch * recipe.epochs
 
@@ -361,7 +362,7 @@ def fit(
                             epoch=epoch,
                             step=step,
                             step_in_epoch=i + 1,
-                            extra=extra,
+                            extra={**extra, "last_loss": last_loss},
                         )
                     dist_utils.barrier(env)
                     name = signal.Signals(flag.signal).name if flag.signal else "a signal on another rank"
@@ -382,7 +383,7 @@ def fit(
                     epoch=epoch + 1,
                     step=step,
                     step_in_epoch=0,
-                    extra=extra,
+                    extra={**extra, "last_loss": last_loss},
                 )
             dist_utils.barrier(env)
             if flag.signal is not None:  # arrived while the epoch's checkpoint was being written

@@ -44,14 +44,20 @@ def pre_caption(caption: str, max_words: int = 30) -> str:
     return " ".join(words[:max_words])
 
 
-def read_annotations(path: Path, kind: str) -> list[dict[str, Any]]:
-    """One ALBEF json file, checked for its layout (`pretrain`, `train` or `test`)."""
+def read_entries(path: Path) -> list[Any]:
+    """An ALBEF json annotation file: a non-empty list (its entries unchecked)."""
     try:
         entries = json.loads(Path(path).read_text())
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ReproError(f"{path}: not a readable ALBEF annotation file ({exc})") from None
     if not isinstance(entries, list) or not entries:
         raise ReproError(f"{path}: an ALBEF annotation file is a non-empty list of entries")
+    return entries
+
+
+def read_annotations(path: Path, kind: str) -> list[dict[str, Any]]:
+    """One ALBEF json file, checked for its layout (`pretrain`, `train` or `test`)."""
+    entries = read_entries(path)
     for i, entry in enumerate(entries):
         caption = entry.get("caption") if isinstance(entry, dict) else None
         ok = isinstance(entry, dict) and isinstance(entry.get("image"), str)
@@ -194,14 +200,17 @@ class Collate:
     def __init__(self, tok, max_tokens: int) -> None:
         self.tok, self.max_tokens = tok, max_tokens
 
-    def __call__(self, items: list[dict[str, Any]]) -> dict[str, torch.Tensor]:
-        text = self.tok(
+    def tokenize(self, items: list[dict[str, Any]]):
+        return self.tok(
             [it["caption"] for it in items],
             padding="longest",
             truncation=True,
             max_length=self.max_tokens,
             return_tensors="pt",
         )
+
+    def __call__(self, items: list[dict[str, Any]]) -> dict[str, torch.Tensor]:
+        text = self.tokenize(items)
         return {
             "image": torch.stack([it["image"] for it in items]),
             "input_ids": text["input_ids"],

@@ -22,7 +22,7 @@ from repro.errors import ReproError
 from repro.families import as_typed
 from repro.families.ace_rpe.config import CONFIGS, ALBEFConfig
 from repro.families.ace_rpe.synthetic import RETRIEVAL_NAMES
-from repro.families.base import ModelInfo, RowRun, RunContext
+from repro.families.base import ModelInfo, Resources, RowRun, RunContext, default_resources
 from repro.paths import data_dir
 from repro.specs import Spec
 
@@ -31,6 +31,7 @@ K_TEST = {"flickr30k": 128, "coco-retrieval": 256}  # ALBEF's configs/Retrieval_
 FINETUNE_RECIPES = {"flickr30k": "ace-rpe/retrieval-flickr30k", "coco-retrieval": "ace-rpe/retrieval-coco"}
 PRETRAIN_RECIPE = "ace-rpe/pretrain"
 SUPPORTS_LIMIT = True  # repro run --limit N: the first N entries of each ALBEF json file at paper scale
+TASK_OF_DATASET = {"vqa2": "vqa", "snli-ve": "snli-ve", "nlvr2": "nlvr2"}  # spec dataset -> downstream model
 
 
 # --- model --------------------------------------------------------------------------------------
@@ -59,11 +60,15 @@ def paper_sizes(config: ALBEFConfig | None = None) -> dict[str, Any]:
 
 
 def build_model(config: ALBEFConfig | dict, sizes: dict | None = None, task: str | None = None) -> nn.Module:
-    """The ALBEF model of a row for `task` (retrieval unless the config or caller says pretrain)."""
+    """The ALBEF model of a row for `task` (retrieval unless the config or caller says otherwise);
+    grounding uses the retrieval model (ITC + ITM), the downstream tasks `heads.TaskALBEF`."""
+    from repro.families.ace_rpe.heads import TASKS
+
     config = as_config(config)
     task = task or config.task or "retrieval"
-    if task not in ("retrieval", "pretrain"):
-        raise ReproError(f"ace-rpe: the {task} head is not implemented yet (retrieval and pretrain are)")
+    task = "retrieval" if task == "grounding" else task
+    if task not in ("retrieval", "pretrain", *TASKS):
+        raise ReproError(f"ace-rpe: no {task} model (retrieval, pretrain, grounding, {', '.join(TASKS)})")
     full = paper_sizes(config)
     for key, value in (sizes or {}).items():
         if key not in full:
@@ -75,6 +80,10 @@ def build_model(config: ALBEFConfig | dict, sizes: dict | None = None, task: str
         )
     if full["image_size"] % full["patch_size"]:
         raise ReproError(f"image_size {full['image_size']} is not a multiple of patch_size {full['patch_size']}")
+    if task in TASKS:
+        from repro.families.ace_rpe.heads import TaskALBEF
+
+        return TaskALBEF(config, full, task)
     from repro.families.ace_rpe.model import ALBEF
 
     model = ALBEF(config, full, task)
@@ -94,32 +103,44 @@ def parts(model: nn.Module) -> list[tuple[str, int]]:
         ("text_encoder", trainable(model.text_encoder)),
         ("fusion", trainable(model.fusion) - position),
         ("position_embedding", position),
-        ("vision_proj", trainable(model.vision_proj)),
-        ("text_proj", trainable(model.text_proj)),
-        ("itm_head", trainable(model.itm_head)),
-        ("temp", 1),
     ]
-    return out
+    heads = ("vision_proj", "text_proj", "itm_head", "text_decoder", "cls_head", "ta_head")
+    out += [(name, trainable(getattr(model, name))) for name in heads if hasattr(model, name)]
+    return out + ([("temp", 1)] if hasattr(model, "temp") else [])
 
 
-def describe(config: ALBEFConfig | dict) -> list[ModelInfo]:
-    """The retrieval model at ALBEF's sizes (384 x 384), counted without allocating its weights."""
+def spec_tasks(spec: Spec | None) -> list[str]:
+    """The models a spec's columns fine-tune, in column order: retrieval (recall columns), grounding
+    (the retrieval model, fine-tuned on RefCOCO+), vqa, snli-ve, nlvr2."""
+    if spec is None:
+        return ["retrieval"]
+    tasks = [
+        "grounding" if c.metric == "grounding" else TASK_OF_DATASET.get(c.dataset or "", "retrieval")
+        for c in spec.columns
+        if c.metric != "flops"
+    ]
+    return list(dict.fromkeys(tasks)) or ["retrieval"]
+
+
+def describe(config: ALBEFConfig | dict, spec: Spec | None = None) -> list[ModelInfo]:
+    """The model of each task of the spec's columns (retrieval without a spec) at ALBEF's sizes
+    (384 x 384), counted on the meta device (no weights allocated)."""
     config = as_config(config)
-    from repro.families.ace_rpe.model import ALBEF
-
-    with torch.device("meta"):
-        model = ALBEF(config, paper_sizes(config), "retrieval")
-    trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
-    return [
-        ModelInfo(
-            name=f"albef-{config.position_embedding}",
-            task="retrieval",
-            trainable_params=trainable,
-            total_params=sum(p.numel() for p in model.parameters()),
-            flops_per_sample=None,
-            modules=parts(model),
+    out = []
+    for task in spec_tasks(spec):
+        with torch.device("meta"):
+            model = build_model(config, task=task)
+        out.append(
+            ModelInfo(
+                name=f"albef-{config.position_embedding}" + ("" if task == "retrieval" else f"-{task}"),
+                task=task,
+                trainable_params=sum(p.numel() for p in model.parameters() if p.requires_grad),
+                total_params=sum(p.numel() for p in model.parameters()),
+                flops_per_sample=None,
+                modules=parts(model),
+            )
         )
-    ]
+    return out
 
 
 def stages(config: ALBEFConfig | dict, spec: Spec) -> list[tuple[str, str, float | None]]:
@@ -145,6 +166,15 @@ def stages(config: ALBEFConfig | dict, spec: Spec) -> list[tuple[str, str, float
         flops = recipe.epochs * cost.PAIRS[dataset] * cost.finetune_flops_per_pair(sizes)
         what = f"{recipe.name}: {recipe.epochs} epochs, batch {recipe.batch_size}, 384 px; test k = {K_TEST[dataset]}"
         out.append((f"fine-tune {dataset}", what, cost.gpu_hours(flops)))
+    from repro.families.ace_rpe.tasks import RECIPES
+
+    for task in spec_tasks(spec):  # the downstream heads: no estimate (cost.py models ITC + ITM passes only)
+        if task == "retrieval":
+            continue
+        for name in (["nlvr2-assign"] if task == "nlvr2" else []) + [task]:
+            recipe = load_recipe(RECIPES[name])
+            what = f"{recipe.name}: {recipe.epochs} epochs, batch {recipe.batch_size}"
+            out.append((f"fine-tune {name}", what, None))
     return out
 
 
@@ -157,6 +187,15 @@ def gpu_hours(config: ALBEFConfig | dict) -> float | None:
     flops = 30 * cost.PAIRS[config.pretrain] * cost.pretrain_flops_per_pair(sizes, config.mim_loss)
     flops += (10 * cost.PAIRS["flickr30k"] + 5 * cost.PAIRS["coco-retrieval"]) * cost.finetune_flops_per_pair(sizes)
     return cost.gpu_hours(flops)
+
+
+def resources(config: ALBEFConfig | dict, scale: str) -> Resources:
+    """Paper scale: one node of 8 A100s, as the paper pre-trains (Sec. 4.1: batch 512 on 8 NVIDIA A100),
+    for the unit's GPU-hours spread over them with a quarter to spare."""
+    if scale != "paper":
+        return default_resources(scale, None)
+    hours = gpu_hours(config)
+    return Resources(gpus=8, cpus=64, mem_gb=512, hours=24.0 if hours is None else max(1.0, round(1.25 * hours / 8)))
 
 
 def data_notes(spec: Spec) -> list[str]:
@@ -176,7 +215,9 @@ def data_notes(spec: Spec) -> list[str]:
 
 
 def submission_target(spec: Spec) -> str | None:
-    return None  # Flickr30K and COCO test captions are public: scored locally
+    """VQA v2 test-dev for the VQA columns (the file answers all of test2015, test-std too); the other
+    test sets (Flickr30K, COCO, SNLI-VE, NLVR2 test-P, RefCOCO+) are public: scored locally."""
+    return "vqa2-test-dev" if "vqa2" in spec.datasets else None
 
 
 # --- training and prediction steps ---------------------------------------------------------------
@@ -276,7 +317,26 @@ def prepare_data(spec: Spec, scale: str, settings: dict[str, Any]) -> dict[str, 
 
     root = synthetic_root(settings)
     generate(root, GeneratorConfig.from_mapping(settings.get("generator")))
-    return {"root": root}
+    if not has_tasks(spec):
+        return {"root": root}
+    from repro.families.ace_rpe.synthetic_tasks import TaskGeneratorConfig, generate_tasks
+
+    tasks = tasks_root(settings)
+    generate_tasks(tasks, TaskGeneratorConfig.from_mapping(settings.get("task_generator")))
+    return {"root": root, "tasks": tasks}
+
+
+def has_tasks(spec: Spec) -> bool:
+    """Whether the spec has downstream columns (VQA, SNLI-VE, NLVR2, grounding: `tasks.py`)."""
+    return any(c.dataset in TASK_OF_DATASET or c.metric == "grounding" for c in spec.columns)
+
+
+def tasks_root(settings: dict[str, Any]) -> Path:
+    """The generated downstream data (`synthetic_tasks.py`), a folder apart from the retrieval data."""
+    from repro.families.ace_rpe.synthetic_tasks import TaskGeneratorConfig
+
+    cfg = TaskGeneratorConfig.from_mapping(settings.get("task_generator"))
+    return data_dir() / "synthetic" / f"albef-tasks-{cfg.key()}"
 
 
 # --- retrieval evaluation (ALBEF's Retrieval.py evaluation()) ----------------------------------------
@@ -404,11 +464,15 @@ def run_row(ctx: RunContext) -> RowRun:
 
     settings = ctx.settings
     datasets = recall_datasets(ctx.spec)
+    data: dict[str, Path] = {}
     if ctx.scale == "paper":
         sources = paper_sources(as_config(ctx.config), datasets)
+        vocab = sources.vocab
     else:
-        sources = synthetic_sources(prepare_data(ctx.spec, ctx.scale, settings)["root"], datasets)
-    tok = tokenizer(sources.vocab)
+        data = prepare_data(ctx.spec, ctx.scale, settings)
+        sources = synthetic_sources(data["root"], datasets)
+        vocab = data.get("tasks", data["root"]) / "vocab"  # the tasks' vocabulary holds the captions' words too
+    tok = tokenizer(vocab)
     sizes = {
         **settings.get("sizes", {}),
         "vocab_size": len(tok),
@@ -480,4 +544,13 @@ def run_row(ctx: RunContext) -> RowRun:
                 metrics[col.name] = float(result.aggregate[col.key.replace("@mean", "_mean")])
         del model
     split = "test" if ctx.scale == "paper" else "test (generated)"
-    return RowRun(metrics=metrics, split=split, training=training, extra=extra)
+    run = RowRun(metrics=metrics, split=split, training=training, extra=extra)
+    if "tasks" in data:
+        from repro.families.ace_rpe.tasks import run_tasks
+
+        done = run_tasks(ctx, data["tasks"], data["root"], weights, sizes, tok, size, max_tokens)
+        run.metrics.update(done["metrics"])
+        run.training.update(done["training"])
+        run.extra.update(done["extra"])
+        run.predictions += done["predictions"]
+    return run

@@ -5,7 +5,10 @@ ALBEF's layouts:
   `text_encoder.cls.predictions.*` (BertForMaskedLM, 12 layers, 6-11 with cross-attention), the
   timm-style ViT `visual_encoder.*`, the projections, `temp`, `itm_head`, momentum copies `*_m`,
   `image_queue`, `text_queue`, `queue_ptr`;
-- retrieval (fine-tuned `flickr30k.pth`, `mscoco.pth`): `text_encoder.*` (BertModel) and `idx_queue`.
+- retrieval (fine-tuned `flickr30k.pth`, `mscoco.pth`): `text_encoder.*` (BertModel) and `idx_queue`;
+- VQA / SNLI-VE / NLVR2 / grounding (fine-tuned `vqa.pth`, `ve.pth`, `nlvr.pth`, `refcoco.pth`):
+  `text_encoder.*` (NLVR2: 18 layers, 6-17 the paired fusion layers), VQA's `text_decoder[_m].bert.*`
+  and `.cls.*` (BertLMHeadModel: the names transformers uses), `cls_head[_m].*`.
 
 The map, ALBEF -> here:
 - `text_encoder[_m][.bert].encoder.layer.i` -> `text_encoder[_m].encoder.layer.i` for i < text layers,
@@ -19,7 +22,8 @@ The map, ALBEF -> here:
   `patch_embed.proj` -> `embeddings.patch_embeddings.projection`; `blocks.i.norm1/norm2` ->
   `layers.i.layernorm_before/after`; `blocks.i.attn.qkv` split in three -> `q_proj`, `k_proj`,
   `v_proj`; `attn.proj` -> `o_proj`; `mlp.*` kept; `norm` -> `layernorm`;
-- everything else (`vision_proj`, `text_proj`, `temp`, `itm_head`, the queues) by the same name.
+- `text_decoder[_m].*` by the same name, its `embeddings.position_ids` buffer dropped;
+- everything else (`vision_proj`, `text_proj`, `temp`, `itm_head`, `cls_head`, the queues) by the same name.
 
 Keys of ours that ALBEF has not (the position embeddings, the MIM head and mask token, `idx_queue`
 from a pre-training checkpoint) keep their initial values and are reported as `new`.
@@ -52,7 +56,7 @@ _VIT_TOP = {
     "norm.weight": "layernorm.weight",
     "norm.bias": "layernorm.bias",
 }
-SAME_NAME = ("vision_proj", "text_proj", "vision_proj_m", "text_proj_m", "itm_head", "temp")
+SAME_NAME = ("vision_proj", "text_proj", "vision_proj_m", "text_proj_m", "itm_head", "temp", "cls_head", "cls_head_m")
 QUEUES = ("image_queue", "text_queue", "idx_queue", "queue_ptr")
 
 
@@ -126,6 +130,11 @@ def convert(albef: dict[str, torch.Tensor], ours: dict[str, torch.Tensor], text_
                 dropped.append(key)  # a retrieval model has no MLM head (ALBEF's Retrieval.py ignores it)
             else:
                 out[target] = value
+        elif head in ("text_decoder", "text_decoder_m"):  # VQA's answer decoder: transformers' names already
+            if key.endswith("embeddings.position_ids"):
+                dropped.append(key)
+            else:
+                out[key] = value
         elif head in SAME_NAME or key in QUEUES:
             out[key] = value
         else:

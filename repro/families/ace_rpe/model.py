@@ -120,6 +120,11 @@ def fusion_layer(layer, hidden, self_mask, image, position, injection, index):
         if bias is not None:
             logits = logits + bias
     probs = F.softmax(logits * ca.scaling, dim=-1)
+    if (
+        getattr(ca, "save_attention", False) and probs.requires_grad
+    ):  # Grad-CAM (grounding) reads the map and its gradient
+        ca.attention_map = probs
+        probs.retain_grad()
     out = ca.dropout(probs) @ v
     if position is not None:
         extra = position.value_add(injection, index, probs)  # Eq. 12

@@ -306,28 +306,74 @@ def _need_wordnet() -> None:
 
 
 def run_row(ctx: RunContext) -> RowRun:
-    from repro.data.store import FeatureStore
-    from repro.datasets.vqa_dataset import VQADataset
-    from repro.train import fit, load_recipe
+    from repro.train import fit
     from repro.train.trainer import seed_everything
 
     data = prepare_data(ctx.spec, ctx.scale, ctx.settings)
     if not ctx.generated or "server" in data:
         return _run_release(ctx, data)
-    sizes = ctx.settings.get("sizes")
-    train = _questions(
-        ctx.config, VQADataset(data["prepared"], "train", FeatureStore.open(data["train_features"])), sizes
-    )
-    val = _questions(ctx.config, VQADataset(data["prepared"], "val", FeatureStore.open(data["val_features"])), sizes)
-
-    recipe = load_recipe(ctx.spec.recipe).replace(
-        **{**ctx.settings.get("recipe", {}), "seed": ctx.seed, "train_splits": ("train",)}
-    )
+    train, val = _generated_splits(ctx, data)
+    recipe = _generated_recipe(ctx)
     seed_everything(ctx.seed)
     model = build_model(ctx.config, train.num_tokens, train.num_answers, sizes=ctx.settings.get("sizes"))
     state = fit(
         model, train, recipe, ctx.workdir, loss_step=loss_step(recipe.loss), resume=ctx.resume, progress=ctx.progress
     )
+    return _generated_run(ctx, model, state, train, val, data, recipe)
+
+
+def run_ensemble(ctxs: list[RunContext]) -> list[RowRun]:
+    """A row's seeds trained together (`repro.train.ensemble`) on the synthetic scenes, each scored as `run_row`
+    scores it; `ensemble: true` in a generated scale's settings."""
+    from repro.train.ensemble import fit_ensemble
+    from repro.train.trainer import seed_everything
+
+    ctx = ctxs[0]
+    if not isinstance(as_config(ctx.config), McanConfig):
+        raise ReproError(f"row {ctx.row.name!r}: only MCAN rows train their seeds together; remove `ensemble: true`")
+    data = prepare_data(ctx.spec, ctx.scale, ctx.settings)
+    if not ctx.generated or "server" in data:
+        raise ReproError(f"{ctx.spec.id}: seeds are trained together on the synthetic scenes, not on release files")
+    train, val = _generated_splits(ctx, data)
+    recipes = [_generated_recipe(c) for c in ctxs]
+    models = []
+    for c in ctxs:
+        seed_everything(c.seed)  # each seed's initial weights, as in its lone run
+        models.append(build_model(c.config, train.num_tokens, train.num_answers, sizes=c.settings.get("sizes")))
+    states = fit_ensemble(
+        models,
+        train,
+        recipes,
+        [c.workdir for c in ctxs],
+        loss_step=loss_step(recipes[0].loss),
+        resume=ctx.resume,
+        progress=ctx.progress,
+    )
+    return [_generated_run(*unit, train, val, data, r) for unit, r in zip(zip(ctxs, models, states), recipes)]
+
+
+def _generated_splits(ctx: RunContext, data: dict[str, Any]):
+    from repro.data.store import FeatureStore
+    from repro.datasets.vqa_dataset import VQADataset
+
+    sizes = ctx.settings.get("sizes")
+    train = _questions(
+        ctx.config, VQADataset(data["prepared"], "train", FeatureStore.open(data["train_features"])), sizes
+    )
+    val = _questions(ctx.config, VQADataset(data["prepared"], "val", FeatureStore.open(data["val_features"])), sizes)
+    return train, val
+
+
+def _generated_recipe(ctx: RunContext):
+    from repro.train import load_recipe
+
+    return load_recipe(ctx.spec.recipe).replace(
+        **{**ctx.settings.get("recipe", {}), "seed": ctx.seed, "train_splits": ("train",)}
+    )
+
+
+def _generated_run(ctx: RunContext, model, state, train, val, data: dict[str, Any], recipe) -> RowRun:
+    """A unit trained on the synthetic scenes, scored on their val split."""
     result = _score(model, val, train.answer_vocab, _annotations(data["val_annotations"]), recipe, ctx.progress)
     return RowRun(
         metrics=_columns(ctx.spec, {None: result.aggregate}),

@@ -326,12 +326,24 @@ def run_row(ctx: RunContext) -> RowRun:
     baseline = None if config.arch == "m4c" else (lambda: _baseline_scores(ctx, sets, vocab, sizes, bert))
     metrics = _columns(ctx, sets["val"], scores, baseline)
     run = RowRun(metrics=metrics, split="val", training=state.summary())
+    by_kind = _per_kind(sets["val"], scores)
+    if by_kind:
+        run.extra["per_question_kind"] = by_kind
     test = _answers(model, sets["test"], config.beam, recipe, ctx.progress)
     run.predictions.append(str(_write_test_predictions(ctx, test)))
     return run
 
 
 VAL_SCORES = "val_scores.json"
+
+
+def _per_kind(val, scores: dict[int, dict[str, Any]]) -> dict[str, float]:
+    """Accuracy per kind of generated question (spatial, control); empty for real data, which has no kinds."""
+    kinds: dict[str, list[float]] = {}
+    for q in val.questions:
+        if "question_kind" in q:
+            kinds.setdefault(str(q["question_kind"]), []).append(scores[q["question_id"]]["score"])
+    return {kind: sum(v) / len(v) for kind, v in sorted(kinds.items())}
 
 
 def _write_test_predictions(ctx: RunContext, answers: dict[int, tuple[str, bool]]) -> Path:
@@ -341,7 +353,8 @@ def _write_test_predictions(ctx: RunContext, answers: dict[int, tuple[str, bool]
     from repro.utils import write_json_atomic
 
     spec = ctx.spec
-    out = results_dir() / spec.paper / spec.id / "predictions" / f"{ctx.row.slug}.{ctx.scale}.seed{ctx.seed}.test.json"
+    name = f"{ctx.row.slug}.{ctx.scale}.seed{ctx.seed}.test.json"
+    out = (ctx.results_root or results_dir()) / spec.paper / spec.id / "predictions" / name  # a variant's own folder
     write_json_atomic(out, [{"question_id": q, "answer": a} for q, (a, _) in sorted(answers.items())])
     return out
 

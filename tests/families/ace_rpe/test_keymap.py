@@ -219,3 +219,57 @@ def test_checkpoint_files_as_albef_saves_them(tmp_path):
     (tmp_path / "bad.pth").write_bytes(b"not a checkpoint")
     with pytest.raises(ReproError, match="not a readable PyTorch checkpoint"):
         read_checkpoint(tmp_path / "bad.pth")
+
+
+def _albef_task_state(task: str, grid: int) -> dict[str, torch.Tensor]:
+    """ALBEF's fine-tuned VQA (`model_vqa.py`), SNLI-VE (`model_ve.py`) or NLVR2 (`model_nlvr.py`) layout:
+    ViT, BertModel and the head (VQA: a BertLMHeadModel, every layer cross-attending; else `cls_head`)."""
+    torch.manual_seed(2)
+    state = {}
+    for m in ("", "_m"):
+        state.update(_vit(f"visual_encoder{m}", grid))
+        state.update(_bert(f"text_encoder{m}"))
+        if task == "vqa":  # xbert's decoder layers 0..F-1 are cross-attending: the fusion part of _bert renumbered
+            tx = S["text_layers"]
+            for key, value in _bert(f"text_decoder{m}.bert").items():
+                layer = key.split("encoder.layer.")[1].split(".")[0] if "encoder.layer." in key else None
+                if layer is None:
+                    state[key] = value
+                elif int(layer) >= tx:
+                    state[key.replace(f"encoder.layer.{layer}.", f"encoder.layer.{int(layer) - tx}.")] = value
+            words = state[f"text_decoder{m}.bert.embeddings.word_embeddings.weight"]
+            state.update(_mlm(f"text_decoder{m}", words))
+        else:
+            classes = 2 if task == "nlvr2" else 3
+            state[f"cls_head{m}.0.weight"], state[f"cls_head{m}.0.bias"] = _r(D, D), _r(D)
+            state[f"cls_head{m}.2.weight"], state[f"cls_head{m}.2.bias"] = _r(classes, D), _r(classes)
+        if task == "nlvr2":  # model_nlvr.py: fusion layer k twice (6 + 2k, 6 + 2k + 1), key and value shared
+            tx, bert = S["text_layers"], f"text_encoder{m}.encoder.layer."
+            fusion = {k: v for k, v in state.items() if k.startswith(bert) and int(k[len(bert) :].split(".")[0]) >= tx}
+            for key in fusion:
+                del state[key]
+            for key, value in fusion.items():
+                k, rest = int(key[len(bert) :].split(".")[0]) - tx, key[len(bert) :].split(".", 1)[1]
+                shared = ".crossattention.self.key." in key or ".crossattention.self.value." in key
+                state[f"{bert}{tx + 2 * k}.{rest}"] = value
+                state[f"{bert}{tx + 2 * k + 1}.{rest}"] = value if shared else _r(*value.shape)
+    return state
+
+
+@pytest.mark.parametrize("task", ["vqa", "snli-ve", "nlvr2"])
+def test_fine_tuned_task_checkpoints_load_completely(task):
+    grid = S["image_size"] // S["patch_size"]
+    state = _albef_task_state(task, grid)
+    model = build_model(ALBEFConfig(arch="albef", position_embedding="none", anchor_loss=False), S, task=task)
+    report = load_albef(model, state)
+    assert report.new == [] and all(k.endswith("position_ids") for k in report.dropped)
+    key = f"text_encoder.encoder.layer.{S['text_layers']}.crossattention.self.key.weight"
+    assert torch.equal(model.fusion.layer[0].crossattention.self.key.weight, state[key])
+    if task == "nlvr2":  # layer 6 + 2k + 1 of ALBEF's 18 is the right-image copy of fusion layer k
+        key = f"text_encoder.encoder.layer.{S['text_layers'] + 3}.crossattention.self.query.weight"
+        assert torch.equal(model.fusion.layer[3].crossattention.self.query.weight, state[key])
+    elif task == "vqa":
+        decoder = model.text_decoder.bert.encoder.layer[1].crossattention.self.query.weight
+        assert torch.equal(decoder, state["text_decoder.bert.encoder.layer.1.crossattention.self.query.weight"])
+    else:
+        assert torch.equal(model.cls_head_m[2].weight, state["cls_head_m.2.weight"])

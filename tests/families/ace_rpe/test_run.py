@@ -88,10 +88,11 @@ def test_smoke_run_fills_every_retrieval_column(sandbox, runner):
     )
     assert out.exit_code == 0, out.output
     record = json.loads((sandbox / "results" / "ace-rpe" / "ace-rpe-table8-mode" / "Bias.smoke.json").read_text())
-    assert set(record["metrics"]) == {"Flickr30K TR", "Flickr30K IR", "MS-COCO TR", "MS-COCO IR"}
+    retrieval = {"Flickr30K TR", "Flickr30K IR", "MS-COCO TR", "MS-COCO IR"}
+    assert set(record["metrics"]) == retrieval | {"NLVR dev", "NLVR test"}  # NLVR2: text assignment + fine-tuning
     assert all(0 <= v <= 100 for v in record["metrics"].values())
     training = record["extra"]["train"][0]
-    assert all(training[part]["steps"] > 0 for part in ("pretrain", "flickr30k", "coco"))
+    assert all(training[part]["steps"] > 0 for part in ("pretrain", "flickr30k", "coco", "nlvr2_assign", "nlvr2"))
 
 
 def test_paper_dry_run_lists_pretraining_and_fine_tuning_with_gpu_hours(runner):

@@ -34,8 +34,16 @@ def test_smoke_rows_train_score_and_write_evalai_predictions(sa_sandbox, runner,
         record = json.loads((results / f"{name}.smoke.json").read_text())
         assert record["split"] == "val" and 0.0 <= record["metrics"]["Accu.(val)"] <= 100.0
         assert record["extra"]["train"][0]["steps"] > 0
-    # the test split's answers in the EvalAI TextVQA format, one per test question
     raw = next((sa_sandbox / "data" / "synthetic").glob("textvqa-*"))
+    # accuracy per kind of generated question: the overall one is their mean weighted by the kinds' sizes
+    val = json.loads((raw / "TextVQA_0.5.1_val.json").read_text())["data"]
+    sizes = {k: sum(q["question_kind"] == k for q in val) for k in ("spatial", "control")}
+    (by_kind,) = record["extra"]["per_question_kind"]
+    weighted = sum(by_kind[k] * n for k, n in sizes.items()) / len(val)
+    assert set(by_kind) == {k for k, n in sizes.items() if n} and weighted == pytest.approx(
+        record["metrics"]["Accu.(val)"]
+    )
+    # the test split's answers in the EvalAI TextVQA format, one per test question
     questions = raw / "TextVQA_0.5.1_test.json"
     qids = sorted(q["question_id"] for q in json.loads(questions.read_text())["data"])
     preds = results / "predictions" / "7_SA-M4C_ours.smoke.seed0.test.json"

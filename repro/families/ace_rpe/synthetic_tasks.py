@@ -1,0 +1,220 @@
+"""Generated downstream data for the ace-rpe family: part 1's shape scenes (`synthetic.py`) asked about
+in the json layouts of ALBEF's VQA, SNLI-VE, NLVR2 and RefCOCO+ files (`tasks_data.py` reads them).
+
+- VQA: "is there a red square left of a blue circle" (yes/no; the "no" questions flip a true
+  relation) and "what is left of the blue circle" (the colour and shape of the object there, an
+  answer of two words); ten annotator answers, each the true answer with probability 0.9;
+- SNLI-VE: a relational statement is entailed (true in the scene), contradicted (the two objects
+  are there, the relation is reversed) or neutral (it names an object the image does not show);
+- NLVR2: "the left image shows a red square left of a blue circle" (or the right image) over two
+  scenes, True or False;
+- grounding: "the red square left of the blue circle" names the first object; RefCOCO+'s refer
+  annotations (`refs(unc).p`, `instances.json`) give its box and split, `dets.json` the proposals
+  (every object's box, a little off, and random boxes).
+
+Files under the root (a folder of its own, so part 1's data is unchanged):
+
+  images/<task>_<split>/<n>.png|jpg     the scenes (SNLI-VE's as <id>.jpg: ALBEF appends .jpg)
+  vqa_train.json, vqa_test.json, answer_list.json, vqa_test_answers.json (the server's gold, generated only)
+  vqa2/v2_OpenEnded_mscoco_test2015_questions.json   the test2015 questions as the server lists them
+  ve_train.json, ve_dev.json, ve_test.json
+  nlvr_train.json, nlvr_dev.json, nlvr_test.json      (test = test-P)
+  refcoco+_train.json, refcoco+_val.json, refcoco+_test.json, refcoco+/dets.json, refcoco+/cocos.json,
+  refcoco+/refs(unc).p, refcoco+/instances.json
+  vocab/vocab.txt                                     part 1's words and these tasks' words
+"""
+
+from __future__ import annotations
+
+import json
+import pickle
+import random
+from dataclasses import dataclass
+from pathlib import Path
+
+from repro.errors import ReproError
+from repro.families.ace_rpe.synthetic import COLOURS, SHAPES, SPECIALS, _draw, _relation, _scene, vocabulary
+from repro.families.base import GeneratorSettings
+from repro.utils import write_json_atomic
+
+TASK_WORDS = ("is", "there", "what", "the", "left", "right", "image", "shows", "yes", "no", "of")
+TEST_DEV_SHARE = 0.5  # the first half of the generated test2015 questions form test-dev
+
+
+@dataclass(frozen=True)
+class TaskGeneratorConfig(GeneratorSettings):
+    seed: int = 0
+    image_size: int = 32
+    grid: int = 2
+    objects: int = 3  # at least 3: a neutral VE statement names a shape that is not there
+    train_items: int = 16  # training questions / pairs / statements / expressions per task
+    test_items: int = 8  # per evaluation split
+    annotators: int = 10  # VQA answers per question
+
+    def check(self) -> None:
+        if self.objects < 2 or self.objects > self.grid * self.grid:
+            raise ReproError(f"task generator: objects must be 2..grid^2 ({self.grid**2}), got {self.objects}")
+        if min(self.train_items, self.test_items, self.annotators) < 1:
+            raise ReproError("task generator: item and annotator counts must be at least 1")
+
+
+def task_vocabulary() -> list[str]:
+    return SPECIALS + sorted(set(vocabulary()[len(SPECIALS) :]) | set(TASK_WORDS))
+
+
+def answer_list() -> list[str]:
+    return ["yes", "no"] + [f"{c} {s}" for c in COLOURS for s in SHAPES]
+
+
+def _name(obj) -> str:
+    return f"{obj[0]} {obj[1]}"
+
+
+def _box(obj, cfg: TaskGeneratorConfig) -> list[float]:
+    """The object's [x, y, w, h] in pixels (the drawn shape: its cell less 15 % on each side)."""
+    cell = cfg.image_size / cfg.grid
+    return [obj[3] * cell + 0.15 * cell, obj[2] * cell + 0.15 * cell, 0.7 * cell, 0.7 * cell]
+
+
+class _Writer:
+    def __init__(self, root: Path, cfg: TaskGeneratorConfig) -> None:
+        self.root, self.cfg, self.rng = root, cfg, random.Random(cfg.seed)
+
+    def scene(self, folder: str, n: int, ext: str = "png") -> tuple[str, list]:
+        scene = _scene(self.rng, self.cfg)
+        rel = f"images/{folder}/{n}.{ext}"
+        _draw(scene, self.cfg, self.root / rel)
+        return rel, scene
+
+    def distinct_scene(self, folder: str, n: int, ext: str = "png") -> tuple[str, list]:
+        """A scene whose objects are told apart by colour and shape (a name picks one object)."""
+        while True:
+            scene = _scene(self.rng, self.cfg)
+            if len({_name(o) for o in scene}) == len(scene):
+                rel = f"images/{folder}/{n}.{ext}"
+                _draw(scene, self.cfg, self.root / rel)
+                return rel, scene
+
+    def relation(self, scene) -> tuple[tuple, str, tuple]:
+        a, b = self.rng.sample(scene, 2)
+        return a, _relation(a, b), b
+
+
+REVERSED = {"left of": "right of", "right of": "left of", "above": "below", "below": "above"}
+
+
+def _vqa(w: _Writer, split: str, count: int, first_id: int) -> list[dict]:
+    out = []
+    for n in range(count):
+        rel, scene = w.distinct_scene(f"vqa_{split}", n)
+        a, relation, b = w.relation(scene)
+        if w.rng.random() < 0.5:
+            truth = w.rng.random() < 0.5
+            said = relation if truth else REVERSED[relation]
+            question, answer = f"is there a {_name(a)} {said} a {_name(b)}", "yes" if truth else "no"
+        else:
+            question, answer = f"what is {relation} the {_name(b)}", _name(a)
+        entry = {"question_id": first_id + n, "question": question, "image": rel, "dataset": "vqa"}
+        answers = [answer if w.rng.random() < 0.9 else w.rng.choice(answer_list()) for _ in range(w.cfg.annotators)]
+        out.append({**entry, "answer": answers})
+    return out
+
+
+def _ve(w: _Writer, split: str, count: int) -> list[dict]:
+    out = []
+    for n in range(count):
+        rel, scene = w.distinct_scene(f"ve_{split}", n, "jpg")
+        a, relation, b = w.relation(scene)
+        label = ("entailment", "contradiction", "neutral")[n % 3]
+        if label == "contradiction":
+            relation = REVERSED[relation]
+        elif label == "neutral":  # an object of a colour and shape the scene does not show
+            shown = {_name(o) for o in scene}
+            a = w.rng.choice([(c, s) for c in COLOURS for s in SHAPES if f"{c} {s}" not in shown])
+        out.append({"image": rel[: -len(".jpg")], "sentence": f"a {_name(a)} {relation} a {_name(b)}", "label": label})
+    return out
+
+
+def _nlvr(w: _Writer, split: str, count: int) -> list[dict]:
+    out = []
+    for n in range(count):
+        left, right = w.scene(f"nlvr_{split}", 2 * n), w.scene(f"nlvr_{split}", 2 * n + 1)
+        side = w.rng.randrange(2)
+        truth = w.rng.random() < 0.5
+        a, relation, b = w.relation((left, right)[side][1])
+        said = relation if truth else REVERSED[relation]
+        sentence = f"the {('left', 'right')[side]} image shows a {_name(a)} {said} a {_name(b)}"
+        out.append({"images": [left[0], right[0]], "sentence": sentence, "label": "True" if truth else "False"})
+    return out
+
+
+def _grounding(w: _Writer, root: Path) -> None:
+    cfg = w.cfg
+    train, tests, refs, images, annotations, dets = [], [], [], [], [], {}
+    splits = ["train"] * cfg.train_items + [s for s in ("val", "testA", "testB") for _ in range(cfg.test_items)]
+    for ref_id, split in enumerate(splits):
+        rel, scene = w.distinct_scene("refcoco+", ref_id)
+        a, relation, b = w.relation(scene)
+        text = f"the {_name(a)} {relation} the {_name(b)}"
+        image_id = ann_id = ref_id
+        images.append({"id": image_id, "file_name": rel, "width": cfg.image_size, "height": cfg.image_size})
+        annotations.append({"id": ann_id, "image_id": image_id, "bbox": _box(a, cfg), "category_id": 1})
+        refs.append(
+            {"ref_id": ref_id, "ann_id": ann_id, "image_id": image_id, "split": split, "sentences": [{"sent": text}]}
+        )
+        proposals = []
+        for obj in scene:
+            x, y, bw, bh = _box(obj, cfg)
+            jitter = [w.rng.uniform(-1, 1) for _ in range(2)]
+            proposals.append([max(0.0, x + jitter[0]), max(0.0, y + jitter[1]), bw, bh, 0.9])
+        for _ in range(2):
+            bw, bh = (w.rng.uniform(0.2, 0.6) * cfg.image_size for _ in range(2))
+            x, y = w.rng.uniform(0, cfg.image_size - bw), w.rng.uniform(0, cfg.image_size - bh)
+            proposals.append([x, y, bw, bh, 0.3])
+        dets[str(image_id)] = proposals
+        entry = {"image": rel, "text": text, "ref_id": ref_id}
+        (train if split == "train" else tests).append(entry)
+    write_json_atomic(root / "refcoco+_train.json", train)
+    write_json_atomic(root / "refcoco+_val.json", [e for e in tests if refs[e["ref_id"]]["split"] == "val"])
+    write_json_atomic(root / "refcoco+_test.json", [e for e in tests if refs[e["ref_id"]]["split"] != "val"])
+    folder = root / "refcoco+"
+    write_json_atomic(folder / "dets.json", dets)
+    write_json_atomic(folder / "cocos.json", {str(a["image_id"]): [a["bbox"]] for a in annotations})
+    write_json_atomic(folder / "instances.json", {"images": images, "annotations": annotations, "categories": []})
+    (folder / "refs(unc).p").write_bytes(pickle.dumps(refs))
+
+
+def generate_tasks(root: Path, cfg: TaskGeneratorConfig) -> Path:
+    """Write every task's files under `root` (skipped when its completion marker is there); returns root."""
+    marker = root / "complete.json"
+    if marker.is_file():
+        return root
+    w = _Writer(root, cfg)
+    write_json_atomic(root / "vqa_train.json", _vqa(w, "train", cfg.train_items, 0))
+    test = _vqa(w, "test", 2 * cfg.test_items, 10_000)  # test2015: test-dev then test-std
+    write_json_atomic(root / "vqa_test.json", [{k: v for k, v in e.items() if k != "answer"} for e in test])
+    dev = int(len(test) * TEST_DEV_SHARE)
+    write_json_atomic(
+        root / "vqa_test_answers.json",
+        [
+            {"question_id": e["question_id"], "answer": e["answer"], "split": "test-dev" if i < dev else "test-std"}
+            for i, e in enumerate(test)
+        ],
+    )
+    questions = [
+        {"question_id": e["question_id"], "image_id": e["question_id"], "question": e["question"]} for e in test
+    ]
+    write_json_atomic(root / "vqa2" / "v2_OpenEnded_mscoco_test2015_questions.json", {"questions": questions})
+    write_json_atomic(root / "answer_list.json", answer_list())
+    for split in ("train", "dev", "test"):
+        write_json_atomic(
+            root / f"ve_{split}.json", _ve(w, split, cfg.train_items if split == "train" else cfg.test_items)
+        )
+        write_json_atomic(
+            root / f"nlvr_{split}.json", _nlvr(w, split, cfg.train_items if split == "train" else cfg.test_items)
+        )
+    _grounding(w, root)
+    (root / "vocab").mkdir(parents=True, exist_ok=True)
+    (root / "vocab" / "vocab.txt").write_text("\n".join(task_vocabulary()) + "\n")
+    marker.write_text(json.dumps({"generator": cfg.__dict__}))
+    return root

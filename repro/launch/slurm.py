@@ -1,0 +1,480 @@
+"""`repro run ID --launcher slurm`: each (row, seed) unit of a plan becomes one job of a Slurm job array,
+submitted through submitit, with the resources the row's family declares (`repro.families.base.Resources`).
+
+Files, under the run's workdir (`$REPRO_DATA_DIR/runs` by default; `<jobs>` is
+`slurm/[variants/<name>/]<spec>/<scale>`):
+  <jobs>/<job id>/       submitit's files of one job: the pickled unit, `<job id>_0_log.out` and
+                         `<job id>_0_log.err` (everything the unit prints), its result pickle
+  <jobs>/units.json      which job runs which unit, for `repro run ID --status`
+  <jobs>/records.lock    taken while a job writes its unit's record and rebuilds the row's record
+  <spec>/<scale>/<row>/seed<N>/   the unit's checkpoints and train.jsonl, as in a local run
+
+A job trains its unit in a child process (`repro.launch.unit`; under torchrun, one process per GPU, when
+the unit has several) and writes the unit's record into the results store as soon as it finishes. On
+preemption or at its time limit Slurm signals the job (USR2, sbatch `--signal`); submitit calls
+`UnitJob.checkpoint`, which stops the child (the trainer saves last.pt at its next step) and requeues the
+job, which then resumes from last.pt. A SIGTERM from Slurm (preemption, scancel) is passed on to the child
+too, so its checkpoint is saved whichever signal comes first.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import pickle
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from submitit.core.utils import FailedJobError, FailedSubmissionError
+from submitit.helpers import Checkpointable, DelayedSubmission
+
+from repro.errors import ReproError
+from repro.families.base import Resources, RunContext, default_resources
+from repro.utils import now_iso, write_bytes_atomic, write_json_atomic
+
+MAX_JOB_HOURS = 24.0  # one job's time limit unless --slurm-opt time=... says otherwise; longer units requeue
+STOP_GRACE_S = 60  # how long a stopped unit may take to save its checkpoint (USR2 comes 90 s before the limit)
+REQUEUE_WAIT_S = 60  # after a SIGTERM stopped the unit: how long the job waits for Slurm's USR2 or requeue
+# sbatch options that submitit sets itself: the array, the log files and the requeue signal
+RESERVED = {"array", "output", "error", "open_mode", "signal", "wrap"}
+PENDING = {"PENDING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "CONFIGURING", "RESIZING", "SUSPENDED", "PREEMPTED"}
+RUNNING = {"RUNNING", "COMPLETING", "STAGE_OUT", "SIGNALING"}
+
+
+class UnitsFailed(ReproError):
+    """`--wait`: some submitted units ended without a record."""
+
+    exit_code = 1
+
+
+@dataclass
+class SlurmOptions:
+    """What `repro run --launcher slurm` passes to sbatch besides the family's resources."""
+
+    partition: str | None = None
+    account: str | None = None
+    qos: str | None = None
+    extra: dict[str, str | bool] = field(default_factory=dict)  # --slurm-opt KEY=VALUE (KEY alone: a flag)
+
+    @classmethod
+    def parse(cls, partition=None, account=None, qos=None, options: list[str] | None = None) -> SlurmOptions:
+        extra: dict[str, str | bool] = {}
+        for text in options or []:
+            key, has_value, value = text.partition("=")
+            key = key.strip().lstrip("-").replace("-", "_").lower()
+            if not re.fullmatch(r"[a-z][a-z0-9_]*", key):
+                raise ReproError(f"--slurm-opt takes KEY=VALUE (an sbatch option without its dashes), not {text!r}")
+            if key in RESERVED:
+                raise ReproError(f"--slurm-opt {key}: set by the launcher itself (job array, logs, requeue signal)")
+            if key == "time":
+                value = str(slurm_minutes(value))
+            if key == "gpus_per_node" and not value.isdigit():
+                raise ReproError(f"--slurm-opt gpus_per_node={value}: the GPUs of a unit, a number")
+            extra[key] = value if has_value else True
+        return cls(partition, account, qos, extra)
+
+
+def slurm_minutes(text: str) -> int:
+    """A Slurm time limit (`MM`, `MM:SS`, `HH:MM:SS`, `D-HH`, `D-HH:MM`, `D-HH:MM:SS`) in whole minutes."""
+    match = re.fullmatch(r"(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?", text.strip())
+    if not match:
+        raise ReproError(f"--slurm-opt time={text}: not a Slurm time (minutes, HH:MM:SS or D-HH:MM:SS)")
+    days, first, second, third = (int(g) if g is not None else None for g in match.groups())
+    if days is not None:  # D-HH[:MM[:SS]]
+        seconds = days * 86400 + first * 3600 + (second or 0) * 60 + (third or 0)
+    elif third is not None:  # HH:MM:SS
+        seconds = first * 3600 + second * 60 + third
+    else:  # MM[:SS]
+        seconds = first * 60 + (second or 0)
+    if seconds <= 0:
+        raise ReproError(f"--slurm-opt time={text}: the time limit must be positive")
+    return max(1, math.ceil(seconds / 60))
+
+
+def jobs_root(workdir: Path, spec_id: str, scale: str, variant_name: str | None = None) -> Path:
+    """The folder of a spec's jobs at a scale; a variant's are kept apart, as its checkpoints are."""
+    root = Path(workdir) / "slurm"
+    if variant_name:
+        root = root / "variants" / variant_name
+    return root / spec_id / scale
+
+
+def unit_resources(family, config, scale: str) -> Resources:
+    if hasattr(family, "resources"):
+        return family.resources(config, scale)
+    return default_resources(scale, family.gpu_hours(config) if scale == "paper" else None)
+
+
+# --- the job ----------------------------------------------------------------------------------------
+
+
+@dataclass
+class UnitJob(Checkpointable):
+    """One (row, seed) unit as submitit runs it in its Slurm job; submitit calls `checkpoint` on preemption."""
+
+    context: RunContext
+    config: dict[str, Any]  # the resolved configuration its record carries (repro.run.resolved_config)
+    variant: dict[str, Any] | None
+    results_root: Path
+    lock: Path
+    gpus: int = 0
+    rebaseline: bool = False
+    environ: dict[str, str] = field(default_factory=dict)  # REPRO_* folders as the submitting shell had them
+
+    def __call__(self) -> dict[str, Any]:
+        import submitit
+
+        os.environ.update(self.environ)
+        attempt = int(os.environ.get("SLURM_RESTART_COUNT") or 0) + 1
+        ctx = replace(self.context, resume=self.context.resume or attempt > 1, progress=False)
+        folder = Path(submitit.JobEnvironment().paths.folder)
+        inbox, outbox = folder / "unit.pkl", folder / "outcome.pkl"
+        record = {
+            "config": self.config,
+            "variant": self.variant,
+            "root": self.results_root,
+            "rebaseline": self.rebaseline,
+            "lock": self.lock,
+        }
+        write_bytes_atomic(inbox, pickle.dumps({"context": ctx, "record": record}))
+        outbox.unlink(missing_ok=True)
+        words = "resuming from its checkpoint" if ctx.resume else "from the start"
+        print(f"repro: {ctx.row.name} seed {ctx.seed}, attempt {attempt}, {words}; files in {ctx.workdir}", flush=True)
+        env = dict(os.environ)
+        cpus = int(os.environ.get("SLURM_CPUS_PER_TASK") or 0)
+        if cpus:
+            env.setdefault("OMP_NUM_THREADS", str(max(1, cpus // max(self.gpus, 1))))
+        # a session of its own: Slurm's signals reach this process, which passes them on (`_relay`, `checkpoint`)
+        self._child = subprocess.Popen(unit_command(self.gpus, inbox, outbox), env=env, start_new_session=True)
+        signal.signal(signal.SIGTERM, self._relay)
+        code = self._wait_child()
+        status, payload = pickle.loads(outbox.read_bytes()) if outbox.exists() else ("failed", None)
+        if status == "interrupted":
+            # stopped from outside with its checkpoint saved: Slurm's USR2 (submitit requeues the job and this
+            # process exits in the middle of the wait) or a requeue by Slurm itself normally follows
+            deadline = time.time() + REQUEUE_WAIT_S
+            while time.time() < deadline:
+                time.sleep(1)
+            raise ReproError(f"{ctx.row.name} seed {ctx.seed}: {payload}; the job was not requeued")
+        if status != "done":
+            raise ReproError(f"{ctx.row.name} seed {ctx.seed} failed: {payload or f'exit code {code}'}")
+        print(f"repro: {ctx.row.name} seed {ctx.seed}: {payload['metrics']}; record {payload['record']}", flush=True)
+        return {"row": ctx.row.name, "seed": ctx.seed, **payload}
+
+    def checkpoint(self, *args: Any, **kwargs: Any):
+        """Called by submitit on USR2 (preemption, time limit): stop the unit, which saves last.pt at its
+        next step, and hand back the same unit to resume from it when the job is requeued."""
+        self._stop_child()
+        return DelayedSubmission(replace(self, context=replace(self.context, resume=True)))
+
+    def _relay(self, signum: int, frame: Any = None) -> None:
+        child = getattr(self, "_child", None)
+        if child is not None and child.returncode is None:
+            print(f"repro: {signal.Signals(signum).name} received; the unit saves its checkpoint", flush=True)
+            _signal_group(child.pid, signal.SIGTERM)
+
+    def _wait_child(self) -> int:
+        """Wait for the child with waitpid, never `Popen.wait`: a signal handler may wait for it too."""
+        while (code := _reap(self._child)) is None:
+            time.sleep(0.5)
+        return code
+
+    def _stop_child(self) -> None:
+        child = getattr(self, "_child", None)
+        if child is None or _reap(child) is not None:
+            return
+        _signal_group(child.pid, signal.SIGTERM)
+        deadline = time.time() + STOP_GRACE_S
+        while _reap(child) is None:
+            if time.time() > deadline:
+                _signal_group(child.pid, signal.SIGKILL)
+                deadline = math.inf
+            time.sleep(0.2)
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {k: v for k, v in self.__dict__.items() if k != "_child"}
+
+
+def _reap(child: subprocess.Popen) -> int | None:
+    """The child's exit code once it has ended (reaped here), else None."""
+    if child.returncode is not None:
+        return child.returncode
+    try:
+        pid, status = os.waitpid(child.pid, os.WNOHANG)
+    except ChildProcessError:  # reaped by another caller meanwhile
+        return child.returncode if child.returncode is not None else -1
+    if pid == 0:
+        return None
+    child.returncode = os.waitstatus_to_exitcode(status)
+    return child.returncode
+
+
+def _signal_group(pid: int, signum: int) -> None:
+    try:
+        os.killpg(pid, signum)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def unit_command(gpus: int, inbox: Path, outbox: Path) -> list[str]:
+    """The child that trains a unit: one process, or torchrun with one process per GPU."""
+    tail = ["-m", "repro.launch.unit", str(inbox), str(outbox)]
+    if gpus > 1:
+        return [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={gpus}", *tail]
+    return [sys.executable, *tail]
+
+
+# --- submission ----------------------------------------------------------------------------------
+
+
+@dataclass
+class Submitted:
+    row: str
+    seed: int
+    job_id: str
+    stdout: str
+    stderr: str
+    resources: Resources
+
+
+def submit(
+    plan,
+    workdir: Path,
+    options: SlurmOptions,
+    *,
+    resume: bool = False,
+    force: bool = False,
+    rebaseline: bool = False,
+) -> list[Submitted]:
+    """Submit every (row, seed) unit of `plan` that needs running; returns what was submitted."""
+    from repro.paths import data_dir, experiments_dir, results_dir
+    from repro.run import _units_to_run, family_of, resolved_config, unit_context
+
+    spec, scale, settings = plan.spec, plan.scale, plan.settings
+    for step in plan.steps:
+        if not step.ready:
+            raise ReproError(f"{spec.id} row {step.row.name!r} ({step.kind}: {step.detail}) is not implemented yet")
+    workdir = Path(workdir).absolute()
+    root = jobs_root(workdir, spec.id, scale, None if plan.variant.empty else plan.variant.name)
+    units = _units_to_run(plan, workdir, resume, force)
+    wanted = {(s.row.name, seed) for s, seed in units}
+    busy = [
+        f"{u.row} seed {u.seed} (job {u.job_id}, {u.state})"
+        for u in unit_states(plan, workdir)
+        if u.state in ("pending", "running") and (u.row, u.seed) in wanted
+    ]
+    if busy:
+        raise ReproError(f"already submitted and not finished: {', '.join(busy)}; `scancel` them or wait")
+    if not units:
+        return []
+    results_root = Path(plan.results_root or results_dir()).absolute()
+    environ = {
+        "REPRO_DATA_DIR": str(data_dir().absolute()),
+        "REPRO_RESULTS": str(results_dir().absolute()),
+        "REPRO_EXPERIMENTS": str(experiments_dir().absolute()),
+    }
+    configs = {s.row.name: resolved_config(spec, s.row, scale, settings, plan.variant) for s in plan.steps}
+    groups: dict[Resources, list[UnitJob]] = {}
+    for step, seed in units:
+        family = family_of(step.row)
+        res = unit_resources(family, step.row.config, scale) if family is not None else default_resources(scale, None)
+        if "gpus_per_node" in options.extra:  # the user's GPU count: torchrun runs that many processes
+            res = replace(res, gpus=int(options.extra["gpus_per_node"]))
+        job = UnitJob(
+            context=unit_context(plan, workdir, step, seed, resume=resume, progress=False),
+            config=configs[step.row.name],
+            variant=plan.variant.to_json(),
+            results_root=results_root,
+            lock=root / "records.lock",
+            gpus=res.gpus,
+            rebaseline=rebaseline,
+            environ=environ,
+        )
+        groups.setdefault(res, []).append(job)
+    executors = {res: _executor(root, f"repro-{spec.id}-{scale}", res, options) for res in groups}
+    for family in {family_of(s.row) for s in plan.steps if s.kind == "train"}:
+        family.prepare_data(spec, scale, settings)  # generated once here, before the jobs read it
+
+    submitted: list[Submitted] = []
+    for res, jobs in groups.items():
+        try:
+            handles = executors[res].submit_array(jobs)
+        except (FailedJobError, FailedSubmissionError) as exc:
+            _remember(root, submitted)  # the arrays submitted before this one
+            said = " ".join(str(exc).split()) or "no message"
+            raise ReproError(f"sbatch refused the jobs of {len(jobs)} unit(s): {said}") from None
+        for unit, job in zip(jobs, handles):
+            submitted.append(
+                Submitted(
+                    unit.context.row.name,
+                    unit.context.seed,
+                    job.job_id,
+                    str(job.paths.stdout),
+                    str(job.paths.stderr),
+                    res,
+                )
+            )
+    _remember(root, submitted)
+    return submitted
+
+
+def _executor(root: Path, name: str, res: Resources, options: SlurmOptions):
+    import submitit
+
+    extra = dict(options.extra)
+    minutes = int(extra.pop("time", 0)) or int(math.ceil(min(res.hours, MAX_JOB_HOURS) * 60))
+    requeues = math.ceil(res.hours * 60 / minutes) + 2  # time limits the unit may reach and still requeue
+    root.mkdir(parents=True, exist_ok=True)
+    try:
+        executor = submitit.SlurmExecutor(folder=str(root / "%j"), max_num_timeout=requeues)
+    except RuntimeError as exc:
+        raise ReproError(
+            f"--launcher slurm needs Slurm's commands (sbatch, srun, sacct) on PATH: {exc}; "
+            f"run it on the cluster's login node"
+        ) from None
+    params: dict[str, Any] = {"job_name": name, "time": minutes, "cpus_per_task": res.cpus, "mem": f"{res.mem_gb}GB"}
+    if res.gpus:
+        params["gpus_per_node"] = res.gpus
+    for key in ("partition", "account", "qos"):
+        if getattr(options, key):
+            params[key] = getattr(options, key)
+    if extra:
+        params["additional_parameters"] = extra
+    executor.update_parameters(**params)
+    return executor
+
+
+def _remember(root: Path, submitted: list[Submitted]) -> None:
+    """units.json: the latest job of each (row, seed) submitted from this folder."""
+    path = root / "units.json"
+    known = {(u["row"], u["seed"]): u for u in _read_units(root)}
+    for s in submitted:
+        known[(s.row, s.seed)] = {
+            "row": s.row,
+            "seed": s.seed,
+            "job_id": s.job_id,
+            "stdout": s.stdout,
+            "stderr": s.stderr,
+            "submitted": now_iso(),
+            "resources": s.resources.__dict__,
+        }
+    write_json_atomic(path, {"units": list(known.values())})
+
+
+def _read_units(root: Path) -> list[dict[str, Any]]:
+    path = root / "units.json"
+    if not path.exists():
+        return []
+    try:
+        return list(json.loads(path.read_text(encoding="utf-8"))["units"])
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ReproError(f"{path}: unreadable ({exc}); move it away to submit again") from None
+
+
+# --- status --------------------------------------------------------------------------------------
+
+
+@dataclass
+class UnitState:
+    row: str
+    seed: int
+    job_id: str
+    state: str  # pending, running, done, failed or unknown
+    slurm_state: str  # as sacct says it
+    stdout: str
+    stderr: str
+    record: str | None = None  # the seed's record in the results store, once done
+    error: str | None = None  # the last line of a failed job's error
+
+
+def unit_states(plan, workdir: Path, seeds: list[int] | None = None) -> list[UnitState]:
+    """Every submitted unit of the plan's rows (and of `seeds`, else of any seed): its job's state (sacct),
+    logs and record."""
+    import submitit
+
+    from repro.results import read_seed_results, seed_path
+
+    spec, scale = plan.spec, plan.scale
+    root = jobs_root(Path(workdir).absolute(), spec.id, scale, None if plan.variant.empty else plan.variant.name)
+    rows = {step.row.name for step in plan.steps}
+    units = [u for u in _read_units(root) if u["row"] in rows and (seeds is None or u["seed"] in seeds)]
+    jobs = [submitit.SlurmJob(folder=str(root / "%j"), job_id=u["job_id"]) for u in units]
+    if jobs:
+        submitit.SlurmJob.watcher.clear()  # states as they are now, none remembered
+        submitit.SlurmJob.watcher.update()  # one sacct call for every job
+    stored = {step.row.name: read_seed_results(spec, step.row, scale, plan.results_root) for step in plan.steps}
+    out = []
+    for unit, job in zip(units, jobs):
+        slurm = (submitit.SlurmJob.watcher.get_state(job.job_id, mode="cache") or "UNKNOWN").split()[0].upper()
+        seed = stored.get(unit["row"], {}).get(unit["seed"])
+        fresh = seed is not None and seed.finished >= unit["submitted"]
+        outcome, error = _outcome(job)
+        if slurm in RUNNING:
+            state = "running"
+        elif slurm in PENDING:
+            state = "pending"
+        elif fresh and (slurm == "COMPLETED" or outcome == "success"):
+            state = "done"
+        elif slurm == "UNKNOWN" and outcome is None:
+            state = "unknown"
+        else:
+            state = "failed"
+        out.append(
+            UnitState(
+                unit["row"],
+                unit["seed"],
+                unit["job_id"],
+                state,
+                slurm,
+                unit["stdout"],
+                unit["stderr"],
+                str(seed_path(spec, unit["row"], scale, unit["seed"], plan.results_root)) if state == "done" else None,
+                error,
+            )
+        )
+    return out
+
+
+def _outcome(job) -> tuple[str | None, str | None]:
+    """("success" or "error", the error's last line) from a job's result pickle; (None, None) before it has one."""
+    path = job.paths.result_pickle
+    if not path.exists():
+        return None, None
+    try:
+        with open(path, "rb") as handle:
+            outcome, payload = pickle.load(handle)
+    except (OSError, EOFError, pickle.UnpicklingError, ValueError, TypeError, AttributeError, ImportError):
+        return None, None
+    if outcome == "success":
+        return outcome, None
+    lines = [line for line in str(payload).splitlines() if line.strip()]
+    return outcome, lines[-1].strip() if lines else None
+
+
+def wait(
+    plan,
+    workdir: Path,
+    seeds: list[int] | None = None,
+    on_change: Callable[[UnitState], None] | None = None,
+) -> list[UnitState]:
+    """Poll until no submitted unit is pending or running (sacct every 2 s for a minute, then every 30 s);
+    `on_change` hears each unit whose state changes."""
+    seen: dict[tuple[str, int], str] = {}
+    started = time.time()
+    while True:
+        states = unit_states(plan, workdir, seeds)
+        for unit in states:
+            if seen.get((unit.row, unit.seed)) != unit.state and on_change is not None:
+                on_change(unit)
+            seen[(unit.row, unit.seed)] = unit.state
+        if not any(u.state in ("pending", "running") for u in states):
+            return states
+        time.sleep(2.0 if time.time() - started < 60 else 30.0)

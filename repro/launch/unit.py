@@ -1,0 +1,55 @@
+"""One (row, seed) unit in a process of its own: `python -m repro.launch.unit ORDER OUTCOME`, or one rank of
+`torchrun --nproc-per-node G -m repro.launch.unit ORDER OUTCOME` when the unit trains on G GPUs.
+
+ORDER is a pickled {"context": RunContext, "record": {...} or None}; with "record" (the keyword arguments
+of `repro.run.store_unit` after the outcome), rank 0 writes the unit's record into the results store.
+Rank 0 writes OUTCOME, a pickled (status, payload):
+  ("done", {"metrics": ..., "record": path or None})
+  ("interrupted", message)   SIGTERM/SIGINT stopped training; the trainer saved last.pt, `resume` continues
+  ("failed", message)        bad input or data (a ReproError); anything else leaves its traceback in the log
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import sys
+from pathlib import Path
+
+from repro.errors import ReproError
+
+EXIT = {"done": 0, "failed": 2, "interrupted": 130}
+
+
+def main(argv: list[str]) -> int:
+    from repro.run import _run_unit, store_unit
+    from repro.train.trainer import TrainingInterrupted
+    from repro.utils import write_bytes_atomic
+
+    if len(argv) != 2:
+        print("usage: python -m repro.launch.unit ORDER OUTCOME", file=sys.stderr)
+        return 2
+    inbox, outbox = map(Path, argv)
+    order = pickle.loads(inbox.read_bytes())
+    ctx, record = order["context"], order.get("record")
+    main_rank = int(os.environ.get("RANK", "0")) == 0
+    try:
+        outcome = _run_unit(ctx)
+        path = None
+        if record is not None and main_rank:
+            Path(record["lock"]).parent.mkdir(parents=True, exist_ok=True)
+            path = store_unit(ctx.spec, ctx.row, ctx.scale, ctx.seed, outcome, **record)
+        result = ("done", {"metrics": outcome[0].metrics, "record": None if path is None else str(path)})
+    except TrainingInterrupted as exc:
+        result = ("interrupted", " ".join(str(exc).split()))
+    except ReproError as exc:
+        result = ("failed", " ".join(str(exc).split()))
+    status, payload = result
+    if main_rank:
+        write_bytes_atomic(outbox, pickle.dumps(result))
+        print(f"repro unit: {ctx.row.name} seed {ctx.seed}: {status}: {payload}", file=sys.stderr, flush=True)
+    return EXIT[status]
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,340 @@
+"""Several seeds of one model trained together in one process: a stacked ensemble (torch.func).
+
+`fit_ensemble(models, dataset, recipes, workdirs)` trains model k by recipe k (the recipes differ
+only in their seed) as `repro.train.fit` would train it alone, with every seed's step computed in
+one batched call: the models' parameters are stacked (`torch.func.stack_module_state`) and one
+model's forward is mapped over them (`torch.func.vmap` of `functional_call`). What stays per seed:
+  initialisation  the caller builds model k after seeding with seed k, as for a lone run;
+  data order      seed k's sampler and batches are those of its lone run (a function of seed and
+                  epoch), stacked along a new leading dimension;
+  dropout         `vmap(randomness="different")`: each seed draws its own masks. They come from one
+                  generator seeded with the first seed, so they are not the masks of the lone run and
+                  depend on which seeds train together: with dropout the ensemble's seed is another
+                  draw of the same training, not a bit-wise copy of it (the same seeds together
+                  repeat it exactly);
+  optimiser       Adam/AdamW/Adamax/SGD act elementwise, so one optimiser over the stacked
+                  parameters is one optimiser per seed; the summed loss gives each seed its own
+                  gradient; gradient-norm clipping is computed per seed.
+Every seed gets its own `train.jsonl`, `state.json` and `last.pt` in its own workdir, in the lone
+run's formats: a seed's checkpoint is one `fit(..., resume=True)` continues alone, and an
+interrupted ensemble continues from its seeds' checkpoints (`resume=True`) when every seed has one,
+all at the same step (otherwise it starts from the beginning). Floating-point results differ from
+the lone run's in the last bits (batched kernels sum in another order), so the two agree to within
+the regression tolerance, not exactly.
+
+CPU and single-GPU only (no torchrun), fp32 or bf16; a model with `lr_groups()` is not supported.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+import signal
+import time
+import warnings
+from collections.abc import Callable
+from contextlib import contextmanager
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, Dataset
+
+from repro.errors import ReproError
+from repro.train import checkpoint as ckpt
+from repro.train import distributed as dist_utils
+from repro.train.recipe import Recipe
+from repro.train.schedule import learning_rate
+from repro.train.trainer import (
+    LOG_NAME,
+    STATE_NAME,
+    LossStep,
+    TrainingInterrupted,
+    TrainState,
+    _autocast,
+    _catch_signals,
+    _progress,
+    _rewrite_log,
+    _StopFlag,
+    build_optimizer,
+    recipe_loss_step,
+    resolve_precision,
+    to_device,
+)
+from repro.utils import write_json_atomic
+
+
+@contextmanager
+def _batched_kernels():
+    """Kernels for vmap. nn.LSTM's has no vmap rule: while the ensemble runs, vmap uses torch's own
+    decomposition of it (`torch._decomp`, cell by cell), with oneDNN off so that the decomposition is the
+    plain one; its output is made contiguous, so that a linear layer after it stays one matmul per seed
+    (on a strided input vmap's matmul would expand the weight per sample). Attention runs on the math
+    kernel: the batched CPU flash kernel cannot differentiate a learned additive bias."""
+    from torch._decomp import decomposition_table
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    lstm = torch.ops.aten.lstm.input
+
+    def batched(*args):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the flags' note that TF32 on oneDNN needs an Intel GPU
+            with torch.backends.mkldnn.flags(enabled=False):
+                out, h, c = decomposition_table[lstm](*args)
+        return out.contiguous(), h, c
+
+    library = torch.library.Library("aten", "IMPL", "FuncTorchBatched")
+    library.impl(lstm, batched)
+    try:
+        with sdpa_kernel(SDPBackend.MATH):
+            yield
+    finally:
+        library._destroy()
+
+
+def _check(models: list[nn.Module], recipes: list[Recipe], workdirs: list[Path], precision: str) -> None:
+    if not models or not len(models) == len(recipes) == len(workdirs):
+        raise ReproError("an ensemble needs one model, recipe and workdir per seed")
+    seeds = [r.seed for r in recipes]
+    if len(set(seeds)) < len(seeds):
+        raise ReproError(f"an ensemble's seeds must differ, got {seeds}")
+    if any(r.replace(seed=recipes[0].seed) != recipes[0] for r in recipes):
+        raise ReproError("an ensemble's recipes may differ only in their seed")
+    if precision == "fp16":
+        raise ReproError("seeds trained together run in fp32 or bf16, not fp16 (its loss scaling is per model)")
+    if hasattr(models[0], "lr_groups"):
+        raise ReproError(f"{type(models[0]).__name__} trains parameter groups at their own rates: not in an ensemble")
+    if dist_utils.init_from_env().distributed:
+        raise ReproError("seeds trained together run in one process, not under torchrun")
+
+
+def _stack(batches: list[dict[str, Any]]) -> dict[str, Any]:
+    """Each seed's batch along a new leading dimension (non-tensor entries: the first seed's)."""
+    return {
+        k: torch.stack([b[k] for b in batches]) if isinstance(v, torch.Tensor) else v for k, v in batches[0].items()
+    }
+
+
+def _clip_per_seed(params: list[torch.Tensor], max_norm: float) -> None:
+    """`clip_grad_norm_` for each seed: the L2 norm of seed k's gradients scales seed k's alone."""
+    grads = [p.grad for p in params if p.grad is not None]
+    if not grads:
+        return
+    norms = torch.stack([g.pow(2).flatten(1).sum(1) for g in grads]).sum(0).sqrt()  # [seeds]
+    coef = (max_norm / (norms + 1e-6)).clamp(max=1.0)
+    for g in grads:
+        g.mul_(coef.view(-1, *[1] * (g.dim() - 1)))
+
+
+def _seed_optimizer_state(optimizer: torch.optim.Optimizer, k: int, seeds: int) -> dict[str, Any]:
+    """Seed k's slice of the stacked optimiser's state: what `fit` saves for a lone run."""
+    full = optimizer.state_dict()
+    state = {
+        i: {
+            name: v[k].clone() if isinstance(v, torch.Tensor) and v.dim() > 0 and v.shape[0] == seeds else v
+            for name, v in s.items()
+        }
+        for i, s in full["state"].items()
+    }
+    return {"state": state, "param_groups": full["param_groups"]}
+
+
+def _stacked_optimizer_state(states: list[dict[str, Any]]) -> dict[str, Any]:
+    """The inverse: seeds' optimiser states (from their checkpoints) stacked into one."""
+    stacked = {}
+    for i, first in states[0]["state"].items():
+        stacked[i] = {
+            name: torch.stack([s["state"][i][name] for s in states]) if v.dim() > 0 else v.clone()
+            for name, v in first.items()
+        }
+    return {"state": stacked, "param_groups": states[0]["param_groups"]}
+
+
+def fit_ensemble(
+    models: list[nn.Module],
+    train_dataset: Dataset,
+    recipes: list[Recipe],
+    workdirs: list[Path],
+    *,
+    resume: bool = False,
+    device: str | torch.device | None = None,
+    progress: bool = True,
+    collate_fn: Callable | None = None,
+    on_step: Callable[[int], None] | None = None,
+    loss_step: LossStep | None = None,
+) -> list[TrainState]:
+    """Train `models[k]` on `train_dataset` by `recipes[k]` together; each ends with its trained weights and
+    writes its checkpoint and logs to `workdirs[k]`. Returns one TrainState per seed."""
+    from torch.func import functional_call, stack_module_state, vmap
+
+    workdirs = [Path(w) for w in workdirs]
+    recipe, seeds = recipes[0], len(models)
+    env = dist_utils.DistEnv()
+    dev = dist_utils.device_for(env, device)
+    precision = resolve_precision(recipe.precision, dev)
+    _check(models, recipes, workdirs, precision)
+    if len(train_dataset) == 0:
+        raise ReproError("the training set is empty")
+    started = time.perf_counter()
+
+    for model in models:
+        model.to(dev)
+    params, buffers = stack_module_state(models)
+    params = {name: p.detach().requires_grad_(True) for name, p in params.items()}
+    base = copy.deepcopy(models[0]).to("meta")
+    optimizer = build_optimizer(recipe, list(params.values()))
+    samplers = [dist_utils.sampler(train_dataset, env, seed=r.seed) for r in recipes]
+    steps_per_epoch = math.ceil(len(samplers[0]) / recipe.batch_size)
+    extra = {"global_batch": recipe.batch_size, "dataset_size": len(train_dataset), "world_size": 1}
+    extra["recipe"] = recipe.name
+
+    start_epoch, start_step_in_epoch, step, resumed_from = 0, 0, 0, None
+    paths = [w / ckpt.LAST for w in workdirs]
+    if resume and all(p.exists() for p in paths):
+        states = [ckpt.load_checkpoint(p, map_location=dev) for p in paths]
+        positions = {(s["epoch"], s["step_in_epoch"], s["step"]) for s in states}
+        saved = states[0]["extra"]
+        if len(positions) > 1 or saved.get("global_batch") != recipe.batch_size:
+            raise ReproError(
+                f"{workdirs[0].parent}: the seeds' checkpoints are not at one step of this recipe; start again "
+                f"without --resume"
+            )
+        with torch.no_grad():
+            for name, p in params.items():
+                p.copy_(torch.stack([s["model"][name] for s in states]))
+        optimizer.load_state_dict(_stacked_optimizer_state([s["optimizer"] for s in states]))
+        ckpt.set_rng_state(states[0]["rng"])
+        start_epoch, start_step_in_epoch, step = positions.pop()
+        resumed_from = {"epoch": start_epoch, "step": step}
+        for w in workdirs:
+            _rewrite_log(w / LOG_NAME, step)
+    else:
+        torch.manual_seed(recipe.seed)  # the seeds' dropout masks, drawn together
+        for w in workdirs:
+            w.mkdir(parents=True, exist_ok=True)
+            (w / LOG_NAME).write_text("", encoding="utf-8")
+
+    loss_step = loss_step or recipe_loss_step(recipe.loss)
+
+    def seed_loss(p, b, batch):
+        return loss_step(lambda x: functional_call(base, (p, b), (x,)), batch)
+
+    batched_loss = vmap(seed_loss, randomness="different")
+
+    def save(epoch: int, step_in_epoch: int) -> None:
+        for k, (model, path) in enumerate(zip(models, paths)):
+            _unstack(model, params, buffers, k)
+            state = _seed_optimizer_state(optimizer, k, seeds)
+            ckpt.save_checkpoint(
+                path,
+                model=model,
+                optimizer=SimpleNamespace(state_dict=lambda state=state: state),
+                epoch=epoch,
+                step=step,
+                step_in_epoch=step_in_epoch,
+                extra=extra,
+            )
+
+    flag = _StopFlag()
+    losses: list[float | None] = [None] * seeds
+    total_steps = steps_per_epoch * recipe.epochs
+    logs = [open(w / LOG_NAME, "a", encoding="utf-8") for w in workdirs]
+    try:
+        with _batched_kernels(), _catch_signals(flag), _progress(progress) as bar:
+            task = bar.add_task(
+                f"{recipe.name} ×{seeds}", total=total_steps, completed=step, loss="–", lr="–", rate="–"
+            )
+            epoch = start_epoch
+            for epoch in range(start_epoch, recipe.epochs):
+                first = start_step_in_epoch if epoch == start_epoch else 0
+                loaders = []
+                for r, sampler in zip(recipes, samplers):
+                    sampler.set_epoch(epoch)
+                    order = list(iter(sampler))
+                    size = recipe.batch_size
+                    batches = [order[i : i + size] for i in range(first * size, len(order), size)]
+                    generator = torch.Generator().manual_seed(r.seed + epoch)
+                    loaders.append(
+                        DataLoader(train_dataset, batch_sampler=batches, collate_fn=collate_fn, generator=generator)
+                    )
+                tick = time.perf_counter()
+                for i, per_seed in enumerate(zip(*loaders), start=first):
+                    lr = learning_rate(recipe.schedule, epoch, i, steps_per_epoch)
+                    for group in optimizer.param_groups:
+                        group["lr"] = lr
+                    batch = to_device(_stack(list(per_seed)), dev)
+                    with _autocast(precision, dev):
+                        loss = batched_loss(params, buffers, batch)  # [seeds]
+                    optimizer.zero_grad(set_to_none=True)
+                    loss.sum().backward()
+                    if recipe.grad_clip is not None:
+                        _clip_per_seed(list(params.values()), recipe.grad_clip)
+                    optimizer.step()
+                    step += 1
+                    losses = [float(v) for v in loss.detach()]
+                    now = time.perf_counter()
+                    rate = recipe.batch_size / max(now - tick, 1e-9)
+                    tick = now
+                    for log, value in zip(logs, losses):
+                        line = {"epoch": epoch + 1, "epochs": recipe.epochs, "step": step}
+                        line |= {"steps": min(total_steps, recipe.max_steps or total_steps), "loss": value, "lr": lr}
+                        line |= {"samples_per_s": round(rate, 3), "elapsed_s": round(now - started, 3)}
+                        log.write(json.dumps(line) + "\n")
+                        log.flush()
+                    mean = sum(losses) / seeds
+                    bar.update(task, advance=1, loss=f"{mean:.4g}", lr=f"{lr:.3g}", rate=f"{rate:.1f}")
+                    if on_step is not None:
+                        on_step(step)
+                    if flag.signal is not None:
+                        save(epoch, i + 1)
+                        raise TrainingInterrupted(
+                            f"training of {seeds} seeds interrupted by {signal.Signals(flag.signal).name} at epoch "
+                            f"{epoch + 1}, step {step}; checkpoints saved to {workdirs[0].parent}; run again with "
+                            f"--resume to continue"
+                        )
+                    if recipe.max_steps is not None and step >= recipe.max_steps:
+                        break
+                if recipe.max_steps is not None and step >= recipe.max_steps:
+                    break
+                save(epoch + 1, 0)
+    finally:
+        for log in logs:
+            log.close()
+    for k, model in enumerate(models):
+        _unstack(model, params, buffers, k)
+
+    out = []
+    for k, (r, w) in enumerate(zip(recipes, workdirs)):
+        state = TrainState(
+            epochs_done=recipe.epochs if recipe.max_steps is None else epoch + 1,
+            step=step,
+            world_size=1,
+            gpu_count=dist_utils.gpu_count(env, dev),
+            global_batch=recipe.batch_size,
+            per_device_batch=recipe.batch_size,
+            device=str(dev) if dev.type == "cpu" else torch.cuda.get_device_name(dev),
+            precision=precision,
+            final_loss=losses[k],
+            wall_time_s=round(time.perf_counter() - started, 3),
+            samples_seen=step * recipe.batch_size,
+            checkpoint=str(w / ckpt.LAST),
+            log=str(w / LOG_NAME),
+            resumed_from=resumed_from,
+            recipe=r.to_json(),
+        )
+        write_json_atomic(w / STATE_NAME, state.to_json())
+        out.append(state)
+    return out
+
+
+def _unstack(model: nn.Module, params: dict[str, torch.Tensor], buffers: dict[str, torch.Tensor], k: int) -> None:
+    """Copy seed k's slice of the stacked parameters and buffers into its own model."""
+    with torch.no_grad():
+        for name, tensor in model.named_parameters():
+            tensor.copy_(params[name][k])
+        for name, tensor in model.named_buffers():
+            if name in buffers:
+                tensor.copy_(buffers[name][k])

@@ -1,0 +1,140 @@
+"""Generated VQA / SNLI-VE / NLVR2 / RefCOCO+ files in ALBEF's layouts, their readers, Grad-CAM grounding,
+and `repro run` at smoke scale filling Table 2's and Table 5's columns with a submittable VQA file."""
+
+from __future__ import annotations
+
+import json
+import pickle
+
+import pytest
+import torch
+
+from repro import specs
+from repro.cli import app
+from repro.errors import ReproError
+from repro.families.ace_rpe.config import ALBEFConfig
+from repro.families.ace_rpe.data import tokenizer
+from repro.families.ace_rpe.family import build_model, spec_tasks
+from repro.families.ace_rpe.synthetic_tasks import TaskGeneratorConfig, generate_tasks
+from repro.families.ace_rpe.tasks import gradcam, score_heatmaps
+from repro.families.ace_rpe.tasks_data import NLVRData, Refer, TaskCollate, VEData, VQATest, VQATrain, read_dets
+from repro.metrics.grounding import iou
+from repro.paths import REPO_DIR
+from tests.families.ace_rpe.tiny import TINY_SIZES, tiny_batch
+
+
+def test_generated_task_files_are_albef_layouts_the_readers_accept(tmp_path):
+    root = generate_tasks(tmp_path, TaskGeneratorConfig.from_mapping({"seed": 3, "train_items": 6, "test_items": 3}))
+    tok = tokenizer(root / "vocab")
+    vqa = VQATrain(root / "vqa_train.json", root, 32)
+    item = vqa[0]
+    assert all(a.endswith("[SEP]") for a in item["answers"]) and sum(item["weights"]) == pytest.approx(1.0)
+    test = VQATest(root / "vqa_test.json", root, 32)
+    server = json.loads((root / "vqa2" / "v2_OpenEnded_mscoco_test2015_questions.json").read_text())["questions"]
+    assert [q["question_id"] for q in server] == [e["question_id"] for e in test.entries] and len(server) == 6
+    ve = VEData(root / "ve_train.json", root, 32)
+    assert sorted({ve[i]["label"] for i in range(len(ve))}) == [0, 1, 2] and ve.entries[0]["image"].count(".") == 0
+    nlvr = NLVRData(root / "nlvr_dev.json", root, 32)
+    assert nlvr[0]["image"][0].shape == (3, 32, 32) and nlvr[0]["label"] in (0, 1)
+    batch = TaskCollate(tok, 16)([vqa[0], vqa[1]])
+    assert batch["answer_owner"].tolist() == sorted(batch["answer_owner"].tolist())
+    assert tok.unk_token_id not in batch["input_ids"] and tok.unk_token_id not in batch["answer_ids"]
+    # RefCOCO+: every test ref has its split, gold box and image size; a proposal covers the gold box
+    refer, dets = Refer(root / "refcoco+"), read_dets(root / "refcoco+" / "dets.json")
+    tests = json.loads((root / "refcoco+_test.json").read_text())
+    assert {refer.refs[e["ref_id"]][0] for e in tests} == {"testA", "testB"}
+    for entry in tests:
+        _, box, image_id, _ = refer.refs[entry["ref_id"]]
+        assert max(iou(box, d[:4]) for d in dets[str(image_id)]) >= 0.5
+
+
+def test_task_readers_refuse_what_is_not_albefs_layout(tmp_path):
+    (tmp_path / "ve.json").write_text(json.dumps([{"image": "1", "sentence": "a dog", "label": "maybe"}]))
+    with pytest.raises(ReproError, match="label 'maybe' is not one of"):
+        VEData(tmp_path / "ve.json", tmp_path, 32)
+    (tmp_path / "nlvr.json").write_text(json.dumps([{"images": ["a.png"], "sentence": "x", "label": "True"}]))
+    with pytest.raises(ReproError, match="needs two images"):
+        NLVRData(tmp_path / "nlvr.json", tmp_path, 32)
+    (tmp_path / "refs(unc).p").write_bytes(pickle.dumps([{"ref_id": 1}]))
+    (tmp_path / "instances.json").write_text(json.dumps({"images": [], "annotations": []}))
+    with pytest.raises(ReproError, match="refer toolkit's layout"):
+        Refer(tmp_path)
+
+
+def test_gradcam_is_the_itm_gradient_weighted_cross_attention_on_the_patch_grid():
+    torch.manual_seed(0)
+    model = build_model(ALBEFConfig(arch="albef"), TINY_SIZES, task="retrieval").eval()
+    batch = tiny_batch()
+    heat = gradcam(model, batch, layer=1)
+    assert heat.shape == (4, 4, 4) and (heat >= 0).all() and heat.sum() > 0
+    assert not model.fusion.layer[1].crossattention.self.save_attention  # the hook is off again
+    with torch.no_grad():  # recording the map does not change the ITM logits
+        again = model.itm_logits(
+            model.text_embeds(batch["input_ids"], batch["attention_mask"]),
+            batch["attention_mask"],
+            model.image_embeds(batch["image"]),
+        )
+    assert torch.isfinite(again).all()
+
+
+def test_smoke_run_fills_the_task_columns_and_writes_a_submittable_vqa_file(sandbox, runner):
+    text = (REPO_DIR / "experiments" / "ace-rpe" / "ace-rpe-table2-pe.yaml").read_text()
+    grounding = (
+        "  - {name: Val, metric: grounding, split: val, better: higher}\n"
+        "  - {name: TestB, metric: grounding, split: testB, better: higher}\nrows:"
+    )
+    text = text.replace("\nrows:", "\n" + grounding, 1)
+    folder = sandbox / "experiments" / "ace-rpe"
+    folder.mkdir(parents=True)
+    (folder / "ace-rpe-table2-pe.yaml").write_text(text)
+    specs._load_all.cache_clear()
+    out = runner.invoke(app, ["run", "ace-rpe-table2-pe", "--scale", "smoke", "--rows", "ACE-RPE + Lace"])
+    assert out.exit_code == 0, out.output
+    record = json.loads(
+        (sandbox / "results" / "ace-rpe" / "ace-rpe-table2-pe" / "ACE-RPE_+_Lace.smoke.json").read_text()
+    )
+    columns = {"VQA dev", "VQA std", "SNLI-VE dev", "SNLI-VE test", "NLVR dev", "NLVR test", "Val", "TestB"}
+    assert set(record["metrics"]) == columns and all(0 <= v <= 100 for v in record["metrics"].values())
+    steps = record["extra"]["train"][0]
+    assert all(
+        steps[part]["steps"] > 0 for part in ("pretrain", "vqa", "snli-ve", "nlvr2_assign", "nlvr2", "grounding")
+    )
+    (file,) = record["extra"]["predictions"]
+    assert record["extra"]["vqa_model"][0][file]["model"] == "albef-ace-rpe-vqa"
+    command, std = record["extra"]["submit"][0][file]
+    assert command.startswith("repro submit vqa2-test-dev ") and std.startswith("repro submit vqa2-test-std ")
+    args = command.split()[1:] + ["--dry-run"]
+    submitted = runner.invoke(app, args)
+    assert submitted.exit_code == 0 and "passed every check" in submitted.output, submitted.output
+
+
+def test_each_table_fine_tunes_the_models_of_its_columns():
+    tasks = {ident: spec_tasks(specs.resolve(ident)) for ident in ("ace-rpe-table1-pe", "ace-rpe-table5-grounding")}
+    assert tasks == {"ace-rpe-table1-pe": ["retrieval"], "ace-rpe-table5-grounding": ["grounding"]}
+    assert spec_tasks(specs.resolve("ace-rpe-table6-shared")) == ["retrieval", "nlvr2"]
+
+
+def test_heat_on_the_named_object_picks_its_proposal_and_elsewhere_misses(tmp_path):
+    """ALBEF's box selection on the generated RefCOCO+ files: heat on the gold box hits every
+    reference; heat on another object's box hits none."""
+    root = generate_tasks(tmp_path, TaskGeneratorConfig.from_mapping({"seed": 5, "train_items": 1, "test_items": 4}))
+    refer, dets = Refer(root / "refcoco+"), read_dets(root / "refcoco+" / "dets.json")
+    entries = json.loads((root / "refcoco+_val.json").read_text()) + json.loads(
+        (root / "refcoco+_test.json").read_text()
+    )
+    ids = [e["ref_id"] for e in entries]
+
+    def grid(box):  # at the image's resolution (the resize keeps it); sum / area^0.5 favours a tight box
+        heat = torch.zeros(32, 32)
+        heat[int(box[1]) : int(box[1] + box[3]), int(box[0]) : int(box[0] + box[2])] = 1
+        return heat
+
+    gold = [grid(refer.refs[r][1]) for r in ids]
+    result = score_heatmaps(gold, ids, refer, dets)
+    assert result.aggregate == {"overall": 100.0, "val": 100.0, "testA": 100.0, "testB": 100.0}
+    others = []
+    for r in ids:  # the proposal of another object (not overlapping the gold box)
+        box, image_id = refer.refs[r][1], refer.refs[r][2]
+        other = next(d for d in dets[str(image_id)] if d[4] > 0.5 and iou(box, d[:4]) == 0)
+        others.append(grid(other))
+    assert score_heatmaps(others, ids, refer, dets).aggregate["overall"] == 0.0

@@ -1,0 +1,232 @@
+"""`repro run --launcher slurm` end to end on stub Slurm commands (tests/slurm_stub.py): submission as a job
+array through submitit, a preempted job that is requeued and resumes from its checkpoint, records written
+by the jobs, `--status`; and the launcher's parts that need no job."""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+from repro.cli import app
+from repro.errors import ReproError
+from repro.launch import slurm
+from repro.paths import REPO_DIR
+from repro.specs import row_slug
+from tests import slurm_stub
+
+SPEC = "mcan-pa-table5-ablation"
+ROWS = ("MCAN", "MCAN+PA (ours)")
+
+
+@pytest.fixture
+def cluster(sandbox, monkeypatch):
+    """The table's spec in the sandbox and the stub Slurm commands first on PATH; ends what it started."""
+    folder = sandbox / "experiments" / "mcan-pa"
+    folder.mkdir(parents=True)
+    shutil.copy(REPO_DIR / "experiments" / "mcan-pa" / f"{SPEC}.yaml", folder)
+    state = sandbox / "slurm-state"
+    for key, value in slurm_stub.install(sandbox / "bin", state).items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(REPO_DIR), os.environ.get("PYTHONPATH", "")]))
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    yield sandbox
+    slurm_stub.kill_all(state)  # jobs a failed test left running
+
+
+def unit_folder(sandbox: Path, row: str, seed: int = 0) -> Path:
+    return sandbox / "data" / "runs" / SPEC / "smoke" / row_slug(row) / f"seed{seed}"
+
+
+def test_smoke_table_on_slurm_survives_a_requeue_and_fills_the_table(cluster, runner, monkeypatch):
+    trigger = unit_folder(cluster, ROWS[0]) / "train.jsonl"
+    monkeypatch.setenv("SLURM_STUB_PREEMPT", f"1000_0:{trigger}")  # the first unit, once it has trained a step
+    options = ["--partition", "debug", "--account", "proj", "--qos", "high"]
+    options += ["--slurm-opt", "constraint=cpu", "--slurm-opt", "time=00:30:00"]
+    result = runner.invoke(
+        app,
+        ["run", "table5-ablation", "--scale", "smoke", "--rows", ",".join(ROWS), "--launcher", "slurm", *options]
+        + ["--wait"],
+    )
+    assert result.exit_code == 0, result.output
+    assert "submitted MCAN seed 0: job 1000_0" in result.output
+
+    # one job array, with the family's resources and the options passed through
+    script = (cluster / "slurm-state" / "1000.sh").read_text()
+    for line in ("--array=0-1%2", "--partition=debug", "--account=proj", "--qos=high", "--constraint=cpu"):
+        assert f"#SBATCH {line}\n" in script
+    assert "#SBATCH --time=30\n" in script and "#SBATCH --cpus-per-task=2\n" in script
+    assert "#SBATCH --mem=4GB\n" in script and "gpus" not in script  # CPUs at the smoke scale
+
+    # the first unit was preempted mid-training, requeued once, and resumed from its checkpoint
+    tasks = {t: json.loads((cluster / "slurm-state" / "tasks" / f"{t}.json").read_text()) for t in ("1000_0", "1000_1")}
+    assert tasks["1000_0"]["history"] == ["PENDING", "RUNNING", "REQUEUED", "PENDING", "RUNNING", "COMPLETED"]
+    assert tasks["1000_1"]["history"] == ["PENDING", "RUNNING", "COMPLETED"]
+    state = json.loads((unit_folder(cluster, ROWS[0]) / "state.json").read_text())
+    assert state["resumed_from"] is not None and state["step"] == 6  # 96 questions, batch 16, one epoch
+    log = (cluster / "data" / "runs" / "slurm" / SPEC / "smoke" / "1000_0" / "1000_0_0_log.out").read_text()
+    assert "attempt 2, resuming from its checkpoint" in log
+
+    # each job wrote its unit's record and its row's record
+    results = cluster / "results" / "mcan-pa" / SPEC
+    for row in ROWS:
+        record = json.loads((results / f"{row_slug(row)}.smoke.json").read_text())
+        assert record["seeds"] == [0] and set(record["metrics"]) == {"Y/N", "Num", "Other", "All"}
+        seed = json.loads((results / "seeds" / f"{row_slug(row)}.smoke.seed0.json").read_text())
+        assert seed["training"]["steps"] == 6
+
+    # the unit resumed mid-epoch ends as the same unit trained here without an interruption
+    monkeypatch.setenv("REPRO_RESULTS", str(cluster / "results-local"))
+    local = runner.invoke(
+        app, ["run", "table5-ablation", "--scale", "smoke", "--rows", "MCAN", "--workdir", str(cluster / "local")]
+    )
+    assert local.exit_code == 0, local.output
+    alone = json.loads((cluster / "results-local" / "mcan-pa" / SPEC / "seeds" / "MCAN.smoke.seed0.json").read_text())
+    resumed = json.loads((results / "seeds" / "MCAN.smoke.seed0.json").read_text())
+    assert resumed["metrics"] == alone["metrics"] and resumed["training"] == alone["training"]
+    monkeypatch.setenv("REPRO_RESULTS", str(cluster / "results"))
+
+    status = runner.invoke(app, ["run", "table5-ablation", "--scale", "smoke", "--status"])
+    assert status.exit_code == 0, status.output
+    assert status.output.count("done (COMPLETED)") == 2 and "2 done" in status.output
+
+    # submitting the same units again is refused while they have results
+    again = runner.invoke(app, ["run", "table5-ablation", "--scale", "smoke", "--rows", "MCAN", "--launcher", "slurm"])
+    assert again.exit_code == 2 and "already has results" in again.output
+
+
+def test_status_shows_pending_running_failed_and_done_with_logs(cluster, runner):
+    """--status reads sacct (the stub's task files here) and the results store, without running a job."""
+    root = cluster / "data" / "runs" / "slurm" / SPEC / "smoke"
+    (cluster / "slurm-state" / "tasks").mkdir()
+    rows = ["MCAN", "MCAN+PE", "MCAN+PWA", "MCAN+POA"]
+    states = ["PENDING", "RUNNING", "FAILED", "COMPLETED"]
+    units = []
+    for i, (row, state) in enumerate(zip(rows, states)):
+        slurm_stub.update_task(f"1000_{i}", state=state, restarts=0, cancelled=False, requeue=False, exit=None)
+        folder = root / f"1000_{i}"
+        units.append(
+            {
+                "row": row,
+                "seed": 0,
+                "job_id": f"1000_{i}",
+                "stdout": str(folder / f"1000_{i}_0_log.out"),
+                "stderr": str(folder / f"1000_{i}_0_log.err"),
+                "submitted": "2020-01-01T00:00:00+00:00",
+                "resources": {},
+            }
+        )
+    failed = root / "1000_2"
+    failed.mkdir(parents=True)
+    with open(failed / "1000_2_0_result.pkl", "wb") as handle:
+        pickle.dump(("error", "Traceback ...\nReproError: MCAN+PWA seed 0 failed: out of data"), handle)
+    (root / "units.json").write_text(json.dumps({"units": units}))
+    result = runner.invoke(app, ["run", "table5-ablation", "--scale", "smoke", "--status"])
+    assert result.exit_code == 0, result.output
+    text = " ".join(result.output.split())
+    assert "pending (PENDING)" in text and "running (RUNNING)" in text and "failed (FAILED)" in text
+    assert "out of data" in result.output.replace("\n", "").replace("│", "").replace(" ", " ")
+    # COMPLETED without a record in the results store is no success
+    assert "failed (COMPLETED)" in text and "2 failed, 1 pending, 1 running" in text
+    assert "1000_0_0_log.out" in result.output.replace("\n", "").replace(" ", "").replace("│", "")
+
+
+def test_options_and_their_errors(cluster, runner):
+    assert slurm.slurm_minutes("90") == 90 and slurm.slurm_minutes("1:30:00") == 90
+    assert slurm.slurm_minutes("2-00:00:00") == 2880 and slurm.slurm_minutes("1-12") == 2160
+    options = slurm.SlurmOptions.parse("gpu", None, None, ["constraint=a100", "exclusive", "mail-type=END"])
+    assert options.extra == {"constraint": "a100", "exclusive": True, "mail_type": "END"}
+    assert slurm.SlurmOptions.parse(options=["gpus-per-node=4"]).extra == {"gpus_per_node": "4"}
+    for bad in (["array=0-3"], ["output=x"], ["time=soon"], ["=1"], ["gpus_per_node=all"]):
+        with pytest.raises(ReproError):
+            slurm.SlurmOptions.parse(options=bad)
+    for words, message in (
+        (["--partition", "gpu"], "only with --launcher slurm"),
+        (["--launcher", "slurm", "-j", "2"], "--jobs is for --launcher local"),
+        (["--launcher", "slurm", "--slurm-opt", "array=1"], "set by the launcher itself"),
+        (["--launcher", "pbs"], "unknown launcher"),
+    ):
+        result = runner.invoke(app, ["run", "table5-ablation", "--scale", "smoke", *words])
+        assert result.exit_code == 2 and message in result.output, result.output
+
+
+def test_wait_ends_with_exit_1_when_a_job_fails(cluster, runner, monkeypatch):
+    monkeypatch.setenv("SLURM_STUB_FAIL", "1000")  # one unit: a plain job, not an array
+    words = ["run", "table5-ablation", "--scale", "smoke", "--rows", "MCAN", "--launcher", "slurm", "--wait"]
+    result = runner.invoke(app, words)
+    assert result.exit_code == 1, result.output
+    assert "1 unit(s) did not finish: MCAN seed 0" in result.output and "failed (FAILED)" in result.output
+    log = cluster / "data" / "runs" / "slurm" / SPEC / "smoke" / "1000" / "1000_0_log.err"
+    assert "NODE FAILURE" in log.read_text()
+
+
+def test_a_refused_submission_or_no_slurm_is_one_line(cluster, runner, monkeypatch):
+    words = ["run", "table5-ablation", "--scale", "smoke", "--rows", "MCAN", "--launcher", "slurm"]
+    result = runner.invoke(app, [*words, "--partition", "nosuch"])
+    assert result.exit_code == 2 and "sbatch refused the jobs of 1 unit(s)" in result.output, result.output
+    assert "Invalid partition name" in result.output and "Traceback" not in result.output
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    result = runner.invoke(app, words)
+    assert result.exit_code == 2 and "needs Slurm's commands" in result.output, result.output
+
+
+def test_resources_dry_run_and_torchrun(cluster, runner):
+    from repro import families
+    from repro.families.base import Resources
+
+    mcan = families.implementation(families.by_paper("mcan-pa"))
+    ace = families.implementation(families.by_paper("ace-rpe"))
+    paper = slurm.unit_resources(mcan, {"arch": "mcan"}, "paper")
+    assert paper.gpus == 1 and paper.hours >= mcan.gpu_hours({"arch": "mcan"})
+    assert slurm.unit_resources(mcan, {"arch": "mcan"}, "smoke") == Resources(gpus=0, cpus=2, mem_gb=4, hours=1.0)
+    assert slurm.unit_resources(ace, {"arch": "albef"}, "paper").gpus == 8  # Sec. 4.1: 8 A100s
+
+    # a unit on several GPUs trains under torchrun, one process per GPU
+    command = slurm.unit_command(8, Path("in.pkl"), Path("out.pkl"))
+    assert command[:4] == [sys.executable, "-m", "torch.distributed.run", "--standalone"]
+    assert "--nproc-per-node=8" in command and command[-4:] == ["-m", "repro.launch.unit", "in.pkl", "out.pkl"]
+    assert slurm.unit_command(1, Path("i"), Path("o")) == [sys.executable, "-m", "repro.launch.unit", "i", "o"]
+
+    result = runner.invoke(app, ["run", "table5-ablation", "--launcher", "slurm", "--rows", "MCAN", "--dry-run"])
+    assert result.exit_code == 0, result.output
+    assert "slurm: MCAN: one job per seed, 1 GPU(s), 8 CPUs, 64 GB" in result.output
+    assert not (cluster / "slurm-state" / "next_id").exists()  # nothing submitted
+
+
+def test_jobs_finishing_at_once_rebuild_the_row_record_in_turn(toy_family, tmp_path):
+    """store_unit with a lock: while another job holds it, a finished unit neither writes its seed nor
+    rebuilds the row's record; once released, the record holds both jobs' seeds."""
+    import threading
+
+    from filelock import FileLock
+
+    from repro.families.base import RowRun
+    from repro.run import store_unit
+    from repro.specs import resolve
+    from repro.utils import now_iso
+
+    spec = resolve("toy-table1")
+    row = spec.row("Sighted")
+    lock = tmp_path / "records.lock"
+    results = toy_family / "results" / "toy" / "toy-table1"
+
+    def finish(seed: int, acc: float) -> None:
+        outcome = (RowRun(metrics={"Acc": acc}, split="val"), now_iso(), now_iso(), 1.0)
+        store_unit(spec, row, "smoke", seed, outcome, {"row": "Sighted"}, None, None, lock=lock)
+
+    held = FileLock(str(lock))
+    held.acquire()
+    second = threading.Thread(target=finish, args=(1, 80.0))
+    second.start()
+    second.join(timeout=1.0)
+    assert second.is_alive() and not (results / "seeds").exists()  # waiting for the lock
+    held.release()
+    second.join(timeout=30)
+    finish(0, 60.0)
+    record = json.loads((results / "Sighted.smoke.json").read_text())
+    assert record["seeds"] == [0, 1] and record["metrics"]["Acc"] == 70.0

@@ -1,0 +1,98 @@
+"""Seeds trained together (repro.train.ensemble): each seed as its lone run, its own dropout, resumable."""
+
+import os
+import signal
+
+import pytest
+import torch
+from torch.utils.data import default_collate
+
+from repro.errors import ReproError
+from repro.families.mcan_pa.family import build_model
+from repro.train import TrainingInterrupted, fit, load_recipe
+from repro.train.checkpoint import load_checkpoint
+from repro.train.ensemble import fit_ensemble
+from tests.test_train_resume import RECIPE  # the tiny recipe the trainer's resume tests use
+from tests.tiny_vqa import NUM_ANSWERS, NUM_TOKENS, TABLE5_CONFIGS, TINY_SIZES, TinyVQA
+
+NO_DROPOUT = {**TINY_SIZES, "dropout": 0.0}
+
+
+@pytest.fixture
+def recipe(tmp_path):
+    path = tmp_path / "tiny.yaml"
+    path.write_text(RECIPE)
+    return load_recipe(str(path))
+
+
+def new_model(seed, sizes=TINY_SIZES):
+    torch.manual_seed(seed)
+    return build_model(TABLE5_CONFIGS["MCAN+PA"], NUM_TOKENS, NUM_ANSWERS, sizes=sizes)
+
+
+def weights(model):
+    return torch.cat([p.detach().flatten() for p in model.parameters()])
+
+
+def test_each_seed_ends_where_its_lone_run_does(tmp_path, recipe):
+    # Own initialisation, data order and optimiser state per seed; gradient clipping per seed (0.5 is
+    # far below this model's gradient norm, so it acts at every step).
+    data = TinyVQA(14)  # 2 steps per epoch, the last one short
+    recipes = [recipe.replace(seed=s, grad_clip=0.5, epochs=2) for s in (5, 6)]
+    lone = [new_model(r.seed, NO_DROPOUT) for r in recipes]
+    states = [fit(m, data, r, tmp_path / f"lone{r.seed}", progress=False) for m, r in zip(lone, recipes)]
+    together = [new_model(r.seed, NO_DROPOUT) for r in recipes]
+    dirs = [tmp_path / f"seed{r.seed}" for r in recipes]
+    out = fit_ensemble(together, data, recipes, dirs, progress=False)
+
+    batch = default_collate([data[i] for i in range(len(data))])
+    for alone, joint, state, joint_state in zip(lone, together, states, out):
+        assert joint_state.final_loss == pytest.approx(state.final_loss, rel=1e-5)
+        assert joint_state.step == state.step == 4
+        # The batched kernels sum in another order; Adam (eps 1e-9) turns a last-bit difference in a
+        # near-zero gradient into a step of up to the learning rate, so weights agree to ~1e-3, outputs closer.
+        assert (weights(joint) - weights(alone)).abs().max() < 1e-2
+        with torch.no_grad():
+            assert torch.allclose(joint.eval()(batch), alone.eval()(batch), atol=1e-3)
+    assert not torch.allclose(weights(together[0]), weights(together[1]))
+    saved = load_checkpoint(dirs[1] / "last.pt")  # a lone run's checkpoint: `fit(..., resume=True)` reads it
+    assert saved["epoch"] == 2 and saved["optimizer"]["state"][0]["exp_avg"].shape == next(lone[1].parameters()).shape
+    assert len((dirs[1] / "train.jsonl").read_text().splitlines()) == 4
+
+
+def test_each_seed_draws_its_own_dropout_masks(tmp_path, recipe):
+    # One batch of the same 8 samples for both seeds (the summed loss does not see their order) and the same
+    # initial weights: the two seeds differ only in their dropout masks.
+    data = TinyVQA(8)
+    models = [new_model(0), new_model(0)]
+    fit_ensemble(
+        models, data, [recipe.replace(seed=s) for s in (5, 6)], [tmp_path / "a", tmp_path / "b"], progress=False
+    )
+    assert (weights(models[0]) - weights(models[1])).abs().max() > 1e-4
+
+
+def test_an_interrupted_ensemble_resumes_to_the_same_weights(tmp_path, recipe):
+    data = TinyVQA(14)
+    recipes = [recipe.replace(seed=s, epochs=2) for s in (5, 6)]
+    full = [new_model(r.seed) for r in recipes]
+    fit_ensemble(full, data, recipes, [tmp_path / "full" / str(r.seed) for r in recipes], progress=False)
+
+    def stop(step):
+        if step == 3:
+            os.kill(os.getpid(), signal.SIGINT)
+
+    part = [new_model(r.seed) for r in recipes]
+    dirs = [tmp_path / "part" / str(r.seed) for r in recipes]
+    with pytest.raises(TrainingInterrupted, match="--resume"):
+        fit_ensemble(part, data, recipes, dirs, progress=False, on_step=stop)
+    resumed = [new_model(r.seed) for r in recipes]
+    states = fit_ensemble(resumed, data, recipes, dirs, progress=False, resume=True)
+    assert states[0].resumed_from == {"epoch": 1, "step": 3}
+    for a, b in zip(full, resumed):
+        assert torch.equal(weights(a), weights(b))
+
+
+def test_recipes_that_differ_beyond_the_seed_are_refused(tmp_path, recipe):
+    models = [new_model(0), new_model(1)]
+    with pytest.raises(ReproError, match="only in their seed"):
+        fit_ensemble(models, TinyVQA(8), [recipe, recipe.replace(seed=6, epochs=1)], [tmp_path, tmp_path])
