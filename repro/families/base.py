@@ -123,6 +123,12 @@ class RunContext:
         """True at the scales whose data the toolkit generates (everything but paper)."""
         return self.scale != "paper"
 
+    def limited(self, split):
+        """The first `limit` questions of a split (`repro run --limit N`: a partial run), or all of them."""
+        from torch.utils.data import Subset
+
+        return split if self.limit is None or self.limit >= len(split) else Subset(split, range(self.limit))
+
 
 @dataclass
 class RowRun:

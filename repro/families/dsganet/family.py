@@ -305,13 +305,6 @@ def _questions(config: DSGANetConfig, sizes: dict[str, Any], split):
     return WordPieceQuestions(split, bert_vocab_file(), sizes["max_tokens"] + 2, key="bert_ids", special_tokens=True)
 
 
-def _first(split, limit: int | None):
-    """The first `limit` questions of a split (`repro run --limit`: a partial run), or all of them."""
-    from torch.utils.data import Subset
-
-    return split if limit is None or limit >= len(split) else Subset(split, range(limit))
-
-
 def dataset(prepared: Path, split: str, store_path: Path):
     """A `VQADataset` that also gives the scalar depth readings of the store (`depth_mean`, `depth_mode`)."""
     from repro.data.store import FeatureStore
@@ -416,7 +409,7 @@ def run_row(ctx: RunContext) -> RowRun:
     model = build_model(config, train.num_tokens, train.num_answers, sizes=ctx.settings.get("sizes"))
     state = fit(
         model,
-        _first(train, ctx.limit),
+        ctx.limited(train),
         recipe,
         ctx.workdir,
         loss_step=loss_step(recipe.loss),
@@ -426,7 +419,7 @@ def run_row(ctx: RunContext) -> RowRun:
     phrases, phrase_source = rel_phrases(ctx.scale)
     scores = score(
         model,
-        _first(val, ctx.limit),
+        ctx.limited(val),
         train.answer_vocab,
         data["val_annotations"],
         data["val_questions"],
@@ -443,12 +436,7 @@ def run_row(ctx: RunContext) -> RowRun:
     return RowRun(
         metrics=metrics,
         split="val",
-        training={
-            "steps": state.step,
-            "final_loss": state.final_loss,
-            "global_batch": state.global_batch,
-            "gpus": state.gpu_count,
-        },
+        training=state.summary(),
         extra={
             "per_answer_type": {k: scores[k] for k in ("yes/no", "number", "other") if k in scores},
             "per_question_type": scores.get("per_question_type", {}),

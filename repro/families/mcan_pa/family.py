@@ -378,7 +378,7 @@ def _generated_run(ctx: RunContext, model, state, train, val, data: dict[str, An
     return RowRun(
         metrics=_columns(ctx.spec, {None: result.aggregate}),
         split="val",
-        training=_training(state),
+        training=state.summary(),
         extra={"per_question_type": result.aggregate.get("per_question_type", {})},
     )
 
@@ -391,15 +391,6 @@ def _columns(spec: Spec, aggregates: dict[str | None, dict[str, Any]]) -> dict[s
         if col.metric == "vqa" and col.key in VQA_KEYS and aggregate is not None:
             out[col.name] = float(aggregate[col.key])
     return out
-
-
-def _training(state) -> dict[str, Any]:
-    return {
-        "steps": state.step,
-        "final_loss": state.final_loss,
-        "global_batch": state.global_batch,
-        "gpus": state.gpu_count,
-    }
 
 
 def _annotations(path: Path) -> dict[int, dict[str, Any]]:
@@ -454,13 +445,6 @@ def _cocoqa_columns(spec: Spec, prepared: Path, ids: list[int], predicted: list[
     return out
 
 
-def _limited(dataset, limit: int | None):
-    """The first `limit` questions of a split (`repro run --limit`), or all of them."""
-    from torch.utils.data import Subset
-
-    return dataset if limit is None or limit >= len(dataset) else Subset(dataset, range(limit))
-
-
 def _unwrapped(dataset):
     return dataset.dataset if hasattr(dataset, "indices") else dataset
 
@@ -504,7 +488,7 @@ def _run_release(ctx: RunContext, data: dict[str, Any]) -> RowRun:
         questions = VQADataset(prepared, split, feature_store(dataset, split, data["features"]))
         return _questions(ctx.config, questions, ctx.settings.get("sizes"))
 
-    parts = [_limited(split_data(split), ctx.limit) for split in recipe.train_splits]
+    parts = [ctx.limited(split_data(split)) for split in recipe.train_splits]
     first = _unwrapped(parts[0])
     seed_everything(ctx.seed)
     model = build_model(
@@ -523,18 +507,16 @@ def _run_release(ctx: RunContext, data: dict[str, Any]) -> RowRun:
         resume=ctx.resume,
         progress=ctx.progress,
     )
-    run = RowRun(metrics={}, split=spec.split, training=_training(state))
+    run = RowRun(metrics={}, split=spec.split, training=state.summary())
     if dataset == "coco-qa":  # the test answers are public: scored here
-        ids, answers = _answers(
-            model, _limited(split_data("test"), ctx.limit), first.answer_vocab, recipe, ctx.progress
-        )
+        ids, answers = _answers(model, ctx.limited(split_data("test")), first.answer_vocab, recipe, ctx.progress)
         run.metrics, run.split = _cocoqa_columns(spec, prepared, ids, answers), "test"
         return run
 
     if "val" not in recipe.train_splits:
         annotations = find_file(data["root"] / dataset, ANNOTATIONS[dataset])
         if annotations is not None:
-            val = _limited(split_data("val"), ctx.limit)
+            val = ctx.limited(split_data("val"))
             run.extra["val"] = _score(
                 model, val, first.answer_vocab, _annotations(annotations), recipe, ctx.progress
             ).aggregate
@@ -543,7 +525,7 @@ def _run_release(ctx: RunContext, data: dict[str, Any]) -> RowRun:
     predicted: dict[str, dict[int, str]] = {}
     commands: dict[str, list[str]] = {}
     for (split, released), targets in TEST_FILES[dataset].items():
-        ids, answers = _answers(model, _limited(split_data(split), ctx.limit), first.answer_vocab, recipe, ctx.progress)
+        ids, answers = _answers(model, ctx.limited(split_data(split)), first.answer_vocab, recipe, ctx.progress)
         predicted[released] = dict(zip(ids, answers))
         partial = ".partial" if ctx.limit else ""  # a partial file is never mistaken for a full submission
         name = f"{ctx.row.slug}{scale}.seed{ctx.seed}.{released}{partial}.json"
