@@ -317,8 +317,8 @@ def prepare_data(spec: Spec, scale: str, settings: dict[str, Any]) -> dict[str, 
 
     root = synthetic_root(settings)
     generate(root, GeneratorConfig.from_mapping(settings.get("generator")))
-    if not has_tasks(spec):
-        return {"root": root}
+    if not has_tasks(spec) or "task_generator" not in settings:
+        return {"root": root}  # a generated scale without `task_generator` fills the retrieval columns only
     from repro.families.ace_rpe.synthetic_tasks import TaskGeneratorConfig, generate_tasks
 
     tasks = tasks_root(settings)
