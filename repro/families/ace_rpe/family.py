@@ -160,6 +160,8 @@ def stages(config: ALBEFConfig | dict, spec: Spec) -> list[tuple[str, str, float
             f"({config.pretrain}), batch {pre.batch_size}, 256 px",
             cost.gpu_hours(flops),
         )
+        if config.init == "scratch"
+        else ("load", f"ALBEF's {RELEASED[config.pretrain]} (`repro download albef-checkpoints`)", 0.0)
     ]
     for dataset in recall_datasets(spec):
         recipe = load_recipe(FINETUNE_RECIPES[dataset])
@@ -241,6 +243,17 @@ def predict_step(model: nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tens
 # --- data ---------------------------------------------------------------------------------------
 
 
+RELEASED = {"4m": "ALBEF_4M.pth", "14m": "ALBEF.pth"}  # ALBEF's pre-training checkpoints (`init: albef`)
+
+
+def released_checkpoint(config: ALBEFConfig) -> Path:
+    """ALBEF's released pre-training checkpoint of the row's corpus, checked: missing, the command that gets it."""
+    path = data_dir() / "albef-checkpoints" / RELEASED[config.pretrain]
+    if not path.is_file():
+        raise ReproError(f"{path} is missing: get it with `repro download albef-checkpoints`")
+    return path
+
+
 PRETRAIN_FILES = {  # ALBEF's configs/Pretrain.yaml train_file; 14m adds Conceptual 12M
     "4m": ("coco.json", "vg.json", "cc3m_train.json", "cc3m_val.json", "sbu.json"),
     "14m": ("coco.json", "vg.json", "cc12m.json", "cc3m_train.json", "cc3m_val.json", "sbu.json"),
@@ -276,7 +289,8 @@ def paper_sources(config: ALBEFConfig, datasets: list[str]) -> Sources:
     albef = root / "albef-data" / "data"
     vocab = root / "bert-base-uncased"
     need = [(vocab / "vocab.txt", "repro download bert-base-uncased")]
-    pretrain = tuple((albef / name, root / "albef-data" / "images") for name in PRETRAIN_FILES[config.pretrain])
+    corpus = [] if config.init == "albef" else PRETRAIN_FILES[config.pretrain]  # released weights: no corpus
+    pretrain = tuple((albef / name, root / "albef-data" / "images") for name in corpus)
     need += [(path, "repro download albef-data") for path, _ in pretrain]
     retrieval = {}
     for dataset in datasets:
@@ -310,8 +324,8 @@ def synthetic_sources(root: Path, datasets: list[str]) -> Sources:
 
 def prepare_data(spec: Spec, scale: str, settings: dict[str, Any]) -> dict[str, Path]:
     if scale == "paper":
-        # the 4M files every row needs; a 14M row checks CC12M's when it starts (run_row)
-        sources = paper_sources(ALBEFConfig(arch="albef", pretrain="4m"), recall_datasets(spec))
+        # the files every row needs; a row that pre-trains checks its corpus when it starts (run_row)
+        sources = paper_sources(ALBEFConfig(arch="albef", init="albef"), recall_datasets(spec))
         return {"root": data_dir(), "vocab": sources.vocab}
     from repro.families.ace_rpe.synthetic import GeneratorConfig, generate
 
@@ -493,23 +507,29 @@ def run_row(ctx: RunContext) -> RowRun:
         ]
         return parts[0] if len(parts) == 1 else torch.utils.data.ConcatDataset(parts)
 
-    train_pairs = pairs(sources.pretrain, "pretrain", pretrain_size, 0.2 if sources.augment else None)
     seed_everything(ctx.seed)
     pretrained = build_model(ctx.config, {**sizes, "image_size": pretrain_size}, task="pretrain")
-    recipe = _recipe(PRETRAIN_RECIPE, settings.get("pretrain_recipe", {}), ctx.seed)
-    state = fit(
-        pretrained,
-        train_pairs,
-        recipe,
-        ctx.workdir / "pretrain",
-        loss_step=loss_step("pretrain"),
-        collate_fn=collate,
-        resume=ctx.resume,
-        progress=ctx.progress,
-    )
-    training: dict[str, Any] = {
-        "pretrain": {"steps": state.step, "final_loss": state.final_loss, "world_size": state.world_size}
-    }
+    training: dict[str, Any] = {}
+    if as_config(ctx.config).init == "albef":  # ALBEF's released weights in place of our pre-training
+        from repro.families.ace_rpe.keymap import load_albef, read_checkpoint
+
+        checkpoint = released_checkpoint(as_config(ctx.config))
+        report = load_albef(pretrained, read_checkpoint(checkpoint))
+        training["pretrain"] = {"checkpoint": str(checkpoint), "steps": 0, "new": report.new}
+    else:
+        train_pairs = pairs(sources.pretrain, "pretrain", pretrain_size, 0.2 if sources.augment else None)
+        recipe = _recipe(PRETRAIN_RECIPE, settings.get("pretrain_recipe", {}), ctx.seed)
+        state = fit(
+            pretrained,
+            train_pairs,
+            recipe,
+            ctx.workdir / "pretrain",
+            loss_step=loss_step("pretrain"),
+            collate_fn=collate,
+            resume=ctx.resume,
+            progress=ctx.progress,
+        )
+        training["pretrain"] = {"steps": state.step, "final_loss": state.final_loss, "world_size": state.world_size}
     weights = pretrained.state_dict()
 
     metrics: dict[str, float] = {}

@@ -56,9 +56,9 @@ def _vit(prefix, grid):
     return out
 
 
-def _bert(prefix):
+def _bert(prefix, vocab=V):
     out = {
-        f"{prefix}.embeddings.word_embeddings.weight": _r(V, D),
+        f"{prefix}.embeddings.word_embeddings.weight": _r(vocab, D),
         f"{prefix}.embeddings.position_embeddings.weight": _r(P, D),
         f"{prefix}.embeddings.token_type_embeddings.weight": _r(2, D),
         f"{prefix}.embeddings.LayerNorm.weight": 1 + _r(D),
@@ -80,7 +80,7 @@ def _bert(prefix):
 
 
 def _mlm(prefix, words):
-    bias = _r(V)
+    bias = _r(words.shape[0])
     return {
         f"{prefix}.cls.predictions.bias": bias,
         f"{prefix}.cls.predictions.transform.dense.weight": _r(D, D),
@@ -92,18 +92,18 @@ def _mlm(prefix, words):
     }
 
 
-def albef_state(layout: str, grid: int) -> dict[str, torch.Tensor]:
+def albef_state(layout: str, grid: int, vocab: int = V) -> dict[str, torch.Tensor]:
     """ALBEF's pre-training (`ALBEF_4M.pth`) or retrieval (`flickr30k.pth`) key layout, random weights."""
     torch.manual_seed(1)
     state = {}
     for m in ("", "_m"):
         state.update(_vit(f"visual_encoder{m}", grid))
         if layout == "pretrain":
-            bert = _bert(f"text_encoder{m}.bert")
+            bert = _bert(f"text_encoder{m}.bert", vocab)
             state.update(bert)
             state.update(_mlm(f"text_encoder{m}", bert[f"text_encoder{m}.bert.embeddings.word_embeddings.weight"]))
         else:
-            state.update(_bert(f"text_encoder{m}"))
+            state.update(_bert(f"text_encoder{m}", vocab))
         for proj in ("vision_proj", "text_proj"):
             state[f"{proj}{m}.weight"], state[f"{proj}{m}.bias"] = _r(E, D), _r(E)
     state.update({"temp": torch.tensor(0.07), "itm_head.weight": _r(2, D), "itm_head.bias": _r(2)})
