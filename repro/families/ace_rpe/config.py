@@ -48,10 +48,11 @@ class ALBEFConfig(BaseModel):
         description="Data setting: pre-training images, 4m = CC3M + SBU + COCO + VG (Sec. 4.1), 14m adds "
         "CC12M (Table 1 'Pre-trained Images', the * rows).",
     )
-    init: Literal["scratch", "albef"] = Field(
-        "scratch",
-        exclude_if=lambda value: value == "scratch",  # records from before this field keep their config hash
-        description="Where the row starts: scratch, our pre-training on the row's corpus; albef, ALBEF's "
+    init: Literal["pretrain", "albef"] = Field(
+        "pretrain",
+        exclude_if=lambda value: value == "pretrain",  # records from before this field keep their config hash
+        description="Where the row starts: pretrain, our pre-training on the row's corpus (at paper scale from "
+        "DeiT-B/16 and bert-base-uncased, as ALBEF; from random weights at the generated scales); albef, ALBEF's "
         "released pre-training checkpoint of that corpus (ALBEF_4M.pth for 4m, ALBEF.pth for 14m; `repro "
         "download albef-checkpoints`) in place of pre-training, by the key map of keymap.py. ALBEF has no "
         "position embedding: a row's own (and L_ace, which acts in pre-training only) start untrained.",

@@ -160,7 +160,7 @@ def stages(config: ALBEFConfig | dict, spec: Spec) -> list[tuple[str, str, float
             f"({config.pretrain}), batch {pre.batch_size}, 256 px",
             cost.gpu_hours(flops),
         )
-        if config.init == "scratch"
+        if config.init == "pretrain"
         else ("load", f"ALBEF's {RELEASED[config.pretrain]} (`repro download albef-checkpoints`)", 0.0)
     ]
     for dataset in recall_datasets(spec):
@@ -210,8 +210,9 @@ def data_notes(spec: Spec) -> list[str]:
         f"Visual Genome, CC3M and SBU for pre-training where you keep them: rewrite the paths in ALBEF's "
         f"pre-training json files to them (as ALBEF's README says), or make them relative to "
         f"{root / 'albef-data' / 'images'}",
-        "checkpoints: `repro download albef-checkpoints` (ALBEF_4M.pth, ALBEF.pth) to start a row from ALBEF's "
-        "pre-training (keymap.load_albef); vocabulary: `repro download bert-base-uncased`; both recipes run "
+        "weights: pre-training starts from DeiT-B/16 and bert-base-uncased as ALBEF's (`repro download deit-b16 "
+        "bert-base-uncased`, which also holds the vocabulary); `repro download albef-checkpoints` (ALBEF_4M.pth, "
+        "ALBEF.pth) to start a row from ALBEF's pre-training instead (model.init=albef); both recipes run "
         "under torchrun: `torchrun --nproc_per_node=8 -m repro run ID --rows ROW` (rank 0 writes the results)",
     ]
 
@@ -243,6 +244,7 @@ def predict_step(model: nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tens
 # --- data ---------------------------------------------------------------------------------------
 
 
+DEIT_FILE = "deit_base_patch16_224-b5f2ef4d.pth"  # `repro download deit-b16`
 RELEASED = {"4m": "ALBEF_4M.pth", "14m": "ALBEF.pth"}  # ALBEF's pre-training checkpoints (`init: albef`)
 
 
@@ -270,6 +272,7 @@ class Sources:
     pretrain: tuple[tuple[Path, Path], ...]  # (json, image root)
     retrieval: dict[str, tuple[Path, Path, Path]]  # data set -> (train json, test json, image root)
     augment: bool = False  # ALBEF's training augmentations (paper scale)
+    initial: tuple[Path, Path] | None = None  # DeiT-B/16 and bert-base-uncased weights pre-training starts from
 
 
 def synthetic_root(settings: dict[str, Any]) -> Path:
@@ -289,6 +292,10 @@ def paper_sources(config: ALBEFConfig, datasets: list[str]) -> Sources:
     albef = root / "albef-data" / "data"
     vocab = root / "bert-base-uncased"
     need = [(vocab / "vocab.txt", "repro download bert-base-uncased")]
+    initial = None
+    if config.init == "pretrain":  # ALBEF pre-trains from DeiT-B/16 and bert-base-uncased
+        initial = (root / "deit-b16" / DEIT_FILE, vocab / "pytorch_model.bin")
+        need += [(initial[0], "repro download deit-b16"), (initial[1], "repro download bert-base-uncased")]
     corpus = [] if config.init == "albef" else PRETRAIN_FILES[config.pretrain]  # released weights: no corpus
     pretrain = tuple((albef / name, root / "albef-data" / "images") for name in corpus)
     need += [(path, "repro download albef-data") for path, _ in pretrain]
@@ -300,7 +307,7 @@ def paper_sources(config: ALBEFConfig, datasets: list[str]) -> Sources:
     for path, command in need:
         if not path.is_file():
             raise ReproError(f"{path} is missing: get it with `{command}`")
-    return Sources(vocab=vocab, pretrain=pretrain, retrieval=retrieval, augment=True)
+    return Sources(vocab=vocab, pretrain=pretrain, retrieval=retrieval, augment=True, initial=initial)
 
 
 def read_split(path: Path, kind: str, image_root: Path, limit: int | None = None) -> list[dict[str, Any]]:
@@ -518,6 +525,11 @@ def run_row(ctx: RunContext) -> RowRun:
         training["pretrain"] = {"checkpoint": str(checkpoint), "steps": 0, "new": report.new}
     else:
         train_pairs = pairs(sources.pretrain, "pretrain", pretrain_size, 0.2 if sources.augment else None)
+        if sources.initial is not None:  # paper scale: DeiT-B/16 + bert-base-uncased, as ALBEF
+            from repro.families.ace_rpe.keymap import albef_initialisation, load_albef, read_checkpoint
+
+            deit, bert = (read_checkpoint(path) for path in sources.initial)
+            load_albef(pretrained, albef_initialisation(deit, bert))
         recipe = _recipe(PRETRAIN_RECIPE, settings.get("pretrain_recipe", {}), ctx.seed)
         state = fit(
             pretrained,
@@ -530,6 +542,8 @@ def run_row(ctx: RunContext) -> RowRun:
             progress=ctx.progress,
         )
         training["pretrain"] = {"steps": state.step, "final_loss": state.final_loss, "world_size": state.world_size}
+        if sources.initial is not None:
+            training["pretrain"]["initial"] = [str(path) for path in sources.initial]
     weights = pretrained.state_dict()
 
     metrics: dict[str, float] = {}

@@ -115,6 +115,53 @@ def albef_state(layout: str, grid: int, vocab: int = V) -> dict[str, torch.Tenso
     return state
 
 
+def deit_and_bert(vocab: int = V, grid: int = 2) -> tuple[dict, dict]:
+    """DeiT-B/16's and bert-base-uncased's files as released (timm keys with a classifier; BERT's legacy
+    LayerNorm gamma/beta, pooler and next-sentence head, no cross-attention), at the tiny sizes."""
+    state = albef_state("pretrain", grid, vocab)
+    deit = {k.split(".", 1)[1]: v for k, v in state.items() if k.startswith("visual_encoder.")}
+    deit.update({"head.weight": _r(1000, D), "head.bias": _r(1000)})
+    bert = {}
+    for key, value in state.items():
+        if key.startswith("text_encoder.") and ".crossattention." not in key:
+            key = (
+                key.split(".", 1)[1]
+                .replace("LayerNorm.weight", "LayerNorm.gamma")
+                .replace("LayerNorm.bias", "LayerNorm.beta")
+            )
+            bert[key] = value
+    bert.update({"bert.pooler.dense.weight": _r(D, D), "bert.pooler.dense.bias": _r(D)})
+    bert.update({"cls.seq_relationship.weight": _r(2, D), "cls.seq_relationship.bias": _r(2)})
+    return deit, bert
+
+
+def test_pre_training_starts_from_deit_and_bert_as_albef():
+    from repro.families.ace_rpe.keymap import albef_initialisation
+
+    deit, bert = deit_and_bert()
+    model = build_model({"arch": "albef", "position_embedding": "ace-rpe"}, TINY_SIZES, task="pretrain")
+    report = load_albef(model, albef_initialisation(deit, bert))
+    ours = model.state_dict()
+    for prefix in ("visual_encoder", "visual_encoder_m"):  # qkv split into the three projections
+        assert torch.equal(
+            ours[f"{prefix}.layers.1.attention.k_proj.weight"], deit["blocks.1.attn.qkv.weight"].chunk(3)[1]
+        )
+    for prefix in ("text_encoder", "text_encoder_m"):
+        got = ours[f"{prefix}.embeddings.LayerNorm.weight"]
+        assert torch.equal(got, bert["bert.embeddings.LayerNorm.gamma"])
+    top = S["text_layers"]  # BERT's upper layers are the fusion layers
+    assert torch.equal(
+        ours["fusion.layer.0.attention.self.query.weight"],
+        bert[f"bert.encoder.layer.{top}.attention.self.query.weight"],
+    )
+    assert torch.equal(
+        ours["mlm_head.predictions.transform.dense.weight"], bert["cls.predictions.transform.dense.weight"]
+    )
+    new = set(report.new)
+    assert "fusion.layer.0.crossattention.self.key.weight" in new and "itm_head.weight" in new
+    assert all(k.endswith("mask_token") for k in new if k.startswith(("visual_encoder", "text_encoder")))  # MIM's
+
+
 def reference_similarity(state, image, ids, mask):
     """ITC similarity straight from ALBEF's keys: the ViT forward, and BertModel for the text layers."""
     from transformers import BertConfig, BertModel

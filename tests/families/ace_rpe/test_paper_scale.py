@@ -40,12 +40,19 @@ def _caption(rng: random.Random) -> str:
 
 
 def write_albef_files(data: Path, vocab: bool = True, jsons: bool = True, images: bool = True) -> None:
-    """`repro download albef-data bert-base-uncased` laid out, plus the user's images, a few of each."""
+    """`repro download albef-data bert-base-uncased deit-b16` laid out (tiny weights), plus the user's images,
+    a few of each."""
+    from tests.families.ace_rpe.test_keymap import deit_and_bert
+
     rng = random.Random(0)
     if vocab:
         (data / "bert-base-uncased").mkdir(parents=True, exist_ok=True)
         specials = ["[PAD]", *(f"[unused{i}]" for i in range(3)), "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
         (data / "bert-base-uncased" / "vocab.txt").write_text("\n".join(specials + WORDS) + "\n")
+        deit, bert = deit_and_bert(len(specials + WORDS))
+        torch.save(bert, data / "bert-base-uncased" / "pytorch_model.bin")
+        (data / "deit-b16").mkdir(parents=True, exist_ok=True)
+        torch.save({"model": deit}, data / "deit-b16" / "deit_base_patch16_224-b5f2ef4d.pth")
     albef = data / "albef-data" / "data"
     albef.mkdir(parents=True, exist_ok=True)
     mine = data / "my-images"  # pre-training images where the user keeps them (absolute paths in the jsons)
@@ -106,6 +113,10 @@ def test_paper_scale_names_the_first_missing_file_and_the_command_that_gets_it(r
     write_albef_files(data, jsons=False, images=False)
     assert "albef-data/data/flickr30k_train.json is missing: get it with `repro download albef-data`" in run()
     write_albef_files(data, images=False)
+    deit = data / "deit-b16" / "deit_base_patch16_224-b5f2ef4d.pth"
+    deit.rename(deit.with_suffix(".away"))
+    assert "deit-b16/deit_base_patch16_224-b5f2ef4d.pth is missing: get it with `repro download deit-b16`" in run()
+    deit.with_suffix(".away").rename(deit)
     assert f"{data}/my-images/coco/0.jpg is missing (the first image of coco.json)" in run()
 
 
@@ -129,6 +140,10 @@ def test_paper_scale_trains_both_recipes_as_two_ranks_of_a_torchrun_job(table1, 
     assert {part: training[part]["world_size"] for part in training} == {"pretrain": 2, "flickr30k": 2, "coco": 2}
     # 10 pre-training pairs (5 files of 2), global batch 4 = 2 per rank: 3 steps per epoch, 2 epochs
     assert training["pretrain"]["steps"] == 6 and training["flickr30k"]["steps"] == 2
+    assert [Path(p).name for p in training["pretrain"]["initial"]] == [
+        "deit_base_patch16_224-b5f2ef4d.pth",
+        "pytorch_model.bin",
+    ]
 
 
 def test_a_row_starts_from_albefs_released_checkpoint_in_place_of_pre_training(table1, tmp_path):
