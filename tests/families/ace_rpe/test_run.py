@@ -117,12 +117,12 @@ def test_paper_dry_run_lists_pretraining_and_fine_tuning_with_gpu_hours(runner):
 
 
 def test_committed_synthetic_results_hold_every_row_and_three_seeds_where_a_claim_compares():
-    """Table 1 at the synthetic scale: every row stored, the rows a claim compares with three seeds or more
+    """Tables 1, 7 and 8 at the synthetic scale: every row stored, the rows a claim compares with three seeds or more
     (so `repro table` judges them), and `repro check` passes on them (the spec's tolerance)."""
     from repro.report import check_spec
     from repro.results import read_results
 
-    for ident in ("ace-rpe-table1-pe",):
+    for ident in ("ace-rpe-table1-pe", "ace-rpe-table7-hparams", "ace-rpe-table8-mode"):
         spec = specs.resolve(ident, REPO_DIR / "experiments")
         stored = read_results(spec, scale="synthetic", root=REPO_DIR / "results")
         assert {name for name, _ in stored} == {r.name for r in spec.runnable_rows}, ident
