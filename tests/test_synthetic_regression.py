@@ -123,3 +123,20 @@ def test_sa_m4c_reproduces_its_stored_fingerprint_and_it_catches_a_random_graph(
     spec = dataclasses.replace(spec, rows=tuple(random_graph if r.name == row.name else r for r in spec.rows))
     [check] = fingerprint.check(spec, "synthetic", root=RESULTS)
     assert not check.ok and check.worst > 3 * check.tolerance
+
+
+# --- ace-rpe: Table 1 at the synthetic scale --------------------------------------------------------
+
+
+def test_ace_rpe_reproduces_its_pretraining_fingerprints_and_they_catch_ace_rpe_off_the_values(synthetic_data):
+    """The pre-training losses of Table 1's None and ACE-RPE+Lace rows (`stage: pretrain`); then ACE-RPE+Lace
+    with E_ace added to queries and keys only (Eq. 12 off): the same steps, other losses."""
+    spec = resolve("ace-rpe-table1-pe", EXPERIMENTS)
+    checks = fingerprint.check(spec, "synthetic", root=RESULTS)
+    assert {c.row for c in checks} == {"None", "ACE-RPE+Lace"} and all(c.ok for c in checks), checks
+    spec = _only(spec, "ACE-RPE+Lace")
+    row = spec.row("ACE-RPE+Lace")
+    no_values = dataclasses.replace(row, config=row.config.model_copy(update={"apply_to": ("query", "key")}))
+    spec = dataclasses.replace(spec, rows=tuple(no_values if r.name == row.name else r for r in spec.rows))
+    [check] = fingerprint.check(spec, "synthetic", root=RESULTS)
+    assert not check.ok and check.worst > 3 * check.tolerance, check.worst
