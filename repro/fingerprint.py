@@ -14,7 +14,8 @@ step).
 Spec settings (`scales.<scale>.fingerprint`): steps (default 40), rows (default: every runnable
 training row), tolerance (default 1e-3), stage (default: none): for a family that trains in stages, the
 sub-folder of the unit's work folder whose `train.jsonl` is the trajectory (ace-rpe: `pretrain`), trained
-by the scale's `<stage>_recipe`; the scale's other recipes then stop after one step.
+by the scale's `<stage>_recipe` (then its `recipe` stops after one step) or by its `recipe` (psac's
+four tasks share it).
 """
 
 from __future__ import annotations
@@ -85,13 +86,12 @@ def trajectory(spec: Spec, row: Row, scale: str, steps: int, seed: int = 0, stag
     if family is None:
         raise ReproError(f"{spec.id} row {row.name!r}: its family is not implemented; no fingerprint")
     base = scale_settings(spec, scale)
-    # the recipe whose losses are compared (`recipe`, or `<stage>_recipe`) stops after `steps`, a family's
-    # other recipes (a stage's fine-tunings, downstream tasks) after one step
-    mine = f"{stage}_recipe" if stage else "recipe"
-    run_settings = {**base, "recipe": {**base.get("recipe", {}), "max_steps": steps if mine == "recipe" else 1}}
-    for key, value in base.items():
-        if key.endswith("_recipe") and isinstance(value, dict):
-            run_settings[key] = {**value, "max_steps": steps if key == mine else 1}
+    # the recipe whose losses are compared stops after `steps`: `<stage>_recipe` where the scale has one (then
+    # `recipe`, the stages after it, stops after one step), else `recipe`
+    own = f"{stage}_recipe" if stage and f"{stage}_recipe" in base else None
+    run_settings = {**base, "recipe": {**base.get("recipe", {}), "max_steps": 1 if own else steps}}
+    if own:
+        run_settings[own] = {**base[own], "max_steps": steps}
     family.prepare_data(spec, scale, run_settings)
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
