@@ -758,23 +758,28 @@ def _slurm_run(plan, root: Path, options, dry_run: bool, resume: bool, force: bo
     from repro.launch import slurm
 
     words = f" --scale {plan.scale}"
-    if plan.settings.get("ensemble"):
-        console.print("slurm: `ensemble: true` is for local runs; each seed is its own job here", highlight=False)
     if dry_run:
-        from repro.run import family_of
+        from repro.run import _groups, family_of
 
+        together = {
+            group[0][0].row.name: len(group) for group in _groups(plan, [(s, n) for s in plan.steps for n in s.seeds])
+        }
         for step in plan.steps:
-            family = family_of(step.row)
-            if family is not None:
-                res = slurm.unit_resources(family, step.row.config, plan.scale)
-                console.print(f"slurm: {escape(step.row.name)}: one job per seed, {res.describe()}", highlight=False)
+            if family_of(step.row) is not None:
+                seeds = together.get(step.row.name, 1)
+                res = slurm.group_resources(step, plan.scale, options, seeds)
+                what = f"one job for its {seeds} seeds trained together" if seeds > 1 else "one job per seed"
+                console.print(
+                    f"slurm: {escape(step.row.name)}: {what}, {res.describe()}", highlight=False, soft_wrap=True
+                )
         return
     submitted = slurm.submit(plan, root, options, resume=resume, force=force, rebaseline=rebaseline)
     if not submitted:
         console.print("nothing to submit: every seed has a stored result", highlight=False)
     for unit in submitted:
+        seeds = f"seed {unit.seeds[0]}" if len(unit.seeds) == 1 else f"seeds {','.join(map(str, unit.seeds))} together"
         console.print(
-            f"submitted {escape(unit.row)} seed {unit.seed}: job {unit.job_id} ({unit.resources.describe()}); "
+            f"submitted {escape(unit.row)} {seeds}: job {unit.job_id} ({unit.resources.describe()}); "
             f"log {escape(unit.stdout)}",
             highlight=False,
             soft_wrap=True,
@@ -792,7 +797,7 @@ def _slurm_run(plan, root: Path, options, dry_run: bool, resume: bool, force: bo
     states = slurm.wait(
         plan,
         root,
-        sorted({u.seed for u in submitted}),
+        sorted({seed for u in submitted for seed in u.seeds}),
         on_change=lambda u: console.print(f"{escape(u.row)} seed {u.seed}: job {u.job_id} {u.state}", highlight=False),
     )
     _slurm_status(plan, root, states)
@@ -900,8 +905,8 @@ def run_command(
         LAUNCHERS,
         "local",
         "--launcher",
-        help="local: here, --jobs at a time; slurm: a job per (row, seed) on a Slurm cluster "
-        "(README: Running on a Slurm cluster).",
+        help="local: here, --jobs at a time; slurm: a job per (row, seed), or per row with `ensemble: true`, on a "
+        "Slurm cluster (README: Running on a Slurm cluster).",
         what="launcher",
     ),
     partition: str | None = typer.Option(None, "--partition", help="Slurm partition of the jobs."),
@@ -932,7 +937,7 @@ def run_command(
     if launcher != "slurm" and slurm_words:
         raise ReproError(f"{', '.join(slurm_words)}: only with --launcher slurm")
     if launcher == "slurm" and jobs is not None:
-        raise ReproError("--jobs is for --launcher local; on Slurm every (row, seed) is a job of its own")
+        raise ReproError("--jobs is for --launcher local; on Slurm every (row, seed), or ensemble, is a job of its own")
     options = None
     if launcher == "slurm":
         from repro.launch.slurm import SlurmOptions

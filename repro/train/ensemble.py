@@ -192,12 +192,14 @@ def fit_ensemble(
     extra["recipe"] = recipe.name
 
     start_epoch, start_step_in_epoch, step, resumed_from = 0, 0, 0, None
+    losses: list[float | None] = [None] * seeds
     paths = [w / ckpt.LAST for w in workdirs]
     if resume and all(p.exists() for p in paths):
         states = [ckpt.load_checkpoint(p, map_location=dev) for p in paths]
         positions = {(s["epoch"], s["step_in_epoch"], s["step"]) for s in states}
         saved = states[0]["extra"]
-        if len(positions) > 1 or saved.get("global_batch") != recipe.batch_size:
+        sizes = (saved.get("global_batch"), saved.get("dataset_size"))
+        if len(positions) > 1 or sizes != (recipe.batch_size, len(train_dataset)):
             raise ReproError(
                 f"{workdirs[0].parent}: the seeds' checkpoints are not at one step of this recipe; start again "
                 f"without --resume"
@@ -209,6 +211,7 @@ def fit_ensemble(
         ckpt.set_rng_state(states[0]["rng"])
         start_epoch, start_step_in_epoch, step = positions.pop()
         resumed_from = {"epoch": start_epoch, "step": step}
+        losses = [s["extra"].get("last_loss") for s in states]  # resumed after its last step: still its final loss
         for w in workdirs:
             _rewrite_log(w / LOG_NAME, step)
     else:
@@ -235,11 +238,10 @@ def fit_ensemble(
                 epoch=epoch,
                 step=step,
                 step_in_epoch=step_in_epoch,
-                extra=extra,
+                extra={**extra, "last_loss": losses[k]},
             )
 
     flag = _StopFlag()
-    losses: list[float | None] = [None] * seeds
     total_steps = steps_per_epoch * recipe.epochs
     logs = [open(w / LOG_NAME, "a", encoding="utf-8") for w in workdirs]
     try:
