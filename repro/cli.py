@@ -662,6 +662,7 @@ def _run(
     slurm=None,
     status: bool = False,
     wait: bool = False,
+    fmt: str = "rich",
 ) -> None:
     from rich.table import Table
 
@@ -676,7 +677,7 @@ def _run(
     plan = make_plan(spec, scale, rows.split(",") if rows else None, seed_list, variant)
     root = Path(workdir) if workdir else data_dir() / "runs"
     if status:
-        _slurm_status(plan, root, seeds=seed_list)
+        _slurm_status(plan, root, seeds=seed_list, fmt=fmt)
         return
     if not variant.empty:
         console.print(
@@ -810,13 +811,22 @@ def _slurm_run(plan, root: Path, options, dry_run: bool, resume: bool, force: bo
         raise slurm.UnitsFailed(f"{len(failed)} unit(s) did not finish: {names}; `--status` shows their logs")
 
 
-def _slurm_status(plan, root: Path, states=None, seeds: list[int] | None = None) -> None:
+def _slurm_status(plan, root: Path, states=None, seeds: list[int] | None = None, fmt: str = "rich") -> None:
     """`repro run ID --status`: each submitted unit pending, running, done or failed, with its logs."""
     from rich.table import Table
 
     from repro.launch import slurm
 
     states = slurm.unit_states(plan, root, seeds) if states is None else states
+    if fmt == "json":
+        out = {
+            "spec": plan.spec.id,
+            "scale": plan.scale,
+            "variant": None if plan.variant.empty else plan.variant.name,
+            "units": [u.to_json() for u in states],
+        }
+        typer.echo(json.dumps(out, indent=2))
+        return
     if not states:
         console.print(f"no unit of {plan.spec.id} at scale {plan.scale} was submitted to Slurm from {root}")
         return
@@ -921,6 +931,9 @@ def run_command(
     status: bool = typer.Option(
         False, "--status", help="Show each submitted Slurm unit: pending, running, done or failed, with its logs."
     ),
+    fmt: str = complete.choice(
+        RICH_OR_JSON, "rich", "--format", "-f", help="With --status: the output format (json: one object per unit)."
+    ),
     wait: bool = typer.Option(
         False, "--wait", help="With --launcher slurm: wait for the jobs, then print their states and the table."
     ),
@@ -936,6 +949,8 @@ def run_command(
     slurm_words += ["--slurm-opt"] * bool(slurm_opt) + ["--wait"] * wait
     if launcher != "slurm" and slurm_words:
         raise ReproError(f"{', '.join(slurm_words)}: only with --launcher slurm")
+    if fmt != "rich" and not status:
+        raise ReproError(f"--format {fmt}: only with --status (a run prints its table)")
     if launcher == "slurm" and jobs is not None:
         raise ReproError("--jobs is for --launcher local; on Slurm every (row, seed), or ensemble, is a job of its own")
     options = None
@@ -960,6 +975,7 @@ def run_command(
         slurm=options,
         status=status,
         wait=wait,
+        fmt=fmt,
     )
 
 

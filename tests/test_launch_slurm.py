@@ -143,6 +143,14 @@ def test_a_rows_seeds_trained_together_are_one_job_that_resumes_after_a_requeue(
     status = runner.invoke(app, ["run", "table5-ablation", "--scale", "smoke", "--status"])
     assert status.exit_code == 0, status.output
     assert status.output.count("done (COMPLETED)") == 2 and "2 done" in status.output
+    status = runner.invoke(app, ["run", "table5-ablation", "--scale", "smoke", "--status", "--format", "json"])
+    assert status.exit_code == 0, status.output
+    units = json.loads(status.output)["units"]
+    assert [(u["seed"], u["job_id"], u["state"], u["together"]) for u in units] == [
+        (0, "1000", "done", [0, 1]),
+        (1, "1000", "done", [0, 1]),
+    ]
+    assert all(Path(u["record"]).is_file() and Path(u["stdout"]).is_file() for u in units)
 
 
 def test_status_shows_pending_running_failed_and_done_with_logs(cluster, runner):
@@ -179,6 +187,29 @@ def test_status_shows_pending_running_failed_and_done_with_logs(cluster, runner)
     # COMPLETED without a record in the results store is no success
     assert "failed (COMPLETED)" in text and "2 failed, 1 pending, 1 running" in text
     assert "1000_0_0_log.out" in result.output.replace("\n", "").replace(" ", "").replace("│", "")
+
+    # the same as JSON, one object per unit with every key (README: Running on a Slurm cluster)
+    result = runner.invoke(app, ["run", "table5-ablation", "--scale", "smoke", "--status", "--format", "json"])
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.output)
+    assert (out["spec"], out["scale"], out["variant"]) == (SPEC, "smoke", None)
+    keys = ["row", "seed", "state", "slurm_state", "job_id", "stdout", "stderr", "record", "error", "together"]
+    assert all(list(u) == keys for u in out["units"])
+    got = [(u["row"], u["seed"], u["job_id"], u["state"], u["slurm_state"]) for u in out["units"]]
+    assert got == [
+        ("MCAN", 0, "1000_0", "pending", "PENDING"),
+        ("MCAN+PE", 0, "1000_1", "running", "RUNNING"),
+        ("MCAN+PWA", 0, "1000_2", "failed", "FAILED"),
+        ("MCAN+POA", 0, "1000_3", "failed", "COMPLETED"),
+    ]
+    assert out["units"][2]["error"] == "ReproError: MCAN+PWA seed 0 failed: out of data"
+    assert out["units"][0]["stdout"] == str(root / "1000_0" / "1000_0_0_log.out") and out["units"][0]["record"] is None
+    result = runner.invoke(
+        app, ["run", "table5-ablation", "--scale", "smoke", "--rows", "MCAN+PMA", "--status", "-f", "json"]
+    )
+    assert result.exit_code == 0 and json.loads(result.output)["units"] == []
+    result = runner.invoke(app, ["run", "table5-ablation", "--scale", "smoke", "--format", "json"])
+    assert result.exit_code == 2 and "only with --status" in result.output
 
 
 def test_options_and_their_errors(cluster, runner):

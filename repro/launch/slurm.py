@@ -433,6 +433,23 @@ class UnitState:
     stderr: str
     record: str | None = None  # the seed's record in the results store, once done
     error: str | None = None  # the last line of a failed job's error
+    together: list[int] | None = None  # an ensemble job: the seeds it trains together (this one among them)
+
+    def to_json(self) -> dict[str, Any]:
+        """One unit of `repro run ID --status --format json` (README: Running on a Slurm cluster): every key
+        always present, null where it has no value. Keys are only ever added."""
+        return {
+            "row": self.row,
+            "seed": self.seed,
+            "state": self.state,
+            "slurm_state": self.slurm_state,
+            "job_id": self.job_id,
+            "stdout": self.stdout,
+            "stderr": self.stderr,
+            "record": self.record,
+            "error": self.error,
+            "together": self.together,
+        }
 
 
 def unit_states(plan, workdir: Path, seeds: list[int] | None = None) -> list[UnitState]:
@@ -478,6 +495,7 @@ def unit_states(plan, workdir: Path, seeds: list[int] | None = None) -> list[Uni
                 unit["stderr"],
                 str(seed_path(spec, unit["row"], scale, unit["seed"], plan.results_root)) if state == "done" else None,
                 error,
+                unit.get("together"),
             )
         )
     return out
