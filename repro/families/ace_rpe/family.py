@@ -201,9 +201,15 @@ def resources(config: ALBEFConfig | dict, scale: str) -> Resources:
 
 
 def data_notes(spec: Spec) -> list[str]:
-    """Where the paper scale reads what no catalog entry downloads: the images."""
+    """Where the paper scale reads what no catalog entry downloads: the images; what it does not run."""
     root = data_dir()
-    return [
+    if has_tasks(spec):
+        skipped = ", ".join(downstream_names(spec))
+        note = "refused" if not recall_datasets(spec) else "left empty (pre-training and retrieval run)"
+        notes = [f"paper scale: the {skipped} columns are {note}: their heads run at the smoke and synthetic scales"]
+    else:
+        notes = []
+    return notes + [
         f"images (not downloadable here; put them in place yourself): Flickr30K under {root / 'flickr30k'} "
         f"(flickr30k-images/), COCO 2014 under {root / 'coco-images'} (train2014/, val2014/), as ALBEF's "
         f"retrieval json files (`repro download albef-data`: {root / 'albef-data' / 'data'}) name them; "
@@ -329,8 +335,25 @@ def synthetic_sources(root: Path, datasets: list[str]) -> Sources:
     return Sources(vocab=root / "vocab", pretrain=((root / "pretrain.json", root),), retrieval=retrieval)
 
 
+def downstream_names(spec: Spec) -> list[str]:
+    """The downstream columns' data sets (VQA v2, SNLI-VE, NLVR2, RefCOCO+) in column order."""
+    names = {"vqa2": "VQA v2", "snli-ve": "SNLI-VE", "nlvr2": "NLVR2"}
+    out = [names[c.dataset] if c.dataset in names else "RefCOCO+" for c in spec.columns if _downstream(c)]
+    return list(dict.fromkeys(out))
+
+
+def _downstream(column) -> bool:
+    return column.dataset in TASK_OF_DATASET or column.metric == "grounding"
+
+
 def prepare_data(spec: Spec, scale: str, settings: dict[str, Any]) -> dict[str, Path]:
     if scale == "paper":
+        if has_tasks(spec) and not recall_datasets(spec):  # refused before any GPU-hour is spent
+            raise ReproError(
+                f"{spec.id}: the {', '.join(downstream_names(spec))} heads run at the smoke and synthetic scales "
+                "only; at paper scale pre-training and retrieval run (Tables 1, 3, 6-9): "
+                "repro/families/ace_rpe/README.md says what is missing"
+            )
         # the files every row needs; a row that pre-trains checks its corpus when it starts (run_row)
         sources = paper_sources(ALBEFConfig(arch="albef", init="albef"), recall_datasets(spec))
         return {"root": data_dir(), "vocab": sources.vocab}
@@ -349,7 +372,7 @@ def prepare_data(spec: Spec, scale: str, settings: dict[str, Any]) -> dict[str, 
 
 def has_tasks(spec: Spec) -> bool:
     """Whether the spec has downstream columns (VQA, SNLI-VE, NLVR2, grounding: `tasks.py`)."""
-    return any(c.dataset in TASK_OF_DATASET or c.metric == "grounding" for c in spec.columns)
+    return any(_downstream(c) for c in spec.columns)
 
 
 def tasks_root(settings: dict[str, Any]) -> Path:

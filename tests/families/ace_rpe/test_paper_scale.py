@@ -205,3 +205,19 @@ def test_albef_augmentations_crop_flip_and_randaugment_with_pil():
     assert all(o.size == (24, 24) for o in outs)
     left_red = [o.getpixel((1, 12))[0] > 128 for o in outs]
     assert any(left_red) and not all(left_red)  # flipped (or cropped) in some draws only
+
+
+def test_paper_scale_refuses_the_downstream_heads_before_any_training(runner, sandbox):
+    """The downstream heads run at the generated scales only: a paper-scale Table 2 or 5 stops in one line
+    before pre-training; a table with retrieval columns too says in its plan which columns stay empty."""
+    env = {"COLUMNS": "300", "REPRO_EXPERIMENTS": str(REPO_DIR / "experiments")}
+    specs._load_all.cache_clear()
+    for ident, names in (("ace-rpe-table2-pe", "VQA v2, SNLI-VE, NLVR2"), ("ace-rpe-table5-grounding", "RefCOCO+")):
+        out = runner.invoke(app, ["run", ident, "--rows", "ACE-RPE + Lace" if "2" in ident else "ACE-RPE(4M)"], env=env)
+        assert out.exit_code == 2 and "Traceback" not in out.output, out.output
+        assert f"{ident}: the {names} heads run at the smoke and synthetic scales only" in " ".join(out.output.split())
+    out = runner.invoke(app, ["run", "ace-rpe-table8-mode", "--dry-run"], env=env)
+    text = " ".join(out.output.split())
+    assert (
+        out.exit_code == 0 and "paper scale: the NLVR2 columns are left empty (pre-training and retrieval run)" in text
+    )
