@@ -16,8 +16,8 @@ PositionEmbedding = Literal["none", "ape", "rpe", "ape+rpe", "uniform", "ace-rpe
 Projection = Literal["query", "key", "value"]
 Task = Literal["pretrain", "retrieval", "vqa", "snli-ve", "nlvr2", "grounding"]
 
-# Fields that choose data, not the network: the pre-training corpus.
-DATA_EVAL_FIELDS = frozenset({"pretrain"})
+# Fields that choose data or the starting point, not the network: the pre-training corpus, the initial weights.
+DATA_EVAL_FIELDS = frozenset({"pretrain", "init"})
 
 # Settings of the cross-modal embedding itself (ACE-RPE or its anchor-free Uniform variant).
 EMBEDDING_FIELDS = frozenset({"mode", "shared", "apply_to", "groups"})
@@ -47,6 +47,15 @@ class ALBEFConfig(BaseModel):
         "4m",
         description="Data setting: pre-training images, 4m = CC3M + SBU + COCO + VG (Sec. 4.1), 14m adds "
         "CC12M (Table 1 'Pre-trained Images', the * rows).",
+    )
+    init: Literal["pretrain", "albef"] = Field(
+        "pretrain",
+        exclude_if=lambda value: value == "pretrain",  # records from before this field keep their config hash
+        description="Where the row starts: pretrain, our pre-training on the row's corpus (at paper scale from "
+        "DeiT-B/16 and bert-base-uncased, as ALBEF; from random weights at the generated scales); albef, ALBEF's "
+        "released pre-training checkpoint of that corpus (ALBEF_4M.pth for 4m, ALBEF.pth for 14m; `repro "
+        "download albef-checkpoints`) in place of pre-training, by the key map of keymap.py. ALBEF has no "
+        "position embedding: a row's own (and L_ace, which acts in pre-training only) start untrained.",
     )
 
     # --- cross-modal position embedding (Sec. 3.2, 4.3) ---

@@ -160,6 +160,8 @@ def stages(config: ALBEFConfig | dict, spec: Spec) -> list[tuple[str, str, float
             f"({config.pretrain}), batch {pre.batch_size}, 256 px",
             cost.gpu_hours(flops),
         )
+        if config.init == "pretrain"
+        else ("load", f"ALBEF's {RELEASED[config.pretrain]} (`repro download albef-checkpoints`)", 0.0)
     ]
     for dataset in recall_datasets(spec):
         recipe = load_recipe(FINETUNE_RECIPES[dataset])
@@ -208,8 +210,9 @@ def data_notes(spec: Spec) -> list[str]:
         f"Visual Genome, CC3M and SBU for pre-training where you keep them: rewrite the paths in ALBEF's "
         f"pre-training json files to them (as ALBEF's README says), or make them relative to "
         f"{root / 'albef-data' / 'images'}",
-        "checkpoints: `repro download albef-checkpoints` (ALBEF_4M.pth, ALBEF.pth) to start a row from ALBEF's "
-        "pre-training (keymap.load_albef); vocabulary: `repro download bert-base-uncased`; both recipes run "
+        "weights: pre-training starts from DeiT-B/16 and bert-base-uncased as ALBEF's (`repro download deit-b16 "
+        "bert-base-uncased`, which also holds the vocabulary); `repro download albef-checkpoints` (ALBEF_4M.pth, "
+        "ALBEF.pth) to start a row from ALBEF's pre-training instead (model.init=albef); both recipes run "
         "under torchrun: `torchrun --nproc_per_node=8 -m repro run ID --rows ROW` (rank 0 writes the results)",
     ]
 
@@ -241,6 +244,18 @@ def predict_step(model: nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tens
 # --- data ---------------------------------------------------------------------------------------
 
 
+DEIT_FILE = "deit_base_patch16_224-b5f2ef4d.pth"  # `repro download deit-b16`
+RELEASED = {"4m": "ALBEF_4M.pth", "14m": "ALBEF.pth"}  # ALBEF's pre-training checkpoints (`init: albef`)
+
+
+def released_checkpoint(config: ALBEFConfig) -> Path:
+    """ALBEF's released pre-training checkpoint of the row's corpus, checked: missing, the command that gets it."""
+    path = data_dir() / "albef-checkpoints" / RELEASED[config.pretrain]
+    if not path.is_file():
+        raise ReproError(f"{path} is missing: get it with `repro download albef-checkpoints`")
+    return path
+
+
 PRETRAIN_FILES = {  # ALBEF's configs/Pretrain.yaml train_file; 14m adds Conceptual 12M
     "4m": ("coco.json", "vg.json", "cc3m_train.json", "cc3m_val.json", "sbu.json"),
     "14m": ("coco.json", "vg.json", "cc12m.json", "cc3m_train.json", "cc3m_val.json", "sbu.json"),
@@ -257,6 +272,7 @@ class Sources:
     pretrain: tuple[tuple[Path, Path], ...]  # (json, image root)
     retrieval: dict[str, tuple[Path, Path, Path]]  # data set -> (train json, test json, image root)
     augment: bool = False  # ALBEF's training augmentations (paper scale)
+    initial: tuple[Path, Path] | None = None  # DeiT-B/16 and bert-base-uncased weights pre-training starts from
 
 
 def synthetic_root(settings: dict[str, Any]) -> Path:
@@ -276,7 +292,12 @@ def paper_sources(config: ALBEFConfig, datasets: list[str]) -> Sources:
     albef = root / "albef-data" / "data"
     vocab = root / "bert-base-uncased"
     need = [(vocab / "vocab.txt", "repro download bert-base-uncased")]
-    pretrain = tuple((albef / name, root / "albef-data" / "images") for name in PRETRAIN_FILES[config.pretrain])
+    initial = None
+    if config.init == "pretrain":  # ALBEF pre-trains from DeiT-B/16 and bert-base-uncased
+        initial = (root / "deit-b16" / DEIT_FILE, vocab / "pytorch_model.bin")
+        need += [(initial[0], "repro download deit-b16"), (initial[1], "repro download bert-base-uncased")]
+    corpus = [] if config.init == "albef" else PRETRAIN_FILES[config.pretrain]  # released weights: no corpus
+    pretrain = tuple((albef / name, root / "albef-data" / "images") for name in corpus)
     need += [(path, "repro download albef-data") for path, _ in pretrain]
     retrieval = {}
     for dataset in datasets:
@@ -286,7 +307,7 @@ def paper_sources(config: ALBEFConfig, datasets: list[str]) -> Sources:
     for path, command in need:
         if not path.is_file():
             raise ReproError(f"{path} is missing: get it with `{command}`")
-    return Sources(vocab=vocab, pretrain=pretrain, retrieval=retrieval, augment=True)
+    return Sources(vocab=vocab, pretrain=pretrain, retrieval=retrieval, augment=True, initial=initial)
 
 
 def read_split(path: Path, kind: str, image_root: Path, limit: int | None = None) -> list[dict[str, Any]]:
@@ -310,15 +331,15 @@ def synthetic_sources(root: Path, datasets: list[str]) -> Sources:
 
 def prepare_data(spec: Spec, scale: str, settings: dict[str, Any]) -> dict[str, Path]:
     if scale == "paper":
-        # the 4M files every row needs; a 14M row checks CC12M's when it starts (run_row)
-        sources = paper_sources(ALBEFConfig(arch="albef", pretrain="4m"), recall_datasets(spec))
+        # the files every row needs; a row that pre-trains checks its corpus when it starts (run_row)
+        sources = paper_sources(ALBEFConfig(arch="albef", init="albef"), recall_datasets(spec))
         return {"root": data_dir(), "vocab": sources.vocab}
     from repro.families.ace_rpe.synthetic import GeneratorConfig, generate
 
     root = synthetic_root(settings)
     generate(root, GeneratorConfig.from_mapping(settings.get("generator")))
-    if not has_tasks(spec):
-        return {"root": root}
+    if not has_tasks(spec) or "task_generator" not in settings:
+        return {"root": root}  # a generated scale without `task_generator` fills the retrieval columns only
     from repro.families.ace_rpe.synthetic_tasks import TaskGeneratorConfig, generate_tasks
 
     tasks = tasks_root(settings)
@@ -493,23 +514,36 @@ def run_row(ctx: RunContext) -> RowRun:
         ]
         return parts[0] if len(parts) == 1 else torch.utils.data.ConcatDataset(parts)
 
-    train_pairs = pairs(sources.pretrain, "pretrain", pretrain_size, 0.2 if sources.augment else None)
     seed_everything(ctx.seed)
     pretrained = build_model(ctx.config, {**sizes, "image_size": pretrain_size}, task="pretrain")
-    recipe = _recipe(PRETRAIN_RECIPE, settings.get("pretrain_recipe", {}), ctx.seed)
-    state = fit(
-        pretrained,
-        train_pairs,
-        recipe,
-        ctx.workdir / "pretrain",
-        loss_step=loss_step("pretrain"),
-        collate_fn=collate,
-        resume=ctx.resume,
-        progress=ctx.progress,
-    )
-    training: dict[str, Any] = {
-        "pretrain": {"steps": state.step, "final_loss": state.final_loss, "world_size": state.world_size}
-    }
+    training: dict[str, Any] = {}
+    if as_config(ctx.config).init == "albef":  # ALBEF's released weights in place of our pre-training
+        from repro.families.ace_rpe.keymap import load_albef, read_checkpoint
+
+        checkpoint = released_checkpoint(as_config(ctx.config))
+        report = load_albef(pretrained, read_checkpoint(checkpoint))
+        training["pretrain"] = {"checkpoint": str(checkpoint), "steps": 0, "new": report.new}
+    else:
+        train_pairs = pairs(sources.pretrain, "pretrain", pretrain_size, 0.2 if sources.augment else None)
+        if sources.initial is not None:  # paper scale: DeiT-B/16 + bert-base-uncased, as ALBEF
+            from repro.families.ace_rpe.keymap import albef_initialisation, load_albef, read_checkpoint
+
+            deit, bert = (read_checkpoint(path) for path in sources.initial)
+            load_albef(pretrained, albef_initialisation(deit, bert))
+        recipe = _recipe(PRETRAIN_RECIPE, settings.get("pretrain_recipe", {}), ctx.seed)
+        state = fit(
+            pretrained,
+            train_pairs,
+            recipe,
+            ctx.workdir / "pretrain",
+            loss_step=loss_step("pretrain"),
+            collate_fn=collate,
+            resume=ctx.resume,
+            progress=ctx.progress,
+        )
+        training["pretrain"] = {"steps": state.step, "final_loss": state.final_loss, "world_size": state.world_size}
+        if sources.initial is not None:
+            training["pretrain"]["initial"] = [str(path) for path in sources.initial]
     weights = pretrained.state_dict()
 
     metrics: dict[str, float] = {}

@@ -168,6 +168,28 @@ def new_key_allowed(key: str) -> bool:
     )
 
 
+def albef_initialisation(deit: dict[str, torch.Tensor], bert: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """ALBEF's starting point for pre-training, in its pre-training layout: DeiT-B/16's ImageNet weights as the
+    image encoder (timm's keys; the classifier `head.*` dropped) and `bert-base-uncased` as the text encoder and
+    fusion layers with its MLM head (`BertForMaskedLM.from_pretrained`; the pooler and next-sentence head dropped,
+    the legacy `LayerNorm.gamma/beta` names read as weight/bias), both copied into the momentum encoders (ALBEF's
+    `copy_params`). The cross-attention blocks, projections, ITM head and queues are not in either: they keep
+    their initial values (`load_albef` reports them as new)."""
+    state: dict[str, torch.Tensor] = {}
+    for key, value in deit.items():
+        if not key.startswith(("head.", "head_dist.")):
+            state[f"visual_encoder.{key}"] = value
+    for key, value in bert.items():
+        key = re.sub(r"LayerNorm\.gamma$", "LayerNorm.weight", re.sub(r"LayerNorm\.beta$", "LayerNorm.bias", key))
+        if key.startswith(("bert.pooler.", "cls.seq_relationship.")):
+            continue
+        state[f"text_encoder.{key}"] = value
+    for key in list(state):
+        owner, rest = key.split(".", 1)
+        state[f"{owner}_m.{rest}"] = state[key]
+    return state
+
+
 def read_checkpoint(path) -> dict[str, torch.Tensor]:
     """The state dict of an ALBEF checkpoint file (`{"model": state_dict, ...}`, as ALBEF saves them)."""
     try:

@@ -56,9 +56,9 @@ def _vit(prefix, grid):
     return out
 
 
-def _bert(prefix):
+def _bert(prefix, vocab=V):
     out = {
-        f"{prefix}.embeddings.word_embeddings.weight": _r(V, D),
+        f"{prefix}.embeddings.word_embeddings.weight": _r(vocab, D),
         f"{prefix}.embeddings.position_embeddings.weight": _r(P, D),
         f"{prefix}.embeddings.token_type_embeddings.weight": _r(2, D),
         f"{prefix}.embeddings.LayerNorm.weight": 1 + _r(D),
@@ -80,7 +80,7 @@ def _bert(prefix):
 
 
 def _mlm(prefix, words):
-    bias = _r(V)
+    bias = _r(words.shape[0])
     return {
         f"{prefix}.cls.predictions.bias": bias,
         f"{prefix}.cls.predictions.transform.dense.weight": _r(D, D),
@@ -92,18 +92,18 @@ def _mlm(prefix, words):
     }
 
 
-def albef_state(layout: str, grid: int) -> dict[str, torch.Tensor]:
+def albef_state(layout: str, grid: int, vocab: int = V) -> dict[str, torch.Tensor]:
     """ALBEF's pre-training (`ALBEF_4M.pth`) or retrieval (`flickr30k.pth`) key layout, random weights."""
     torch.manual_seed(1)
     state = {}
     for m in ("", "_m"):
         state.update(_vit(f"visual_encoder{m}", grid))
         if layout == "pretrain":
-            bert = _bert(f"text_encoder{m}.bert")
+            bert = _bert(f"text_encoder{m}.bert", vocab)
             state.update(bert)
             state.update(_mlm(f"text_encoder{m}", bert[f"text_encoder{m}.bert.embeddings.word_embeddings.weight"]))
         else:
-            state.update(_bert(f"text_encoder{m}"))
+            state.update(_bert(f"text_encoder{m}", vocab))
         for proj in ("vision_proj", "text_proj"):
             state[f"{proj}{m}.weight"], state[f"{proj}{m}.bias"] = _r(E, D), _r(E)
     state.update({"temp": torch.tensor(0.07), "itm_head.weight": _r(2, D), "itm_head.bias": _r(2)})
@@ -113,6 +113,53 @@ def albef_state(layout: str, grid: int) -> dict[str, torch.Tensor]:
     if layout == "retrieval":
         state["idx_queue"] = torch.full((1, Q), -100)
     return state
+
+
+def deit_and_bert(vocab: int = V, grid: int = 2) -> tuple[dict, dict]:
+    """DeiT-B/16's and bert-base-uncased's files as released (timm keys with a classifier; BERT's legacy
+    LayerNorm gamma/beta, pooler and next-sentence head, no cross-attention), at the tiny sizes."""
+    state = albef_state("pretrain", grid, vocab)
+    deit = {k.split(".", 1)[1]: v for k, v in state.items() if k.startswith("visual_encoder.")}
+    deit.update({"head.weight": _r(1000, D), "head.bias": _r(1000)})
+    bert = {}
+    for key, value in state.items():
+        if key.startswith("text_encoder.") and ".crossattention." not in key:
+            key = (
+                key.split(".", 1)[1]
+                .replace("LayerNorm.weight", "LayerNorm.gamma")
+                .replace("LayerNorm.bias", "LayerNorm.beta")
+            )
+            bert[key] = value
+    bert.update({"bert.pooler.dense.weight": _r(D, D), "bert.pooler.dense.bias": _r(D)})
+    bert.update({"cls.seq_relationship.weight": _r(2, D), "cls.seq_relationship.bias": _r(2)})
+    return deit, bert
+
+
+def test_pre_training_starts_from_deit_and_bert_as_albef():
+    from repro.families.ace_rpe.keymap import albef_initialisation
+
+    deit, bert = deit_and_bert()
+    model = build_model({"arch": "albef", "position_embedding": "ace-rpe"}, TINY_SIZES, task="pretrain")
+    report = load_albef(model, albef_initialisation(deit, bert))
+    ours = model.state_dict()
+    for prefix in ("visual_encoder", "visual_encoder_m"):  # qkv split into the three projections
+        assert torch.equal(
+            ours[f"{prefix}.layers.1.attention.k_proj.weight"], deit["blocks.1.attn.qkv.weight"].chunk(3)[1]
+        )
+    for prefix in ("text_encoder", "text_encoder_m"):
+        got = ours[f"{prefix}.embeddings.LayerNorm.weight"]
+        assert torch.equal(got, bert["bert.embeddings.LayerNorm.gamma"])
+    top = S["text_layers"]  # BERT's upper layers are the fusion layers
+    assert torch.equal(
+        ours["fusion.layer.0.attention.self.query.weight"],
+        bert[f"bert.encoder.layer.{top}.attention.self.query.weight"],
+    )
+    assert torch.equal(
+        ours["mlm_head.predictions.transform.dense.weight"], bert["cls.predictions.transform.dense.weight"]
+    )
+    new = set(report.new)
+    assert "fusion.layer.0.crossattention.self.key.weight" in new and "itm_head.weight" in new
+    assert all(k.endswith("mask_token") for k in new if k.startswith(("visual_encoder", "text_encoder")))  # MIM's
 
 
 def reference_similarity(state, image, ids, mask):

@@ -16,6 +16,7 @@ import torch
 
 from repro import specs
 from repro.cli import app
+from repro.errors import ReproError
 from repro.families.ace_rpe.data import augment
 from repro.families.ace_rpe.family import build_model, transfer
 from repro.paths import REPO_DIR
@@ -39,12 +40,19 @@ def _caption(rng: random.Random) -> str:
 
 
 def write_albef_files(data: Path, vocab: bool = True, jsons: bool = True, images: bool = True) -> None:
-    """`repro download albef-data bert-base-uncased` laid out, plus the user's images, a few of each."""
+    """`repro download albef-data bert-base-uncased deit-b16` laid out (tiny weights), plus the user's images,
+    a few of each."""
+    from tests.families.ace_rpe.test_keymap import deit_and_bert
+
     rng = random.Random(0)
     if vocab:
         (data / "bert-base-uncased").mkdir(parents=True, exist_ok=True)
         specials = ["[PAD]", *(f"[unused{i}]" for i in range(3)), "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
         (data / "bert-base-uncased" / "vocab.txt").write_text("\n".join(specials + WORDS) + "\n")
+        deit, bert = deit_and_bert(len(specials + WORDS))
+        torch.save(bert, data / "bert-base-uncased" / "pytorch_model.bin")
+        (data / "deit-b16").mkdir(parents=True, exist_ok=True)
+        torch.save({"model": deit}, data / "deit-b16" / "deit_base_patch16_224-b5f2ef4d.pth")
     albef = data / "albef-data" / "data"
     albef.mkdir(parents=True, exist_ok=True)
     mine = data / "my-images"  # pre-training images where the user keeps them (absolute paths in the jsons)
@@ -103,8 +111,12 @@ def test_paper_scale_names_the_first_missing_file_and_the_command_that_gets_it(r
     data = table1 / "data"
     assert "bert-base-uncased/vocab.txt is missing: get it with `repro download bert-base-uncased`" in run()
     write_albef_files(data, jsons=False, images=False)
-    assert "albef-data/data/coco.json is missing: get it with `repro download albef-data`" in run()
+    assert "albef-data/data/flickr30k_train.json is missing: get it with `repro download albef-data`" in run()
     write_albef_files(data, images=False)
+    deit = data / "deit-b16" / "deit_base_patch16_224-b5f2ef4d.pth"
+    deit.rename(deit.with_suffix(".away"))
+    assert "deit-b16/deit_base_patch16_224-b5f2ef4d.pth is missing: get it with `repro download deit-b16`" in run()
+    deit.with_suffix(".away").rename(deit)
     assert f"{data}/my-images/coco/0.jpg is missing (the first image of coco.json)" in run()
 
 
@@ -128,6 +140,41 @@ def test_paper_scale_trains_both_recipes_as_two_ranks_of_a_torchrun_job(table1, 
     assert {part: training[part]["world_size"] for part in training} == {"pretrain": 2, "flickr30k": 2, "coco": 2}
     # 10 pre-training pairs (5 files of 2), global batch 4 = 2 per rank: 3 steps per epoch, 2 epochs
     assert training["pretrain"]["steps"] == 6 and training["flickr30k"]["steps"] == 2
+    assert [Path(p).name for p in training["pretrain"]["initial"]] == [
+        "deit_base_patch16_224-b5f2ef4d.pth",
+        "pytorch_model.bin",
+    ]
+
+
+def test_a_row_starts_from_albefs_released_checkpoint_in_place_of_pre_training(table1, tmp_path):
+    """`init: albef`: no pre-training corpus needed, ALBEF_4M.pth (ALBEF's key names) loaded by the key map,
+    then fine-tuning and evaluation as usual; without the file, one line naming it and its command."""
+    from repro.families.ace_rpe import family
+    from repro.families.ace_rpe.keymap import new_key_allowed
+    from repro.families.base import RunContext
+    from tests.families.ace_rpe.paper_worker import SETTINGS
+    from tests.families.ace_rpe.test_keymap import albef_state
+
+    data = table1 / "data"
+    write_albef_files(data)
+    for name in ("coco", "vg", "cc3m_train", "cc3m_val", "sbu"):
+        (data / "albef-data" / "data" / f"{name}.json").unlink()  # the corpus is not needed
+    spec = specs.resolve("ace-rpe-table1-pe")
+    row = spec.row("ACE-RPE")
+    config = row.config.model_copy(update={"init": "albef"})
+    ctx = RunContext(spec=spec, row=row, config=config, scale="paper", settings=SETTINGS, seed=0, workdir=tmp_path)
+    with pytest.raises(ReproError, match=r"albef-checkpoints/ALBEF_4M.pth is missing: get it with `repro download"):
+        family.run_row(ctx)
+    vocab = len((data / "bert-base-uncased" / "vocab.txt").read_text().split())
+    (data / "albef-checkpoints").mkdir()
+    torch.save({"model": albef_state("pretrain", 2, vocab)}, data / "albef-checkpoints" / "ALBEF_4M.pth")
+    run = family.run_row(ctx)
+    pretrain = run.training["pretrain"]
+    assert pretrain["checkpoint"].endswith("ALBEF_4M.pth") and pretrain["steps"] == 0
+    assert any(".position." in key for key in pretrain["new"]) and all(new_key_allowed(k) for k in pretrain["new"])
+    assert len(run.metrics) == 12 and run.training["flickr30k"]["steps"] > 0
+    plan = family.stages(config, spec)
+    assert plan[0][0] == "load" and "ALBEF_4M.pth" in plan[0][1]
 
 
 def test_fine_tuning_takes_pre_trained_weights_at_another_resolution():
