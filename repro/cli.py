@@ -662,6 +662,7 @@ def _run(
     slurm=None,
     status: bool = False,
     wait: bool = False,
+    fmt: str = "rich",
 ) -> None:
     from rich.table import Table
 
@@ -676,7 +677,7 @@ def _run(
     plan = make_plan(spec, scale, rows.split(",") if rows else None, seed_list, variant)
     root = Path(workdir) if workdir else data_dir() / "runs"
     if status:
-        _slurm_status(plan, root, seeds=seed_list)
+        _slurm_status(plan, root, seeds=seed_list, fmt=fmt)
         return
     if not variant.empty:
         console.print(
@@ -758,23 +759,28 @@ def _slurm_run(plan, root: Path, options, dry_run: bool, resume: bool, force: bo
     from repro.launch import slurm
 
     words = f" --scale {plan.scale}"
-    if plan.settings.get("ensemble"):
-        console.print("slurm: `ensemble: true` is for local runs; each seed is its own job here", highlight=False)
     if dry_run:
-        from repro.run import family_of
+        from repro.run import _groups, family_of
 
+        together = {
+            group[0][0].row.name: len(group) for group in _groups(plan, [(s, n) for s in plan.steps for n in s.seeds])
+        }
         for step in plan.steps:
-            family = family_of(step.row)
-            if family is not None:
-                res = slurm.unit_resources(family, step.row.config, plan.scale)
-                console.print(f"slurm: {escape(step.row.name)}: one job per seed, {res.describe()}", highlight=False)
+            if family_of(step.row) is not None:
+                seeds = together.get(step.row.name, 1)
+                res = slurm.group_resources(step, plan.scale, options, seeds)
+                what = f"one job for its {seeds} seeds trained together" if seeds > 1 else "one job per seed"
+                console.print(
+                    f"slurm: {escape(step.row.name)}: {what}, {res.describe()}", highlight=False, soft_wrap=True
+                )
         return
     submitted = slurm.submit(plan, root, options, resume=resume, force=force, rebaseline=rebaseline)
     if not submitted:
         console.print("nothing to submit: every seed has a stored result", highlight=False)
     for unit in submitted:
+        seeds = f"seed {unit.seeds[0]}" if len(unit.seeds) == 1 else f"seeds {','.join(map(str, unit.seeds))} together"
         console.print(
-            f"submitted {escape(unit.row)} seed {unit.seed}: job {unit.job_id} ({unit.resources.describe()}); "
+            f"submitted {escape(unit.row)} {seeds}: job {unit.job_id} ({unit.resources.describe()}); "
             f"log {escape(unit.stdout)}",
             highlight=False,
             soft_wrap=True,
@@ -792,7 +798,7 @@ def _slurm_run(plan, root: Path, options, dry_run: bool, resume: bool, force: bo
     states = slurm.wait(
         plan,
         root,
-        sorted({u.seed for u in submitted}),
+        sorted({seed for u in submitted for seed in u.seeds}),
         on_change=lambda u: console.print(f"{escape(u.row)} seed {u.seed}: job {u.job_id} {u.state}", highlight=False),
     )
     _slurm_status(plan, root, states)
@@ -805,13 +811,22 @@ def _slurm_run(plan, root: Path, options, dry_run: bool, resume: bool, force: bo
         raise slurm.UnitsFailed(f"{len(failed)} unit(s) did not finish: {names}; `--status` shows their logs")
 
 
-def _slurm_status(plan, root: Path, states=None, seeds: list[int] | None = None) -> None:
+def _slurm_status(plan, root: Path, states=None, seeds: list[int] | None = None, fmt: str = "rich") -> None:
     """`repro run ID --status`: each submitted unit pending, running, done or failed, with its logs."""
     from rich.table import Table
 
     from repro.launch import slurm
 
     states = slurm.unit_states(plan, root, seeds) if states is None else states
+    if fmt == "json":
+        out = {
+            "spec": plan.spec.id,
+            "scale": plan.scale,
+            "variant": None if plan.variant.empty else plan.variant.name,
+            "units": [u.to_json() for u in states],
+        }
+        typer.echo(json.dumps(out, indent=2))
+        return
     if not states:
         console.print(f"no unit of {plan.spec.id} at scale {plan.scale} was submitted to Slurm from {root}")
         return
@@ -900,8 +915,8 @@ def run_command(
         LAUNCHERS,
         "local",
         "--launcher",
-        help="local: here, --jobs at a time; slurm: a job per (row, seed) on a Slurm cluster "
-        "(README: Running on a Slurm cluster).",
+        help="local: here, --jobs at a time; slurm: a job per (row, seed), or per row with `ensemble: true`, on a "
+        "Slurm cluster (README: Running on a Slurm cluster).",
         what="launcher",
     ),
     partition: str | None = typer.Option(None, "--partition", help="Slurm partition of the jobs."),
@@ -915,6 +930,9 @@ def run_command(
     ),
     status: bool = typer.Option(
         False, "--status", help="Show each submitted Slurm unit: pending, running, done or failed, with its logs."
+    ),
+    fmt: str = complete.choice(
+        RICH_OR_JSON, "rich", "--format", "-f", help="With --status: the output format (json: one object per unit)."
     ),
     wait: bool = typer.Option(
         False, "--wait", help="With --launcher slurm: wait for the jobs, then print their states and the table."
@@ -931,8 +949,10 @@ def run_command(
     slurm_words += ["--slurm-opt"] * bool(slurm_opt) + ["--wait"] * wait
     if launcher != "slurm" and slurm_words:
         raise ReproError(f"{', '.join(slurm_words)}: only with --launcher slurm")
+    if fmt != "rich" and not status:
+        raise ReproError(f"--format {fmt}: only with --status (a run prints its table)")
     if launcher == "slurm" and jobs is not None:
-        raise ReproError("--jobs is for --launcher local; on Slurm every (row, seed) is a job of its own")
+        raise ReproError("--jobs is for --launcher local; on Slurm every (row, seed), or ensemble, is a job of its own")
     options = None
     if launcher == "slurm":
         from repro.launch.slurm import SlurmOptions
@@ -955,6 +975,7 @@ def run_command(
         slurm=options,
         status=status,
         wait=wait,
+        fmt=fmt,
     )
 
 

@@ -12,7 +12,10 @@ the same steps and compares, at the spec's `scales.<scale>.fingerprint.tolerance
 step).
 
 Spec settings (`scales.<scale>.fingerprint`): steps (default 40), rows (default: every runnable
-training row), tolerance (default 1e-3).
+training row), tolerance (default 1e-3), stage (default: none): for a family that trains in stages, the
+sub-folder of the unit's work folder whose `train.jsonl` is the trajectory (ace-rpe: `pretrain`), trained
+by the scale's `<stage>_recipe` (then its `recipe` stops after one step) or by its `recipe` (psac's
+four tasks share it).
 """
 
 from __future__ import annotations
@@ -60,16 +63,20 @@ def settings(spec: Spec, scale: str) -> dict[str, Any] | None:
         raise ReproError(f"{spec.path}: scales.{scale}.fingerprint.steps must be a positive integer, got {steps!r}")
     if isinstance(tolerance, bool) or not isinstance(tolerance, (int, float)) or tolerance < 0:
         raise ReproError(f"{spec.path}: scales.{scale}.fingerprint.tolerance must be a non-negative number")
+    stage = raw.get("stage", "")
+    if not isinstance(stage, str) or "/" in stage or stage.startswith("."):
+        raise ReproError(f"{spec.path}: scales.{scale}.fingerprint.stage must be a folder name, got {stage!r}")
     rows = [spec.row(name) for name in raw.get("rows", [])] or [r for r in spec.runnable_rows if r.model is not None]
-    return {"steps": steps, "tolerance": float(tolerance), "rows": rows}
+    return {"steps": steps, "tolerance": float(tolerance), "rows": rows, "stage": stage}
 
 
 def path_for(spec: Spec, scale: str, root: Path | None = None) -> Path:
     return (root or results_dir()) / spec.paper / spec.id / "fingerprints" / f"{scale}.json"
 
 
-def trajectory(spec: Spec, row: Row, scale: str, steps: int, seed: int = 0) -> list[float]:
-    """The training loss of each of the first `steps` steps of a row, trained single-threaded from scratch."""
+def trajectory(spec: Spec, row: Row, scale: str, steps: int, seed: int = 0, stage: str = "") -> list[float]:
+    """The training loss of each of the first `steps` steps of a row (of its `stage`), trained single-threaded
+    from scratch."""
     import torch
 
     from repro.families.base import RunContext
@@ -79,7 +86,12 @@ def trajectory(spec: Spec, row: Row, scale: str, steps: int, seed: int = 0) -> l
     if family is None:
         raise ReproError(f"{spec.id} row {row.name!r}: its family is not implemented; no fingerprint")
     base = scale_settings(spec, scale)
-    run_settings = {**base, "recipe": {**base.get("recipe", {}), "max_steps": steps}}
+    # the recipe whose losses are compared stops after `steps`: `<stage>_recipe` where the scale has one (then
+    # `recipe`, the stages after it, stops after one step), else `recipe`
+    own = f"{stage}_recipe" if stage and f"{stage}_recipe" in base else None
+    run_settings = {**base, "recipe": {**base.get("recipe", {}), "max_steps": 1 if own else steps}}
+    if own:
+        run_settings[own] = {**base[own], "max_steps": steps}
     family.prepare_data(spec, scale, run_settings)
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
@@ -97,7 +109,7 @@ def trajectory(spec: Spec, row: Row, scale: str, steps: int, seed: int = 0) -> l
                 results_root=Path(tmp) / "results",  # files a unit writes (test predictions) stay out of results/
             )
             family.run_row(ctx)
-            lines = (Path(tmp) / "train.jsonl").read_text(encoding="utf-8").splitlines()
+            lines = (Path(tmp) / stage / "train.jsonl").read_text(encoding="utf-8").splitlines()
     finally:
         torch.set_num_threads(threads)
     losses = [float(json.loads(line)["loss"]) for line in lines]
@@ -111,7 +123,8 @@ def write(spec: Spec, scale: str, root: Path | None = None, on_row=None) -> Path
     config = _require(spec, scale)
     stored = {}
     for row in config["rows"]:
-        stored[row.name] = {"steps": config["steps"], "seed": 0, "loss": trajectory(spec, row, scale, config["steps"])}
+        losses = trajectory(spec, row, scale, config["steps"], stage=config["stage"])
+        stored[row.name] = {"steps": config["steps"], "seed": 0, "loss": losses}
         if on_row:
             on_row(row.name)
     out = path_for(spec, scale, root)
@@ -136,7 +149,7 @@ def check(spec: Spec, scale: str, root: Path | None = None, on_row=None) -> list
         if row.name not in stored:
             raise ReproError(f"{path}: no fingerprint for row {row.name!r}")
         expected = [float(x) for x in stored[row.name]["loss"]]
-        got = trajectory(spec, row, scale, len(expected), int(stored[row.name].get("seed", 0)))
+        got = trajectory(spec, row, scale, len(expected), int(stored[row.name].get("seed", 0)), config["stage"])
         diffs = [abs(g - e) / max(abs(e), 1e-12) for g, e in zip(got, expected)]
         worst = max(range(len(diffs)), key=diffs.__getitem__)
         out.append(

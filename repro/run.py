@@ -12,7 +12,7 @@ Scale settings come from the spec's `scales.<scale>` mapping:
   recipe:    overrides of the training recipe (epochs, batch_size, lr, ...)
   seeds:     the seeds to run; results report mean and standard deviation across them
   ensemble:  true: a row's seeds train together in one process (repro.train.ensemble), each recorded
-             as its own unit; for families with `run_ensemble`, at the generated scales
+             as its own unit; for families with `run_ensemble`, at the generated scales (on Slurm: one job)
 
 A run with `key=value` overrides, `--limit` or a spec file of its own is a variant
 (`repro.variants`): its settings and rows are changed and checked before anything runs, and its

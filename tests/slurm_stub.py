@@ -171,7 +171,7 @@ def run_task(task: str, script: Path, options: dict) -> None:
             return
         env = {
             **os.environ,
-            "SLURM_JOB_ID": str(int(main) * 1000 + int(index or 0)),
+            "SLURM_JOB_ID": str(int(main) * 1000 + int(index)) if index else main,  # an array task: an id of its own
             "SLURM_NTASKS": "1",
             "SLURM_PROCID": "0",
             "SLURM_LOCALID": "0",

@@ -100,6 +100,59 @@ def test_smoke_table_on_slurm_survives_a_requeue_and_fills_the_table(cluster, ru
     assert again.exit_code == 2 and "already has results" in again.output
 
 
+def test_a_rows_seeds_trained_together_are_one_job_that_resumes_after_a_requeue(cluster, runner, monkeypatch):
+    """`ensemble: true`: one job for the row's two seeds, preempted mid-training, requeued, resumed from both
+    seeds' checkpoints; each seed its own record, equal to the same ensemble trained here without a stop."""
+    import yaml
+
+    spec_path = cluster / "experiments" / "mcan-pa" / f"{SPEC}.yaml"
+    spec = yaml.safe_load(spec_path.read_text())
+    spec["scales"]["smoke"].update(seeds=[0, 1], ensemble=True)
+    spec_path.write_text(yaml.safe_dump(spec, sort_keys=False))
+    row = ROWS[1]
+    trigger = unit_folder(cluster, row, 1) / "train.jsonl"
+    monkeypatch.setenv("SLURM_STUB_PREEMPT", f"1000:{trigger}")  # one job (not an array), once it trained a step
+    words = ["run", "table5-ablation", "--scale", "smoke", "--rows", row]
+    result = runner.invoke(app, [*words, "--launcher", "slurm", "--wait"])
+    assert result.exit_code == 0, result.output
+    assert f"submitted {row} seeds 0,1 together: job 1000 " in " ".join(result.output.split())
+    task = json.loads((cluster / "slurm-state" / "tasks" / "1000.json").read_text())
+    assert task["history"] == ["PENDING", "RUNNING", "REQUEUED", "PENDING", "RUNNING", "COMPLETED"]
+    log = (cluster / "data" / "runs" / "slurm" / SPEC / "smoke" / "1000" / "1000_0_log.out").read_text()
+    assert f"{row} seeds 0,1 together, attempt 2, resuming from its checkpoint" in log
+    results = cluster / "results" / "mcan-pa" / SPEC
+    resumed = {}
+    for seed in (0, 1):
+        state = json.loads((unit_folder(cluster, row, seed) / "state.json").read_text())
+        assert state["resumed_from"] is not None and state["step"] == 6 and state["final_loss"] is not None
+        resumed[seed] = json.loads((results / "seeds" / f"{row_slug(row)}.smoke.seed{seed}.json").read_text())
+        assert resumed[seed]["training"]["ensemble"] == [0, 1]
+    assert json.loads((results / f"{row_slug(row)}.smoke.json").read_text())["seeds"] == [0, 1]
+
+    # the same two seeds trained together here, without a stop, end the same
+    monkeypatch.setenv("REPRO_RESULTS", str(cluster / "results-local"))
+    local = runner.invoke(app, [*words, "--workdir", str(cluster / "local")])
+    assert local.exit_code == 0, local.output
+    for seed in (0, 1):
+        name = f"{row_slug(row)}.smoke.seed{seed}.json"
+        alone = json.loads((cluster / "results-local" / "mcan-pa" / SPEC / "seeds" / name).read_text())
+        assert resumed[seed]["metrics"] == alone["metrics"]
+        assert resumed[seed]["training"]["final_loss"] == pytest.approx(alone["training"]["final_loss"], rel=1e-6)
+    monkeypatch.setenv("REPRO_RESULTS", str(cluster / "results"))
+
+    status = runner.invoke(app, ["run", "table5-ablation", "--scale", "smoke", "--status"])
+    assert status.exit_code == 0, status.output
+    assert status.output.count("done (COMPLETED)") == 2 and "2 done" in status.output
+    status = runner.invoke(app, ["run", "table5-ablation", "--scale", "smoke", "--status", "--format", "json"])
+    assert status.exit_code == 0, status.output
+    units = json.loads(status.output)["units"]
+    assert [(u["seed"], u["job_id"], u["state"], u["together"]) for u in units] == [
+        (0, "1000", "done", [0, 1]),
+        (1, "1000", "done", [0, 1]),
+    ]
+    assert all(Path(u["record"]).is_file() and Path(u["stdout"]).is_file() for u in units)
+
+
 def test_status_shows_pending_running_failed_and_done_with_logs(cluster, runner):
     """--status reads sacct (the stub's task files here) and the results store, without running a job."""
     root = cluster / "data" / "runs" / "slurm" / SPEC / "smoke"
@@ -134,6 +187,29 @@ def test_status_shows_pending_running_failed_and_done_with_logs(cluster, runner)
     # COMPLETED without a record in the results store is no success
     assert "failed (COMPLETED)" in text and "2 failed, 1 pending, 1 running" in text
     assert "1000_0_0_log.out" in result.output.replace("\n", "").replace(" ", "").replace("│", "")
+
+    # the same as JSON, one object per unit with every key (README: Running on a Slurm cluster)
+    result = runner.invoke(app, ["run", "table5-ablation", "--scale", "smoke", "--status", "--format", "json"])
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.output)
+    assert (out["spec"], out["scale"], out["variant"]) == (SPEC, "smoke", None)
+    keys = ["row", "seed", "state", "slurm_state", "job_id", "stdout", "stderr", "record", "error", "together"]
+    assert all(list(u) == keys for u in out["units"])
+    got = [(u["row"], u["seed"], u["job_id"], u["state"], u["slurm_state"]) for u in out["units"]]
+    assert got == [
+        ("MCAN", 0, "1000_0", "pending", "PENDING"),
+        ("MCAN+PE", 0, "1000_1", "running", "RUNNING"),
+        ("MCAN+PWA", 0, "1000_2", "failed", "FAILED"),
+        ("MCAN+POA", 0, "1000_3", "failed", "COMPLETED"),
+    ]
+    assert out["units"][2]["error"] == "ReproError: MCAN+PWA seed 0 failed: out of data"
+    assert out["units"][0]["stdout"] == str(root / "1000_0" / "1000_0_0_log.out") and out["units"][0]["record"] is None
+    result = runner.invoke(
+        app, ["run", "table5-ablation", "--scale", "smoke", "--rows", "MCAN+PMA", "--status", "-f", "json"]
+    )
+    assert result.exit_code == 0 and json.loads(result.output)["units"] == []
+    result = runner.invoke(app, ["run", "table5-ablation", "--scale", "smoke", "--format", "json"])
+    assert result.exit_code == 2 and "only with --status" in result.output
 
 
 def test_options_and_their_errors(cluster, runner):

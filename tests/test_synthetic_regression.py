@@ -123,3 +123,40 @@ def test_sa_m4c_reproduces_its_stored_fingerprint_and_it_catches_a_random_graph(
     spec = dataclasses.replace(spec, rows=tuple(random_graph if r.name == row.name else r for r in spec.rows))
     [check] = fingerprint.check(spec, "synthetic", root=RESULTS)
     assert not check.ok and check.worst > 3 * check.tolerance
+
+
+# --- ace-rpe: Table 1 at the synthetic scale --------------------------------------------------------
+
+
+def test_ace_rpe_reproduces_its_pretraining_fingerprints_and_they_catch_ace_rpe_off_the_values(synthetic_data):
+    """The pre-training losses of Table 1's None and ACE-RPE+Lace rows (`stage: pretrain`); then ACE-RPE+Lace
+    with E_ace added to queries and keys only (Eq. 12 off): the same steps, other losses."""
+    spec = resolve("ace-rpe-table1-pe", EXPERIMENTS)
+    checks = fingerprint.check(spec, "synthetic", root=RESULTS)
+    assert {c.row for c in checks} == {"None", "ACE-RPE+Lace"} and all(c.ok for c in checks), checks
+    spec = _only(spec, "ACE-RPE+Lace")
+    row = spec.row("ACE-RPE+Lace")
+    no_values = dataclasses.replace(row, config=row.config.model_copy(update={"apply_to": ("query", "key")}))
+    spec = dataclasses.replace(spec, rows=tuple(no_values if r.name == row.name else r for r in spec.rows))
+    [check] = fingerprint.check(spec, "synthetic", root=RESULTS)
+    assert not check.ok and check.worst > 3 * check.tolerance, check.worst
+
+
+# --- psac Table 6 and dsganet Table VIII at the synthetic scale -----------------------------------------
+
+
+@pytest.mark.parametrize(
+    "ident, row, other",
+    [("psac-table6-coatt", "with QA-Co", "without QA-Co"), ("dsganet-table8-gqa-ablation", "3", "1")],
+)
+def test_fingerprints_reproduce_and_catch_the_module_a_claim_is_about(synthetic_data, ident, row, other):
+    """Both fingerprinted rows reproduce; then the claim's row built with the compared row's model (its
+    module switched off: PSAC's QA co-attention, DSGANet's DAA and SGA) fails its own fingerprint."""
+    spec = resolve(ident, EXPERIMENTS)
+    checks = fingerprint.check(spec, "synthetic", root=RESULTS)
+    assert {c.row for c in checks} == {row, other} and all(c.ok for c in checks), checks
+    spec = _only(spec, row)
+    switched = dataclasses.replace(spec.row(row), config=spec.row(other).config)
+    spec = dataclasses.replace(spec, rows=tuple(switched if r.name == row else r for r in spec.rows))
+    [check] = fingerprint.check(spec, "synthetic", root=RESULTS)
+    assert not check.ok and check.worst > 3 * check.tolerance, check.worst

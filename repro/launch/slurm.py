@@ -1,5 +1,7 @@
 """`repro run ID --launcher slurm`: each (row, seed) unit of a plan becomes one job of a Slurm job array,
 submitted through submitit, with the resources the row's family declares (`repro.families.base.Resources`).
+With `ensemble: true` in the scale's settings a row's seeds are one job instead, which trains them together
+(`repro.run._groups`, `repro.train.ensemble`) and writes each seed's record as a lone unit would.
 
 Files, under the run's workdir (`$REPRO_DATA_DIR/runs` by default; `<jobs>` is
 `slurm/[variants/<name>/]<spec>/<scale>`):
@@ -14,7 +16,9 @@ the unit has several) and writes the unit's record into the results store as soo
 preemption or at its time limit Slurm signals the job (USR2, sbatch `--signal`); submitit calls
 `UnitJob.checkpoint`, which stops the child (the trainer saves last.pt at its next step) and requeues the
 job, which then resumes from last.pt. A SIGTERM from Slurm (preemption, scancel) is passed on to the child
-too, so its checkpoint is saved whichever signal comes first.
+too, so its checkpoint is saved whichever signal comes first. An ensemble job resumes the same way: the
+ensemble trainer saves every seed's last.pt at the same step and continues from them, with every seed of
+the job (those whose records were written before the stop are scored and written again, identically).
 """
 
 from __future__ import annotations
@@ -118,9 +122,10 @@ def unit_resources(family, config, scale: str) -> Resources:
 
 @dataclass
 class UnitJob(Checkpointable):
-    """One (row, seed) unit as submitit runs it in its Slurm job; submitit calls `checkpoint` on preemption."""
+    """One Slurm job as submitit runs it: a (row, seed) unit, or a row's seeds trained together (several
+    contexts, one per seed); submitit calls `checkpoint` on preemption."""
 
-    context: RunContext
+    contexts: list[RunContext]
     config: dict[str, Any]  # the resolved configuration its record carries (repro.run.resolved_config)
     variant: dict[str, Any] | None
     results_root: Path
@@ -134,7 +139,7 @@ class UnitJob(Checkpointable):
 
         os.environ.update(self.environ)
         attempt = int(os.environ.get("SLURM_RESTART_COUNT") or 0) + 1
-        ctx = replace(self.context, resume=self.context.resume or attempt > 1, progress=False)
+        ctxs = [replace(c, resume=c.resume or attempt > 1, progress=False) for c in self.contexts]
         folder = Path(submitit.JobEnvironment().paths.folder)
         inbox, outbox = folder / "unit.pkl", folder / "outcome.pkl"
         record = {
@@ -144,10 +149,11 @@ class UnitJob(Checkpointable):
             "rebaseline": self.rebaseline,
             "lock": self.lock,
         }
-        write_bytes_atomic(inbox, pickle.dumps({"context": ctx, "record": record}))
+        write_bytes_atomic(inbox, pickle.dumps({"contexts": ctxs, "record": record}))
         outbox.unlink(missing_ok=True)
-        words = "resuming from its checkpoint" if ctx.resume else "from the start"
-        print(f"repro: {ctx.row.name} seed {ctx.seed}, attempt {attempt}, {words}; files in {ctx.workdir}", flush=True)
+        words = "resuming from its checkpoint" if ctxs[0].resume else "from the start"
+        name = self.name
+        print(f"repro: {name}, attempt {attempt}, {words}; files in {ctxs[0].workdir.parent}", flush=True)
         env = dict(os.environ)
         cpus = int(os.environ.get("SLURM_CPUS_PER_TASK") or 0)
         if cpus:
@@ -163,17 +169,28 @@ class UnitJob(Checkpointable):
             deadline = time.time() + REQUEUE_WAIT_S
             while time.time() < deadline:
                 time.sleep(1)
-            raise ReproError(f"{ctx.row.name} seed {ctx.seed}: {payload}; the job was not requeued")
+            raise ReproError(f"{name}: {payload}; the job was not requeued")
         if status != "done":
-            raise ReproError(f"{ctx.row.name} seed {ctx.seed} failed: {payload or f'exit code {code}'}")
-        print(f"repro: {ctx.row.name} seed {ctx.seed}: {payload['metrics']}; record {payload['record']}", flush=True)
-        return {"row": ctx.row.name, "seed": ctx.seed, **payload}
+            raise ReproError(f"{name} failed: {payload or f'exit code {code}'}")
+        for unit in payload:
+            print(
+                f"repro: {ctxs[0].row.name} seed {unit['seed']}: {unit['metrics']}; record {unit['record']}", flush=True
+            )
+        return {"row": ctxs[0].row.name, "units": payload}
+
+    @property
+    def name(self) -> str:
+        """`MCAN seed 0`, or `MCAN seeds 0,1,2 together` for an ensemble job."""
+        seeds = [c.seed for c in self.contexts]
+        if len(seeds) == 1:
+            return f"{self.contexts[0].row.name} seed {seeds[0]}"
+        return f"{self.contexts[0].row.name} seeds {','.join(map(str, seeds))} together"
 
     def checkpoint(self, *args: Any, **kwargs: Any):
         """Called by submitit on USR2 (preemption, time limit): stop the unit, which saves last.pt at its
         next step, and hand back the same unit to resume from it when the job is requeued."""
         self._stop_child()
-        return DelayedSubmission(replace(self, context=replace(self.context, resume=True)))
+        return DelayedSubmission(replace(self, contexts=[replace(c, resume=True) for c in self.contexts]))
 
     def _relay(self, signum: int, frame: Any = None) -> None:
         child = getattr(self, "_child", None)
@@ -237,8 +254,10 @@ def unit_command(gpus: int, inbox: Path, outbox: Path) -> list[str]:
 
 @dataclass
 class Submitted:
+    """One submitted job: a (row, seed) unit, or a row's seeds trained together."""
+
     row: str
-    seed: int
+    seeds: list[int]
     job_id: str
     stdout: str
     stderr: str
@@ -254,9 +273,10 @@ def submit(
     force: bool = False,
     rebaseline: bool = False,
 ) -> list[Submitted]:
-    """Submit every (row, seed) unit of `plan` that needs running; returns what was submitted."""
+    """Submit every unit of `plan` that needs running, one job per (row, seed) or, with `ensemble: true`,
+    per row's seeds; returns what was submitted."""
     from repro.paths import data_dir, experiments_dir, results_dir
-    from repro.run import _units_to_run, family_of, resolved_config, unit_context
+    from repro.run import _groups, _units_to_run, family_of, resolved_config, unit_context
 
     spec, scale, settings = plan.spec, plan.scale, plan.settings
     for step in plan.steps:
@@ -283,13 +303,11 @@ def submit(
     }
     configs = {s.row.name: resolved_config(spec, s.row, scale, settings, plan.variant) for s in plan.steps}
     groups: dict[Resources, list[UnitJob]] = {}
-    for step, seed in units:
-        family = family_of(step.row)
-        res = unit_resources(family, step.row.config, scale) if family is not None else default_resources(scale, None)
-        if "gpus_per_node" in options.extra:  # the user's GPU count: torchrun runs that many processes
-            res = replace(res, gpus=int(options.extra["gpus_per_node"]))
+    for group in _groups(plan, units):
+        step = group[0][0]
+        res = group_resources(step, scale, options, len(group))
         job = UnitJob(
-            context=unit_context(plan, workdir, step, seed, resume=resume, progress=False),
+            contexts=[unit_context(plan, workdir, step, seed, resume=resume, progress=False) for _, seed in group],
             config=configs[step.row.name],
             variant=plan.variant.to_json(),
             results_root=results_root,
@@ -314,8 +332,8 @@ def submit(
         for unit, job in zip(jobs, handles):
             submitted.append(
                 Submitted(
-                    unit.context.row.name,
-                    unit.context.seed,
+                    unit.contexts[0].row.name,
+                    [c.seed for c in unit.contexts],
                     job.job_id,
                     str(job.paths.stdout),
                     str(job.paths.stderr),
@@ -324,6 +342,25 @@ def submit(
             )
     _remember(root, submitted)
     return submitted
+
+
+def group_resources(step, scale: str, options: SlurmOptions, seeds: int = 1) -> Resources:
+    """One job's resources: its family's for one unit; a row's seeds trained together get the time of all
+    of them one after another (together they take no more) and must fit one process."""
+    from repro.run import family_of
+
+    family = family_of(step.row)
+    res = unit_resources(family, step.row.config, scale) if family is not None else default_resources(scale, None)
+    if "gpus_per_node" in options.extra:  # the user's GPU count: torchrun runs that many processes
+        res = replace(res, gpus=int(options.extra["gpus_per_node"]))
+    if seeds > 1:
+        if res.gpus > 1:
+            raise ReproError(
+                f"{step.row.name}: seeds trained together (`ensemble: true`) run in one process, not on "
+                f"{res.gpus} GPUs; remove `ensemble: true` or gpus_per_node"
+            )
+        res = replace(res, hours=res.hours * seeds)
+    return res
 
 
 def _executor(root: Path, name: str, res: Resources, options: SlurmOptions):
@@ -353,19 +390,22 @@ def _executor(root: Path, name: str, res: Resources, options: SlurmOptions):
 
 
 def _remember(root: Path, submitted: list[Submitted]) -> None:
-    """units.json: the latest job of each (row, seed) submitted from this folder."""
+    """units.json: the latest job of each (row, seed) submitted from this folder; `together`, the seeds of
+    an ensemble job."""
     path = root / "units.json"
     known = {(u["row"], u["seed"]): u for u in _read_units(root)}
     for s in submitted:
-        known[(s.row, s.seed)] = {
-            "row": s.row,
-            "seed": s.seed,
-            "job_id": s.job_id,
-            "stdout": s.stdout,
-            "stderr": s.stderr,
-            "submitted": now_iso(),
-            "resources": s.resources.__dict__,
-        }
+        for seed in s.seeds:
+            known[(s.row, seed)] = {
+                "row": s.row,
+                "seed": seed,
+                "job_id": s.job_id,
+                "stdout": s.stdout,
+                "stderr": s.stderr,
+                "submitted": now_iso(),
+                "resources": s.resources.__dict__,
+                **({"together": s.seeds} if len(s.seeds) > 1 else {}),
+            }
     write_json_atomic(path, {"units": list(known.values())})
 
 
@@ -393,6 +433,23 @@ class UnitState:
     stderr: str
     record: str | None = None  # the seed's record in the results store, once done
     error: str | None = None  # the last line of a failed job's error
+    together: list[int] | None = None  # an ensemble job: the seeds it trains together (this one among them)
+
+    def to_json(self) -> dict[str, Any]:
+        """One unit of `repro run ID --status --format json` (README: Running on a Slurm cluster): every key
+        always present, null where it has no value. Keys are only ever added."""
+        return {
+            "row": self.row,
+            "seed": self.seed,
+            "state": self.state,
+            "slurm_state": self.slurm_state,
+            "job_id": self.job_id,
+            "stdout": self.stdout,
+            "stderr": self.stderr,
+            "record": self.record,
+            "error": self.error,
+            "together": self.together,
+        }
 
 
 def unit_states(plan, workdir: Path, seeds: list[int] | None = None) -> list[UnitState]:
@@ -438,6 +495,7 @@ def unit_states(plan, workdir: Path, seeds: list[int] | None = None) -> list[Uni
                 unit["stderr"],
                 str(seed_path(spec, unit["row"], scale, unit["seed"], plan.results_root)) if state == "done" else None,
                 error,
+                unit.get("together"),
             )
         )
     return out

@@ -1,10 +1,11 @@
 """One (row, seed) unit in a process of its own: `python -m repro.launch.unit ORDER OUTCOME`, or one rank of
-`torchrun --nproc-per-node G -m repro.launch.unit ORDER OUTCOME` when the unit trains on G GPUs.
+`torchrun --nproc-per-node G -m repro.launch.unit ORDER OUTCOME` when the unit trains on G GPUs; or a row's
+seeds trained together (`ensemble: true`, one process).
 
-ORDER is a pickled {"context": RunContext, "record": {...} or None}; with "record" (the keyword arguments
-of `repro.run.store_unit` after the outcome), rank 0 writes the unit's record into the results store.
-Rank 0 writes OUTCOME, a pickled (status, payload):
-  ("done", {"metrics": ..., "record": path or None})
+ORDER is a pickled {"contexts": [RunContext, ...], "record": {...} or None}: one context, or one per seed
+of an ensemble; with "record" (the keyword arguments of `repro.run.store_unit` after the outcome), rank 0
+writes each seed's record into the results store. Rank 0 writes OUTCOME, a pickled (status, payload):
+  ("done", [{"seed": N, "metrics": ..., "record": path or None}, ...])
   ("interrupted", message)   SIGTERM/SIGINT stopped training; the trainer saved last.pt, `resume` continues
   ("failed", message)        bad input or data (a ReproError); anything else leaves its traceback in the log
 """
@@ -22,7 +23,7 @@ EXIT = {"done": 0, "failed": 2, "interrupted": 130}
 
 
 def main(argv: list[str]) -> int:
-    from repro.run import _run_unit, store_unit
+    from repro.run import _run_units, store_unit
     from repro.train.trainer import TrainingInterrupted
     from repro.utils import write_bytes_atomic
 
@@ -31,15 +32,20 @@ def main(argv: list[str]) -> int:
         return 2
     inbox, outbox = map(Path, argv)
     order = pickle.loads(inbox.read_bytes())
-    ctx, record = order["context"], order.get("record")
+    ctxs, record = order["contexts"], order.get("record")
+    name = ctxs[0].row.name + " seed" + ("s " if len(ctxs) > 1 else " ") + ",".join(str(c.seed) for c in ctxs)
     main_rank = int(os.environ.get("RANK", "0")) == 0
     try:
-        outcome = _run_unit(ctx)
-        path = None
-        if record is not None and main_rank:
-            Path(record["lock"]).parent.mkdir(parents=True, exist_ok=True)
-            path = store_unit(ctx.spec, ctx.row, ctx.scale, ctx.seed, outcome, **record)
-        result = ("done", {"metrics": outcome[0].metrics, "record": None if path is None else str(path)})
+        done = []
+        for ctx, outcome in zip(ctxs, _run_units(ctxs)):
+            path = None
+            if record is not None and main_rank:
+                Path(record["lock"]).parent.mkdir(parents=True, exist_ok=True)
+                path = store_unit(ctx.spec, ctx.row, ctx.scale, ctx.seed, outcome, **record)
+            done.append(
+                {"seed": ctx.seed, "metrics": outcome[0].metrics, "record": None if path is None else str(path)}
+            )
+        result = ("done", done)
     except TrainingInterrupted as exc:
         result = ("interrupted", " ".join(str(exc).split()))
     except ReproError as exc:
@@ -47,7 +53,7 @@ def main(argv: list[str]) -> int:
     status, payload = result
     if main_rank:
         write_bytes_atomic(outbox, pickle.dumps(result))
-        print(f"repro unit: {ctx.row.name} seed {ctx.seed}: {status}: {payload}", file=sys.stderr, flush=True)
+        print(f"repro unit: {name}: {status}: {payload}", file=sys.stderr, flush=True)
     return EXIT[status]
 
 

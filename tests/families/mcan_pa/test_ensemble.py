@@ -93,11 +93,13 @@ def test_vl_bert_rows_are_not_trained_together(tmp_path):
         family.run_ensemble(ctxs)
 
 
-def test_slurm_runs_each_seed_as_its_own_job_and_says_so(table5, runner):
+def test_on_slurm_a_rows_seeds_together_are_one_job(table5, runner):
     sandbox, write = table5
     write(ensemble=True)
-    out = runner.invoke(
-        app, ["run", "table5-ablation", "--scale", "smoke", "--launcher", "slurm", "--rows", "MCAN", "--dry-run"]
-    )
+    words = ["run", "table5-ablation", "--scale", "smoke", "--launcher", "slurm", "--rows", "MCAN", "--dry-run"]
+    out = runner.invoke(app, words)
     assert out.exit_code == 0, out.output
-    assert "`ensemble: true` is for local runs; each seed is its own job here" in out.output
+    # the time of both seeds one after another; the run on stub Slurm commands is in tests/test_launch_slurm.py
+    assert "slurm: MCAN: one job for its 2 seeds trained together, 0 GPU(s), 2 CPUs, 4 GB, ~2 h" in out.output
+    out = runner.invoke(app, [*words, "--slurm-opt", "gpus_per_node=2"])
+    assert out.exit_code == 2 and "run in one process, not on 2 GPUs" in out.output
