@@ -777,10 +777,11 @@ def _slurm_run(plan, root: Path, options, dry_run: bool, resume: bool, force: bo
     submitted = slurm.submit(plan, root, options, resume=resume, force=force, rebaseline=rebaseline)
     if not submitted:
         console.print("nothing to submit: every seed has a stored result", highlight=False)
+    from repro.launch.unit import label
+
     for unit in submitted:
-        seeds = f"seed {unit.seeds[0]}" if len(unit.seeds) == 1 else f"seeds {','.join(map(str, unit.seeds))} together"
         console.print(
-            f"submitted {escape(unit.row)} {seeds}: job {unit.job_id} ({unit.resources.describe()}); "
+            f"submitted {escape(label(unit.row, unit.seeds))}: job {unit.job_id} ({unit.resources.describe()}); "
             f"log {escape(unit.stdout)}",
             highlight=False,
             soft_wrap=True,

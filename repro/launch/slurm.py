@@ -180,11 +180,9 @@ class UnitJob(Checkpointable):
 
     @property
     def name(self) -> str:
-        """`MCAN seed 0`, or `MCAN seeds 0,1,2 together` for an ensemble job."""
-        seeds = [c.seed for c in self.contexts]
-        if len(seeds) == 1:
-            return f"{self.contexts[0].row.name} seed {seeds[0]}"
-        return f"{self.contexts[0].row.name} seeds {','.join(map(str, seeds))} together"
+        from repro.launch.unit import label
+
+        return label(self.contexts[0].row.name, [c.seed for c in self.contexts])
 
     def checkpoint(self, *args: Any, **kwargs: Any):
         """Called by submitit on USR2 (preemption, time limit): stop the unit, which saves last.pt at its

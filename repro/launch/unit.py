@@ -22,6 +22,13 @@ from repro.errors import ReproError
 EXIT = {"done": 0, "failed": 2, "interrupted": 130}
 
 
+def label(row: str, seeds: list[int]) -> str:
+    """`MCAN seed 0`, or `MCAN seeds 0,1,2 together` for a row's seeds trained together."""
+    if len(seeds) == 1:
+        return f"{row} seed {seeds[0]}"
+    return f"{row} seeds {','.join(map(str, seeds))} together"
+
+
 def main(argv: list[str]) -> int:
     from repro.run import _run_units, store_unit
     from repro.train.trainer import TrainingInterrupted
@@ -33,7 +40,7 @@ def main(argv: list[str]) -> int:
     inbox, outbox = map(Path, argv)
     order = pickle.loads(inbox.read_bytes())
     ctxs, record = order["contexts"], order.get("record")
-    name = ctxs[0].row.name + " seed" + ("s " if len(ctxs) > 1 else " ") + ",".join(str(c.seed) for c in ctxs)
+    name = label(ctxs[0].row.name, [c.seed for c in ctxs])
     main_rank = int(os.environ.get("RANK", "0")) == 0
     try:
         done = []

@@ -537,20 +537,18 @@ def run_row(ctx: RunContext) -> RowRun:
         ]
         return parts[0] if len(parts) == 1 else torch.utils.data.ConcatDataset(parts)
 
+    from repro.families.ace_rpe.keymap import albef_initialisation, load_albef, read_checkpoint
+
     seed_everything(ctx.seed)
     pretrained = build_model(ctx.config, {**sizes, "image_size": pretrain_size}, task="pretrain")
     training: dict[str, Any] = {}
     if as_config(ctx.config).init == "albef":  # ALBEF's released weights in place of our pre-training
-        from repro.families.ace_rpe.keymap import load_albef, read_checkpoint
-
         checkpoint = released_checkpoint(as_config(ctx.config))
         report = load_albef(pretrained, read_checkpoint(checkpoint))
         training["pretrain"] = {"checkpoint": str(checkpoint), "steps": 0, "new": report.new}
     else:
         train_pairs = pairs(sources.pretrain, "pretrain", pretrain_size, 0.2 if sources.augment else None)
         if sources.initial is not None:  # paper scale: DeiT-B/16 + bert-base-uncased, as ALBEF
-            from repro.families.ace_rpe.keymap import albef_initialisation, load_albef, read_checkpoint
-
             deit, bert = (read_checkpoint(path) for path in sources.initial)
             load_albef(pretrained, albef_initialisation(deit, bert))
         recipe = _recipe(PRETRAIN_RECIPE, settings.get("pretrain_recipe", {}), ctx.seed)
