@@ -666,7 +666,7 @@ def _run(
 ) -> None:
     from rich.table import Table
 
-    from repro.paths import data_dir
+    from repro.paths import data_dir, resolve, resolve_command, shown
     from repro.report import build_view, render_claims_rich, render_rich
     from repro.run import execute, family_of, format_hours, make_plan
 
@@ -735,8 +735,12 @@ def _run(
         commands = {}
         for per_seed in result.extra.get("submit", []):
             commands.update(per_seed if isinstance(per_seed, dict) else {})
-        for path in result.extra.get("predictions", []):
-            submit = commands.get(path) or [f"repro submit {target or 'TARGET'} --predictions {path}"]
+        files = result.extra.get("predictions", [])
+        for path in files:  # as the record stores them (repro.paths): shown as this checkout's files
+            submit = [resolve_command(c, files, plan.results_root) for c in commands.get(path, [])]
+            submit = submit or [
+                f"repro submit {target or 'TARGET'} --predictions {shown(resolve(path, plan.results_root))}"
+            ]
             what = f"only the server scores {spec.split}" if scale == "paper" else "a test file for the server"
             console.print(
                 f"{result.row}: {what}; submit with " + " or ".join(f"`{c}`" for c in submit),

@@ -18,6 +18,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
+from repro.paths import shown
+
 
 @dataclass
 class Unit:
@@ -116,7 +118,7 @@ class RunMonitor:
         """A unit is done: its line (row, seed, time, metrics, where its record is) goes above the bars."""
         values = ", ".join(f"{k} {v:.2f}" for k, v in metrics.items()) or "no local metrics"
         label = self.units[key].label if key in self.units else f"{key[0]} s{key[1]}"
-        text = f"{escape(label)} in {seconds:.0f}s: {escape(values)} → {escape(_short(record))}"
+        text = f"{escape(label)} in {seconds:.0f}s: {escape(values)} → {escape(shown(record))}"
         with self._lock:
             unit = self.units.get(key)
             if unit is not None:
@@ -163,14 +165,6 @@ class RunMonitor:
         head = f"[{self.completed}/{self.total} units, {_clock(elapsed)} elapsed, "
         head += eta(elapsed, getattr(self, "fraction_done", 0.0), self.total) + "]"
         return " ".join([head, "; ".join(running)]).strip()
-
-
-def _short(path: Path) -> str:
-    """A path relative to the current folder when it lies under it."""
-    try:
-        return str(Path(path).resolve().relative_to(Path.cwd().resolve()))
-    except ValueError:
-        return str(path)
 
 
 def _since(workdir: Path, started: float) -> bool:

@@ -10,6 +10,9 @@
   time, date) and carries a `reference`: the mean over the same seeds of each seed's first metrics,
   kept when a seed is run again, so `repro check` can tell when a change moves a number that is not
   compared with the paper (other scales, and columns with an explained deviation from the paper).
+
+Paths in a record are portable (`repro.paths`): the files a run wrote relative to the results root, the
+data dir as `$REPRO_DATA_DIR/...`, the command as `repro ...`; `repro.paths.resolve` reads them back.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from typing import Any
 
 from repro import __version__
 from repro.errors import ReproError
-from repro.paths import REPO_DIR, in_checkout, results_dir
+from repro.paths import REPO_DIR, command_words, in_checkout, portable_value, results_dir
 from repro.specs import Row, Spec, row_slug
 from repro.utils import now_iso, write_json_atomic  # noqa: F401 (re-exported until every caller imports utils)
 
@@ -207,8 +210,21 @@ def write_seed_result(spec: Spec, seed_result: SeedResult, root: Path | None = N
         seed_result.reference = previous.reference
     elif seed_result.reference is None:
         seed_result.reference = dict(seed_result.metrics)
-    write_json_atomic(path, seed_result.to_json())
+    write_json_atomic(path, portable_record(seed_result.to_json(), root))
     return path
+
+
+def portable_record(data: dict[str, Any], root: Path | None = None) -> dict[str, Any]:
+    """A record's JSON as it is stored: the paths a run put in it (its files, its extra and info, the
+    command line) in the portable form of `repro.paths`, whichever machine and folder wrote it."""
+    out = dict(data)
+    for key in ("predictions", "extra", "info", "training"):
+        if key in out:
+            out[key] = portable_value(out[key], root)
+    env = out.get("environment")
+    if isinstance(env, dict) and isinstance(env.get("command"), list):
+        out["environment"] = {**env, "command": command_words(env["command"], root)}
+    return out
 
 
 def aggregate(spec: Spec, row: Row, scale: str, seeds: dict[int, SeedResult]) -> Result:
@@ -265,7 +281,7 @@ def write_result(result: Result, spec: Spec, root: Path | None = None, rebaselin
     if result.reference is None:
         previous = _read_one(path) if path.exists() and not rebaseline else None
         result.reference = dict(previous.reference if previous is not None and previous.reference else result.metrics)
-    write_json_atomic(path, result.to_json())
+    write_json_atomic(path, portable_record(result.to_json(), root))
     return path
 
 

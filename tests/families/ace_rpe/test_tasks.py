@@ -19,7 +19,7 @@ from repro.families.ace_rpe.synthetic_tasks import TaskGeneratorConfig, generate
 from repro.families.ace_rpe.tasks import gradcam, score_heatmaps
 from repro.families.ace_rpe.tasks_data import NLVRData, Refer, TaskCollate, VEData, VQATest, VQATrain, read_dets
 from repro.metrics.grounding import iou
-from repro.paths import REPO_DIR
+from repro.paths import REPO_DIR, resolve_command
 from tests.families.ace_rpe.tiny import TINY_SIZES, tiny_batch
 
 
@@ -103,7 +103,9 @@ def test_smoke_run_fills_the_task_columns_and_writes_a_submittable_vqa_file(sand
     assert record["extra"]["vqa_model"][0][file]["model"] == "albef-ace-rpe-vqa"
     command, std = record["extra"]["submit"][0][file]
     assert command.startswith("repro submit vqa2-test-dev ") and std.startswith("repro submit vqa2-test-std ")
-    args = command.split()[1:] + ["--dry-run"]
+    assert file == "ace-rpe/ace-rpe-table2-pe/predictions/ACE-RPE_+_Lace.smoke.seed0.test2015.json"
+    assert " --questions $REPRO_DATA_DIR/" in command  # stored portably, run with this machine's paths:
+    args = resolve_command(command, [file]).split()[1:] + ["--dry-run"]
     submitted = runner.invoke(app, args)
     assert submitted.exit_code == 0 and "passed every check" in submitted.output, submitted.output
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -70,8 +71,23 @@ def test_vqa1_smoke_fills_both_splits_and_its_files_pass_submit(sandbox, runner)
     assert all(0.0 <= v <= 100.0 for v in record["metrics"].values())
     assert record["extra"]["train"][0]["steps"] > 0
 
+    # the records name their files portably (relative to the results root, the data dir as a variable)
+    folder = sandbox / "results/mcan-pa/mcan-pa-table2-vqa1"
+    for stored in (record, json.loads((folder / "seeds/MCAN+PA_ours.smoke.seed0.json").read_text())):
+        words = [w for text in _strings(stored) for w in text.split()]
+        assert not [w for w in words if w.startswith("/") or str(sandbox) in w], "an absolute path in a record"
+    assert record["extra"]["predictions"] == [
+        f"mcan-pa/mcan-pa-table2-vqa1/predictions/MCAN+PA_ours.smoke.seed0.{name}.json"
+        for name in ("test-dev2015", "test2015")
+    ]
+    stored_commands = [c for per_file in record["extra"]["submit"][0].values() for c in per_file]
+    assert all(" --questions $REPRO_DATA_DIR/" in c for c in stored_commands)
+
     commands = re.findall(r"`(repro submit [^`]+)`", out.output)
     assert sorted(c.split()[2] for c in commands) == ["vqa1-test", "vqa1-test-dev"]
+    for command in commands:  # the hint names this machine's files
+        assert (folder / "predictions").samefile(Path(command.split()[4]).parent)
+        assert Path(command.split()[6]).is_file() and "$" not in command
     for command in commands:
         done = runner.invoke(app, [*command.split()[1:], "--dry-run"])
         assert done.exit_code == 0 and "passed every check" in done.output, done.output
@@ -79,6 +95,14 @@ def test_vqa1_smoke_fills_both_splits_and_its_files_pass_submit(sandbox, runner)
     dev, test = sorted(commands, key=lambda c: c.split()[2])[::-1]
     wrong = runner.invoke(app, ["submit", "vqa1-test", "--predictions", dev.split()[4], *test.split()[5:], "--dry-run"])
     assert wrong.exit_code == 2 and "missing" in wrong.output
+
+
+def _strings(value):
+    if isinstance(value, dict):
+        return [s for k, v in value.items() for s in [k, *_strings(v)]]
+    if isinstance(value, list):
+        return [s for v in value for s in _strings(v)]
+    return [value] if isinstance(value, str) else []
 
 
 def test_cocoqa_smoke_scores_types_and_wups(sandbox, runner):
