@@ -37,16 +37,16 @@ def experiments_dir() -> Path:
 
 
 def results_dir() -> Path:
-    """`REPRO_RESULTS`, the checkout's `results/`, or `./results` (never inside site-packages)."""
+    """`REPRO_RESULTS`, the checkout's `results/`, or `./results` (never inside site-packages); absolute."""
     if os.environ.get("REPRO_RESULTS"):
-        return Path(os.environ["REPRO_RESULTS"])
+        return Path(os.environ["REPRO_RESULTS"]).absolute()
     return REPO_DIR / "results" if in_checkout() else Path.cwd() / "results"
 
 
 def data_dir() -> Path:
-    """`REPRO_DATA_DIR` or `~/.cache/repro/data`."""
+    """`REPRO_DATA_DIR` or `~/.cache/repro/data`; absolute (a record names what lies under it portably)."""
     default = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "repro" / "data"
-    return Path(os.environ.get("REPRO_DATA_DIR", default))
+    return Path(os.environ.get("REPRO_DATA_DIR", default)).absolute()
 
 
 # --- paths in result records ---------------------------------------------------------------------

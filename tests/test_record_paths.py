@@ -7,12 +7,12 @@ from __future__ import annotations
 import json
 import shutil
 
-from repro.paths import command_words, portable, portable_value, resolve, resolve_command
+from repro.paths import command_words, portable, portable_value, resolve, resolve_command, results_dir
 from repro.results import SeedResult, aggregate, portable_record, read_seed_results, write_seed_result
 from repro.specs import resolve as resolve_spec
 
 
-def test_paths_under_the_results_root_or_the_data_dir_are_stored_portably(sandbox):
+def test_paths_under_the_results_root_or_the_data_dir_are_stored_portably(sandbox, monkeypatch):
     results, data = sandbox / "results", sandbox / "data"
     file = results / "toy" / "toy-table1" / "predictions" / "Sighted.seed0.json"
     assert portable(str(file)) == "toy/toy-table1/predictions/Sighted.seed0.json"
@@ -30,6 +30,13 @@ def test_paths_under_the_results_root_or_the_data_dir_are_stored_portably(sandbo
     variant = results / "variants" / "recipe.epochs=2"
     assert portable(str(variant / "toy" / "a.json"), variant) == "toy/a.json"
     assert resolve("toy/a.json", variant) == variant / "toy" / "a.json"
+    # a relative REPRO_RESULTS names the same folder, from wherever the run started
+    monkeypatch.chdir(sandbox)
+    monkeypatch.setenv("REPRO_RESULTS", "results")
+    assert (
+        portable(str(results_dir() / "toy" / "a.json")) == "toy/a.json"
+        and resolve("toy/a.json") == file.parents[3] / "toy" / "a.json"
+    )
     stored = portable_value({str(file): [f"repro submit t --predictions {file} --questions {data / 'q.json'}"]})
     assert stored == {
         "toy/toy-table1/predictions/Sighted.seed0.json": [

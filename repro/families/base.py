@@ -132,7 +132,8 @@ class RunContext:
 
 @dataclass
 class RowRun:
-    """What one unit produced: the spec's columns, the split they were measured on, and extras per seed."""
+    """What one unit produced: the spec's columns, the split they were measured on, and extras per seed.
+    Paths in it are absolute; the record stores them portably (`repro.results.portable_record`)."""
 
     metrics: dict[str, float]
     split: str
