@@ -88,6 +88,7 @@ def test_direct_upload_sends_the_file_to_challenge_and_phase(runner, sandbox, st
     assert record["submission_id"] == sid and record["phase"] == 1793 and record["challenge"] == 830
     assert record["sha256"] == hashlib.sha256(preds.read_bytes()).hexdigest()
     assert record["upload"] == "direct" and record["questions"] == len(QIDS)
+    assert record["predictions"] == record["file"] == "mcan-pa/MCAN+PA.test-dev.json"  # relative to results/
     assert f"submission {sid}" in result.stdout
     assert "today 1" in result.stdout and "in all 4" in result.stdout  # remaining submissions shown
 

@@ -22,6 +22,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from repro.errors import ReproError
+from repro.paths import portable
 from repro.submit.check import (
     MB,
     Preflight,
@@ -91,8 +92,8 @@ def submit(opts: SubmitOptions, console: Console, err: Console, confirm: Callabl
         "phase": phase_id,
         "phase_name": phase_name,
         "host": client.conn.host,
-        "predictions": str(check.source),
-        "file": str(upload),
+        "predictions": portable(str(check.source.absolute())),  # as result records name files (repro.paths)
+        "file": portable(str(upload.absolute())),
         "sha256": sha256_file(upload),
         "bytes": upload.stat().st_size,
         "questions": check.count,
