@@ -167,3 +167,23 @@ def test_options_are_checked(capsys):
         assert exit_.value.code == 2
     args = bench_train.parse_args(["--quick", "--attention", "efficient", "--compile", "--peak-tflops", "989.4"])
     assert (args.batch, args.steps, args.attention, args.compile, args.peak_tflops) == (8, 2, "efficient", True, 989.4)
+
+
+def test_step_flops_count_attention_whichever_kernel_would_run():
+    """count_flops runs SDPA through the math kernel, so q·kᵀ and the map times v are counted (2 FLOPs a MAC)."""
+    from repro.nn.attention import MultiHeadAttention
+    from repro.nn.measure import count_flops
+
+    class Wrapped(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.attention = MultiHeadAttention(64, heads=4)
+
+        def forward(self, batch):
+            x = batch["x"]
+            return self.attention(x, x, x, bias=batch["bias"])
+
+    b, n, d = 2, 10, 64
+    batch = {"x": torch.randn(b, n, d), "bias": torch.randn(1, 4, n, n, requires_grad=True)}
+    linears, attention = 4 * 2 * b * n * d * d, 2 * 2 * b * n * n * d
+    assert count_flops(Wrapped(), batch) == linears + attention
