@@ -219,13 +219,22 @@ def bench_eager(name: str, args, scale, device, precision: str, tick) -> dict:
     return row | step_numbers(times, args.batch, row["flops_per_step"])
 
 
-def graph_breaks() -> int | None:
-    """Graph breaks dynamo recorded since the last reset (None where this torch does not say)."""
-    try:
-        from torch._dynamo.utils import counters
-    except ImportError:
-        return None
-    return sum(counters["graph_break"].values())
+def reset_dynamo() -> None:
+    """Forget earlier compiles and dynamo's counters (its reset keeps the counters)."""
+    import torch._dynamo
+    from torch._dynamo.utils import counters
+
+    torch._dynamo.reset()
+    counters.clear()
+
+
+def dynamo_notes() -> dict:
+    """What dynamo did not compile since reset_dynamo(): graph breaks and the constructs it left to eager
+    (first lines of its messages, e.g. nn.LSTM's "Attempted to wrap RNN, GRU, or LSTM")."""
+    from torch._dynamo.utils import counters
+
+    unsupported = sorted({reason.strip().splitlines()[0] for reason in counters.get("unimplemented", {})})
+    return {"graph_breaks": sum(counters.get("graph_break", {}).values()), "dynamo_unsupported": unsupported}
 
 
 def bench_compiled(name: str, args, scale, device, precision: str, flops: int, tick) -> dict:
@@ -233,9 +242,7 @@ def bench_compiled(name: str, args, scale, device, precision: str, flops: int, t
     row = {"model": name, "mode": "compiled", "batch": args.batch, "compile_mode": args.compile_mode}
     model, optimizer, batch = setup(name, scale, args.batch, device)
     try:
-        import torch._dynamo
-
-        torch._dynamo.reset()
+        reset_dynamo()
         compiled = torch.compile(model, mode=args.compile_mode)
 
         def step():
@@ -243,10 +250,11 @@ def bench_compiled(name: str, args, scale, device, precision: str, flops: int, t
 
         with attention_context(args.attention):
             first, *rest = timed_steps(step, 1 + args.warmup + args.steps, device, tick)
+            row["attention_backends"] = attention_ops(step)
     except Exception as error:  # dynamo and inductor fail in many exception types
         row["error"] = f"torch.compile failed for {name}: {first_line(error)}"
         return row
-    row |= {"compile_s": first, "graph_breaks": graph_breaks()}
+    row |= {"compile_s": first} | dynamo_notes()
     return row | step_numbers(rest[args.warmup :], args.batch, flops)
 
 
@@ -281,7 +289,7 @@ def render(console, rows: list[dict], title: str) -> None:
             f"{r['achieved_flops'] / 1e9:.1f}",
             f"{r['utilisation']:.1%}",
             "n/a" if r["mfu"] is None else f"{r['mfu']:.1%}",
-            ", ".join(r.get("attention_backends", [])) or "-",
+            ", ".join(r.get("attention_backends", [])) or ("in graph" if r["mode"] == "compiled" else "-"),
             f"{r['compile_s']:.1f}" if "compile_s" in r else "-",
             f"{r['relative_speed']:.2f}",
         )
@@ -290,8 +298,10 @@ def render(console, rows: list[dict], title: str) -> None:
     for r in rows:
         if "error" in r:
             console.print(r["error"], markup=False, highlight=False, soft_wrap=True)
-        elif r.get("graph_breaks"):
-            console.print(f"{r['model']} compiled with {r['graph_breaks']} graph break(s)", highlight=False)
+        elif r["mode"] == "compiled":
+            left = "; ".join(r.get("dynamo_unsupported", [])) or "nothing"
+            line = f"{r['model']} compiled: {r.get('graph_breaks', 'n/a')} graph break(s); left to eager: {left}"
+            console.print(line, markup=False, highlight=False, soft_wrap=True)
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:

@@ -132,6 +132,24 @@ def test_compiled_steps_are_timed_apart_from_the_first(tmp_path, monkeypatch):
     assert compiled["compile_s"] > 0 and compiled["steps_per_s"] > 0
     assert compiled["flops_per_step"] == eager["flops_per_step"]
     assert compiled["relative_speed"] == pytest.approx(compiled["steps_per_s"] / eager["steps_per_s"])
+    assert compiled["attention_backends"] == ["math"]
+    assert compiled["graph_breaks"] == 0 and compiled["dynamo_unsupported"] == []
+
+
+def test_dynamo_notes_name_what_was_left_to_eager():
+    class Recurrent(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lstm = torch.nn.LSTM(4, 4, batch_first=True)
+
+        def forward(self, x):
+            return self.lstm(x)[0].sum()
+
+    bench_train.reset_dynamo()
+    torch.compile(Recurrent(), backend="eager")(torch.randn(2, 3, 4))
+    notes = bench_train.dynamo_notes()
+    bench_train.reset_dynamo()
+    assert notes["dynamo_unsupported"] == ["Attempted to wrap RNN, GRU, or LSTM"]
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message where there is no GPU")
