@@ -356,7 +356,7 @@ def run(args: argparse.Namespace, console) -> dict:
     matmul = matmul_peak(device, dtype, 4096 if device.type == "cuda" else 1024)
     scale = TINY if args.tiny else PAPER
     rows = []
-    per_model = (1 + 2 * args.compile) * (args.warmup + args.steps) + args.compile
+    per_model = (1 + args.compile) * (args.warmup + args.steps) + args.compile
     with Progress(console=console, transient=True) as progress:
         for name in args.models:
             task = progress.add_task(f"{name} batch {args.batch}", total=per_model)
