@@ -75,10 +75,6 @@ SDPA_OPS = {
 }
 
 
-class BenchError(Exception):
-    """A setting the benchmark cannot run with; main prints it as one line and exits non-zero."""
-
-
 def first_line(error: BaseException) -> str:
     lines = str(error).strip().splitlines()
     return f"{type(error).__name__}: {lines[0] if lines else ''}".rstrip(": ")
@@ -95,11 +91,11 @@ def resolve_device(name: str | None) -> torch.device:
     try:
         device = torch.device(name)
     except RuntimeError:
-        raise BenchError(f"unknown device {name!r}; use cpu or cuda") from None
+        raise ReproError(f"unknown device {name!r}; use cpu or cuda") from None
     if device.type not in ("cpu", "cuda"):
-        raise BenchError(f"device {name!r} is not supported here; use cpu or cuda")
+        raise ReproError(f"device {name!r} is not supported here; use cpu or cuda")
     if device.type == "cuda" and not torch.cuda.is_available():
-        raise BenchError(
+        raise ReproError(
             f"--device {name}: CUDA is not available (torch {torch.__version__}); "
             "run on a machine with a GPU and a CUDA build of torch, or use --device cpu"
         )
@@ -346,10 +342,7 @@ def run(args: argparse.Namespace, console) -> dict:
     device = resolve_device(args.device)
     if args.threads:
         torch.set_num_threads(args.threads)
-    try:
-        precision = resolve_precision(args.precision, device)
-    except ReproError as error:
-        raise BenchError(str(error)) from None
+    precision = resolve_precision(args.precision, device)
     dtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[precision]
     where, kind = device_name(device), matmul_kind(precision)
     peak, peak_source = nominal_peak(where, kind, args.peak_tflops)
@@ -400,7 +393,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     console = Console() if sys.stdout.isatty() else Console(width=140)
     try:
         report = run(args, console)
-    except BenchError as error:
+    except ReproError as error:  # a setting it cannot run with: one line, non-zero exit
         sys.exit(f"error: {error}")
     except torch.OutOfMemoryError as error:
         sys.exit(f"error: out of memory at batch {args.batch} ({first_line(error)}); try a smaller --batch")
