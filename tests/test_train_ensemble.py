@@ -96,3 +96,58 @@ def test_recipes_that_differ_beyond_the_seed_are_refused(tmp_path, recipe):
     models = [new_model(0), new_model(1)]
     with pytest.raises(ReproError, match="only in their seed"):
         fit_ensemble(models, TinyVQA(8), [recipe, recipe.replace(seed=6, epochs=1)], [tmp_path, tmp_path])
+
+
+class TwoParts(torch.nn.Module):
+    """A model whose `lr_groups()` trains one part at a tenth of the rate (as M4C trains BERT)."""
+
+    def __init__(self, seed):
+        super().__init__()
+        torch.manual_seed(seed)
+        self.fast, self.slow = torch.nn.Linear(3, 2), torch.nn.Linear(3, 2)
+
+    def forward(self, batch):
+        return self.fast(batch["x"]) + self.slow(batch["x"])
+
+    def lr_groups(self):
+        return [
+            {"params": list(self.fast.parameters()), "lr_scale": 1.0},
+            {"params": list(self.slow.parameters()), "lr_scale": 0.1},
+        ]
+
+
+def test_parameter_groups_train_at_their_own_rates_as_alone(tmp_path):
+    path = tmp_path / "adam.yaml"
+    path.write_text(
+        "optimizer: {name: adam}\nschedule: {name: constant, base_lr: 0.05}\nepochs: 3\nbatch_size: 4\nloss: bce-mean\n"
+    )
+    recipes = [load_recipe(str(path)).replace(seed=s) for s in (1, 2)]
+    g = torch.Generator().manual_seed(0)
+    data = [
+        {"x": torch.randn(3, generator=g), "target": torch.rand(2, generator=g), "question_id": i} for i in range(8)
+    ]
+    lone = [TwoParts(r.seed) for r in recipes]
+    for m, r in zip(lone, recipes):
+        fit(m, data, r, tmp_path / f"lone{r.seed}", progress=False)
+    start = [TwoParts(r.seed) for r in recipes]
+    together = [TwoParts(r.seed) for r in recipes]
+    fit_ensemble(together, data, recipes, [tmp_path / f"seed{r.seed}" for r in recipes], progress=False)
+    for alone, joint, first in zip(lone, together, start):
+        assert torch.allclose(weights(joint), weights(alone), atol=1e-6)
+        # Adam's first steps move every weight by about the rate: the slow part by a tenth of the fast part's
+        moved = {n: (p - dict(first.named_parameters())[n]).abs().mean() for n, p in joint.named_parameters()}
+        assert moved["slow.weight"] < 0.2 * moved["fast.weight"]
+    saved = load_checkpoint(tmp_path / "seed2" / "last.pt")
+    assert [grp["lr_scale"] for grp in saved["optimizer"]["param_groups"]] == [1.0, 0.1]
+
+
+def test_frozen_parameters_stay_frozen(tmp_path, recipe):
+    models = [new_model(s, NO_DROPOUT) for s in (5, 6)]
+    for m in models:
+        m.embedding.weight.requires_grad_(False)  # as fixed word vectors (PSAC's GloVe)
+    before = [m.embedding.weight.detach().clone() for m in models]
+    recipes = [recipe.replace(seed=s) for s in (5, 6)]
+    fit_ensemble(models, TinyVQA(14), recipes, [tmp_path / str(s) for s in (5, 6)], progress=False)
+    for m, b in zip(models, before):
+        assert torch.equal(m.embedding.weight, b) and not m.embedding.weight.requires_grad
+    assert not torch.equal(models[0].classifier.weight, new_model(5, NO_DROPOUT).classifier.weight)

@@ -23,7 +23,8 @@ all at the same step (otherwise it starts from the beginning). Floating-point re
 the lone run's in the last bits (batched kernels sum in another order), so the two agree to within
 the regression tolerance, not exactly.
 
-CPU and single-GPU only (no torchrun), fp32 or bf16; a model with `lr_groups()` is not supported.
+A model with `lr_groups()` trains each group of every seed at its own multiple of the rate, as alone.
+CPU and single-GPU only (no torchrun), fp32 or bf16.
 """
 
 from __future__ import annotations
@@ -69,15 +70,16 @@ from repro.utils import write_json_atomic
 
 @contextmanager
 def _batched_kernels():
-    """vmap rules for what torch batches slowly. nn.LSTM has none: each seed runs torch's fused LSTM kernel
-    (oneDNN on a CPU, cuDNN on a GPU) on its own slice of the stacked weights and inputs (`_per_seed`), 1.6x
-    faster forward and backward than vmap through torch's cell-by-cell decomposition (6 seeds, Table V's
-    synthetic sizes). Attention runs on the math kernel: the batched CPU flash kernel cannot differentiate a
-    learned additive bias."""
+    """vmap rules for what torch batches slowly or not at all. nn.LSTM and nn.GRU have none: each seed runs torch's
+    fused kernel (oneDNN on a CPU, cuDNN on a GPU) on its own slice of the stacked weights and inputs (`_per_seed`);
+    for the LSTM 1.6x faster forward and backward than vmap through torch's cell-by-cell decomposition (6 seeds,
+    Table V's synthetic sizes), and the GRU has no decomposition to fall back on. Attention runs on the math
+    kernel: the batched CPU flash kernel cannot differentiate a learned additive bias."""
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
     library = torch.library.Library("aten", "IMPL", "FuncTorchBatched")
-    library.impl(torch.ops.aten.lstm.input, _per_seed(torch.ops.aten.lstm.input))
+    for op in (torch.ops.aten.lstm.input, torch.ops.aten.gru.input):
+        library.impl(op, _per_seed(op))
     try:
         with sdpa_kernel(SDPBackend.MATH):
             yield
@@ -148,10 +150,18 @@ def _check(models: list[nn.Module], recipes: list[Recipe], workdirs: list[Path],
         raise ReproError("an ensemble's recipes may differ only in their seed")
     if precision == "fp16":
         raise ReproError("seeds trained together run in fp32 or bf16, not fp16 (its loss scaling is per model)")
-    if hasattr(models[0], "lr_groups"):
-        raise ReproError(f"{type(models[0]).__name__} trains parameter groups at their own rates: not in an ensemble")
     if dist_utils.init_from_env().distributed:
         raise ReproError("seeds trained together run in one process, not under torchrun")
+
+
+def _param_groups(model: nn.Module, params: dict[str, torch.Tensor]) -> list[torch.Tensor] | list[dict[str, Any]]:
+    """The stacked parameters as the optimiser takes them: a model with `lr_groups()` (parts trained at a multiple of
+    the schedule's rate) gets the same groups, in the same order, as its lone run, so that a seed's optimiser state
+    is the one `fit` saves and resumes."""
+    if not hasattr(model, "lr_groups"):
+        return list(params.values())
+    names = {id(p): name for name, p in model.named_parameters()}
+    return [{**group, "params": [params[names[id(p)]] for p in group["params"]]} for group in model.lr_groups()]
 
 
 def _stack(batches: list[dict[str, Any]]) -> dict[str, Any]:
@@ -226,10 +236,11 @@ def fit_ensemble(
     for model in models:
         model.to(dev)
     params, buffers = stack_module_state(models)
-    params = {name: p.detach().requires_grad_(True) for name, p in params.items()}
+    frozen = {name for name, p in models[0].named_parameters() if not p.requires_grad}  # e.g. fixed word vectors
+    params = {name: p.detach().requires_grad_(name not in frozen) for name, p in params.items()}
     base = copy.deepcopy(models[0]).to("meta")
     _swap_dropout(base)  # the seeds' dropout masks drawn at about half the cost (`_Dropout`)
-    optimizer = build_optimizer(recipe, list(params.values()))
+    optimizer = build_optimizer(recipe, _param_groups(models[0], params))
     samplers = [dist_utils.sampler(train_dataset, env, seed=r.seed) for r in recipes]
     steps_per_epoch = math.ceil(len(samplers[0]) / recipe.batch_size)
     extra = {"global_batch": recipe.batch_size, "dataset_size": len(train_dataset), "world_size": 1}
@@ -310,7 +321,7 @@ def fit_ensemble(
                 for i, per_seed in enumerate(zip(*loaders), start=first):
                     lr = learning_rate(recipe.schedule, epoch, i, steps_per_epoch)
                     for group in optimizer.param_groups:
-                        group["lr"] = lr
+                        group["lr"] = lr * group.get("lr_scale", 1.0)
                     batch = to_device(_stack(list(per_seed)), dev)
                     with _autocast(precision, dev):
                         loss = batched_loss(params, buffers, batch)  # [seeds]
