@@ -17,6 +17,14 @@ from torch import nn
 MASK_VALUE = -1e9
 
 
+def bert_padding_mask(padded: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """A `transformers` BERT's attention mask in its additive 4D form [B, 1, 1, L]: 0 at words, the dtype's minimum
+    at padding (`padded` True). `transformers` takes a 4D mask as given; from a 2D one it first asks whether
+    anything is padded, a data-dependent branch that seeds trained together (`torch.func.vmap`) cannot take.
+    The attention it gives is the 2D mask's."""
+    return padded[:, None, None, :].to(dtype) * torch.finfo(dtype).min
+
+
 class LayerNorm(nn.Module):
     """MCAN's layer normalisation: a·(x − mean)/(std + eps) + b, with the unbiased std and eps on the std."""
 

@@ -31,7 +31,7 @@ from torch import nn
 
 from repro.errors import ReproError
 from repro.families.mcan_pa.model import AttFlat, GuidedLayer, SelfAttentionLayer
-from repro.nn.attention import LayerNorm
+from repro.nn.attention import LayerNorm, bert_padding_mask
 
 # Sizes at the paper's settings (Sec. V-B: L = 6, d_h = 768, d_s = 160, k = 16); MCAN's rules where the
 # paper is silent (64-d heads, FFN 4 d_h, AttFlat MLP 512 and output 2 d_h, 14 tokens, GloVe 300-d for the
@@ -181,7 +181,7 @@ class BertQuestion(nn.Module):
         else:
             tokens = batch["tokens"]
             ids = torch.cat([torch.full_like(tokens[:, :1], self.cls_id), tokens], dim=1)
-        attention = (ids != 0).long()
+        attention = bert_padding_mask(ids == 0, self.bert.embeddings.word_embeddings.weight.dtype)
         out = self.proj(self.bert(input_ids=ids, attention_mask=attention).last_hidden_state)
         return out[:, 1:], ids[:, 1:] == 0, out[:, 0]
 
@@ -293,12 +293,14 @@ def grid_coordinates(boxes: torch.Tensor) -> torch.Tensor:
 
 
 def _rank_of_edges(edge: torch.Tensor) -> torch.Tensor:
-    """For each cell, how many distinct edge values of its image are smaller than its own: [B, N] long."""
-    out = torch.empty(edge.shape, dtype=torch.long, device=edge.device)
-    for b in range(edge.shape[0]):
-        values = torch.unique(edge[b])
-        out[b] = torch.searchsorted(values, edge[b].contiguous())
-    return out
+    """For each cell, how many distinct edge values of its image are smaller than its own: [B, N] long. Counted
+    over the cells whose value no earlier cell has (one per distinct value), without a per-image unique, so that
+    it batches (and seeds trained together, torch.func.vmap, can map it)."""
+    same = edge[..., :, None] == edge[..., None, :]  # [B, N, N]
+    earlier = torch.ones_like(same[0]).tril(-1)  # [N, N]: cell k before cell j
+    first = ~(same & earlier).any(-1)  # [B, N]: no earlier cell has this value
+    smaller = edge[..., None, :] < edge[..., :, None]  # [B, N(i), N(j)]: edge_j < edge_i
+    return (smaller & first[..., None, :]).sum(-1)
 
 
 # --- the model -------------------------------------------------------------------------------------

@@ -33,6 +33,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from repro.families.sa_m4c.relations import NUM_RELATIONS, head_masks
+from repro.nn.attention import bert_padding_mask
 
 # Sizes of the released code (mmf M4C / sam-textvqa), Sec. 4.3: BERT-base shaped MMT, 20 question
 # word-pieces, 100 objects, 50 OCR tokens, 12 decoding steps.
@@ -80,7 +81,8 @@ class TextBert(nn.Module):
         self.bert = BertModel(self.config, add_pooling_layer=False)
 
     def forward(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        return self.bert(input_ids=ids, attention_mask=mask.long()).last_hidden_state
+        attention = bert_padding_mask(~mask, self.bert.embeddings.word_embeddings.weight.dtype)
+        return self.bert(input_ids=ids, attention_mask=attention).last_hidden_state
 
 
 def load_text_bert(encoder: TextBert, folder) -> bool:

@@ -169,6 +169,20 @@ def test_grid_coordinates_from_cells():
     assert xy[0, :, 1].tolist() == [0] * 4 + [1] * 4 + [2] * 4
 
 
+def test_grid_coordinates_count_distinct_edges_per_image():
+    # two images of one batch, cells given out of order, repeated edges, another image's edges in between
+    boxes = torch.zeros(2, 5, 4)
+    boxes[0, :, 0] = torch.tensor([30.0, 10.0, 30.0, 20.0, 10.0])
+    boxes[1, :, 0] = torch.tensor([15.0, 15.0, 25.0, 5.0, 40.0])
+    boxes[:, :, 1] = torch.tensor([7.0, 7.0, 7.0, 7.0, 9.0])
+    xy = grid_coordinates(boxes)
+    assert xy[0, :, 0].tolist() == [2, 0, 2, 1, 0]
+    assert xy[1, :, 0].tolist() == [1, 1, 2, 0, 3]
+    assert xy[..., 1].tolist() == [[0, 0, 0, 0, 1]] * 2
+    # per image, as seeds trained together map it (torch.func.vmap)
+    assert torch.equal(torch.func.vmap(grid_coordinates)(boxes[:, None]).squeeze(1), xy)
+
+
 def test_missing_depth_reading_is_a_clear_error():
     from repro.errors import ReproError
 
@@ -176,3 +190,15 @@ def test_missing_depth_reading_is_a_clear_error():
     del batch["depth_mean"]
     with pytest.raises(ReproError, match="depth_mean"):
         model(batch)
+
+
+def test_bert_ignores_padded_words():
+    model, batch = build(question_encoder="bert")
+    model.eval()
+    tokens = batch["tokens"][:1].clone()
+    tokens[0, 5:] = 0  # [PAD] after five words
+    with torch.no_grad():
+        words, pad, q = model.question({"tokens": tokens})
+        short_words, _, short_q = model.question({"tokens": tokens[:, :5]})
+    assert pad[0].tolist() == [False] * 5 + [True] * (tokens.shape[1] - 5)
+    assert torch.allclose(words[:, :5], short_words, atol=1e-6) and torch.allclose(q, short_q, atol=1e-6)
