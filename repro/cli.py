@@ -663,6 +663,7 @@ def _run(
     status: bool = False,
     wait: bool = False,
     fmt: str = "rich",
+    ensemble: bool | None = None,
 ) -> None:
     from rich.table import Table
 
@@ -675,6 +676,8 @@ def _run(
     if seeds:
         seed_list = parse_seeds(seeds)
     plan = make_plan(spec, scale, rows.split(",") if rows else None, seed_list, variant)
+    if ensemble is not None:  # how seeds are scheduled, not what they compute: no variant
+        plan.settings = {**plan.settings, "ensemble": ensemble}
     root = Path(workdir) if workdir else data_dir() / "runs"
     if status:
         _slurm_status(plan, root, seeds=seed_list, fmt=fmt)
@@ -913,6 +916,13 @@ def run_command(
         min=1,
         help="Runs at a time, each in its own process (default: the spec's scale setting, else 1).",
     ),
+    ensemble: bool | None = typer.Option(
+        None,
+        "--ensemble/--no-ensemble",
+        help="Train a row's seeds together in one process, each recorded as its own run (default: the scale's "
+        "`ensemble` setting; generated scales; README: Specs).",
+        show_default=False,
+    ),
     limit: int | None = typer.Option(
         None, "--limit", min=1, help="Paper scale: only the first N questions of each split (a partial run, a variant)."
     ),
@@ -981,6 +991,7 @@ def run_command(
         status=status,
         wait=wait,
         fmt=fmt,
+        ensemble=ensemble,
     )
 
 

@@ -248,12 +248,14 @@ def _groups(plan: Plan, units: list[tuple[Step, int]]) -> list[list[tuple[Step, 
         raise ReproError(f"{plan.spec.path}: scales.{plan.scale}.ensemble must be true or false, not {ensemble!r}")
     if not ensemble:
         return [[unit] for unit in units]
+    if plan.scale == "paper":
+        raise ReproError(f"{plan.spec.id}: seeds are trained together at the generated scales, not at paper scale")
     groups: dict[str, list[tuple[Step, int]]] = {}
     for step, seed in units:
         if step.kind == "train" and not hasattr(family_of(step.row), "run_ensemble"):
             raise ReproError(
-                f"{plan.spec.id} row {step.row.name!r}: its family trains one seed at a time; remove "
-                f"`ensemble: true` from scales.{plan.scale}"
+                f"{plan.spec.id} row {step.row.name!r}: its family trains one seed at a time; run it without "
+                f"--ensemble and `ensemble: true` in scales.{plan.scale}"
             )
         groups.setdefault(step.row.name if step.kind == "train" else f"{step.row.name}/{seed}", []).append((step, seed))
     return list(groups.values())
