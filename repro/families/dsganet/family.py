@@ -387,9 +387,54 @@ def rel_accuracy(per_item: dict, subset: set[int]) -> tuple[float, int]:
 
 
 def run_row(ctx: RunContext) -> RowRun:
-    from repro.train import fit, load_recipe
+    from repro.train import fit
     from repro.train.trainer import seed_everything
 
+    data, train, val = _splits(ctx)
+    recipe = _recipe(ctx)
+    seed_everything(ctx.seed)
+    model = build_model(ctx.config, train.num_tokens, train.num_answers, sizes=ctx.settings.get("sizes"))
+    state = fit(
+        model,
+        ctx.limited(train),
+        recipe,
+        ctx.workdir,
+        loss_step=loss_step(recipe.loss),
+        resume=ctx.resume,
+        progress=ctx.progress,
+    )
+    return _scored_run(ctx, model, state, train, val, data, recipe)
+
+
+def run_ensemble(ctxs: list[RunContext]) -> list[RowRun]:
+    """A row's seeds trained together (`repro.train.ensemble`) at a generated scale, each scored as `run_row`
+    scores it; `ensemble: true` in the scale's settings."""
+    from repro.train.ensemble import fit_ensemble
+    from repro.train.trainer import seed_everything
+
+    ctx = ctxs[0]
+    if not ctx.generated:
+        raise ReproError(f"{ctx.spec.id}: seeds are trained together at the generated scales, not at paper scale")
+    data, train, val = _splits(ctx)
+    recipes = [_recipe(c) for c in ctxs]
+    models = []
+    for c in ctxs:
+        seed_everything(c.seed)  # each seed's initial weights, as in its lone run
+        models.append(build_model(c.config, train.num_tokens, train.num_answers, sizes=c.settings.get("sizes")))
+    states = fit_ensemble(
+        models,
+        train,
+        recipes,
+        [c.workdir for c in ctxs],
+        loss_step=loss_step(recipes[0].loss),
+        resume=ctx.resume,
+        progress=ctx.progress,
+    )
+    return [_scored_run(*unit, train, val, data, r) for unit, r in zip(zip(ctxs, models, states), recipes)]
+
+
+def _splits(ctx: RunContext):
+    """The prepared data, and the train and val questions in the row's features."""
     data = prepare_data(ctx.spec, ctx.scale, ctx.settings)
     config = as_config(ctx.config)
     store = "features" if config.features == "objects" else "grid_features"
@@ -402,20 +447,19 @@ def run_row(ctx: RunContext) -> RowRun:
     train, val = (
         _questions(config, sizes, dataset(data["prepared"], s, data[f"{s}_{store}"])) for s in ("train", "val")
     )
-    recipe = load_recipe(ctx.spec.recipe).replace(
+    return data, train, val
+
+
+def _recipe(ctx: RunContext):
+    from repro.train import load_recipe
+
+    return load_recipe(ctx.spec.recipe).replace(
         **{**ctx.settings.get("recipe", {}), "seed": ctx.seed, "train_splits": ("train",)}
     )
-    seed_everything(ctx.seed)
-    model = build_model(config, train.num_tokens, train.num_answers, sizes=ctx.settings.get("sizes"))
-    state = fit(
-        model,
-        ctx.limited(train),
-        recipe,
-        ctx.workdir,
-        loss_step=loss_step(recipe.loss),
-        resume=ctx.resume,
-        progress=ctx.progress,
-    )
+
+
+def _scored_run(ctx: RunContext, model, state, train, val, data: dict[str, Path], recipe) -> RowRun:
+    """A trained unit scored on the val split: the spec's columns, per answer and question type, Rel."""
     phrases, phrase_source = rel_phrases(ctx.scale)
     scores = score(
         model,
