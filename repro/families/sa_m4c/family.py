@@ -256,13 +256,19 @@ def _datasets(ctx: RunContext, config, inputs: dict[str, Any]) -> tuple[dict[str
 # --- one (row, seed) ----------------------------------------------------------------------------
 
 
-def _train(ctx: RunContext, config, sets, vocab, sizes, workdir: Path, bert_weights: Path | None = None):
-    from repro.train import fit, load_recipe
-    from repro.train.trainer import seed_everything
+def _recipe(ctx: RunContext):
+    from repro.train import load_recipe
 
-    recipe = load_recipe(ctx.spec.recipe).replace(
+    return load_recipe(ctx.spec.recipe).replace(
         **{**ctx.settings.get("recipe", {}), "seed": ctx.seed, "train_splits": ("train",)}
     )
+
+
+def _train(ctx: RunContext, config, sets, vocab, sizes, workdir: Path, bert_weights: Path | None = None):
+    from repro.train import fit
+    from repro.train.trainer import seed_everything
+
+    recipe = _recipe(ctx)
     seed_everything(ctx.seed)
     model = build_model(config, len(vocab), sizes=sizes, bert_weights=bert_weights)
     state = fit(
@@ -309,8 +315,43 @@ def _val_scores(dataset, answers: dict[int, tuple[str, bool]]) -> dict[int, dict
 
 def run_row(ctx: RunContext) -> RowRun:
     """Train on train, score val (the spec's columns), write the test answers for the server."""
-    from repro.utils import write_json_atomic
+    config, sets, vocab, sizes, bert = _inputs(ctx)
+    model, state, recipe = _train(ctx, config, sets, vocab, sizes, ctx.workdir, bert)
+    return _scored_run(ctx, config, model, state, recipe, sets, vocab, sizes, bert)
 
+
+def run_ensemble(ctxs: list[RunContext]) -> list[RowRun]:
+    """A row's seeds trained together (`repro.train.ensemble`) at a generated scale, each scored and its test
+    answers written as `run_row` does; `ensemble: true` in the scale's settings."""
+    from repro.train.ensemble import fit_ensemble
+    from repro.train.trainer import seed_everything
+
+    ctx = ctxs[0]
+    if not ctx.generated:
+        raise ReproError(f"{ctx.spec.id}: seeds are trained together at the generated scales, not at paper scale")
+    config, sets, vocab, sizes, bert = _inputs(ctx)
+    recipes = [_recipe(c) for c in ctxs]
+    models = []
+    for c in ctxs:
+        seed_everything(c.seed)  # each seed's initial weights, as in its lone run
+        models.append(build_model(config, len(vocab), sizes=sizes))
+    states = fit_ensemble(
+        models,
+        sets["train"],
+        recipes,
+        [c.workdir for c in ctxs],
+        loss_step=loss_step(recipes[0].loss),
+        resume=ctx.resume,
+        progress=ctx.progress,
+    )
+    return [
+        _scored_run(c, config, m, state, r, sets, vocab, sizes, bert)
+        for c, m, state, r in zip(ctxs, models, states, recipes)
+    ]
+
+
+def _inputs(ctx: RunContext):
+    """The row's config, its train/val/test sets, answer vocabulary, model sizes and BERT weights (paper scale)."""
     config = as_config(ctx.config)
     data = prepare_data(ctx.spec, ctx.scale, ctx.settings, config)
     if ctx.generated:
@@ -320,7 +361,13 @@ def run_row(ctx: RunContext) -> RowRun:
 
         inputs, bert = paper_inputs(config, data), data["bert"]
     sets, vocab, sizes = _datasets(ctx, config, inputs)
-    model, state, recipe = _train(ctx, config, sets, vocab, sizes, ctx.workdir, bert)
+    return config, sets, vocab, sizes, bert
+
+
+def _scored_run(ctx: RunContext, config, model, state, recipe, sets, vocab, sizes, bert) -> RowRun:
+    """A trained unit: its val scores (kept in its workdir), the spec's columns, and its test answers written."""
+    from repro.utils import write_json_atomic
+
     scores = _val_scores(sets["val"], _answers(model, sets["val"], config.beam, recipe, ctx.progress))
     write_json_atomic(ctx.workdir / VAL_SCORES, {str(q): v for q, v in scores.items()})
     baseline = None if config.arch == "m4c" else (lambda: _baseline_scores(ctx, sets, vocab, sizes, bert))
