@@ -270,55 +270,73 @@ def prepare_data(spec: Spec, scale: str, settings: dict[str, Any], config: PSACC
 # --- one (row, seed) ----------------------------------------------------------------------------
 
 
-def run_task(ctx: RunContext, task: str, root: Path, store: Path | None = None) -> dict[str, Any]:
-    """Train one task's model on Train, score it on Test; returns score, training state, seconds per epoch."""
+def run_task(ctxs: list[RunContext], task: str, root: Path, store: Path | None = None) -> list[dict[str, Any]]:
+    """Train one task's model on Train for each seed of `ctxs` (several: together, `repro.train.ensemble`) and score
+    each on Test; per seed: score, training state, seconds per epoch."""
+    from repro.train import fit, predict
+    from repro.train.ensemble import fit_ensemble
+
+    ctx = ctxs[0]
+    data, recipes, models = task_inputs(ctxs, task, root, store)
+    workdirs = [c.workdir / task for c in ctxs]
+    how = {"loss_step": loss_step(task), "resume": ctx.resume, "progress": ctx.progress}
+    if len(ctxs) == 1:
+        states = [fit(models[0], data["Train"], recipes[0], workdirs[0], **how)]
+    else:
+        states = fit_ensemble(models, data["Train"], recipes, workdirs, **how)
+    out = []
+    for model, state, recipe in zip(models, states, recipes):
+        _, outputs = predict(
+            model,
+            data["Test"],
+            recipe.eval_batch_size or recipe.batch_size,
+            predict_step=predict_step,
+            progress=ctx.progress,
+        )
+        out.append(
+            {
+                "score": score(task, outputs, data["Test"].targets),
+                "steps": state.step,
+                "final_loss": state.final_loss,
+                "train_seconds_per_epoch": state.wall_time_s / max(1, recipe.epochs),
+                "train_questions": len(data["Train"]),
+                "test_questions": len(data["Test"]),
+            }
+        )
+    return out
+
+
+def task_inputs(ctxs: list[RunContext], task: str, root: Path, store: Path | None = None):
+    """A task's splits, and per seed its recipe and its model built after seeding (its own stand-in word vectors)."""
     from repro.families.psac.data import load_task
-    from repro.train import fit, load_recipe, predict
+    from repro.train import load_recipe
     from repro.train.trainer import seed_everything
 
+    ctx = ctxs[0]
     sizes = ctx.settings.get("sizes") or {}
     full = paper_sizes(ctx.config)
     full.update(sizes)
     vocab, data = load_task(root, task, full, store=store)
     overrides = {**ctx.settings.get("recipe", {}), **(ctx.settings.get("task_recipe", {}) or {}).get(task, {})}
-    recipe = load_recipe(ctx.spec.recipe).replace(**{**overrides, "seed": ctx.seed, "loss": "per-task"})
-    seed_everything(ctx.seed)
-    g = torch.Generator().manual_seed(ctx.seed)
-    vectors = torch.randn(len(vocab.words), full["word_dim"], generator=g)  # frozen stand-in for GloVe
-    vectors[0] = 0
-    model = build_model(
-        ctx.config,
-        sizes,
-        task=task,
-        num_words=len(vocab.words),
-        num_chars=len(vocab.chars),
-        num_answers=max(1, len(vocab.answers)),
-        word_vectors=vectors,
-    )
-    state = fit(
-        model,
-        data["Train"],
-        recipe,
-        ctx.workdir / task,
-        loss_step=loss_step(task),
-        resume=ctx.resume,
-        progress=ctx.progress,
-    )
-    _, outputs = predict(
-        model,
-        data["Test"],
-        recipe.eval_batch_size or recipe.batch_size,
-        predict_step=predict_step,
-        progress=ctx.progress,
-    )
-    return {
-        "score": score(task, outputs, data["Test"].targets),
-        "steps": state.step,
-        "final_loss": state.final_loss,
-        "train_seconds_per_epoch": state.wall_time_s / max(1, recipe.epochs),
-        "train_questions": len(data["Train"]),
-        "test_questions": len(data["Test"]),
-    }
+    recipes = [load_recipe(c.spec.recipe).replace(**{**overrides, "seed": c.seed, "loss": "per-task"}) for c in ctxs]
+    models = []
+    for c in ctxs:
+        seed_everything(c.seed)
+        g = torch.Generator().manual_seed(c.seed)
+        vectors = torch.randn(len(vocab.words), full["word_dim"], generator=g)  # frozen stand-in for GloVe
+        vectors[0] = 0
+        models.append(
+            build_model(
+                c.config,
+                sizes,
+                task=task,
+                num_words=len(vocab.words),
+                num_chars=len(vocab.chars),
+                num_answers=max(1, len(vocab.answers)),
+                word_vectors=vectors,
+            )
+        )
+    return data, recipes, models
 
 
 def epoch_seconds(ctx: RunContext, task: str) -> dict[str, Any]:
@@ -369,29 +387,42 @@ def epoch_seconds(ctx: RunContext, task: str) -> dict[str, Any]:
 
 
 def run_row(ctx: RunContext) -> RowRun:
+    return run_ensemble([ctx])[0]
+
+
+def run_ensemble(ctxs: list[RunContext]) -> list[RowRun]:
+    """A row's seeds, each task's model trained for every seed together (`repro.train.ensemble`; one seed: alone,
+    `repro.train.fit`), scored as a lone run scores it; `ensemble: true` in a generated scale's settings."""
+    ctx = ctxs[0]
     timed_columns = [c.name for c in ctx.spec.columns if c.metric == "time" and c.key in TASKS]
     if timed_columns and ctx.generated and "timing" not in ctx.settings:
         raise ReproError(f"{ctx.spec.id}: scale {ctx.scale} has no timing settings for {', '.join(timed_columns)}")
+    if len(ctxs) > 1 and not ctx.generated:
+        raise ReproError(f"{ctx.spec.id}: seeds are trained together at the generated scales, not at paper scale")
     data = prepare_data(ctx.spec, ctx.scale, ctx.settings, as_config(ctx.config))
-    metrics: dict[str, float] = {}
-    per_task: dict[str, Any] = {}
+    metrics: list[dict[str, float]] = [{} for _ in ctxs]
+    per_task: list[dict[str, Any]] = [{} for _ in ctxs]
     for col in ctx.spec.columns:
         if col.key not in TASKS or col.metric not in ("accuracy", "mse"):
             continue
-        per_task[col.key] = run_task(ctx, col.key, data["root"], data["store"])
-        metrics[col.name] = per_task[col.key]["score"]
-    timed: dict[str, Any] = {}
-    for col in ctx.spec.columns:  # Table 4: seconds per training epoch at the paper's sizes
-        if col.metric != "time" or col.key not in TASKS:
-            continue
-        if "timing" in ctx.settings:  # generated scales: timed steps at the paper's sizes, extrapolated
-            timed[col.key] = epoch_seconds(ctx, col.key)
-            metrics[col.name] = timed[col.key]["seconds_per_epoch"]
-        elif col.key in per_task:  # paper scale: the training run's own epochs
-            metrics[col.name] = per_task[col.key]["train_seconds_per_epoch"]
-    training = {"steps": sum(t["steps"] for t in per_task.values()), "per_task": per_task}
-    extra = {"epoch_time": timed} if timed else {}
-    return RowRun(metrics=metrics, split="test (generated)", training=training, extra=extra)
+        for k, result in enumerate(run_task(ctxs, col.key, data["root"], data["store"])):
+            per_task[k][col.key] = result
+            metrics[k][col.name] = result["score"]
+    runs = []
+    for c, m, tasks in zip(ctxs, metrics, per_task):
+        timed: dict[str, Any] = {}
+        for col in c.spec.columns:  # Table 4: seconds per training epoch at the paper's sizes
+            if col.metric != "time" or col.key not in TASKS:
+                continue
+            if "timing" in c.settings:  # generated scales: timed steps at the paper's sizes, extrapolated
+                timed[col.key] = epoch_seconds(c, col.key)
+                m[col.name] = timed[col.key]["seconds_per_epoch"]
+            elif col.key in tasks:  # paper scale: the training run's own epochs
+                m[col.name] = tasks[col.key]["train_seconds_per_epoch"]
+        training = {"steps": sum(t["steps"] for t in tasks.values()), "per_task": tasks}
+        extra = {"epoch_time": timed} if timed else {}
+        runs.append(RowRun(metrics=m, split="test (generated)", training=training, extra=extra))
+    return runs
 
 
 # --- Table 1 ------------------------------------------------------------------------------------
