@@ -2,14 +2,19 @@
 
     python -m benchmarks.bench_ensemble                          # MCAN+PA, 4 seeds, 150 steps each
     python -m benchmarks.bench_ensemble --seeds 6 --steps 300 --row MCAN --json out.json
+    python -m benchmarks.bench_ensemble --spec dsganet-table7-ablation --row 5    # DSGANet-O
+    python -m benchmarks.bench_ensemble --spec sa-m4c-table2-ablations            # SA-M4C, c = 2
+    python -m benchmarks.bench_ensemble --spec psac-table3-vpsa --task action     # one task's model of a row
 
-Both sides train Table V's synthetic scale exactly as `repro run mcan-pa-table5-ablation --scale
-synthetic` does (its generated data, model sizes, recipe, batch 64), stopped after `--steps`
+Both sides train a row at its table's synthetic scale exactly as `repro run ID --scale synthetic` does (its
+generated data, model sizes, recipe and batch; by default Table V of MCAN+PA), stopped after `--steps`
 optimisation steps, in spawned processes with `--threads` threads each (1: what `jobs: 2` gives each
-worker on 2 cores). The baseline, measured in the same run: one fresh process per seed, as `repro
-run` without the ensemble starts them. Reported: CPU seconds of the whole processes (start-up and
-imports included: they are part of what one process per seed costs), of the training loops alone,
-and the ratio of seeds per CPU-minute. Evaluation is the same per seed on both sides and is left out.
+worker on 2 cores). The baseline, measured in the same run: one fresh process per seed, as a Slurm job per
+(row, seed) starts it. Reported: CPU seconds of the whole processes (start-up and imports included: they are
+part of what one process per seed costs), of the training loops alone, and the ratio of seeds per CPU-minute.
+`repro run -j N` keeps its N worker processes from unit to unit, so there start-up is paid once per worker
+and the training loops' ratio is the one that counts. Evaluation is the same per seed on both sides and is
+left out.
 """
 
 from __future__ import annotations
@@ -23,15 +28,21 @@ from concurrent.futures import ProcessPoolExecutor
 from multiprocessing import get_context
 from pathlib import Path
 
-SPEC = "mcan-pa-table5-ablation"
+# tables whose families train seeds together, and the row measured by default
+SPECS = {
+    "mcan-pa-table5-ablation": "MCAN+PA (ours)",
+    "dsganet-table7-ablation": "5",
+    "sa-m4c-table2-ablations": "7 SA-M4C (ours)",
+    "psac-table3-vpsa": "w/ 1 VPSA",
+}
 SCALE = "synthetic"
 
 
-def _contexts(row_name: str, seeds: list[int], workdir: Path):
+def _contexts(spec_id: str, row_name: str, seeds: list[int], workdir: Path):
     from repro.families.base import RunContext
     from repro.specs import resolve
 
-    spec = resolve(SPEC)
+    spec = resolve(spec_id)
     row = spec.row(row_name)
     settings = spec.scales[SCALE]
     return [
@@ -40,27 +51,55 @@ def _contexts(row_name: str, seeds: list[int], workdir: Path):
     ]
 
 
-def train(row_name: str, seeds: list[int], steps: int, threads: int, workdir: str) -> dict:
+def _training(spec_id: str, ctxs, task: str):
+    """The row's training questions, and per seed its recipe and model, as its family's `run_row` makes them; the
+    loss step."""
+    from repro.train.trainer import seed_everything
+
+    if spec_id.startswith("psac"):
+        from repro.families.psac import family
+
+        data = family.prepare_data(ctxs[0].spec, SCALE, ctxs[0].settings, family.as_config(ctxs[0].config))
+        split, recipes, models = family.task_inputs(ctxs, task, data["root"], data["store"])
+        return split["Train"], recipes, models, family.loss_step(task)
+    if spec_id.startswith("sa-m4c"):
+        from repro.families.sa_m4c import family
+
+        config, sets, vocab, sizes, _ = family._inputs(ctxs[0])
+        train_set, recipes = sets["train"], [family._recipe(c) for c in ctxs]
+        build = lambda c: family.build_model(config, len(vocab), sizes=sizes)  # noqa: E731
+    else:
+        if spec_id.startswith("dsganet"):
+            from repro.families.dsganet import family
+
+            train_set, recipes = family._splits(ctxs[0])[1], [family._recipe(c) for c in ctxs]
+        else:
+            from repro.families.mcan_pa import family
+
+            data = family.prepare_data(ctxs[0].spec, SCALE, ctxs[0].settings)
+            train_set = family._generated_splits(ctxs[0], data)[0]
+            recipes = [family._generated_recipe(c) for c in ctxs]
+        build = lambda c: family.build_model(  # noqa: E731
+            c.config, train_set.num_tokens, train_set.num_answers, sizes=c.settings["sizes"]
+        )
+    models = []
+    for c in ctxs:
+        seed_everything(c.seed)
+        models.append(build(c))
+    return train_set, recipes, models, family.loss_step(recipes[0].loss)
+
+
+def train(spec_id: str, row_name: str, task: str, seeds: list[int], steps: int, threads: int, workdir: str) -> dict:
     """In a spawned process: train `seeds` of the row for `steps` steps, alone (one seed) or together."""
     import torch
 
     torch.set_num_threads(threads)
-    from repro.families.mcan_pa import family
     from repro.train import fit
     from repro.train.ensemble import fit_ensemble
-    from repro.train.trainer import seed_everything
 
-    ctxs = _contexts(row_name, seeds, Path(workdir))
-    data = family.prepare_data(ctxs[0].spec, SCALE, ctxs[0].settings)
-    train_set, _ = family._generated_splits(ctxs[0], data)
-    recipes = [family._generated_recipe(c).replace(max_steps=steps) for c in ctxs]
-    models = []
-    for c in ctxs:
-        seed_everything(c.seed)
-        models.append(
-            family.build_model(c.config, train_set.num_tokens, train_set.num_answers, sizes=c.settings["sizes"])
-        )
-    step = family.loss_step(recipes[0].loss)
+    ctxs = _contexts(spec_id, row_name, seeds, Path(workdir))
+    train_set, recipes, models, step = _training(spec_id, ctxs, task)
+    recipes = [r.replace(max_steps=steps) for r in recipes]
     cpu, wall = time.process_time(), time.perf_counter()
     if len(models) == 1:
         states = [fit(models[0], train_set, recipes[0], ctxs[0].workdir, progress=False, loss_step=step)]
@@ -79,11 +118,11 @@ def _children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def run_in_process(row: str, seeds: list[int], steps: int, threads: int, workdir: Path) -> dict:
+def run_in_process(spec_id: str, row: str, task: str, seeds: list[int], steps: int, threads: int, workdir: Path):
     """One fresh spawned process; its whole CPU time comes from the children's rusage."""
     before, wall = _children_cpu(), time.perf_counter()
     with ProcessPoolExecutor(max_workers=1, mp_context=get_context("spawn")) as pool:
-        out = pool.submit(train, row, seeds, steps, threads, str(workdir)).result()
+        out = pool.submit(train, spec_id, row, task, seeds, steps, threads, str(workdir)).result()
     return {**out, "process_cpu_s": _children_cpu() - before, "process_wall_s": time.perf_counter() - wall}
 
 
@@ -92,7 +131,9 @@ def main(argv: list[str] | None = None) -> dict:
     from rich.table import Table
 
     parser = argparse.ArgumentParser(prog="python -m benchmarks.bench_ensemble", description=__doc__.splitlines()[0])
-    parser.add_argument("--row", default="MCAN+PA (ours)", help=f"a row of {SPEC}")
+    parser.add_argument("--spec", default=next(iter(SPECS)), choices=SPECS, help="the table (default: %(default)s)")
+    parser.add_argument("--row", default=None, help="a row of the table (default: its full model, e.g. MCAN+PA (ours))")
+    parser.add_argument("--task", default="frameqa", help="psac: the TGIF-QA task whose model is trained")
     parser.add_argument("--seeds", type=int, default=4, help="how many seeds (0, 1, ...)")
     parser.add_argument("--steps", type=int, default=150, help="optimisation steps per seed")
     parser.add_argument("--threads", type=int, default=1, help="torch threads of each process")
@@ -101,19 +142,25 @@ def main(argv: list[str] | None = None) -> dict:
     if args.seeds < 2 or args.steps < 1 or args.threads < 1:
         parser.error("--seeds must be at least 2, --steps and --threads at least 1")
     seeds = list(range(args.seeds))
+    spec_id = args.spec
+    row = args.row or SPECS[spec_id]
+    task = f" ({args.task})" if spec_id.startswith("psac") else ""
 
-    from repro.families.mcan_pa import family
+    from repro.errors import ReproError
 
-    ctx = _contexts(args.row, seeds[:1], Path("."))[0]
-    family.prepare_data(ctx.spec, SCALE, ctx.settings)  # generated once, before anything is timed
+    try:
+        ctxs = _contexts(spec_id, row, seeds[:1], Path("."))
+        _training(spec_id, ctxs, args.task)  # the data generated once, before anything is timed
+    except ReproError as err:
+        parser.error(str(err))
     console = Console() if sys.stdout.isatty() else Console(width=120)
     with tempfile.TemporaryDirectory() as tmp:
         alone = []
         for seed in seeds:
             console.print(f"one process for seed {seed} …")
-            alone.append(run_in_process(args.row, [seed], args.steps, args.threads, Path(tmp) / "alone"))
+            alone.append(run_in_process(spec_id, row, args.task, [seed], args.steps, args.threads, Path(tmp) / "alone"))
         console.print(f"one process for seeds {seeds} together …")
-        together = run_in_process(args.row, seeds, args.steps, args.threads, Path(tmp) / "together")
+        together = run_in_process(spec_id, row, args.task, seeds, args.steps, args.threads, Path(tmp) / "together")
 
     n = len(seeds)
     sides = {
@@ -131,7 +178,7 @@ def main(argv: list[str] | None = None) -> dict:
     loss_gap = max(abs(a["final_loss"][0] - b) / abs(a["final_loss"][0]) for a, b in zip(alone, together["final_loss"]))
 
     table = Table(
-        title=f"{SPEC} {args.row!r} at scale {SCALE}: {n} seeds × {args.steps} steps, {args.threads} thread(s) each"
+        title=f"{spec_id} {row!r}{task} at scale {SCALE}: {n} seeds × {args.steps} steps, {args.threads} thread(s) each"
     )
     for col in ("", "CPU s (processes)", "CPU s (training)", "wall s", "seeds / CPU-minute", "× one per seed"):
         table.add_column(col, justify="left" if not col else "right")
@@ -147,11 +194,12 @@ def main(argv: list[str] | None = None) -> dict:
     console.print(table)
     console.print(
         f"ratio {ratio:.2f}× whole processes, {train_ratio:.2f}× training loops; largest relative gap in a seed's "
-        f"final loss (dropout masks differ): {loss_gap:.1e}"
+        f"final loss: {loss_gap:.1e} (with dropout the seeds draw other masks together than alone)"
     )
     result = {
-        "spec": SPEC,
-        "row": args.row,
+        "spec": spec_id,
+        "row": row,
+        "task": args.task if task else None,
         "seeds": n,
         "steps": args.steps,
         "threads": args.threads,
