@@ -151,3 +151,20 @@ def test_frozen_parameters_stay_frozen(tmp_path, recipe):
     for m, b in zip(models, before):
         assert torch.equal(m.embedding.weight, b) and not m.embedding.weight.requires_grad
     assert not torch.equal(models[0].classifier.weight, new_model(5, NO_DROPOUT).classifier.weight)
+
+
+def test_an_op_without_a_batching_rule_runs_per_seed_without_torchs_note(tmp_path):
+    # PSAC's hinge loss (F.multi_margin_loss) has no vmap rule: torch runs it per seed and says it would like an issue
+    import warnings
+
+    from repro.train.ensemble import _batched_kernels
+
+    scores, target = torch.randn(2, 4, 5), torch.randint(0, 5, (2, 4))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with _batched_kernels():
+            loss = torch.func.vmap(torch.nn.functional.multi_margin_loss)(scores, target)
+    assert torch.allclose(
+        loss, torch.stack([torch.nn.functional.multi_margin_loss(s, t) for s, t in zip(scores, target)])
+    )
+    assert not [w for w in caught if "performance drop" in str(w.message)]
