@@ -60,6 +60,40 @@ def write_spec(root: Path, text: str, paper: str = "mcan-pa", ident: str = "t1-d
     return path
 
 
+def copy_spec(root: Path, paper: str, ident: str, edit=None) -> Path:
+    """A checked-in spec copied into a sandbox's experiments, after `edit(spec_mapping)` when given."""
+    import yaml
+
+    from repro.paths import REPO_DIR
+
+    spec = yaml.safe_load((REPO_DIR / "experiments" / paper / f"{ident}.yaml").read_text(encoding="utf-8"))
+    if edit is not None:
+        edit(spec)
+    path = root / "experiments" / paper / f"{ident}.yaml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(spec, sort_keys=False, allow_unicode=True), encoding="utf-8")
+    specs._load_all.cache_clear()
+    return path
+
+
+def lone_and_together(runner, root: Path, words: list[str], paper: str, ident: str) -> tuple[dict, dict]:
+    """`repro run WORDS` with each seed alone, then with `--ensemble`: each side's seed records by file name; each
+    side's results of the paper are moved to `results-lone` and `results-together` in `root`."""
+    import json
+    import shutil
+
+    from repro.cli import app
+
+    folder = root / "results" / paper / ident / "seeds"
+    sides = []
+    for side, extra in (("lone", []), ("together", ["--ensemble"])):
+        out = runner.invoke(app, [*words, *extra, "--workdir", str(root / side)])
+        assert out.exit_code == 0, out.output
+        sides.append({p.name: json.loads(p.read_text()) for p in folder.glob("*.json")})
+        shutil.move(str(root / "results" / paper), str(root / f"results-{side}"))
+    return sides[0], sides[1]
+
+
 @pytest.fixture
 def demo_spec(sandbox: Path) -> Path:
     return write_spec(sandbox, SPEC_TEXT)

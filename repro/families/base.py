@@ -40,6 +40,9 @@ Optionally:
   resources(config, scale) -> Resources
       what one (row, seed) unit asks a cluster for (`repro run --launcher slurm`); without it,
       `default_resources(scale, gpu_hours(config))`: one GPU at paper scale, CPUs at the others
+  run_ensemble(ctxs: list[RunContext]) -> list[RowRun]
+      a row's seeds trained together in one process (`repro run --ensemble`, `ensemble: true`; the
+      generated scales), one RowRun per seed as `run_row` would give it (`train_together` does the training)
 """
 
 from __future__ import annotations
@@ -128,6 +131,28 @@ class RunContext:
         from torch.utils.data import Subset
 
         return split if self.limit is None or self.limit >= len(split) else Subset(split, range(self.limit))
+
+
+def train_together(ctxs: list[RunContext], build, train_set, recipes: list, loss_step) -> tuple[list, list]:
+    """The models of a row's seeds, each built by `build(ctx)` after seeding with its seed (its lone run's initial
+    weights), trained together on `train_set` by their recipes (`repro.train.ensemble`); (models, TrainStates)."""
+    from repro.train.ensemble import fit_ensemble
+    from repro.train.trainer import seed_everything
+
+    models = []
+    for ctx in ctxs:
+        seed_everything(ctx.seed)
+        models.append(build(ctx))
+    states = fit_ensemble(
+        models,
+        train_set,
+        recipes,
+        [c.workdir for c in ctxs],
+        loss_step=loss_step,
+        resume=ctxs[0].resume,
+        progress=ctxs[0].progress,
+    )
+    return models, states
 
 
 @dataclass

@@ -24,7 +24,7 @@ from torch import nn
 from repro.datasets.wordpiece import BERT_FOLDER
 from repro.errors import ReproError
 from repro.families import as_typed
-from repro.families.base import ModelInfo, RowRun, RunContext
+from repro.families.base import ModelInfo, RowRun, RunContext, train_together
 from repro.families.dsganet.config import DSGANetConfig
 from repro.families.mcan_pa import family as mcan_family
 from repro.paths import data_dir
@@ -409,26 +409,17 @@ def run_row(ctx: RunContext) -> RowRun:
 def run_ensemble(ctxs: list[RunContext]) -> list[RowRun]:
     """A row's seeds trained together (`repro.train.ensemble`) at a generated scale, each scored as `run_row`
     scores it; `ensemble: true` in the scale's settings."""
-    from repro.train.ensemble import fit_ensemble
-    from repro.train.trainer import seed_everything
-
     ctx = ctxs[0]
     if not ctx.generated:
         raise ReproError(f"{ctx.spec.id}: seeds are trained together at the generated scales, not at paper scale")
     data, train, val = _splits(ctx)
     recipes = [_recipe(c) for c in ctxs]
-    models = []
-    for c in ctxs:
-        seed_everything(c.seed)  # each seed's initial weights, as in its lone run
-        models.append(build_model(c.config, train.num_tokens, train.num_answers, sizes=c.settings.get("sizes")))
-    states = fit_ensemble(
-        models,
+    models, states = train_together(
+        ctxs,
+        lambda c: build_model(c.config, train.num_tokens, train.num_answers, sizes=c.settings.get("sizes")),
         train,
         recipes,
-        [c.workdir for c in ctxs],
-        loss_step=loss_step(recipes[0].loss),
-        resume=ctx.resume,
-        progress=ctx.progress,
+        loss_step(recipes[0].loss),
     )
     return [_scored_run(*unit, train, val, data, r) for unit, r in zip(zip(ctxs, models, states), recipes)]
 

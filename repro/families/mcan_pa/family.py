@@ -25,7 +25,7 @@ from torch import nn
 from repro.datasets.wordpiece import BERT_FOLDER
 from repro.errors import ReproError
 from repro.families import as_typed
-from repro.families.base import AttentionMaps, ModelInfo, RowRun, RunContext
+from repro.families.base import AttentionMaps, ModelInfo, RowRun, RunContext, train_together
 from repro.families.mcan_pa.config import CONFIGS, McanConfig, VlBertConfig
 from repro.paths import data_dir
 from repro.specs import Spec
@@ -325,9 +325,6 @@ def run_row(ctx: RunContext) -> RowRun:
 def run_ensemble(ctxs: list[RunContext]) -> list[RowRun]:
     """A row's seeds trained together (`repro.train.ensemble`) on the synthetic scenes, each scored as `run_row`
     scores it; `ensemble: true` in a generated scale's settings."""
-    from repro.train.ensemble import fit_ensemble
-    from repro.train.trainer import seed_everything
-
     ctx = ctxs[0]
     if not isinstance(as_config(ctx.config), McanConfig):
         raise ReproError(f"row {ctx.row.name!r}: only MCAN rows train their seeds together; remove `ensemble: true`")
@@ -336,18 +333,12 @@ def run_ensemble(ctxs: list[RunContext]) -> list[RowRun]:
         raise ReproError(f"{ctx.spec.id}: seeds are trained together on the synthetic scenes, not on release files")
     train, val = _generated_splits(ctx, data)
     recipes = [_generated_recipe(c) for c in ctxs]
-    models = []
-    for c in ctxs:
-        seed_everything(c.seed)  # each seed's initial weights, as in its lone run
-        models.append(build_model(c.config, train.num_tokens, train.num_answers, sizes=c.settings.get("sizes")))
-    states = fit_ensemble(
-        models,
+    models, states = train_together(
+        ctxs,
+        lambda c: build_model(c.config, train.num_tokens, train.num_answers, sizes=c.settings.get("sizes")),
         train,
         recipes,
-        [c.workdir for c in ctxs],
-        loss_step=loss_step(recipes[0].loss),
-        resume=ctx.resume,
-        progress=ctx.progress,
+        loss_step(recipes[0].loss),
     )
     return [_generated_run(*unit, train, val, data, r) for unit, r in zip(zip(ctxs, models, states), recipes)]
 

@@ -16,7 +16,7 @@ from torch import nn
 
 from repro.errors import ReproError
 from repro.families import as_typed
-from repro.families.base import ModelInfo, RowRun, RunContext
+from repro.families.base import ModelInfo, RowRun, RunContext, train_together
 from repro.families.sa_m4c.config import CONFIGS, M4CConfig, SAM4CConfig
 from repro.specs import Spec
 
@@ -323,26 +323,13 @@ def run_row(ctx: RunContext) -> RowRun:
 def run_ensemble(ctxs: list[RunContext]) -> list[RowRun]:
     """A row's seeds trained together (`repro.train.ensemble`) at a generated scale, each scored and its test
     answers written as `run_row` does; `ensemble: true` in the scale's settings."""
-    from repro.train.ensemble import fit_ensemble
-    from repro.train.trainer import seed_everything
-
     ctx = ctxs[0]
     if not ctx.generated:
         raise ReproError(f"{ctx.spec.id}: seeds are trained together at the generated scales, not at paper scale")
     config, sets, vocab, sizes, bert = _inputs(ctx)
     recipes = [_recipe(c) for c in ctxs]
-    models = []
-    for c in ctxs:
-        seed_everything(c.seed)  # each seed's initial weights, as in its lone run
-        models.append(build_model(config, len(vocab), sizes=sizes))
-    states = fit_ensemble(
-        models,
-        sets["train"],
-        recipes,
-        [c.workdir for c in ctxs],
-        loss_step=loss_step(recipes[0].loss),
-        resume=ctx.resume,
-        progress=ctx.progress,
+    models, states = train_together(
+        ctxs, lambda c: build_model(config, len(vocab), sizes=sizes), sets["train"], recipes, loss_step(recipes[0].loss)
     )
     return [
         _scored_run(c, config, m, state, r, sets, vocab, sizes, bert)

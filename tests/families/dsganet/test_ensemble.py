@@ -3,43 +3,18 @@ the GRU and BERT question encoders, objects (DAA, SGA) and grids."""
 
 from __future__ import annotations
 
-import json
-import shutil
-
 import pytest
 
-from repro import specs
 from repro.cli import app
-from repro.paths import REPO_DIR
+from tests.conftest import copy_spec, lone_and_together
 
 # 1: GRU, objects; 5: BERT, objects, DAA and SGA (DSGANet-O); 8: BERT, grids, DAA (DSGANet-G)
 RUN = ["run", "dsganet-table7-ablation", "--scale", "smoke", "--rows", "1,5,8", "--seeds", "0,1"]
 
 
-@pytest.fixture
-def table7(sandbox):
-    folder = sandbox / "experiments" / "dsganet"
-    folder.mkdir()
-    shutil.copy(REPO_DIR / "experiments" / "dsganet" / "dsganet-table7-ablation.yaml", folder)
-    specs._load_all.cache_clear()
-    return sandbox
-
-
-def seed_records(sandbox):
-    folder = sandbox / "results" / "dsganet" / "dsganet-table7-ablation" / "seeds"
-    return {p.name: json.loads(p.read_text()) for p in folder.glob("*.json")}
-
-
-def test_seeds_trained_together_equal_their_lone_runs(table7, runner):
-    sandbox = table7
-    out = runner.invoke(app, [*RUN, "--workdir", str(sandbox / "lone")])
-    assert out.exit_code == 0, out.output
-    lone = seed_records(sandbox)
-    shutil.rmtree(sandbox / "results" / "dsganet")
-
-    out = runner.invoke(app, [*RUN, "--ensemble", "--workdir", str(sandbox / "together")])
-    assert out.exit_code == 0, out.output
-    together = seed_records(sandbox)
+def test_seeds_trained_together_equal_their_lone_runs(sandbox, runner):
+    copy_spec(sandbox, "dsganet", "dsganet-table7-ablation")
+    lone, together = lone_and_together(runner, sandbox, RUN, "dsganet", "dsganet-table7-ablation")
     assert sorted(together) == sorted(lone) and len(lone) == 6  # three rows, two seeds
     for name in lone:
         a, b = lone[name], together[name]
@@ -49,9 +24,9 @@ def test_seeds_trained_together_equal_their_lone_runs(table7, runner):
         assert b["training"]["ensemble"] == [0, 1] and "ensemble" not in a["training"]
         assert b["info"] == a["info"] and b["extra"].keys() == a["extra"].keys()
         assert b["config_hash"] == a["config_hash"]
-    assert runner.invoke(app, ["check", "dsganet-table7-ablation"]).exit_code == 0
 
 
-def test_paper_scale_is_not_trained_together(table7, runner):
+def test_paper_scale_is_not_trained_together(sandbox, runner):
+    copy_spec(sandbox, "dsganet", "dsganet-table7-ablation")
     out = runner.invoke(app, ["run", "dsganet-table7-ablation", "--rows", "1", "--seeds", "0,1", "--ensemble"])
     assert out.exit_code == 2 and "at the generated scales" in out.output and "Traceback" not in out.output
