@@ -254,8 +254,7 @@ def _groups(plan: Plan, units: list[tuple[Step, int]]) -> list[list[tuple[Step, 
     for step, seed in units:
         if step.kind == "train" and not hasattr(family_of(step.row), "run_ensemble"):
             raise ReproError(
-                f"{plan.spec.id} row {step.row.name!r}: its family trains one seed at a time; run it without "
-                f"--ensemble and `ensemble: true` in scales.{plan.scale}"
+                f"{plan.spec.id} row {step.row.name!r}: its family trains one seed at a time; run it with --no-ensemble"
             )
         groups.setdefault(step.row.name if step.kind == "train" else f"{step.row.name}/{seed}", []).append((step, seed))
     return list(groups.values())

@@ -327,7 +327,7 @@ def run_ensemble(ctxs: list[RunContext]) -> list[RowRun]:
     scores it; `ensemble: true` in a generated scale's settings."""
     ctx = ctxs[0]
     if not isinstance(as_config(ctx.config), McanConfig):
-        raise ReproError(f"row {ctx.row.name!r}: only MCAN rows train their seeds together; run it without --ensemble")
+        raise ReproError(f"row {ctx.row.name!r}: only MCAN rows train their seeds together; run it with --no-ensemble")
     data = prepare_data(ctx.spec, ctx.scale, ctx.settings)
     if not ctx.generated or "server" in data:
         raise ReproError(f"{ctx.spec.id}: seeds are trained together on the synthetic scenes, not on release files")
