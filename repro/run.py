@@ -248,7 +248,7 @@ def _groups(plan: Plan, units: list[tuple[Step, int]]) -> list[list[tuple[Step, 
         raise ReproError(f"{plan.spec.path}: scales.{plan.scale}.ensemble must be true or false, not {ensemble!r}")
     if not ensemble:
         return [[unit] for unit in units]
-    if plan.scale == "paper":
+    if plan.scale == "paper":  # families' run_ensemble may assume generated data
         raise ReproError(f"{plan.spec.id}: seeds are trained together at the generated scales, not at paper scale")
     groups: dict[str, list[tuple[Step, int]]] = {}
     for step, seed in units:

@@ -410,8 +410,6 @@ def run_ensemble(ctxs: list[RunContext]) -> list[RowRun]:
     """A row's seeds trained together (`repro.train.ensemble`) at a generated scale, each scored as `run_row`
     scores it; `ensemble: true` in the scale's settings."""
     ctx = ctxs[0]
-    if not ctx.generated:
-        raise ReproError(f"{ctx.spec.id}: seeds are trained together at the generated scales, not at paper scale")
     data, train, val = _splits(ctx)
     recipes = [_recipe(c) for c in ctxs]
     models, states = train_together(

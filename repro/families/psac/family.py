@@ -397,8 +397,6 @@ def run_ensemble(ctxs: list[RunContext]) -> list[RowRun]:
     timed_columns = [c.name for c in ctx.spec.columns if c.metric == "time" and c.key in TASKS]
     if timed_columns and ctx.generated and "timing" not in ctx.settings:
         raise ReproError(f"{ctx.spec.id}: scale {ctx.scale} has no timing settings for {', '.join(timed_columns)}")
-    if len(ctxs) > 1 and not ctx.generated:
-        raise ReproError(f"{ctx.spec.id}: seeds are trained together at the generated scales, not at paper scale")
     data = prepare_data(ctx.spec, ctx.scale, ctx.settings, as_config(ctx.config))
     metrics: list[dict[str, float]] = [{} for _ in ctxs]
     per_task: list[dict[str, Any]] = [{} for _ in ctxs]

@@ -324,8 +324,6 @@ def run_ensemble(ctxs: list[RunContext]) -> list[RowRun]:
     """A row's seeds trained together (`repro.train.ensemble`) at a generated scale, each scored and its test
     answers written as `run_row` does; `ensemble: true` in the scale's settings."""
     ctx = ctxs[0]
-    if not ctx.generated:
-        raise ReproError(f"{ctx.spec.id}: seeds are trained together at the generated scales, not at paper scale")
     config, sets, vocab, sizes, bert = _inputs(ctx)
     recipes = [_recipe(c) for c in ctxs]
     models, states = train_together(
