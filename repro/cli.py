@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-import inspect
 import json
 import os
 import sys
@@ -205,9 +204,8 @@ def list_command(
 
     Example: [bold]repro list --format json[/]
     """
-    from repro.families import papers
+    from repro.families import for_row, papers
     from repro.results import read_results
-    from repro.run import family_of
     from repro.specs import aliases, broken_specs, load_all
 
     if paper is not None and paper not in papers():
@@ -225,7 +223,7 @@ def list_command(
                 "title": spec.title,
                 "rows": len(spec.rows),
                 "runnable": len(spec.runnable_rows),
-                "implemented": sum(1 for r in spec.runnable_rows if r.config is None or family_of(r) is not None),
+                "implemented": sum(1 for r in spec.runnable_rows if r.config is None or for_row(r) is not None),
                 "with_results": len({name for (name, _) in results}),
                 "scales": sorted({scale for (_, scale) in results}),
             }
@@ -471,17 +469,19 @@ def attention_command(
 
     Example: [bold]repro attention table5-ablation --row ROW --question 7 -o attention.png[/]
     """
+    from repro.families import for_row
     from repro.families.base import RunContext
+    from repro.launch.units import unit_dir, with_data
     from repro.paths import data_dir
     from repro.report.plot import draw_attention, require_matplotlib, save_maps
-    from repro.run import family_of, make_plan, unit_dir
+    from repro.run import make_plan
 
     require_matplotlib()
     spec, variant = target_and_variant(ident, overrides, None)
     plan = make_plan(spec, scale, [row], [seed], variant)
     the_row = plan.rows[0]
-    family = family_of(the_row)
-    if family is None or not hasattr(family, "attention"):
+    family = for_row(the_row)
+    if family is None or family.attention is None:
         raise ReproError(f"row {the_row.name!r} of {spec.id}: its family draws no attention maps yet")
     root = Path(workdir) if workdir else data_dir() / "runs"
     ctx = RunContext(
@@ -494,7 +494,7 @@ def attention_command(
         workdir=unit_dir(root, spec, scale, the_row, seed, variant),
         progress=False,
     )
-    maps = family.attention(ctx, question)
+    maps = family.attention(with_data(ctx) if scale != "paper" else ctx, question)
     what = draw_attention(maps, output, map_name, layer, head)
     raw = output.with_suffix(".npz")
     save_maps(maps, raw)
@@ -667,9 +667,11 @@ def _run(
 ) -> None:
     from rich.table import Table
 
+    from repro.launch.local import execute
     from repro.paths import data_dir, resolve, resolve_command, shown
     from repro.report import build_view, render_claims_rich, render_rich
-    from repro.run import execute, family_of, format_hours, make_plan
+    from repro.run import format_hours, make_plan
+    from repro.submit.check import target_for
 
     spec, variant = target_and_variant(ident, overrides, limit)
     seed_list = None
@@ -732,8 +734,7 @@ def _run(
     if claims is not None:
         console.print(claims)
     for result in results:
-        family = family_of(spec.row(result.row))
-        target = family.submission_target(spec) if family is not None else None
+        target = target_for(spec.datasets)
         # a family may give the exact commands per file (extra["submit"]: per seed, {file: [command, ...]})
         commands = {}
         for per_seed in result.extra.get("submit", []):
@@ -767,13 +768,14 @@ def _slurm_run(plan, root: Path, options, dry_run: bool, resume: bool, force: bo
 
     words = f" --scale {plan.scale}"
     if dry_run:
-        from repro.run import _groups, family_of
+        from repro.families import for_row
+        from repro.launch.units import groups
 
         together = {
-            group[0][0].row.name: len(group) for group in _groups(plan, [(s, n) for s in plan.steps for n in s.seeds])
+            group[0][0].row.name: len(group) for group in groups(plan, [(s, n) for s in plan.steps for n in s.seeds])
         }
         for step in plan.steps:
-            if family_of(step.row) is not None:
+            if for_row(step.row) is not None:
                 seeds = together.get(step.row.name, 1)
                 res = slurm.group_resources(step, plan.scale, options, seeds)
                 what = f"one job for its {seeds} seeds trained together" if seeds > 1 else "one job per seed"
@@ -1089,11 +1091,9 @@ def model_command(
     if the_row.config is None:
         raise ReproError(f"row {the_row.name!r} of {spec.id} trains no model ({the_row.compute.get('task')} row)")
     family = families.require(families.by_arch(the_row.config.arch))
-    if the_row.config.arch not in family.ARCHS:
+    if the_row.config.arch not in family.archs:
         raise ReproError(f"row {the_row.name!r} of {spec.id}: arch {the_row.config.arch!r} is not implemented yet")
-    # a family whose describe takes the spec lists the models of the spec's columns (one per task)
-    takes_spec = "spec" in inspect.signature(family.describe).parameters
-    models = family.describe(the_row.config, spec=spec) if takes_spec else family.describe(the_row.config)
+    models = family.describe(the_row.config, spec)  # one per model of the row (ace-rpe: per downstream task)
     if fmt == "json":
         typer.echo(
             json.dumps(

@@ -79,10 +79,11 @@ def trajectory(spec: Spec, row: Row, scale: str, steps: int, seed: int = 0, stag
     from scratch."""
     import torch
 
+    from repro.families import for_row
     from repro.families.base import RunContext
-    from repro.run import family_of, scale_settings
+    from repro.run import scale_settings
 
-    family = family_of(row)
+    family = for_row(row)
     if family is None:
         raise ReproError(f"{spec.id} row {row.name!r}: its family is not implemented; no fingerprint")
     base = scale_settings(spec, scale)
@@ -92,7 +93,7 @@ def trajectory(spec: Spec, row: Row, scale: str, steps: int, seed: int = 0, stag
     run_settings = {**base, "recipe": {**base.get("recipe", {}), "max_steps": 1 if own else steps}}
     if own:
         run_settings[own] = {**base[own], "max_steps": steps}
-    family.prepare_data(spec, scale, run_settings)
+    data = family.prepare_data(spec, scale, run_settings)
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
@@ -107,6 +108,7 @@ def trajectory(spec: Spec, row: Row, scale: str, steps: int, seed: int = 0, stag
                 workdir=Path(tmp),
                 progress=False,
                 results_root=Path(tmp) / "results",  # files a unit writes (test predictions) stay out of results/
+                data=data,
             )
             family.run_row(ctx)
             lines = (Path(tmp) / stage / "train.jsonl").read_text(encoding="utf-8").splitlines()

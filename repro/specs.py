@@ -256,7 +256,7 @@ def _catalog_names(extra: str) -> frozenset[str]:
 
 
 def _check_recipe(loc: Located, recipe: str) -> None:
-    from repro.train.recipe import available_recipes, recipe_path
+    from repro.families import available_recipes, recipe_path
 
     try:
         path = recipe_path(recipe)
@@ -484,16 +484,18 @@ def _root(root: Path | None) -> Path:
 
 
 def aliases(spec: Spec) -> list[str]:
-    """The ids experiments had before one scheme (`<paper>-table<N>-<topic>`): `table5-ablation` for
-    `mcan-pa-table5-ablation`, `sam4c-table1-textvqa` for `sa-m4c-table1-textvqa`, `acerpe-…` for
-    `ace-rpe-…`. Scripts and CI jobs name them; they keep resolving."""
+    """The ids experiments had before one scheme (`<paper>-table<N>-<topic>`), from the family table's
+    `old_prefix`: `table5-ablation` for `mcan-pa-table5-ablation` (prefix ""), `sam4c-table1-textvqa` for
+    `sa-m4c-table1-textvqa`. Scripts and CI jobs name them; they keep resolving."""
+    from repro.families import FAMILIES
+
     if not spec.id.startswith(spec.paper + "-"):
         return []
     rest = spec.id[len(spec.paper) + 1 :]
-    if spec.paper == "mcan-pa":
-        return [rest]
-    short = spec.paper.replace("-", "")
-    return [f"{short}-{rest}"] if short != spec.paper else []
+    prefix = next((f.old_prefix for f in FAMILIES if f.paper == spec.paper), None)
+    if prefix is None:
+        return []
+    return [f"{prefix}-{rest}" if prefix else rest]
 
 
 def _table_order(spec: Spec) -> tuple[int, str]:

@@ -208,7 +208,7 @@ def _kind(value: Any) -> str:
 
 
 def _recipe(spec: Spec, rows: list[Row], settings: dict[str, Any], path: list[str], value: Any) -> None:
-    from repro.train import load_recipe
+    from repro.families import load_recipe
     from repro.train.recipe import OPTIMIZERS, SCHEDULES, Recipe
 
     if not spec.recipe or not any(r.model is not None for r in rows):
@@ -243,12 +243,12 @@ def _recipe(spec: Spec, rows: list[Row], settings: dict[str, Any], path: list[st
 
 
 def _generator(scale: str, settings: dict[str, Any], rows: list[Row], path: list[str], value: Any) -> None:
-    from repro.run import family_of
+    from repro.families import for_row
 
     if scale == "paper":
         raise ReproError("the paper scale reads real data; generator settings apply to smoke and synthetic")
     _one_level(path)
-    readers = {getattr(family_of(r), "generator_settings", None) for r in rows if r.model is not None and family_of(r)}
+    readers = {for_row(r).generator_settings for r in rows if r.model is not None and for_row(r)}
     if not readers or None in readers:
         raise ReproError("these rows' family does not declare its generator settings (generator_settings in family.py)")
     classes = {read(settings) for read in readers}
@@ -287,11 +287,11 @@ def _check_sizes(rows: list[Row], settings: dict[str, Any], overrides) -> None:
     """Each family builds its model with the sizes on the meta device: unknown keys and bad values fail here."""
     import torch
 
-    from repro.run import family_of
+    from repro.families import for_row
 
     keys = ", ".join(f"{k}={_text(v)}" for k, v in overrides if k.startswith("sizes."))
     for row in rows:
-        family = family_of(row) if row.model is not None else None
+        family = for_row(row) if row.model is not None else None
         if family is None:
             continue
         try:

@@ -10,8 +10,9 @@ from pathlib import Path
 
 import torch
 
+from repro.families import load_recipe
 from repro.families.mcan_pa.family import build_model
-from repro.train import fit, load_recipe
+from repro.train import fit
 from tests.tiny_vqa import NUM_ANSWERS, NUM_TOKENS, TABLE5_CONFIGS, TINY_SIZES, TinyVQA
 
 SIZES = {**TINY_SIZES, "dropout": 0.0}

@@ -257,10 +257,10 @@ def test_resources_dry_run_and_torchrun(cluster, runner):
 
     mcan = families.implementation(families.by_paper("mcan-pa"))
     ace = families.implementation(families.by_paper("ace-rpe"))
-    paper = slurm.unit_resources(mcan, {"arch": "mcan"}, "paper")
+    paper = mcan.unit_resources({"arch": "mcan"}, "paper")
     assert paper.gpus == 1 and paper.hours >= mcan.gpu_hours({"arch": "mcan"})
-    assert slurm.unit_resources(mcan, {"arch": "mcan"}, "smoke") == Resources(gpus=0, cpus=2, mem_gb=4, hours=1.0)
-    assert slurm.unit_resources(ace, {"arch": "albef"}, "paper").gpus == 8  # Sec. 4.1: 8 A100s
+    assert mcan.unit_resources({"arch": "mcan"}, "smoke") == Resources(gpus=0, cpus=2, mem_gb=4, hours=1.0)
+    assert ace.unit_resources({"arch": "albef"}, "paper").gpus == 8  # Sec. 4.1: 8 A100s
 
     # a unit on several GPUs trains under torchrun, one process per GPU
     command = slurm.unit_command(8, Path("in.pkl"), Path("out.pkl"))
@@ -282,7 +282,7 @@ def test_jobs_finishing_at_once_rebuild_the_row_record_in_turn(toy_family, tmp_p
     from filelock import FileLock
 
     from repro.families.base import RowRun
-    from repro.run import store_unit
+    from repro.launch.units import store_unit
     from repro.specs import resolve
     from repro.utils import now_iso
 

@@ -46,6 +46,8 @@ def test_a_run_of_fewer_seeds_neither_replaces_the_others_nor_looks_like_a_regre
 
 
 def test_each_unit_is_kept_as_soon_as_it_finishes(toy_family, runner, monkeypatch):
+    import dataclasses
+
     from tests.toy_family import family
 
     real = family.run_row
@@ -55,7 +57,7 @@ def test_each_unit_is_kept_as_soon_as_it_finishes(toy_family, runner, monkeypatc
             raise ReproError("the machine went away")
         return real(ctx)
 
-    monkeypatch.setattr(family, "run_row", crash_on_seed_2)
+    monkeypatch.setattr(family, "HOOKS", dataclasses.replace(family.HOOKS, run_row=crash_on_seed_2))
     out = _run(runner, "--seeds", "0,1,2,3")
     assert out.exit_code == 2 and "the machine went away" in out.output
     assert _record(toy_family)["seeds"] == [0, 1]

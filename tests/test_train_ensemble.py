@@ -8,8 +8,9 @@ import torch
 from torch.utils.data import default_collate
 
 from repro.errors import ReproError
+from repro.families import load_recipe
 from repro.families.mcan_pa.family import build_model
-from repro.train import TrainingInterrupted, fit, load_recipe
+from repro.train import TrainingInterrupted, fit
 from repro.train.checkpoint import load_checkpoint
 from repro.train.ensemble import fit_ensemble
 from tests.test_train_resume import RECIPE  # the tiny recipe the trainer's resume tests use

@@ -3,7 +3,7 @@
 import pytest
 
 from repro.errors import ReproError
-from repro.train import load_recipe
+from repro.families import load_recipe
 from repro.train.schedule import epoch_rates, mcan_lr
 
 

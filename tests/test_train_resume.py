@@ -8,8 +8,9 @@ import pytest
 import torch
 
 from repro.errors import ReproError
+from repro.families import load_recipe
 from repro.families.mcan_pa.family import build_model
-from repro.train import TrainingInterrupted, fit, load_recipe, predict
+from repro.train import TrainingInterrupted, fit, predict
 from repro.train.checkpoint import load_checkpoint
 from tests.tiny_vqa import NUM_ANSWERS, NUM_TOKENS, TABLE5_CONFIGS, TINY_SIZES, TinyVQA
 

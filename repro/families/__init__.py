@@ -1,10 +1,10 @@
 """Paper families: one folder each, and this table, the only place where a family is named.
 
 Each family folder holds what is only that paper's: `config.py` (typed model configs, `CONFIGS`),
-and once it runs, `family.py` (the protocol of `repro.families.base`: model, data, loss and predict
-steps, evaluation, test-set files, paper-scale cost), its model modules, synthetic generator,
-`recipes/*.yaml` and a README with the paper's equations and the choices made where it is silent.
-Adding a family is one folder plus one line below.
+`build.py` (config -> model, sizes, cost), and once it runs, `family.py` (its hooks: a `Hooks` value
+named `HOOKS`, see `repro.families.base`), its model modules, synthetic generator, `recipes/*.yaml`
+and a README with the paper's equations and the choices made where it is silent. Adding a family is
+one folder plus one line below. Nothing but this table imports a `family.py`.
 """
 
 from __future__ import annotations
@@ -14,10 +14,13 @@ import importlib.util
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from repro.errors import ReproError
+
+if TYPE_CHECKING:
+    from repro.families.base import Hooks
+    from repro.specs import Row
 
 
 @dataclass(frozen=True)
@@ -25,14 +28,15 @@ class Family:
     paper: str  # the paper id used by specs (`paper:`) and recipe names (`mcan-pa/vqa2`)
     package: str  # the folder, as a module path
     archs: tuple[str, ...]  # the `arch:` values of spec rows this family builds
+    old_prefix: str | None = None  # experiment ids before one scheme: `<old_prefix>-<rest>` still resolves
 
 
 FAMILIES: list[Family] = [
-    Family("mcan-pa", "repro.families.mcan_pa", ("mcan", "vl-bert")),
-    Family("sa-m4c", "repro.families.sa_m4c", ("m4c", "sa-m4c")),
+    Family("mcan-pa", "repro.families.mcan_pa", ("mcan", "vl-bert"), old_prefix=""),
+    Family("sa-m4c", "repro.families.sa_m4c", ("m4c", "sa-m4c"), old_prefix="sam4c"),
     Family("psac", "repro.families.psac", ("psac",)),
     Family("dsganet", "repro.families.dsganet", ("dsganet",)),
-    Family("ace-rpe", "repro.families.ace_rpe", ("albef",)),
+    Family("ace-rpe", "repro.families.ace_rpe", ("albef",), old_prefix="acerpe"),
 ]
 
 
@@ -61,6 +65,32 @@ def recipes_dir(paper: str) -> Path:
     return Path(next(iter(spec.submodule_search_locations))) / "recipes"
 
 
+def recipe_path(name: str) -> Path:
+    """`<paper>/<name>` (e.g. `mcan-pa/vqa2`) -> the family folder's `recipes/<name>.yaml`."""
+    paper, _, short = name.partition("/")
+    if not short or "/" in short or short.startswith("."):
+        raise ReproError(f"recipe name {name!r} must be <paper>/<name>, e.g. mcan-pa/vqa2")
+    return recipes_dir(paper) / f"{short}.yaml"
+
+
+def load_recipe(name: str):
+    """A recipe by name (`mcan-pa/vqa2`: the family folder's `recipes/vqa2.yaml`) or by path (`*.yaml`)."""
+    from repro.train.recipe import load_recipe as read_file
+    from repro.train.recipe import parse_recipe
+
+    if name.endswith((".yaml", ".yml")):
+        return read_file(name)
+    path = recipe_path(name)
+    if not path.is_file():
+        raise ReproError(f"no recipe {name!r} (looked for {path}); known recipes: {', '.join(available_recipes())}")
+    return parse_recipe(path, name)
+
+
+def available_recipes() -> list[str]:
+    """Every family's recipes, as `<paper>/<name>`."""
+    return sorted(f"{f.paper}/{p.stem}" for f in FAMILIES for p in recipes_dir(f.paper).glob("*.yaml"))
+
+
 def arch_of(config_class: type) -> str:
     """The `arch:` value a typed config class accepts (its `arch` field is a one-value Literal)."""
     return config_class.model_fields["arch"].annotation.__args__[0]
@@ -86,17 +116,25 @@ def as_typed(config: Any, configs: tuple[type, ...]):
         raise ReproError(f"model config {config!r}: {exc.errors()[0]['msg']}") from None
 
 
-def implementation(family: Family) -> ModuleType | None:
-    """The family's `family.py` (the run protocol), or None while the family is not implemented."""
+def implementation(family: Family) -> Hooks | None:
+    """The family's hooks (`HOOKS` of its `family.py`), or None while the family is not implemented."""
     try:
-        return _import(f"{family.package}.family")
+        return _import(f"{family.package}.family").HOOKS
     except ModuleNotFoundError as exc:
         if exc.name == f"{family.package}.family":
             return None
         raise
 
 
-def require(family: Family) -> ModuleType:
+def for_row(row: Row) -> Hooks | None:
+    """The hooks of the family that runs a row (None while its family or arch is not implemented)."""
+    if row.config is None:
+        return None
+    hooks = implementation(by_arch(row.config.arch))
+    return hooks if hooks is not None and row.config.arch in hooks.archs else None
+
+
+def require(family: Family) -> Hooks:
     module = implementation(family)
     if module is None:
         raise ReproError(
@@ -107,5 +145,5 @@ def require(family: Family) -> ModuleType:
 
 
 @cache
-def _import(name: str) -> ModuleType:
+def _import(name: str):
     return importlib.import_module(name)

@@ -1,48 +1,11 @@
-"""What `repro run`, `repro model` and `repro submit` ask of a family: the protocol of its `family.py`.
+"""What the generic layers ask of a family, and the shared part of running one.
 
-A family's `family.py` is a module with these functions (no base class to inherit), and `ARCHS`,
-the `arch:` values it can build and run so far:
-
-  build_model(config, sizes=None) -> nn.Module
-      the model a typed config names, at the paper's sizes unless `sizes` overrides some
-  prepare_data(spec, scale, settings) -> None
-      once before any unit runs: generate (smoke, synthetic) or check (paper) the data
-  loss_step(...) -> (model, batch) -> Tensor
-      the training loss of one batch (passed to `repro.train.fit`)
-  predict_step(model, batch) -> Tensor
-      the outputs that are decoded into answers (passed to `repro.train.predict`)
-  run_row(ctx: RunContext) -> RowRun
-      train and evaluate one (row, seed): data -> fit -> predict -> metrics -> test-set files
-  describe(config[, spec]) -> list[ModelInfo]
-      what a row trains, without data: one entry per model (a multi-task row trains several)
-  gpu_hours(config) -> float | None
-      paper-scale GPU-hours of one training run, for --dry-run
-  submission_target(spec) -> str | None
-      the `repro submit` target for the test-set predictions the family writes
-
-Optionally:
-  COMPUTE_TASKS: dict[str, (ctx) -> RowRun]
-      the `compute: {task: ...}` rows it runs without training (dataset statistics) and what runs each
-  generator_settings(settings) -> type
-      the generator config (a `GeneratorSettings` subclass) a scale's `generator:` mapping is read
-      with: `generator.<key>=...` overrides on the command line are checked against it
-  SUPPORTS_LIMIT = True
-      `run_row` honours `ctx.limit` (`repro run --limit N`: the first N questions of each split at
-      paper scale, a partial run) and writes its files under `ctx.results_root`
-  attention(ctx: RunContext, question_id) -> AttentionMaps
-      for `repro attention`: load the unit's trained model from `ctx.workdir` (its `last.pt`), run one
-      question and return how much each box of its image is attended to, per map, layer and head
-  stages(config, spec) -> list[(name, what, gpu_hours)]
-      a unit that trains in several stages (pre-training, then fine-tuning per data set): listed by
-      `repro run --dry-run` at paper scale
-  data_notes(spec) -> list[str]
-      what the paper scale reads beyond the catalog downloads (e.g. the user's images)
-  resources(config, scale) -> Resources
-      what one (row, seed) unit asks a cluster for (`repro run --launcher slurm`); without it,
-      `default_resources(scale, gpu_hours(config))`: one GPU at paper scale, CPUs at the others
-  run_ensemble(ctxs: list[RunContext]) -> list[RowRun]
-      a row's seeds trained together in one process (`repro run --ensemble`, `ensemble: true`; the
-      generated scales), one RowRun per seed as `run_row` would give it (`train_together` does the training)
+A family's `family.py` ends with `HOOKS = Hooks(...)`: the typed interface below, its required members
+first, the optional ones with their defaults. The family table (`repro.families`) reads it; nothing else
+imports a `family.py`. `RunContext` carries what one (row, seed) unit needs, with the shared services
+(its recipe, its prediction files, the data prepared once per run); `train_units` trains a row's seeds,
+one alone or several together, and scores each: a family writes only how to read its splits, build its
+model and score it.
 """
 
 from __future__ import annotations
@@ -50,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -118,13 +82,37 @@ class RunContext:
     workdir: Path
     resume: bool = False
     progress: bool = True
-    limit: int | None = None  # --limit N: use the first N questions of each split (families with SUPPORTS_LIMIT)
+    limit: int | None = None  # --limit N: use the first N questions of each split (families with supports_limit)
     results_root: Path | None = None  # where this run's files go; None: the results folder (a variant has its own)
+    data: Any = None  # what the family's `prepare_data` returned: called once per run, before any unit
 
     @property
     def generated(self) -> bool:
         """True at the scales whose data the toolkit generates (everything but paper)."""
         return self.scale != "paper"
+
+    def recipe(self, name: str | None = None, overrides: Mapping[str, Any] | None = None, **fixed: Any):
+        """The recipe this unit trains with: `name` (default the spec's), the scale's `recipe:` overrides (or
+        `overrides`), the unit's seed, then `fixed` (what the family's protocol sets whatever the spec says)."""
+        from repro.families import load_recipe
+
+        base = self.settings.get("recipe", {}) if overrides is None else overrides
+        return load_recipe(name or self.spec.recipe).replace(**{**base, "seed": self.seed, **fixed})
+
+    def predictions_file(self, split: str) -> Path:
+        """Where this unit's answers on a test split go, for the server: `<results>/<paper>/<id>/predictions/
+        <row>[.<scale>].seed<N>.<split>[.partial].json`; the scale is named except at paper scale, and a run
+        cut short by --limit is `.partial`, never mistaken for a full submission."""
+        from repro.paths import results_dir
+
+        scale = "" if self.scale == "paper" else f".{self.scale}"
+        partial = ".partial" if self.limit else ""
+        name = f"{self.row.slug}{scale}.seed{self.seed}.{split}{partial}.json"
+        return (self.results_root or results_dir()) / self.spec.paper / self.spec.id / "predictions" / name
+
+    def workdir_of(self, row: Row) -> Path:
+        """The work folder of another row's unit with this seed (`repro.launch.units.unit_dir`'s layout)."""
+        return self.workdir.parent.parent / row.slug / self.workdir.name
 
     def limited(self, split):
         """The first `limit` questions of a split (`repro run --limit N`: a partial run), or all of them."""
@@ -153,6 +141,93 @@ def train_together(ctxs: list[RunContext], build, train_set, recipes: list, loss
         progress=ctxs[0].progress,
     )
     return models, states
+
+
+def train_units(
+    ctxs: list[RunContext],
+    splits: Callable[[RunContext], Any],
+    build: Callable[[RunContext, Any], Any],
+    score: Callable[[RunContext, Any, Any, Any, Any], RowRun],
+    *,
+    recipe: Callable[[RunContext], Any] = RunContext.recipe,
+    loss_step=None,
+) -> list[RowRun]:
+    """A row's seeds trained and scored: `splits(ctx)` reads the data once (an object with `.train`), each
+    seed's model is `build(ctx, data)` after seeding with its seed, trained by `recipe(ctx)` (one seed alone
+    by `repro.train.fit`, several together by `repro.train.ensemble`), and scored by
+    `score(ctx, model, state, data, recipe)` as a lone run would be. Devices, precision and DDP are the
+    trainer's (`repro.train.trainer.fit`): the one place that moves models and batches."""
+    from repro.train import fit
+    from repro.train.trainer import seed_everything
+
+    data = splits(ctxs[0])
+    recipes = [recipe(c) for c in ctxs]
+    if len(ctxs) == 1:
+        ctx = ctxs[0]
+        seed_everything(ctx.seed)
+        model = build(ctx, data)
+        states = [
+            fit(
+                model,
+                ctx.limited(data.train),
+                recipes[0],
+                ctx.workdir,
+                loss_step=loss_step,
+                resume=ctx.resume,
+                progress=ctx.progress,
+            )
+        ]
+        models = [model]
+    else:
+        models, states = train_together(ctxs, lambda c: build(c, data), data.train, recipes, loss_step)
+    return [score(c, m, s, data, r) for c, m, s, r in zip(ctxs, models, states, recipes)]
+
+
+def no_stages(config: Any, spec: Spec) -> list[tuple[str, str, float | None]]:
+    return []
+
+
+def no_notes(spec: Spec) -> list[str]:
+    return []
+
+
+@dataclass(frozen=True)
+class Hooks:
+    """A family's interface to the generic layers (`repro run`, `repro model`, `repro attention`, Slurm):
+    `family.py` ends with `HOOKS = Hooks(...)`. Required members first; the optional ones default to what a
+    family without them means."""
+
+    archs: tuple[str, ...]  # the `arch:` values it can build and run so far
+    build_model: Callable[..., Any]  # (config, sizes=None, ...) -> nn.Module: the paper's sizes unless overridden
+    describe: Callable[[Any, Spec | None], list[ModelInfo]]  # (config, spec): one ModelInfo per model of a row
+    gpu_hours: Callable[[Any], float | None]  # paper-scale GPU-hours of one training run (None: unknown)
+    prepare_data: Callable[[Spec, str, dict[str, Any]], Any]  # once per run: generate (smoke, synthetic) or
+    # find (paper) the data; what it returns is every unit's `ctx.data`
+    run_row: Callable[[RunContext], RowRun]  # train and evaluate one (row, seed)
+
+    # a row's seeds trained together in one process (`--ensemble`, generated scales); None: one at a time
+    run_ensemble: Callable[[list[RunContext]], list[RowRun]] | None = None
+    # `compute: {task: ...}` rows it runs without training (dataset statistics), by task name
+    compute_tasks: Mapping[str, Callable[[RunContext], RowRun]] = field(default_factory=dict)
+    # `run_row` honours `ctx.limit` (`repro run --limit N`: the first N questions of each split at paper scale)
+    supports_limit: bool = False
+    # the generator config class a scale's `generator:` mapping is read with (checks `generator.<key>=`)
+    generator_settings: Callable[[dict[str, Any]], type] | None = None
+    # (ctx, question_id) -> AttentionMaps for `repro attention`; None: the family draws none
+    attention: Callable[[RunContext, int], AttentionMaps] | None = None
+    # (config, spec) -> [(name, what, GPU-hours)]: a unit that trains in stages, listed by the paper-scale plan
+    stages: Callable[[Any, Spec], list[tuple[str, str, float | None]]] = no_stages
+    # spec -> what the paper scale reads beyond the catalog downloads (e.g. the user's images)
+    data_notes: Callable[[Spec], list[str]] = no_notes
+    # (config, scale) -> what one unit asks a cluster for; None: `default_resources`
+    resources: Callable[[Any, str], Resources] | None = None
+    # (batch_size, sizes) -> a batch of the data interface's format, for FLOPs and benchmarks
+    example_batch: Callable[..., dict[str, Any]] | None = None
+
+    def unit_resources(self, config: Any, scale: str) -> Resources:
+        if self.resources is not None:
+            return self.resources(config, scale)
+        return default_resources(scale, self.gpu_hours(config) if scale == "paper" else None)
 
 
 @dataclass

@@ -1,7 +1,7 @@
 """`repro run ID --launcher slurm`: each (row, seed) unit of a plan becomes one job of a Slurm job array,
 submitted through submitit, with the resources the row's family declares (`repro.families.base.Resources`).
 With `ensemble: true` in the scale's settings a row's seeds are one job instead, which trains them together
-(`repro.run._groups`, `repro.train.ensemble`) and writes each seed's record as a lone unit would.
+(`repro.launch.units.groups`, `repro.train.ensemble`) and writes each seed's record as a lone unit would.
 
 Files, under the run's workdir (`$REPRO_DATA_DIR/runs` by default; `<jobs>` is
 `slurm/[variants/<name>/]<spec>/<scale>`):
@@ -109,12 +109,6 @@ def jobs_root(workdir: Path, spec_id: str, scale: str, variant_name: str | None 
     if variant_name:
         root = root / "variants" / variant_name
     return root / spec_id / scale
-
-
-def unit_resources(family, config, scale: str) -> Resources:
-    if hasattr(family, "resources"):
-        return family.resources(config, scale)
-    return default_resources(scale, family.gpu_hours(config) if scale == "paper" else None)
 
 
 # --- the job ----------------------------------------------------------------------------------------
@@ -273,8 +267,10 @@ def submit(
 ) -> list[Submitted]:
     """Submit every unit of `plan` that needs running, one job per (row, seed) or, with `ensemble: true`,
     per row's seeds; returns what was submitted."""
+    from repro.families import by_arch
+    from repro.launch.units import groups, prepare_data, unit_context, units_to_run
     from repro.paths import data_dir, experiments_dir, results_dir
-    from repro.run import _groups, _units_to_run, family_of, resolved_config, unit_context
+    from repro.run import resolved_config
 
     spec, scale, settings = plan.spec, plan.scale, plan.settings
     for step in plan.steps:
@@ -282,7 +278,7 @@ def submit(
             raise ReproError(f"{spec.id} row {step.row.name!r} ({step.kind}: {step.detail}) is not implemented yet")
     workdir = Path(workdir).absolute()
     root = jobs_root(workdir, spec.id, scale, None if plan.variant.empty else plan.variant.name)
-    units = _units_to_run(plan, workdir, resume, force)
+    units = units_to_run(plan, workdir, resume, force)
     wanted = {(s.row.name, seed) for s, seed in units}
     busy = [
         f"{u.row} seed {u.seed} (job {u.job_id}, {u.state})"
@@ -300,12 +296,17 @@ def submit(
         "REPRO_EXPERIMENTS": str(experiments_dir().absolute()),
     }
     configs = {s.row.name: resolved_config(spec, s.row, scale, settings, plan.variant) for s in plan.steps}
-    groups: dict[Resources, list[UnitJob]] = {}
-    for group in _groups(plan, units):
+    planned = [(group, group_resources(group[0][0], scale, options, len(group))) for group in groups(plan, units)]
+    executors = {res: _executor(root, f"repro-{spec.id}-{scale}", res, options) for _, res in planned}
+    prepared = prepare_data(plan)  # generated once here, before the jobs read it
+    by_resources: dict[Resources, list[UnitJob]] = {}
+    for group, res in planned:
         step = group[0][0]
-        res = group_resources(step, scale, options, len(group))
+        data = prepared.get(by_arch(step.row.config.arch).paper) if step.row.config is not None else None
         job = UnitJob(
-            contexts=[unit_context(plan, workdir, step, seed, resume=resume, progress=False) for _, seed in group],
+            contexts=[
+                unit_context(plan, workdir, step, seed, resume=resume, progress=False, data=data) for _, seed in group
+            ],
             config=configs[step.row.name],
             variant=plan.variant.to_json(),
             results_root=results_root,
@@ -314,13 +315,10 @@ def submit(
             rebaseline=rebaseline,
             environ=environ,
         )
-        groups.setdefault(res, []).append(job)
-    executors = {res: _executor(root, f"repro-{spec.id}-{scale}", res, options) for res in groups}
-    for family in {family_of(s.row) for s in plan.steps if s.kind == "train"}:
-        family.prepare_data(spec, scale, settings)  # generated once here, before the jobs read it
+        by_resources.setdefault(res, []).append(job)
 
     submitted: list[Submitted] = []
-    for res, jobs in groups.items():
+    for res, jobs in by_resources.items():
         try:
             handles = executors[res].submit_array(jobs)
         except (FailedJobError, FailedSubmissionError) as exc:
@@ -345,10 +343,10 @@ def submit(
 def group_resources(step, scale: str, options: SlurmOptions, seeds: int = 1) -> Resources:
     """One job's resources: its family's for one unit; a row's seeds trained together get the time of all
     of them one after another (together they take no more) and must fit one process."""
-    from repro.run import family_of
+    from repro.families import for_row
 
-    family = family_of(step.row)
-    res = unit_resources(family, step.row.config, scale) if family is not None else default_resources(scale, None)
+    hooks = for_row(step.row)
+    res = hooks.unit_resources(step.row.config, scale) if hooks is not None else default_resources(scale, None)
     if "gpus_per_node" in options.extra:  # the user's GPU count: torchrun runs that many processes
         res = replace(res, gpus=int(options.extra["gpus_per_node"]))
     if seeds > 1:

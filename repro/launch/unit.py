@@ -3,7 +3,7 @@
 seeds trained together (`ensemble: true`, one process).
 
 ORDER is a pickled {"contexts": [RunContext, ...], "record": {...} or None}: one context, or one per seed
-of an ensemble; with "record" (the keyword arguments of `repro.run.store_unit` after the outcome), rank 0
+of an ensemble; with "record" (the keyword arguments of `repro.launch.units.store_unit` after the outcome), rank 0
 writes each seed's record into the results store. Rank 0 writes OUTCOME, a pickled (status, payload):
   ("done", [{"seed": N, "metrics": ..., "record": path or None}, ...])
   ("interrupted", message)   SIGTERM/SIGINT stopped training; the trainer saved last.pt, `resume` continues
@@ -30,7 +30,7 @@ def label(row: str, seeds: list[int]) -> str:
 
 
 def main(argv: list[str]) -> int:
-    from repro.run import _run_units, store_unit
+    from repro.launch.units import run_units, store_unit
     from repro.train.trainer import TrainingInterrupted
     from repro.utils import write_bytes_atomic
 
@@ -44,7 +44,7 @@ def main(argv: list[str]) -> int:
     main_rank = int(os.environ.get("RANK", "0")) == 0
     try:
         done = []
-        for ctx, outcome in zip(ctxs, _run_units(ctxs)):
+        for ctx, outcome in zip(ctxs, run_units(ctxs)):
             path = None
             if record is not None and main_rank:
                 Path(record["lock"]).parent.mkdir(parents=True, exist_ok=True)

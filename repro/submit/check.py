@@ -70,6 +70,8 @@ class Target:
     direct_upload_max_mb: float = 10.0
     package: dict = field(default_factory=dict)
     instructions: str = ""
+    dataset: str = ""  # the catalog dataset whose test split it scores
+    for_dataset: bool = False  # the target a run's test-set file of `dataset` goes to first
 
     @property
     def on_evalai(self) -> bool:
@@ -114,6 +116,8 @@ def _target(name: str, entry: Any, path: Path) -> Target:
             direct_upload_max_mb=float(entry.get("direct_upload_max_mb", 10)),
             package=dict(entry.get("package") or {}),
             instructions=entry.get("instructions", ""),
+            dataset=str(entry.get("dataset", "")),
+            for_dataset=bool(entry.get("for_dataset", False)),
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise ReproError(f"{where}: malformed ({type(exc).__name__}: {exc})") from None
@@ -122,6 +126,13 @@ def _target(name: str, entry: Any, path: Path) -> Target:
     if not target.on_evalai and not (target.package and target.instructions):
         raise ReproError(f"{where}: a target outside EvalAI needs package and instructions")
     return target
+
+
+def target_for(datasets: list[str], targets: dict[str, Target] | None = None) -> str | None:
+    """The target a run's test-set file goes to: the first of `datasets` (a spec's) that a server scores."""
+    targets = load_targets() if targets is None else targets
+    first = {t.dataset: t.name for t in targets.values() if t.for_dataset}
+    return next((first[d] for d in datasets if d in first), None)
 
 
 def get_target(name: str, targets: dict[str, Target] | None = None) -> Target:

@@ -5,7 +5,7 @@ Entry points: `load_recipe(name)`, `fit(model, dataset, recipe, workdir)`, `pred
 
 from __future__ import annotations
 
-from repro.train.recipe import Recipe, load_recipe
+from repro.train.recipe import Recipe, load_recipe  # load_recipe: a file; by name: repro.families.load_recipe
 
 __all__ = ["Recipe", "load_recipe", "fit", "predict", "TrainState", "TrainingInterrupted"]
 

@@ -83,33 +83,14 @@ class Recipe:
         return data
 
 
-def recipe_path(name: str, root: Path | None = None) -> Path:
-    """`<paper>/<name>` -> the family folder's `recipes/<name>.yaml` (or `root/<paper>/<name>.yaml`)."""
-    if root is not None:
-        return root / f"{name}.yaml"
-    from repro.families import recipes_dir
-
-    paper, _, short = name.partition("/")
-    if not short or "/" in short or short.startswith("."):
-        raise ReproError(f"recipe name {name!r} must be <paper>/<name>, e.g. mcan-pa/vqa2")
-    return recipes_dir(paper) / f"{short}.yaml"
-
-
-def available_recipes(root: Path | None = None) -> list[str]:
-    if root is not None:
-        return sorted(str(p.relative_to(root).with_suffix("")) for p in root.glob("**/*.yaml"))
-    from repro.families import FAMILIES, recipes_dir
-
-    return sorted(f"{f.paper}/{p.stem}" for f in FAMILIES for p in recipes_dir(f.paper).glob("*.yaml"))
-
-
 def load_recipe(name: str, root: Path | None = None) -> Recipe:
-    """Load `recipes/<name>.yaml` (e.g. `mcan-pa/vqa2`) or a path to a YAML file."""
-    path = Path(name) if name.endswith((".yaml", ".yml")) else recipe_path(name, root)
+    """Load a recipe from a path to a YAML file, or by name from `root/<name>.yaml`. Recipes by their
+    family's name (`mcan-pa/vqa2`) are found by `repro.families.load_recipe`, which knows the folders."""
+    path = Path(name) if name.endswith((".yaml", ".yml")) or root is None else root / f"{name}.yaml"
     if not path.is_file():
-        known = ", ".join(available_recipes(root)) or "none"
-        raise ReproError(f"no recipe {name!r} (looked for {path}); known recipes: {known}")
-    return parse_recipe(path, name if not name.endswith((".yaml", ".yml")) else path.stem)
+        known = sorted(str(p.relative_to(root).with_suffix("")) for p in root.glob("**/*.yaml")) if root else []
+        raise ReproError(f"no recipe {name!r} (looked for {path}); known recipes: {', '.join(known) or 'none'}")
+    return parse_recipe(path, path.stem if name.endswith((".yaml", ".yml")) else name)
 
 
 def parse_recipe(path: Path, name: str) -> Recipe:

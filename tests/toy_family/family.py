@@ -7,7 +7,7 @@ import torch
 from torch import nn
 from torch.utils.data import Dataset
 
-from repro.families.base import ModelInfo, RowRun, RunContext
+from repro.families.base import Hooks, ModelInfo, RowRun, RunContext
 from repro.nn.measure import count_parameters
 
 ARCHS = ("toy",)
@@ -58,7 +58,8 @@ def predict_step(model: nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tens
 
 
 def run_row(ctx: RunContext) -> RowRun:
-    from repro.train import fit, load_recipe, predict
+    from repro.families import load_recipe
+    from repro.train import fit, predict
 
     recipe = load_recipe(ctx.spec.recipe).replace(**{**ctx.settings.get("recipe", {}), "seed": ctx.seed})
     torch.manual_seed(ctx.seed)
@@ -70,7 +71,7 @@ def run_row(ctx: RunContext) -> RowRun:
     return RowRun(metrics={"Acc": accuracy}, split="val")
 
 
-def describe(config) -> list[ModelInfo]:
+def describe(config, spec=None) -> list[ModelInfo]:
     model = build_model(config)
     n = count_parameters(model)
     return [ModelInfo("toy", "halves", n, n, None, [("net", n)])]
@@ -80,5 +81,12 @@ def gpu_hours(config) -> float | None:
     return None
 
 
-def submission_target(spec) -> str | None:
-    return None
+HOOKS = Hooks(
+    archs=ARCHS,
+    build_model=build_model,
+    describe=describe,
+    gpu_hours=gpu_hours,
+    prepare_data=prepare_data,
+    run_row=run_row,
+    example_batch=example_batch,
+)

@@ -22,7 +22,7 @@ from repro.errors import ReproError
 from repro.families import as_typed
 from repro.families.ace_rpe.config import CONFIGS, ALBEFConfig
 from repro.families.ace_rpe.synthetic import RETRIEVAL_NAMES
-from repro.families.base import ModelInfo, Resources, RowRun, RunContext, default_resources
+from repro.families.base import Hooks, ModelInfo, Resources, RowRun, RunContext, default_resources
 from repro.paths import data_dir
 from repro.specs import Spec
 
@@ -30,7 +30,6 @@ ARCHS = ("albef",)
 K_TEST = {"flickr30k": 128, "coco-retrieval": 256}  # ALBEF's configs/Retrieval_{flickr,coco}.yaml
 FINETUNE_RECIPES = {"flickr30k": "ace-rpe/retrieval-flickr30k", "coco-retrieval": "ace-rpe/retrieval-coco"}
 PRETRAIN_RECIPE = "ace-rpe/pretrain"
-SUPPORTS_LIMIT = True  # repro run --limit N: the first N entries of each ALBEF json file at paper scale
 TASK_OF_DATASET = {"vqa2": "vqa", "snli-ve": "snli-ve", "nlvr2": "nlvr2"}  # spec dataset -> downstream model
 
 
@@ -146,8 +145,8 @@ def describe(config: ALBEFConfig | dict, spec: Spec | None = None) -> list[Model
 def stages(config: ALBEFConfig | dict, spec: Spec) -> list[tuple[str, str, float | None]]:
     """Pre-training, then one retrieval fine-tuning per data set of the spec's recall columns, with
     their estimated A100 GPU-hours (`cost.py`: the paper gives no times)."""
+    from repro.families import load_recipe
     from repro.families.ace_rpe import cost
-    from repro.train import load_recipe
 
     config = as_config(config)
     sizes = paper_sizes(config)
@@ -221,12 +220,6 @@ def data_notes(spec: Spec) -> list[str]:
         "ALBEF.pth) to start a row from ALBEF's pre-training instead (model.init=albef); both recipes run "
         "under torchrun: `torchrun --nproc_per_node=8 -m repro run ID --rows ROW` (rank 0 writes the results)",
     ]
-
-
-def submission_target(spec: Spec) -> str | None:
-    """VQA v2 test-dev for the VQA columns (the file answers all of test2015, test-std too); the other
-    test sets (Flickr30K, COCO, SNLI-VE, NLVR2 test-P, RefCOCO+) are public: scored locally."""
-    return "vqa2-test-dev" if "vqa2" in spec.datasets else None
 
 
 # --- training and prediction steps ---------------------------------------------------------------
@@ -492,7 +485,7 @@ def transfer(weights: dict[str, torch.Tensor], model: nn.Module) -> None:
 
 
 def _recipe(name: str, overrides: dict[str, Any], seed: int):
-    from repro.train import load_recipe
+    from repro.families import load_recipe
 
     return load_recipe(name).replace(**{**overrides, "seed": seed})
 
@@ -609,3 +602,17 @@ def run_row(ctx: RunContext) -> RowRun:
         run.extra.update(done["extra"])
         run.predictions += done["predictions"]
     return run
+
+
+HOOKS = Hooks(
+    archs=ARCHS,
+    build_model=build_model,
+    describe=describe,
+    gpu_hours=gpu_hours,
+    prepare_data=prepare_data,
+    run_row=run_row,
+    supports_limit=True,  # --limit N: the first N questions of each split at paper scale
+    stages=stages,
+    data_notes=data_notes,
+    resources=resources,
+)

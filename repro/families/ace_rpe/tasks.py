@@ -37,7 +37,8 @@ SPLIT_FILES = {"snli-ve": {"dev": "ve_dev", "test": "ve_test"}, "nlvr2": {"dev":
 
 
 def _fit(ctx: RunContext, model, dataset, recipe_name: str, name: str, loss, collate):
-    from repro.train import fit, load_recipe
+    from repro.families import load_recipe
+    from repro.train import fit
 
     overrides = ctx.settings.get("task_recipe", {})
     recipe = load_recipe(recipe_name).replace(**{**overrides, "seed": ctx.seed})

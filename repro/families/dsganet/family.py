@@ -24,7 +24,7 @@ from torch import nn
 from repro.datasets.wordpiece import BERT_FOLDER
 from repro.errors import ReproError
 from repro.families import as_typed
-from repro.families.base import ModelInfo, RowRun, RunContext, train_together
+from repro.families.base import Hooks, ModelInfo, RowRun, RunContext, train_together
 from repro.families.dsganet.config import DSGANetConfig
 from repro.families.mcan_pa import family as mcan_family
 from repro.paths import data_dir
@@ -34,8 +34,7 @@ ARCHS = ("dsganet",)
 # Vocabularies at paper scale: MCAN's VQA v2 question words and answers (the paper gives neither).
 PAPER_NUM_TOKENS = 20572
 PAPER_NUM_ANSWERS = 3129
-SUBMISSION_TARGETS = {"vqa2": "vqa2-test-dev", "gqa": "gqa-test-dev"}
-SUPPORTS_LIMIT = True  # repro run --limit N: the first N questions of each split at paper scale
+
 # The "Rel." subset (Sec. V-D): questions with one of the top-100 Visual Genome relationship words or phrases,
 # less non-relational words. The paper does not print its list; these are frequent VG spatial predicates.
 REL_PHRASES = (
@@ -198,7 +197,7 @@ def example_batch(
     return {k: v.to(device) for k, v in batch.items()}
 
 
-def describe(config: DSGANetConfig | dict) -> list[ModelInfo]:
+def describe(config: DSGANetConfig | dict, spec: Spec | None = None) -> list[ModelInfo]:
     """Parameters and FLOPs per sample at the paper's sizes (MCAN's VQA v2 vocabularies; bert-base-uncased)."""
     from repro.nn.measure import count_flops, count_parameters
 
@@ -221,10 +220,6 @@ def describe(config: DSGANetConfig | dict) -> list[ModelInfo]:
 def gpu_hours(config: DSGANetConfig | dict) -> float | None:
     """The paper gives no training time."""
     return None
-
-
-def submission_target(spec: Spec) -> str | None:
-    return next((SUBMISSION_TARGETS[d] for d in spec.datasets if d in SUBMISSION_TARGETS), None)
 
 
 # --- training and prediction steps ---------------------------------------------------------------
@@ -440,7 +435,7 @@ def _splits(ctx: RunContext):
 
 
 def _recipe(ctx: RunContext):
-    from repro.train import load_recipe
+    from repro.families import load_recipe
 
     return load_recipe(ctx.spec.recipe).replace(
         **{**ctx.settings.get("recipe", {}), "seed": ctx.seed, "train_splits": ("train",)}
@@ -560,3 +555,17 @@ def statistics(ctx: RunContext) -> RowRun:
 
 
 COMPUTE_TASKS = {"statistics": statistics}  # `compute: {task: ...}` rows -> what runs them
+
+
+HOOKS = Hooks(
+    archs=ARCHS,
+    build_model=build_model,
+    describe=describe,
+    gpu_hours=gpu_hours,
+    prepare_data=prepare_data,
+    run_row=run_row,
+    run_ensemble=run_ensemble,
+    compute_tasks=COMPUTE_TASKS,
+    supports_limit=True,  # --limit N: the first N questions of each split at paper scale
+    example_batch=example_batch,
+)

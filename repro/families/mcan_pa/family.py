@@ -25,13 +25,13 @@ from torch import nn
 from repro.datasets.wordpiece import BERT_FOLDER
 from repro.errors import ReproError
 from repro.families import as_typed
-from repro.families.base import AttentionMaps, ModelInfo, RowRun, RunContext, train_together
+from repro.families.base import AttentionMaps, Hooks, ModelInfo, RowRun, RunContext, train_together
 from repro.families.mcan_pa.config import CONFIGS, McanConfig, VlBertConfig
 from repro.paths import data_dir
 from repro.specs import Spec
 
 ARCHS = ("mcan", "vl-bert")
-SUPPORTS_LIMIT = True  # repro run --limit N: the first N questions of each split at paper scale
+
 VQA_KEYS = ("overall", "yes/no", "number", "other")
 # The paper's vocabularies (MCAN's code: answers seen at least 9 times give 3,129; MILVLG/mcan-vqa).
 PAPER_NUM_TOKENS = 20572
@@ -57,7 +57,6 @@ TEST_FILES = {
     "vqa2": {("test", "test2015"): ("vqa2-test-dev", "vqa2-test-std")},
     "vqa1": {("test-dev", "test-dev2015"): ("vqa1-test-dev",), ("test", "test2015"): ("vqa1-test",)},
 }
-SUBMISSION_TARGETS = {"vqa2": "vqa2-test-dev", "vqa1": "vqa1-test-dev"}
 
 
 # --- model --------------------------------------------------------------------------------------
@@ -172,7 +171,7 @@ def example_batch(
     return {k: v.to(device) for k, v in batch.items()}
 
 
-def describe(config: McanConfig | VlBertConfig | dict) -> list[ModelInfo]:
+def describe(config: McanConfig | VlBertConfig | dict, spec: Spec | None = None) -> list[ModelInfo]:
     """Parameters and FLOPs per sample at the paper's sizes and vocabularies (mcan-pa Table VI; VL-BERT:
     bert-base-uncased's WordPiece vocabulary). The positional modules are listed apart (word_pos, box_proj,
     pwa, poa, pma): what PA adds."""
@@ -200,10 +199,6 @@ def gpu_hours(config: McanConfig | dict) -> float | None:
     if isinstance(config, VlBertConfig):
         return None
     return EPOCH_SECONDS["mcan+pa" if config.positional else "mcan"] * EPOCHS / 3600
-
-
-def submission_target(spec: Spec) -> str | None:
-    return next((SUBMISSION_TARGETS[d] for d in spec.datasets if d in SUBMISSION_TARGETS), None)
 
 
 # --- training and prediction steps ---------------------------------------------------------------
@@ -356,7 +351,7 @@ def _generated_splits(ctx: RunContext, data: dict[str, Any]):
 
 
 def _generated_recipe(ctx: RunContext):
-    from repro.train import load_recipe
+    from repro.families import load_recipe
 
     return load_recipe(ctx.spec.recipe).replace(
         **{**ctx.settings.get("recipe", {}), "seed": ctx.seed, "train_splits": ("train",)}
@@ -458,8 +453,9 @@ def _run_release(ctx: RunContext, data: dict[str, Any]) -> RowRun:
 
     from repro.datasets.vqa import find_file, load_split
     from repro.datasets.vqa_dataset import VQADataset
+    from repro.families import load_recipe
     from repro.paths import results_dir
-    from repro.train import fit, load_recipe
+    from repro.train import fit
     from repro.train.trainer import seed_everything
     from repro.utils import write_json_atomic
 
@@ -624,3 +620,18 @@ def attention(ctx: RunContext, question_id: int) -> AttentionMaps:
         raw={name.replace(".", "_"): m[0].numpy() for name, m in maps.items()}
         | {"image_pooling": pooled["weights"][0].numpy()},
     )
+
+
+HOOKS = Hooks(
+    archs=ARCHS,
+    build_model=build_model,
+    describe=describe,
+    gpu_hours=gpu_hours,
+    prepare_data=prepare_data,
+    run_row=run_row,
+    run_ensemble=run_ensemble,
+    supports_limit=True,  # --limit N: the first N questions of each split at paper scale
+    generator_settings=generator_settings,
+    attention=attention,
+    example_batch=example_batch,
+)

@@ -22,7 +22,7 @@ from torch import nn
 
 from repro.errors import ReproError
 from repro.families import as_typed
-from repro.families.base import ModelInfo, RowRun, RunContext
+from repro.families.base import Hooks, ModelInfo, RowRun, RunContext
 from repro.families.psac.config import PSACConfig
 from repro.paths import data_dir
 from repro.specs import Spec
@@ -160,7 +160,7 @@ def parts(model: nn.Module) -> list[tuple[str, int]]:
     ]
 
 
-def describe(config: PSACConfig | dict) -> list[ModelInfo]:
+def describe(config: PSACConfig | dict, spec: Spec | None = None) -> list[ModelInfo]:
     """One model per task at the paper's sizes and the official vocabularies (see PAPER_NUM_ANSWERS)."""
     config = as_config(config)
     tasks = (config.task,) if config.task else TASKS
@@ -193,10 +193,6 @@ def gpu_hours(config: PSACConfig | dict) -> float | None:
     epochs = {"action": 300, "transition": 300, "frameqa": 100, "count": 100}
     tasks = (config.task,) if config.task else TASKS
     return sum(per_epoch[t] * epochs[t] for t in tasks) / 3600
-
-
-def submission_target(spec: Spec) -> str | None:
-    return None  # TGIF-QA's test answers are public: scored locally
 
 
 # --- training and prediction steps ---------------------------------------------------------------
@@ -308,8 +304,8 @@ def run_task(ctxs: list[RunContext], task: str, root: Path, store: Path | None =
 
 def task_inputs(ctxs: list[RunContext], task: str, root: Path, store: Path | None = None):
     """A task's splits, and per seed its recipe and its model built after seeding (its own stand-in word vectors)."""
+    from repro.families import load_recipe
     from repro.families.psac.data import load_task
-    from repro.train import load_recipe
     from repro.train.trainer import seed_everything
 
     ctx = ctxs[0]
@@ -345,8 +341,8 @@ def epoch_seconds(ctx: RunContext, task: str) -> dict[str, Any]:
     `timing.warmup`) on a batch of the recipe's paper batch size, times the steps of one epoch over
     `timing.train_questions[task]` questions (the real train split). Random inputs of the paper's shapes:
     step time does not depend on the values."""
+    from repro.families import load_recipe
     from repro.nn.measure import train_step_time
-    from repro.train import load_recipe
     from repro.train.trainer import build_optimizer
 
     timing = ctx.settings["timing"]
@@ -461,3 +457,16 @@ def statistics(ctx: RunContext) -> RowRun:
 
 
 COMPUTE_TASKS = {"statistics": statistics}  # `compute: {task: ...}` rows -> what runs them
+
+
+HOOKS = Hooks(
+    archs=ARCHS,
+    build_model=build_model,
+    describe=describe,
+    gpu_hours=gpu_hours,
+    prepare_data=prepare_data,
+    run_row=run_row,
+    run_ensemble=run_ensemble,
+    compute_tasks=COMPUTE_TASKS,
+    example_batch=example_batch,
+)

@@ -16,7 +16,7 @@ from torch import nn
 
 from repro.errors import ReproError
 from repro.families import as_typed
-from repro.families.base import ModelInfo, RowRun, RunContext, train_together
+from repro.families.base import Hooks, ModelInfo, RowRun, RunContext, train_together
 from repro.families.sa_m4c.config import CONFIGS, M4CConfig, SAM4CConfig
 from repro.specs import Spec
 
@@ -34,7 +34,6 @@ CONFIG_SIZES = (
     "max_ocr_tokens",
     "decode_steps",
 )
-SUBMISSION_TARGETS = {"textvqa": "textvqa-test", "st-vqa": "stvqa-test"}
 # Paper-scale cost of one training run, an estimate (the paper gives no training time): the recipe's
 # updates x batch x 3 (forward and backward) x the forward FLOPs per sample that `repro model` measures
 # (12.5 G for a 4-layer MMT without fc7, 2.6 G per further layer, 2.5 G for the two fc7 layers), at an
@@ -127,7 +126,7 @@ def example_batch(batch_size: int = 1, sizes: dict | None = None, *, seed: int =
     }
 
 
-def describe(config: M4CConfig | SAM4CConfig | dict) -> list[ModelInfo]:
+def describe(config: M4CConfig | SAM4CConfig | dict, spec: Spec | None = None) -> list[ModelInfo]:
     """Parameters (and FLOPs of one teacher-forced pass) at the paper's sizes, answer vocabulary 5,000."""
 
     config = as_config(config)
@@ -142,10 +141,6 @@ def gpu_hours(config: M4CConfig | SAM4CConfig | dict) -> float | None:
     gflops = GFLOPS_4_LAYERS + GFLOPS_PER_LAYER * (len(layer_stack(config)) - 4)
     gflops += GFLOPS_FC7 if config.det_backbone == "resnet-101" else 0.0
     return TRAIN_UPDATES * TRAIN_BATCH * 3 * gflops * 1e9 / (SUSTAINED_TFLOPS * 1e12) / 3600
-
-
-def submission_target(spec: Spec) -> str | None:
-    return next((SUBMISSION_TARGETS[d] for d in spec.datasets if d in SUBMISSION_TARGETS), None)
 
 
 # --- training and prediction steps ---------------------------------------------------------------
@@ -257,7 +252,7 @@ def _datasets(ctx: RunContext, config, inputs: dict[str, Any]) -> tuple[dict[str
 
 
 def _recipe(ctx: RunContext):
-    from repro.train import load_recipe
+    from repro.families import load_recipe
 
     return load_recipe(ctx.spec.recipe).replace(
         **{**ctx.settings.get("recipe", {}), "seed": ctx.seed, "train_splits": ("train",)}
@@ -455,3 +450,16 @@ def statistics(ctx: RunContext) -> RowRun:
 
 
 COMPUTE_TASKS = {"statistics": statistics}  # `compute: {task: ...}` rows -> what runs them
+
+
+HOOKS = Hooks(
+    archs=ARCHS,
+    build_model=build_model,
+    describe=describe,
+    gpu_hours=gpu_hours,
+    prepare_data=prepare_data,
+    run_row=run_row,
+    run_ensemble=run_ensemble,
+    compute_tasks=COMPUTE_TASKS,
+    example_batch=example_batch,
+)

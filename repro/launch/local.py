@@ -1,0 +1,141 @@
+"""The local launcher: every unit of a plan on this machine, `jobs` at a time (`repro run`)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from contextlib import nullcontext
+from pathlib import Path
+from typing import Any
+
+from repro import families
+from repro.errors import ReproError
+from repro.launch.units import (
+    Outcome,
+    groups,
+    prepare_data,
+    run_units,
+    store_unit,
+    unit_context,
+    units_to_run,
+)
+from repro.results import Result, aggregate, read_seed_results
+from repro.run import Plan, Step, resolved_config
+
+
+def execute(
+    plan: Plan,
+    workdir: Path,
+    *,
+    resume: bool = False,
+    force: bool = False,
+    rebaseline: bool = False,
+    jobs: int | None = None,
+    on_row: Callable[[Result], None] | None = None,
+    on_unit: Callable[[str, int, dict[str, float], float], None] | None = None,
+    monitor: Callable[[dict], Any] | None = None,
+) -> list[Result]:
+    """Run every (row, seed) of a plan, `jobs` at a time. Each unit's record is written as soon as it
+    finishes and its row's record (mean, std over every seed present) rebuilt, so an interrupted table
+    keeps what finished; stored seeds are replaced only with `force`.
+
+    With jobs > 1 each run is a separate process using cpu_count / jobs threads. `monitor`, given
+    {(row, seed): repro.monitor.Unit}, returns the display (`repro.monitor.RunMonitor`) that shows
+    every unit's progress and a line per finished unit; without one, units show their own bars when
+    they run in this process.
+    """
+    spec, scale, settings, root = plan.spec, plan.scale, plan.settings, plan.results_root
+    jobs = max(1, int(jobs or settings.get("jobs", 1)))
+    for step in plan.steps:  # fail before any training
+        if not step.ready:
+            raise ReproError(f"{spec.id} row {step.row.name!r} ({step.kind}: {step.detail}) is not implemented yet")
+    units = units_to_run(plan, workdir, resume, force)
+    grouped = groups(plan, units)
+    jobs = min(jobs, max(len(grouped), 1))  # a lone unit runs here, with every thread
+    prepared = prepare_data(plan)  # once, before runs start in parallel
+    configs = {step.row.name: resolved_config(spec, step.row, scale, settings, plan.variant) for step in plan.steps}
+
+    def context(step: Step, seed: int, progress: bool):
+        data = prepared.get(families.by_arch(step.row.config.arch).paper) if step.row.config is not None else None
+        return unit_context(plan, workdir, step, seed, resume=resume, progress=progress and monitor is None, data=data)
+
+    def finished(step: Step, seed: int, outcome: Outcome) -> None:
+        run, seconds = outcome[0], outcome[3]
+        if os.environ.get("RANK", "0") != "0":  # a torchrun job: every rank trains, rank 0 keeps the record
+            return
+        config = configs[step.row.name]
+        record = store_unit(spec, step.row, scale, seed, outcome, config, plan.variant.to_json(), root, rebaseline)
+        if display is not None:
+            display.finished((step.row.name, seed), run.metrics, seconds, record)
+        if on_unit:
+            on_unit(step.row.name, seed, run.metrics, seconds)
+
+    display = None
+    if monitor is not None:
+        from repro.monitor import Unit
+
+        display = monitor(
+            {
+                (step.row.name, seed): Unit(f"{step.row.name} s{seed}", context(step, seed, False).workdir)
+                for step, seed in units
+            }
+        )
+    with display if display is not None else nullcontext():
+        if jobs == 1:
+            for group in grouped:
+                for (step, seed), outcome in zip(group, run_units([context(s, n, True) for s, n in group])):
+                    finished(step, seed, outcome)
+        else:
+            _run_parallel(grouped, jobs, context, finished)
+
+    out: list[Result] = []
+    for step in plan.steps:
+        stored = read_seed_results(spec, step.row, scale, root)
+        if stored:
+            out.append(aggregate(spec, step.row, scale, stored))
+            if on_row:
+                on_row(out[-1])
+    return out
+
+
+def _init_worker(threads: int) -> None:
+    """A worker process: its share of the threads, and it ends when its parent does (Linux)."""
+    import torch
+
+    torch.set_num_threads(threads)
+    try:
+        import ctypes
+        import signal
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+def _run_parallel(grouped, jobs: int, context, finished) -> None:
+    """Groups of units in `jobs` spawned processes; an error or a signal stops every worker at once."""
+    import multiprocessing
+    import signal
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+
+    def stop(signum, frame):
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    threads = max(1, (os.cpu_count() or 1) // jobs)
+    pool = ProcessPoolExecutor(
+        max_workers=jobs, mp_context=multiprocessing.get_context("spawn"), initializer=_init_worker, initargs=(threads,)
+    )
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        futures = {pool.submit(run_units, [context(s, n, False) for s, n in group]): group for group in grouped}
+        for future in as_completed(futures):
+            for (step, seed), outcome in zip(futures[future], future.result()):
+                finished(step, seed, outcome)
+    except BaseException:
+        for process in list(getattr(pool, "_processes", {}).values()):
+            process.terminate()
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    pool.shutdown()

@@ -1,0 +1,200 @@
+"""The (row, seed) units of a plan, as any launcher runs them: which units need running, how they group
+(alone, or a row's seeds trained together), their folders and contexts, running them in a process, and
+storing each finished unit's record. `launch.local` and `launch.slurm` are the two launchers over these.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from contextlib import nullcontext
+from pathlib import Path
+from typing import Any
+
+from repro import families
+from repro.errors import ReproError
+from repro.families.base import RowRun, RunContext
+from repro.results import (
+    SeedResult,
+    aggregate,
+    config_hash,
+    environment,
+    read_seed_results,
+    write_result,
+    write_seed_result,
+)
+from repro.run import Plan, Step, compute_task
+from repro.specs import Row, Spec
+from repro.utils import now_iso
+from repro.variants import Variant
+
+Unit = tuple[Step, int]  # (the plan's step of a row, one seed)
+Outcome = tuple[RowRun, str, str, float]  # what it produced, started, finished, seconds
+
+
+def unit_dir(workdir: Path, spec: Spec, scale: str, row: Row, seed: int, variant: Variant | None = None) -> Path:
+    """A unit's checkpoints and logs; a variant's are kept apart from the spec's own."""
+    if variant is not None and not variant.empty:
+        workdir = workdir / "variants" / variant.name
+    return workdir / spec.id / scale / row.slug / f"seed{seed}"
+
+
+def prepare_data(plan: Plan) -> dict[str, Any]:
+    """Each family's `prepare_data`, called once for the plan's training rows before any unit runs (data is
+    generated here, before runs start in parallel); family paper -> what it returned."""
+    prepared: dict[str, Any] = {}
+    for step in plan.steps:
+        hooks = families.for_row(step.row) if step.kind == "train" else None
+        paper = families.by_arch(step.row.config.arch).paper if hooks is not None else None
+        if hooks is not None and paper not in prepared:
+            prepared[paper] = hooks.prepare_data(plan.spec, plan.scale, plan.settings)
+    return prepared
+
+
+def unit_context(
+    plan: Plan, workdir: Path, step: Step, seed: int, *, resume: bool, progress: bool, data: Any = None
+) -> RunContext:
+    """What one (row, seed) of a plan needs to run, in whichever process or job runs it."""
+    return RunContext(
+        spec=plan.spec,
+        row=step.row,
+        config=step.row.config,
+        scale=plan.scale,
+        settings=plan.settings,
+        seed=seed,
+        workdir=unit_dir(workdir, plan.spec, plan.scale, step.row, seed, plan.variant),
+        resume=resume,
+        progress=progress,
+        limit=plan.variant.limit,
+        results_root=plan.results_root,
+        data=data,
+    )
+
+
+def with_data(ctx: RunContext) -> RunContext:
+    """The context with its family's prepared data: as given by the launcher, or prepared now (a context built
+    by hand: `repro attention`, a fingerprint)."""
+    hooks = families.for_row(ctx.row)
+    if ctx.data is not None or ctx.row.compute is not None or hooks is None:
+        return ctx
+    return dataclasses.replace(ctx, data=hooks.prepare_data(ctx.spec, ctx.scale, ctx.settings))
+
+
+def units_to_run(plan: Plan, workdir: Path, resume: bool, force: bool) -> list[Unit]:
+    """(step, seed) pairs to run; refuses, before any training, to replace a stored seed or a checkpoint."""
+    spec, scale = plan.spec, plan.scale
+    units, clashes = [], []
+    for step in plan.steps:
+        stored = read_seed_results(spec, step.row, scale, plan.results_root)
+        for seed in step.seeds:
+            if seed in stored and not force:
+                if resume:
+                    continue  # done before: --resume keeps it and runs the rest
+                clashes.append(f"{step.row.name} seed {seed}")
+            units.append((step, seed))
+    if clashes:
+        variant = "" if plan.variant.empty else f" (variant {plan.variant.name})"
+        raise ReproError(
+            f"{spec.id} at scale {scale}{variant} already has results for {', '.join(clashes)}; "
+            f"pass --force to replace them, or --resume to keep them and run only the missing seeds"
+        )
+    if not resume and not force:
+        started = [unit_dir(workdir, spec, scale, step.row, seed, plan.variant) for step, seed in units]
+        started = [d for d in started if (d / "last.pt").exists()]
+        if started:
+            raise ReproError(
+                f"{started[0]} holds a checkpoint of an earlier run; pass --resume to continue it or "
+                f"--force to start again"
+            )
+    return units
+
+
+def groups(plan: Plan, units: list[Unit]) -> list[list[Unit]]:
+    """The units as they run: each alone, or with `ensemble: true` a row's seeds together."""
+    ensemble = plan.settings.get("ensemble", False)
+    if not isinstance(ensemble, bool):
+        raise ReproError(f"{plan.spec.path}: scales.{plan.scale}.ensemble must be true or false, not {ensemble!r}")
+    if not ensemble:
+        return [[unit] for unit in units]
+    if plan.scale == "paper":  # families' run_ensemble may assume generated data
+        raise ReproError(f"{plan.spec.id}: seeds are trained together at the generated scales, not at paper scale")
+    grouped: dict[str, list[Unit]] = {}
+    for step, seed in units:
+        hooks = families.for_row(step.row) if step.kind == "train" else None
+        if step.kind == "train" and (hooks is None or hooks.run_ensemble is None):
+            raise ReproError(
+                f"{plan.spec.id} row {step.row.name!r}: its family trains one seed at a time; run it with --no-ensemble"
+            )
+        key = step.row.name if step.kind == "train" else f"{step.row.name}/{seed}"
+        grouped.setdefault(key, []).append((step, seed))
+    return list(grouped.values())
+
+
+def run_unit(ctx: RunContext) -> Outcome:
+    """Train/compute one (row, seed); returns what it produced, start and end time, seconds. Runs in any process."""
+    started, clock = now_iso(), time.time()
+    if ctx.row.compute is not None:
+        run = compute_task(ctx.row, ctx.spec.paper)(ctx)
+    else:
+        run = families.for_row(ctx.row).run_row(with_data(ctx))
+    return run, started, now_iso(), time.time() - clock
+
+
+def run_units(ctxs: list[RunContext]) -> list[Outcome]:
+    """One unit, or a row's seeds trained together by its family (each seed's time: its share of the whole)."""
+    if len(ctxs) == 1:
+        return [run_unit(ctxs[0])]
+    started, clock = now_iso(), time.time()
+    runs = families.for_row(ctxs[0].row).run_ensemble([with_data(c) for c in ctxs])
+    seconds, finished = time.time() - clock, now_iso()
+    for run in runs:  # the seeds it trained with: its dropout masks depend on them (repro.train.ensemble)
+        run.training = {**(run.training or {}), "ensemble": [c.seed for c in ctxs]}
+    return [(run, started, finished, seconds / len(ctxs)) for run in runs]
+
+
+def store_unit(
+    spec: Spec,
+    row: Row,
+    scale: str,
+    seed: int,
+    outcome: Outcome,
+    config: dict[str, Any],
+    variant: dict[str, Any] | None,
+    root: Path | None,
+    rebaseline: bool = False,
+    lock: Path | None = None,
+) -> Path:
+    """Write one finished unit's record and rebuild its row's record from every seed present. Units that
+    may finish at once in separate processes (jobs of a cluster) pass a `lock` file they share: the
+    rebuild reads every seed, so two at once could each miss the other's."""
+    from filelock import FileLock
+
+    run, started_at, finished_at, seconds = outcome
+    with FileLock(str(lock)) if lock is not None else nullcontext():
+        record = write_seed_result(
+            spec,
+            SeedResult(
+                spec=spec.id,
+                paper=spec.paper,
+                row=row.name,
+                scale=scale,
+                seed=seed,
+                split=run.split,
+                metrics=run.metrics,
+                config=config,
+                config_hash=config_hash(config),
+                environment=environment(),
+                training=run.training,
+                extra=run.extra,
+                info=run.info,
+                predictions=run.predictions,
+                started=started_at,
+                finished=finished_at,
+                wall_time_s=round(seconds, 2),
+                variant=variant,
+            ),
+            root,
+            rebaseline=rebaseline,
+        )
+        write_result(aggregate(spec, row, scale, read_seed_results(spec, row, scale, root)), spec, root)
+    return record
