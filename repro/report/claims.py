@@ -1,21 +1,20 @@
 """The paper's claims about a table ("row beats over on column"), judged in the paper and at a scale.
 
 At a scale with at least two seeds per row the per-seed values of the two rows are compared with
-Welch's t-test (unequal variances), one-sided in the claimed direction, at level ALPHA.
+Welch's t-test (unequal variances), one-sided in the claimed direction, at level ALPHA. This module
+holds only the statistics: a claim is judged from the spec and the records of one scale, with no table
+view involved; how the verdicts are shown is repro.report.layout's (text cells) and export's (JSON).
 """
 
 from __future__ import annotations
 
 import math
 import statistics
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from repro.results import Result
-from repro.specs import Spec
-
-if TYPE_CHECKING:
-    from repro.report.view import RowView
+from repro.specs import Claim, Spec
 
 ALPHA = 0.05  # level of the one-sided test a claim is judged with
 # The interval printed around a claim's margin: two-sided at 1 - 2 * ALPHA, so that its lower end is the
@@ -59,27 +58,31 @@ class Welch:
     ci_high: float
 
 
-def judge_claim(spec: Spec, claim, rows: list[RowView]) -> ClaimView:
-    """Does `claim.row` beat `claim.over` on `claim.column`? In the paper, and at the rows' scale.
+def judge_claim(spec: Spec, claim: Claim, results: Mapping[str, Result | None]) -> ClaimView:
+    """Does `claim.row` beat `claim.over` on `claim.column`? In the paper (the spec's reported values), and
+    at a scale (`results`: row name -> that scale's record, None or absent when the row has none).
 
     "holds" when the one-sided test in the claimed direction gives p < ALPHA, "reversed" when the
     test the other way does, "not decided (p = …)" otherwise; "not judged (1 seed)" when either row
     has a single seed.
     """
-    sign = -1.0 if spec.column(claim.column).better == "lower" else 1.0
-    by_name = {r.name: r for r in rows}
-    a, b = by_name[claim.row].cells[claim.column], by_name[claim.over].cells[claim.column]
-    paper = None if a.reported is None or b.reported is None else sign * (a.reported - b.reported) > 0
+    column = spec.column(claim.column)
+    sign = -1.0 if column.better == "lower" else 1.0
+    rows = {r.name: r for r in spec.rows}
+    result_a, result_b = results.get(claim.row), results.get(claim.over)
+    reported_a, reported_b = (rows[name].reported.get(column.name) for name in (claim.row, claim.over))
+    reproduced_a, reproduced_b = (_value(r, column.name) for r in (result_a, result_b))
+    paper = None if reported_a is None or reported_b is None else sign * (reported_a - reported_b) > 0
     ratios = {}
-    if spec.column(claim.column).metric == "time":
-        ratios["ratio_paper"] = _ratio(a.reported, b.reported)
-        ratios["ratio"] = _ratio(a.reproduced, b.reproduced)
-    if a.reproduced is None or b.reproduced is None:
+    if column.metric == "time":
+        ratios["ratio_paper"] = _ratio(reported_a, reported_b)
+        ratios["ratio"] = _ratio(reproduced_a, reproduced_b)
+    if reproduced_a is None or reproduced_b is None:
         return ClaimView(claim.text, paper, "no results", **ratios)
-    sample_a = seed_sample(by_name[claim.row].result, claim.column)
-    sample_b = seed_sample(by_name[claim.over].result, claim.column)
-    margin = sign * (a.reproduced - b.reproduced)
-    spread = (a.std or 0.0) + (b.std or 0.0)
+    sample_a = seed_sample(result_a, claim.column)
+    sample_b = seed_sample(result_b, claim.column)
+    margin = sign * (reproduced_a - reproduced_b)
+    spread = (result_a.std.get(column.name) or 0.0) + (result_b.std.get(column.name) or 0.0)
     n = (sample_a.n, sample_b.n)
     if min(n) < 2:
         return ClaimView(claim.text, paper, "not judged (1 seed)", margin, spread, n=n, **ratios)
@@ -93,6 +96,10 @@ def judge_claim(spec: Spec, claim, rows: list[RowView]) -> ClaimView:
     return ClaimView(
         claim.text, paper, verdict, test.margin, spread, test.p_value, test.ci_low, test.ci_high, n, **ratios
     )
+
+
+def _value(result: Result | None, column: str) -> float | None:
+    return None if result is None else result.metrics.get(column)
 
 
 def _ratio(a: float | None, b: float | None) -> float | None:
@@ -148,65 +155,3 @@ def fmt_p(p: float | None) -> str:
     if p < 0.001:
         return "<0.001"
     return f"{p:.3f}" if p < 0.1 else f"{p:.2f}"
-
-
-def claims_caption() -> str:
-    return (
-        f"One-sided Welch t-test per claim over the seeds of the two rows, at α = {ALPHA:g}; "
-        f"margin = mean difference in the claimed direction, with its {CONFIDENCE:.0%} confidence "
-        f"interval (Welch–Satterthwaite df; its lower end is the one-sided {1 - ALPHA:.0%} bound, above 0 exactly "
-        "when the claim holds); p = one-sided, in the claimed direction (near 1 when reversed); "
-        "n = seeds of the row and of the row it is compared with; ratio = row / compared row (time claims)."
-    )
-
-
-CLAIM_KEYS = ("claim", "in the paper", "verdict", "margin", "CI", "p", "n", "ratio")
-
-
-def claim_keys(claims: list[ClaimView]) -> tuple[str, ...]:
-    """The claims table's columns: the ratio only when some claim is about time."""
-    if any(c.ratio is not None or c.ratio_paper is not None for c in claims):
-        return CLAIM_KEYS
-    return CLAIM_KEYS[:-1]
-
-
-def claim_header(scale: str, key: str) -> str:
-    return {"verdict": f"at scale {scale}", "CI": f"{CONFIDENCE:.0%} CI"}.get(key, key)
-
-
-def claim_cells(c: ClaimView) -> dict[str, str]:
-    """The claims table's cells as text, shared by every renderer."""
-    return {
-        "claim": c.text,
-        "in the paper": {True: "yes", False: "no", None: "–"}[c.paper],
-        "verdict": c.verdict,
-        "margin": "–" if c.margin is None else f"{c.margin:+.2f}",
-        "CI": "–" if c.ci_low is None else f"[{c.ci_low:+.2f}, {c.ci_high:+.2f}]",
-        "p": fmt_p(c.p_value),
-        "n": "–" if c.n is None else f"{c.n[0]}, {c.n[1]}",
-        "ratio": fmt_ratio(c),
-    }
-
-
-def fmt_ratio(c: ClaimView) -> str:
-    """`row / over` at the scale (in the paper) for time claims; – for the others."""
-    if c.ratio is None and c.ratio_paper is None:
-        return "–"
-    ours = "–" if c.ratio is None else f"{c.ratio:.2f}"
-    return ours + ("" if c.ratio_paper is None else f" (paper {c.ratio_paper:.2f})")
-
-
-def claim_to_json(c: ClaimView) -> dict:
-    return {
-        "text": c.text,
-        "paper": c.paper,
-        "verdict": c.verdict,
-        "margin": c.margin,
-        "spread": c.spread,
-        "p_value": c.p_value,
-        "ci_low": c.ci_low,
-        "ci_high": c.ci_high,
-        "n": None if c.n is None else list(c.n),
-        "ratio": c.ratio,
-        "ratio_paper": c.ratio_paper,
-    }

@@ -8,7 +8,8 @@ import re
 
 import pandas as pd
 
-from repro.report.claims import ALPHA, CONFIDENCE, claim_cells, claim_header, claim_keys, claim_to_json, claims_caption
+from repro.report.claims import ALPHA, CONFIDENCE, ClaimView
+from repro.report.layout import claim_cells, claim_header, claim_keys, claims_caption
 from repro.report.view import TableView, caption, footnotes
 
 # --- one frame for every export ------------------------------------------------------------------
@@ -271,6 +272,22 @@ def view_to_json(view: TableView) -> dict:
         "claims": [claim_to_json(c) for c in view.claims],
         "alpha": ALPHA,
         "confidence": CONFIDENCE,
+    }
+
+
+def claim_to_json(c: ClaimView) -> dict:
+    return {
+        "text": c.text,
+        "paper": c.paper,
+        "verdict": c.verdict,
+        "margin": c.margin,
+        "spread": c.spread,
+        "p_value": c.p_value,
+        "ci_low": c.ci_low,
+        "ci_high": c.ci_high,
+        "n": None if c.n is None else list(c.n),
+        "ratio": c.ratio,
+        "ratio_paper": c.ratio_paper,
     }
 
 

@@ -16,7 +16,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from repro.report.claims import ClaimView, claim_cells, claim_header, claim_keys, claims_caption
+from repro.report.claims import ALPHA, CONFIDENCE, ClaimView, fmt_p
 from repro.report.view import (
     TableView,
     caption,
@@ -107,6 +107,55 @@ def _delta_style(delta: float | None, better: str) -> str:
         return "dim"
     good = delta >= 0 if better == "higher" else delta <= 0 if better == "lower" else True
     return "green" if good else "red"
+
+
+# --- the claims as text, shared by every renderer ------------------------------------------------
+
+
+def claims_caption() -> str:
+    return (
+        f"One-sided Welch t-test per claim over the seeds of the two rows, at α = {ALPHA:g}; "
+        f"margin = mean difference in the claimed direction, with its {CONFIDENCE:.0%} confidence "
+        f"interval (Welch–Satterthwaite df; its lower end is the one-sided {1 - ALPHA:.0%} bound, above 0 exactly "
+        "when the claim holds); p = one-sided, in the claimed direction (near 1 when reversed); "
+        "n = seeds of the row and of the row it is compared with; ratio = row / compared row (time claims)."
+    )
+
+
+CLAIM_KEYS = ("claim", "in the paper", "verdict", "margin", "CI", "p", "n", "ratio")
+
+
+def claim_keys(claims: list[ClaimView]) -> tuple[str, ...]:
+    """The claims table's columns: the ratio only when some claim is about time."""
+    if any(c.ratio is not None or c.ratio_paper is not None for c in claims):
+        return CLAIM_KEYS
+    return CLAIM_KEYS[:-1]
+
+
+def claim_header(scale: str, key: str) -> str:
+    return {"verdict": f"at scale {scale}", "CI": f"{CONFIDENCE:.0%} CI"}.get(key, key)
+
+
+def claim_cells(c: ClaimView) -> dict[str, str]:
+    """The claims table's cells as text, shared by every renderer."""
+    return {
+        "claim": c.text,
+        "in the paper": {True: "yes", False: "no", None: "–"}[c.paper],
+        "verdict": c.verdict,
+        "margin": "–" if c.margin is None else f"{c.margin:+.2f}",
+        "CI": "–" if c.ci_low is None else f"[{c.ci_low:+.2f}, {c.ci_high:+.2f}]",
+        "p": fmt_p(c.p_value),
+        "n": "–" if c.n is None else f"{c.n[0]}, {c.n[1]}",
+        "ratio": fmt_ratio(c),
+    }
+
+
+def fmt_ratio(c: ClaimView) -> str:
+    """`row / over` at the scale (in the paper) for time claims; – for the others."""
+    if c.ratio is None and c.ratio_paper is None:
+        return "–"
+    ours = "–" if c.ratio is None else f"{c.ratio:.2f}"
+    return ours + ("" if c.ratio_paper is None else f" (paper {c.ratio_paper:.2f})")
 
 
 # --- splitting into blocks ------------------------------------------------------------------------

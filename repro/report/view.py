@@ -113,7 +113,7 @@ def build_view(
                 deviation=row.deviation.get(col.name),
             )
         view.rows.append(RowView(name=row.name, cited=row.cited, runnable=row.runnable, cells=cells, result=result))
-    view.claims = [judge_claim(spec, claim, view.rows) for claim in spec.claims]
+    view.claims = [judge_claim(spec, claim, {r.name: r.result for r in view.rows}) for claim in spec.claims]
     view.variant = next((r.result.variant for r in view.rows if r.result is not None and r.result.variant), None)
     return view
 
