@@ -33,7 +33,7 @@ from repro import __version__
 from repro.errors import ReproError
 from repro.paths import REPO_DIR, command_words, in_checkout, portable_value, results_dir
 from repro.specs import Row, Spec, row_slug
-from repro.utils import now_iso, write_json_atomic  # noqa: F401 (re-exported until every caller imports utils)
+from repro.utils import write_json_atomic
 
 
 @dataclass

@@ -465,6 +465,12 @@ def _load_all(root: Path) -> tuple[tuple[Spec, ...], tuple[tuple[Path, str], ...
     return tuple(specs), tuple(broken)
 
 
+def clear_cache() -> None:
+    """Forget the specs read so far: the next `load_all`/`resolve` reads the files again (after a spec file
+    or the experiments folder changed within one process, as in tests)."""
+    _load_all.cache_clear()
+
+
 def load_all(root: Path | None = None) -> tuple[Spec, ...]:
     """Every valid spec under `experiments/`, sorted by paper order then id (broken ones: `broken_specs`)."""
     specs, _ = _load_all(_root(root))

@@ -1,4 +1,5 @@
-"""Small utilities used across the toolkit: atomic writes, sha256, timestamps, YAML with line numbers.
+"""Small utilities used across the toolkit: atomic writes, sha256, timestamps, YAML with line numbers, and
+a pause of the cyclic garbage collector while millions of small objects are built.
 
 Atomic writes: a temporary file in the same folder, flushed and fsynced, then renamed over the
 target, so a file is either complete or absent; an error or interrupt leaves the old file.
@@ -7,6 +8,7 @@ target, so a file is either complete or absent; an error or interrupt leaves the
 from __future__ import annotations
 
 import difflib
+import gc
 import hashlib
 import json
 import os
@@ -73,6 +75,19 @@ def _process_alive(pid: int) -> bool:
     except PermissionError:
         return True  # another user's process
     return True
+
+
+@contextmanager
+def paused_gc() -> Iterator[None]:
+    """Millions of small answer objects make the cyclic collector run again and again; none of
+    them form cycles, so it is paused while they are built and scored."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def write_json_atomic(path: Path, data: Any) -> None:

@@ -47,16 +47,16 @@ def sandbox(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("REPRO_EXPERIMENTS", str(tmp_path / "experiments"))
     monkeypatch.setenv("REPRO_RESULTS", str(tmp_path / "results"))
     monkeypatch.setenv("REPRO_DATA_DIR", str(tmp_path / "data"))
-    specs._load_all.cache_clear()
+    specs.clear_cache()
     yield tmp_path
-    specs._load_all.cache_clear()
+    specs.clear_cache()
 
 
 def write_spec(root: Path, text: str, paper: str = "mcan-pa", ident: str = "t1-demo") -> Path:
     path = root / "experiments" / paper / f"{ident}.yaml"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(textwrap.dedent(text))
-    specs._load_all.cache_clear()
+    specs.clear_cache()
     return path
 
 
@@ -72,7 +72,7 @@ def copy_spec(root: Path, paper: str, ident: str, edit=None) -> Path:
     path = root / "experiments" / paper / f"{ident}.yaml"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(yaml.safe_dump(spec, sort_keys=False, allow_unicode=True), encoding="utf-8")
-    specs._load_all.cache_clear()
+    specs.clear_cache()
     return path
 
 

@@ -9,7 +9,7 @@ import os
 
 import pytest
 
-from repro import results
+from repro import results, utils
 from repro.cli import app
 from repro.report import build_view, render_csv, render_json, render_latex, render_markdown
 from repro.specs import resolve
@@ -66,14 +66,14 @@ def test_scale_suffix_and_reference_kept(demo_spec):
 
 def test_atomic_write_leaves_old_file_when_interrupted(tmp_path, monkeypatch):
     target = tmp_path / "r.json"
-    results.write_json_atomic(target, {"ok": 1})
+    utils.write_json_atomic(target, {"ok": 1})
 
     def boom(*_args, **_kwargs):
         raise KeyboardInterrupt
 
     monkeypatch.setattr(os, "replace", boom)
     with pytest.raises(KeyboardInterrupt):
-        results.write_json_atomic(target, {"ok": 2})
+        utils.write_json_atomic(target, {"ok": 2})
     assert json.loads(target.read_text()) == {"ok": 1}
     assert [p.name for p in tmp_path.iterdir()] == ["r.json"], "temp file left behind"
 

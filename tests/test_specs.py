@@ -177,3 +177,11 @@ def test_ids_before_the_one_scheme_keep_resolving():
         ("psac-table2-sota", "psac-table2-sota"),
     ):
         assert specs.resolve(old, REPO_DIR / "experiments").id == new
+
+
+def test_clear_cache_makes_the_next_resolve_read_the_files_again(demo_spec):
+    assert specs.resolve("t1-demo").title == "A demo table"
+    demo_spec.write_text(demo_spec.read_text().replace("title: A demo table", "title: Another title"))
+    assert specs.resolve("t1-demo").title == "A demo table"  # read once per process
+    specs.clear_cache()
+    assert specs.resolve("t1-demo").title == "Another title"

@@ -47,7 +47,7 @@ from repro.data.catalog import DatasetEntry, FileEntry, folder_inside
 from repro.data.extract import Placed, unpack
 from repro.data.progress import Bar
 from repro.errors import ReproError
-from repro.results import now_iso, write_json_atomic
+from repro.utils import now_iso, write_json_atomic
 
 RECORD_NAME = ".repro-verified.json"
 LOCK_DIR = ".repro-locks"

@@ -18,10 +18,8 @@ What each metric accepts (anything else is a ReproError naming the file and the 
 
 from __future__ import annotations
 
-import gc
 import math
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +28,7 @@ from repro.metrics import get, io
 from repro.metrics.base import MetricResult, shown
 from repro.metrics.grounding import check_box
 from repro.metrics.mse import check_numbers
+from repro.utils import paused_gc
 
 DEFAULT_VARIANT = {"vqa": "2021", "anls": "rrc", "wups": "cocoqa", "mse": "psac"}
 
@@ -72,19 +71,6 @@ def _ids(values: Any) -> bool:
     return isinstance(values, list) and all(
         isinstance(v, str) or (isinstance(v, int) and not isinstance(v, bool)) for v in values
     )
-
-
-@contextmanager
-def paused_gc() -> Iterator[None]:
-    """Millions of small answer objects make the cyclic collector run again and again; none of
-    them form cycles, so it is paused while they are built and scored."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def evaluate_files(

@@ -23,9 +23,8 @@ from typing import Any
 import yaml
 
 from repro.errors import ReproError
-from repro.metrics.files import paused_gc
 from repro.paths import data_dir
-from repro.utils import write_bytes_atomic
+from repro.utils import paused_gc, write_bytes_atomic
 
 TARGETS_FILE = Path(__file__).resolve().parent / "targets.yaml"
 MB = 1024 * 1024
