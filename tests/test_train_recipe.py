@@ -1,4 +1,4 @@
-"""Recipes and schedules: the paper's MCAN+PA schedule, validation with file:line errors."""
+"""Recipes and schedules: the paper's MCAN+PA schedule, validation with file:line errors, one table per kind of name."""
 
 import pytest
 
@@ -77,3 +77,63 @@ def test_cosine_is_albefs_schedule():
     assert learning_rate(r.schedule, 0, 2000) == pytest.approx(1e-4)
     assert learning_rate(r.schedule, 15, 0) == pytest.approx((1e-4 + 1e-6) / 2)  # half the cosine
     assert epoch_rates(load_recipe("ace-rpe/retrieval-coco").schedule, 5)[0] == pytest.approx(1e-5)
+
+
+# --- one table per kind of name: adding a schedule, a loss or an optimiser is one entry -------------
+
+
+def test_a_new_schedule_is_one_entry_of_the_schedule_table(tmp_path, monkeypatch):
+    from repro.train import schedule
+
+    def halving_lr(epoch: int, base_lr: float, every: int = 2) -> float:
+        return base_lr * 0.5 ** (epoch // every)
+
+    monkeypatch.setitem(schedule.SCHEDULES, "halving", schedule.Schedule(halving_lr))
+    r = load_recipe(_write(tmp_path, GOOD.replace("{name: constant, base_lr: 0.001}", "{name: halving, base_lr: 1.0}")))
+    assert schedule.epoch_rates(r.schedule, 5) == [1.0, 1.0, 0.5, 0.5, 0.25]
+    bad = GOOD.replace("{name: constant, base_lr: 0.001}", "{name: halving, base_lr: 1.0, evry: 3}")
+    with pytest.raises(ReproError, match=r"r\.yaml:2: .*evry"):  # its keys are its rate's parameters
+        load_recipe(_write(tmp_path, bad))
+
+
+def test_a_new_loss_is_one_entry_of_the_loss_table(tmp_path, monkeypatch):
+    import torch
+
+    from repro.train import losses
+    from repro.train.trainer import recipe_loss_step
+
+    monkeypatch.setitem(losses.LOSSES, "l1-sum", losses.Loss(lambda x, y: (x - y).abs().sum(), summed=True))
+    r = load_recipe(_write(tmp_path, GOOD.replace("loss: bce-sum", "loss: l1-sum")))
+    step = recipe_loss_step(r.loss)
+    batch = {"x": torch.tensor([1.0, -2.0]), "target": torch.tensor([0.0, 0.0])}
+    assert step(lambda b: b["x"], batch).item() == 3.0 and losses.is_summed("l1-sum")
+
+
+def test_a_new_optimiser_is_one_entry_of_the_optimiser_table(tmp_path, monkeypatch):
+    import torch
+
+    from repro.train import optimizers
+    from repro.train.trainer import build_optimizer
+
+    monkeypatch.setitem(optimizers.OPTIMIZERS, "rmsprop", optimizers.Optimizer("RMSprop", frozenset({"alpha"})))
+    r = load_recipe(_write(tmp_path, GOOD.replace("{name: adam, betas: [0.9, 0.98]}", "{name: rmsprop, alpha: 0.9}")))
+    optimizer = build_optimizer(r, [torch.nn.Parameter(torch.zeros(2))])
+    assert isinstance(optimizer, torch.optim.RMSprop) and optimizer.defaults["alpha"] == 0.9
+    assert optimizer.defaults["lr"] == 0.001  # from the schedule
+
+
+def test_the_shared_losses_are_the_old_formulas():
+    import torch
+    import torch.nn.functional as F
+
+    from repro.train.losses import compute_loss
+
+    logits, soft = torch.tensor([[0.3, -1.2], [2.0, 0.1]]), torch.tensor([[1.0, 0.3], [0.0, 0.6]])
+    assert torch.equal(
+        compute_loss("bce-sum", logits, soft), F.binary_cross_entropy_with_logits(logits, soft, reduction="sum")
+    )
+    assert torch.equal(compute_loss("bce-mean", logits, soft), F.binary_cross_entropy_with_logits(logits, soft))
+    labels = torch.tensor([1, 0])
+    assert torch.equal(compute_loss("cross-entropy", logits, labels), F.cross_entropy(logits, labels))
+    with pytest.raises(ReproError, match="family's loss step"):
+        compute_loss("per-task", logits, labels)

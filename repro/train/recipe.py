@@ -8,29 +8,41 @@ seed and the splits trained on. Example: `mcan-pa/vqa2`.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from repro.errors import ReproError
+from repro.train import optimizers, schedule
+from repro.train.losses import LOSSES
 from repro.utils import Located, read_yaml, unknown_keys
 
-OPTIMIZERS = {
-    "adam": {"betas", "eps", "weight_decay"},
-    "adamw": {"betas", "eps", "weight_decay"},
-    "adamax": {"betas", "eps", "weight_decay"},
-    "sgd": {"momentum", "weight_decay"},
-}
-SCHEDULES = {
-    "mcan": {"base_lr", "warmup_epochs", "decay_epochs", "decay_rate"},
-    "linear-warmup-step": {"base_lr", "start_lr", "warmup_epochs", "decay_epochs", "decay_rate"},
-    "m4c": {"base_lr", "warmup_iterations", "warmup_factor", "decay_iterations", "decay_rate"},
-    "cosine": {"base_lr", "min_lr", "cycle_epochs", "warmup_lr", "warmup_steps"},
-    "constant": {"base_lr"},
-}
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")
-# The last two are computed by their family's loss step (repro.families.base), not by repro.train.losses.
-LOSSES = ("bce-sum", "bce-mean", "cross-entropy", "decoding-bce", "per-task", "objectives")
+
+
+class KeysOf(Mapping):
+    """name -> the keys a recipe may give an entry of a table (`schedule.SCHEDULES`, `optimizers.OPTIMIZERS`),
+    read at each use, so an entry added to the table counts at once."""
+
+    def __init__(self, table: Mapping[str, Any]):
+        self._table = table
+
+    def __getitem__(self, name: str) -> frozenset[str]:
+        return self._table[name].keys
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._table)
+
+    def __len__(self) -> int:
+        return len(self._table)
+
+
+# what a recipe's `optimizer:` and `schedule:` may give, by name (repro.variants checks overrides with them);
+# the tables themselves, with what each entry does, are optimizers.OPTIMIZERS and schedule.SCHEDULES
+OPTIMIZERS: Mapping[str, frozenset[str]] = KeysOf(optimizers.OPTIMIZERS)
+SCHEDULES: Mapping[str, frozenset[str]] = KeysOf(schedule.SCHEDULES)
+
 _KEYS = {
     "description",
     "optimizer",
@@ -142,7 +154,7 @@ def parse_recipe(path: Path, name: str) -> Recipe:
     return recipe
 
 
-def _section(loc: Located, data: dict, key: str, kinds: dict[str, set[str]]) -> None:
+def _section(loc: Located, data: dict, key: str, kinds: Mapping[str, frozenset[str]]) -> None:
     section = data[key]
     if not isinstance(section, dict) or "name" not in section:
         raise loc.error((key,), f"{key} must be a mapping with a 'name' ({', '.join(kinds)})")

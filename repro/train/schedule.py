@@ -11,11 +11,16 @@ rises linearly from warmup_factor to 1 over warmup_iterations, then ×decay_rate
 is min_lr + (base_lr - min_lr)(1 + cos(pi e / cycle_epochs)) / 2; during the first `warmup_steps`
 iterations of epoch 0 it rises linearly from warmup_lr to base_lr.
 `constant`: base_lr throughout.
+`SCHEDULES` is the one table of them: a recipe's `schedule: {name: ...}` is checked against it (its keys
+are the rate function's parameters), and adding a schedule is one function and one entry.
 """
 
 from __future__ import annotations
 
+import inspect
 import math
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from repro.errors import ReproError
@@ -75,21 +80,51 @@ def cosine_lr(
     return min_lr + (base_lr - min_lr) * (1 + math.cos(math.pi * epoch / cycle_epochs)) / 2
 
 
+def constant_lr(base_lr: float) -> float:
+    return float(base_lr)
+
+
+# What a schedule's rate is a function of (its leading arguments), from the 0-indexed epoch, the step within
+# it and the steps per epoch: the epoch, the epoch and the step, the iteration counted from the start, nothing.
+POSITIONS: dict[str, Callable[[int, int, int], tuple[int, ...]]] = {
+    "epoch": lambda epoch, step, steps_per_epoch: (epoch,),
+    "epoch-step": lambda epoch, step, steps_per_epoch: (epoch, step),
+    "iteration": lambda epoch, step, steps_per_epoch: (epoch * steps_per_epoch + step,),
+    "none": lambda epoch, step, steps_per_epoch: (),
+}
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """One learning-rate schedule: `rate(<position>, **params)`, `params` being the recipe's `schedule:` keys."""
+
+    rate: Callable[..., float]
+    at: str = "epoch"  # one of POSITIONS
+
+    @property
+    def keys(self) -> frozenset[str]:
+        """The keys a recipe may give: the rate's parameters after its position."""
+        return frozenset(list(inspect.signature(self.rate).parameters)[len(POSITIONS[self.at](0, 0, 1)) :])
+
+
+# The schedules a recipe may name: adding one is one entry here (recipes are checked against it).
+SCHEDULES: dict[str, Schedule] = {
+    "mcan": Schedule(mcan_lr),
+    "linear-warmup-step": Schedule(linear_warmup_step_lr),
+    "m4c": Schedule(m4c_lr, at="iteration"),
+    "cosine": Schedule(cosine_lr, at="epoch-step"),
+    "constant": Schedule(constant_lr, at="none"),
+}
+
+
 def learning_rate(schedule: dict[str, Any], epoch: int, step_in_epoch: int = 0, steps_per_epoch: int = 1) -> float:
     """The learning rate a recipe's `schedule` gives at (0-indexed epoch, step within it)."""
     name = schedule.get("name")
     params = {k: v for k, v in schedule.items() if k != "name"}
-    if name == "mcan":
-        return mcan_lr(epoch, **params)
-    if name == "linear-warmup-step":
-        return linear_warmup_step_lr(epoch, **params)
-    if name == "m4c":
-        return m4c_lr(epoch * steps_per_epoch + step_in_epoch, **params)
-    if name == "cosine":
-        return cosine_lr(epoch, step_in_epoch, **params)
-    if name == "constant":
-        return float(params["base_lr"])
-    raise ReproError(f"unknown schedule {name!r}; one of mcan, linear-warmup-step, m4c, cosine, constant")
+    if name not in SCHEDULES:
+        raise ReproError(f"unknown schedule {name!r}; one of {', '.join(SCHEDULES)}")
+    entry = SCHEDULES[name]
+    return entry.rate(*POSITIONS[entry.at](epoch, step_in_epoch, steps_per_epoch), **params)
 
 
 def epoch_rates(schedule: dict[str, Any], epochs: int) -> list[float]:

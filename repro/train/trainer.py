@@ -35,6 +35,7 @@ from repro.errors import ReproError
 from repro.train import checkpoint as ckpt
 from repro.train import distributed as dist_utils
 from repro.train.losses import compute_loss, is_summed
+from repro.train.optimizers import OPTIMIZERS
 from repro.train.recipe import Recipe
 from repro.train.schedule import learning_rate
 from repro.utils import write_json_atomic
@@ -97,8 +98,7 @@ def build_optimizer(recipe: Recipe, params) -> torch.optim.Optimizer:
     lr = learning_rate(recipe.schedule, 0)
     if "betas" in opt:
         opt["betas"] = tuple(opt["betas"])
-    kinds = {"adam": torch.optim.Adam, "adamw": torch.optim.AdamW, "adamax": torch.optim.Adamax, "sgd": torch.optim.SGD}
-    return kinds[name](params, lr=lr, **opt)
+    return getattr(torch.optim, OPTIMIZERS[name].torch_class)(params, lr=lr, **opt)
 
 
 def resolve_precision(precision: str, device: torch.device) -> str:
