@@ -27,10 +27,13 @@ The map, ALBEF -> here:
 
 Keys of ours that ALBEF has not (the position embeddings, the MIM head and mask token, `idx_queue`
 from a pre-training checkpoint) keep their initial values and are reported as `new`.
+
+`transfer` moves a row's own pre-trained weights into its fine-tuning model, at the other resolution.
 """
 
 from __future__ import annotations
 
+import math
 import pickle
 import re
 from dataclasses import dataclass, field
@@ -200,3 +203,27 @@ def read_checkpoint(path) -> dict[str, torch.Tensor]:
     if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
         raise ReproError(f"{path}: no state dict of tensors (ALBEF keeps it under 'model')")
     return state
+
+
+def transfer(weights: dict[str, torch.Tensor], model: nn.Module) -> None:
+    """Load pre-trained weights into a fine-tuning model, resizing what depends on the resolution
+    (pre-training at 256 px, fine-tuning at 384 px): the ViT position embeddings and APE's patch table
+    bicubically, as ALBEF's interpolate_pos_embed, and RPE's (2g-1) x (2g-1) offset table likewise."""
+    target = model.state_dict()
+    kept = {}
+    for key, value in weights.items():
+        if key not in target:
+            continue
+        want = target[key].shape
+        if value.shape != want:
+            if key.endswith("image_relative.weight"):  # ((2g-1)^2, D) offsets on a square
+                old, new = math.isqrt(value.shape[0]), math.isqrt(want[0])
+                grid = value.T.reshape(1, -1, old, old)
+                value = F.interpolate(grid, size=(new, new), mode="bicubic", align_corners=False)
+                value = value.reshape(-1, new * new).T
+            elif value.dim() == 3:  # ViT: (1, 1 + g^2, D)
+                value = interpolate_position(value, want[1])
+            else:  # APE: (1 + g^2, D)
+                value = interpolate_position(value[None], want[0])[0]
+        kept[key] = value
+    model.load_state_dict(kept, strict=False)

@@ -21,27 +21,20 @@ import torch
 import torch.nn.functional as F
 from torch.utils.data import DataLoader
 
+from repro.families.ace_rpe.build import TASK_RECIPES, build_model, loss_step
+from repro.families.ace_rpe.columns import TASK_OF_DATASET
 from repro.families.base import RunContext
 from repro.utils import write_json_atomic
 
-RECIPES = {
-    "vqa": "ace-rpe/vqa",
-    "snli-ve": "ace-rpe/snli-ve",
-    "nlvr2": "ace-rpe/nlvr2",
-    "nlvr2-assign": "ace-rpe/nlvr2-assign",
-    "grounding": "ace-rpe/grounding",
-}
 K_TEST = 128  # ALBEF configs/VQA.yaml k_test
 GRADCAM_LAYER = 2  # ALBEF --block_num 8: BERT layer 8, the third fusion layer
 SPLIT_FILES = {"snli-ve": {"dev": "ve_dev", "test": "ve_test"}, "nlvr2": {"dev": "nlvr_dev", "test-p": "nlvr_test"}}
 
 
 def _fit(ctx: RunContext, model, dataset, recipe_name: str, name: str, loss, collate):
-    from repro.families import load_recipe
     from repro.train import fit
 
-    overrides = ctx.settings.get("task_recipe", {})
-    recipe = load_recipe(recipe_name).replace(**{**overrides, "seed": ctx.seed})
+    recipe = ctx.recipe(name=recipe_name, overrides=ctx.settings.get("task_recipe", {}))
     state = fit(
         model,
         dataset,
@@ -60,7 +53,6 @@ def _loader(dataset, collate, batch_size: int = 32):
 
 
 def _model(ctx: RunContext, task: str, sizes, weights):
-    from repro.families.ace_rpe.family import build_model
     from repro.families.ace_rpe.heads import load_pretrained
     from repro.train.trainer import seed_everything
 
@@ -97,16 +89,14 @@ def classify(ctx: RunContext, task: str, root: Path, pretrain_root: Path, weight
             {"weight": weights["vision_proj.weight"], "bias": weights["vision_proj.bias"]}
         )
         pairs = PairDataset(read_annotations(pretrain_root / "pretrain.json", "pretrain"), pretrain_root, size)
-        step = type(assign).assign_loss
-        training["nlvr2_assign"] = _fit(
-            ctx, assign, pairs, RECIPES["nlvr2-assign"], "nlvr2_assign", step, Collate(collate.tok, collate.max_tokens)
-        )
+        step, plain = type(assign).assign_loss, Collate(collate.tok, collate.max_tokens)
+        training["nlvr2_assign"] = _fit(ctx, assign, pairs, TASK_RECIPES["nlvr2-assign"], "nlvr2_assign", step, plain)
         model.load_state_dict({k: v for k, v in assign.state_dict().items() if k in model.state_dict()}, strict=False)
         model.copy_params()
         del assign
     prefix = "ve" if task == "snli-ve" else "nlvr"
     train = reader(root / f"{prefix}_train.json", root, size)
-    training[task] = _fit(ctx, model, train, RECIPES[task], task, type(model).classify_loss, collate)
+    training[task] = _fit(ctx, model, train, TASK_RECIPES[task], task, type(model).classify_loss, collate)
     scores = {
         split: _accuracy(model, reader(root / f"{name}.json", root, size), collate)
         for split, name in SPLIT_FILES[task].items()
@@ -119,11 +109,10 @@ def vqa(ctx: RunContext, root: Path, weights, sizes, collate, size: int, tok):
     server's file; at the generated scales score it as the server does."""
     from repro.families.ace_rpe.tasks_data import EOS, VQATest, VQATrain, read_answer_list, tokenize_answers
     from repro.metrics import vqa as vqa_metric
-    from repro.paths import results_dir
 
     model = _model(ctx, "vqa", sizes, weights)
     train = VQATrain(root / "vqa_train.json", root, size)
-    training = {"vqa": _fit(ctx, model, train, RECIPES["vqa"], "vqa", type(model).vqa_loss, collate)}
+    training = {"vqa": _fit(ctx, model, train, TASK_RECIPES["vqa"], "vqa", type(model).vqa_loss, collate)}
     answers = read_answer_list(root / "answer_list.json")
     answer_ids, answer_mask = tokenize_answers(tok, [a + EOS for a in answers])
     k = int(ctx.settings.get("k_test", {}).get("vqa2", K_TEST))
@@ -132,9 +121,7 @@ def vqa(ctx: RunContext, root: Path, weights, sizes, collate, size: int, tok):
     for batch in _loader(VQATest(root / "vqa_test.json", root, size), collate):
         picked = model.rank_answers(batch, answer_ids, answer_mask, k=k)
         predicted.update({q: answers[i] for q, i in zip(batch["question_id"], picked.tolist())})
-    scale = "" if ctx.scale == "paper" else f".{ctx.scale}"
-    out = (ctx.results_root or results_dir()) / ctx.spec.paper / ctx.spec.id / "predictions"
-    out = out / f"{ctx.row.slug}{scale}.seed{ctx.seed}.test2015.json"
+    out = ctx.predictions_file("test2015")
     write_json_atomic(out, [{"question_id": q, "answer": a} for q, a in predicted.items()])
     questions = root / "vqa2" / "v2_OpenEnded_mscoco_test2015_questions.json"
     targets = ("vqa2-test-dev", "vqa2-test-std")  # the server takes all of test2015 for either phase
@@ -208,7 +195,6 @@ def grounding(ctx: RunContext, root: Path, weights, sizes, collate, size: int):
     """Weakly supervised grounding: ITC + ITM fine-tuning on expressions, then Grad-CAM box selection;
     the `grounding` metric on each refer split (val, testA, testB)."""
     from repro.families.ace_rpe.data import PairDataset, load_image, pre_caption
-    from repro.families.ace_rpe.family import build_model, loss_step
     from repro.families.ace_rpe.tasks_data import Refer, grounding_entries, read_dets
     from repro.train.trainer import seed_everything
 
@@ -221,7 +207,7 @@ def grounding(ctx: RunContext, root: Path, weights, sizes, collate, size: int):
     ]
     pairs = PairDataset(train, root, size)
     training = {
-        "grounding": _fit(ctx, model, pairs, RECIPES["grounding"], "grounding", loss_step("retrieval"), collate)
+        "grounding": _fit(ctx, model, pairs, TASK_RECIPES["grounding"], "grounding", loss_step("retrieval"), collate)
     }
     refer, dets = Refer(root / "refcoco+"), read_dets(root / "refcoco+" / "dets.json")
     layer = min(int(ctx.settings.get("gradcam_layer", GRADCAM_LAYER)), len(model.fusion.layer) - 1)
@@ -244,7 +230,6 @@ def run_tasks(
     """Every downstream column of the spec, from the row's pre-trained `weights`: {"metrics",
     "training", "extra", "predictions"}; `root` holds the tasks' files, `pretrain_root` the pre-training pairs."""
     from repro.families.ace_rpe.data import Collate
-    from repro.families.ace_rpe.family import TASK_OF_DATASET
     from repro.families.ace_rpe.tasks_data import TaskCollate
 
     columns = ctx.spec.columns

@@ -23,7 +23,7 @@ SETTINGS = {
 
 
 def run(out: Path, row: str = "None") -> dict:
-    from repro.families.ace_rpe import family
+    from repro import families
     from repro.families.base import RunContext
     from repro.specs import resolve
 
@@ -39,7 +39,7 @@ def run(out: Path, row: str = "None") -> dict:
         workdir=out / "work",
         progress=False,
     )
-    result = family.run_row(ctx)
+    result = families.for_row(spec_row).run_row(ctx)
     record = {"metrics": result.metrics, "training": result.training, "split": result.split}
     (out / f"rank{os.environ.get('RANK', '0')}.json").write_text(json.dumps(record))
     return record

@@ -5,8 +5,8 @@ from __future__ import annotations
 import torch
 
 from repro import specs
+from repro.families.ace_rpe.build import build_model, describe
 from repro.families.ace_rpe.config import ALBEFConfig
-from repro.families.ace_rpe.family import build_model, describe
 from repro.families.ace_rpe.heads import load_pretrained
 from tests.families.ace_rpe.tiny import TINY_SIZES, tiny_batch
 

@@ -11,8 +11,8 @@ import torch
 import torch.nn.functional as F
 
 from repro.errors import ReproError
+from repro.families.ace_rpe.build import build_model
 from repro.families.ace_rpe.config import ALBEFConfig
-from repro.families.ace_rpe.family import build_model
 from repro.families.ace_rpe.keymap import load_albef, new_key_allowed
 from tests.families.ace_rpe.tiny import TINY_SIZES
 

@@ -7,8 +7,8 @@ import pytest
 import torch
 
 from repro.families.ace_rpe import position as P
+from repro.families.ace_rpe.build import build_model, describe
 from repro.families.ace_rpe.config import ALBEFConfig
-from repro.families.ace_rpe.family import build_model, describe
 from tests.families.ace_rpe.tiny import TINY_SIZES, tiny_batch
 
 ALBEF_RETRIEVAL = 209_560_835  # salesforce/ALBEF models/model_retrieval.py at 384 x 384, trainable

@@ -17,8 +17,9 @@ import torch
 from repro import specs
 from repro.cli import app
 from repro.errors import ReproError
+from repro.families.ace_rpe.build import build_model, stages
 from repro.families.ace_rpe.data import augment
-from repro.families.ace_rpe.family import build_model, transfer
+from repro.families.ace_rpe.keymap import transfer
 from repro.paths import REPO_DIR
 from tests.families.ace_rpe.tiny import TINY_SIZES
 
@@ -149,7 +150,7 @@ def test_paper_scale_trains_both_recipes_as_two_ranks_of_a_torchrun_job(table1, 
 def test_a_row_starts_from_albefs_released_checkpoint_in_place_of_pre_training(table1, tmp_path):
     """`init: albef`: no pre-training corpus needed, ALBEF_4M.pth (ALBEF's key names) loaded by the key map,
     then fine-tuning and evaluation as usual; without the file, one line naming it and its command."""
-    from repro.families.ace_rpe import family
+    from repro import families
     from repro.families.ace_rpe.keymap import new_key_allowed
     from repro.families.base import RunContext
     from tests.families.ace_rpe.paper_worker import SETTINGS
@@ -163,17 +164,18 @@ def test_a_row_starts_from_albefs_released_checkpoint_in_place_of_pre_training(t
     row = spec.row("ACE-RPE")
     config = row.config.model_copy(update={"init": "albef"})
     ctx = RunContext(spec=spec, row=row, config=config, scale="paper", settings=SETTINGS, seed=0, workdir=tmp_path)
+    hooks = families.for_row(row)
     with pytest.raises(ReproError, match=r"albef-checkpoints/ALBEF_4M.pth is missing: get it with `repro download"):
-        family.run_row(ctx)
+        hooks.run_row(ctx)
     vocab = len((data / "bert-base-uncased" / "vocab.txt").read_text().split())
     (data / "albef-checkpoints").mkdir()
     torch.save({"model": albef_state("pretrain", 2, vocab)}, data / "albef-checkpoints" / "ALBEF_4M.pth")
-    run = family.run_row(ctx)
+    run = hooks.run_row(ctx)
     pretrain = run.training["pretrain"]
     assert pretrain["checkpoint"].endswith("ALBEF_4M.pth") and pretrain["steps"] == 0
     assert any(".position." in key for key in pretrain["new"]) and all(new_key_allowed(k) for k in pretrain["new"])
     assert len(run.metrics) == 12 and run.training["flickr30k"]["steps"] > 0
-    plan = family.stages(config, spec)
+    plan = stages(config, spec)
     assert plan[0][0] == "load" and "ALBEF_4M.pth" in plan[0][1]
 
 

@@ -34,9 +34,10 @@ def test_generator_writes_albef_json_files_the_readers_accept(tmp_path):
 
 def test_a_generated_scale_without_task_generator_prepares_the_retrieval_data_only(sandbox):
     """Table 8's synthetic scale fills its retrieval columns; its NLVR2 columns need `task_generator`."""
-    from repro.families.ace_rpe.family import prepare_data
+    from repro import families
 
     spec = specs.resolve("ace-rpe-table8-mode", REPO_DIR / "experiments")
+    prepare_data = families.for_row(spec.rows[0]).prepare_data
     assert "tasks" not in prepare_data(spec, "synthetic", {"generator": SMALL})
     data = prepare_data(spec, "synthetic", {"generator": SMALL, "task_generator": {"train_items": 2, "test_items": 2}})
     assert (data["tasks"] / "vocab").exists()

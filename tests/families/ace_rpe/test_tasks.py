@@ -12,9 +12,10 @@ import torch
 from repro import specs
 from repro.cli import app
 from repro.errors import ReproError
+from repro.families.ace_rpe.build import build_model
+from repro.families.ace_rpe.columns import spec_tasks
 from repro.families.ace_rpe.config import ALBEFConfig
 from repro.families.ace_rpe.data import tokenizer
-from repro.families.ace_rpe.family import build_model, spec_tasks
 from repro.families.ace_rpe.synthetic_tasks import TaskGeneratorConfig, generate_tasks
 from repro.families.ace_rpe.tasks import gradcam, score_heatmaps
 from repro.families.ace_rpe.tasks_data import NLVRData, Refer, TaskCollate, VEData, VQATest, VQATrain, read_dets

@@ -1,0 +1,225 @@
+"""ace-rpe's models: ALBEF with the row's cross-modal position embedding, for retrieval, pre-training and
+the downstream tasks, at ALBEF's sizes unless overridden; what `repro model` and the paper-scale plan
+say about them (parameters by part, stages with estimated GPU-hours, cluster resources, data notes);
+and the training step they share.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import nn
+
+from repro.errors import ReproError
+from repro.families import as_typed
+from repro.families.ace_rpe.columns import downstream_names, has_tasks, recall_datasets, spec_tasks
+from repro.families.ace_rpe.config import CONFIGS, ALBEFConfig
+from repro.families.ace_rpe.sources import RELEASED
+from repro.families.base import ModelInfo, Resources, default_resources
+from repro.paths import data_dir
+from repro.specs import Spec
+
+ARCHS = ("albef",)
+K_TEST = {"flickr30k": 128, "coco-retrieval": 256}  # ALBEF's configs/Retrieval_{flickr,coco}.yaml
+PRETRAIN_RECIPE = "ace-rpe/pretrain"
+FINETUNE_RECIPES = {"flickr30k": "ace-rpe/retrieval-flickr30k", "coco-retrieval": "ace-rpe/retrieval-coco"}
+TASK_RECIPES = {  # the downstream heads (`tasks.py`)
+    "vqa": "ace-rpe/vqa",
+    "snli-ve": "ace-rpe/snli-ve",
+    "nlvr2": "ace-rpe/nlvr2",
+    "nlvr2-assign": "ace-rpe/nlvr2-assign",
+    "grounding": "ace-rpe/grounding",
+}
+
+
+# --- model --------------------------------------------------------------------------------------
+
+
+def as_config(config: ALBEFConfig | dict) -> ALBEFConfig:
+    return as_typed(config, CONFIGS)
+
+
+def paper_sizes(config: ALBEFConfig | None = None) -> dict[str, Any]:
+    """ALBEF's sizes, with the config's own backbone fields."""
+    from repro.families.ace_rpe.model import PAPER_SIZES
+
+    sizes = dict(PAPER_SIZES)
+    if config is not None:
+        sizes.update(
+            hidden_size=config.hidden_size,
+            heads=config.heads,
+            patch_size=config.patch_size,
+            image_layers=config.image_layers,
+            text_layers=config.text_layers,
+            fusion_layers=config.fusion_layers,
+            queue_size=config.queue_size,
+        )
+    return sizes
+
+
+def build_model(config: ALBEFConfig | dict, sizes: dict | None = None, task: str | None = None) -> nn.Module:
+    """The ALBEF model of a row for `task` (retrieval unless the config or caller says otherwise);
+    grounding uses the retrieval model (ITC + ITM), the downstream tasks `heads.TaskALBEF`."""
+    from repro.families.ace_rpe.heads import TASKS
+
+    config = as_config(config)
+    task = task or config.task or "retrieval"
+    task = "retrieval" if task == "grounding" else task
+    if task not in ("retrieval", "pretrain", *TASKS):
+        raise ReproError(f"ace-rpe: no {task} model (retrieval, pretrain, grounding, {', '.join(TASKS)})")
+    full = paper_sizes(config)
+    for key, value in (sizes or {}).items():
+        if key not in full:
+            raise ReproError(f"unknown ace-rpe model size {key!r}; known: {', '.join(sorted(full))}")
+        full[key] = value
+    if full["hidden_size"] % full["heads"] or full["hidden_size"] % config.groups:
+        raise ReproError(
+            f"ace-rpe size hidden_size={full['hidden_size']} must divide by heads={full['heads']} and G={config.groups}"
+        )
+    if full["image_size"] % full["patch_size"]:
+        raise ReproError(f"image_size {full['image_size']} is not a multiple of patch_size {full['patch_size']}")
+    if task in TASKS:
+        from repro.families.ace_rpe.heads import TaskALBEF
+
+        return TaskALBEF(config, full, task)
+    from repro.families.ace_rpe.model import ALBEF
+
+    model = ALBEF(config, full, task)
+    model.copy_params()
+    return model
+
+
+def parts(model: nn.Module) -> list[tuple[str, int]]:
+    """Trainable parameters by part; the cross-modal position embedding apart (what a row adds)."""
+
+    def trainable(module):
+        return 0 if module is None else sum(p.numel() for p in module.parameters() if p.requires_grad)
+
+    position = trainable(model.fusion.position)
+    out = [
+        ("visual_encoder", trainable(model.visual_encoder)),
+        ("text_encoder", trainable(model.text_encoder)),
+        ("fusion", trainable(model.fusion) - position),
+        ("position_embedding", position),
+    ]
+    heads = ("vision_proj", "text_proj", "itm_head", "text_decoder", "cls_head", "ta_head")
+    out += [(name, trainable(getattr(model, name))) for name in heads if hasattr(model, name)]
+    return out + ([("temp", 1)] if hasattr(model, "temp") else [])
+
+
+def describe(config: ALBEFConfig | dict, spec: Spec | None = None) -> list[ModelInfo]:
+    """The model of each task of the spec's columns (retrieval without a spec) at ALBEF's sizes
+    (384 x 384), counted on the meta device (no weights allocated)."""
+    config = as_config(config)
+    out = []
+    for task in spec_tasks(spec):
+        with torch.device("meta"):
+            model = build_model(config, task=task)
+        out.append(
+            ModelInfo(
+                name=f"albef-{config.position_embedding}" + ("" if task == "retrieval" else f"-{task}"),
+                task=task,
+                trainable_params=sum(p.numel() for p in model.parameters() if p.requires_grad),
+                total_params=sum(p.numel() for p in model.parameters()),
+                flops_per_sample=None,
+                modules=parts(model),
+            )
+        )
+    return out
+
+
+def stages(config: ALBEFConfig | dict, spec: Spec) -> list[tuple[str, str, float | None]]:
+    """Pre-training, then one retrieval fine-tuning per data set of the spec's recall columns, with
+    their estimated A100 GPU-hours (`cost.py`: the paper gives no times)."""
+    from repro.families import load_recipe
+    from repro.families.ace_rpe import cost
+
+    config = as_config(config)
+    sizes = paper_sizes(config)
+    pre = load_recipe(PRETRAIN_RECIPE)
+    flops = pre.epochs * cost.PAIRS[config.pretrain] * cost.pretrain_flops_per_pair(sizes, config.mim_loss)
+    out = [
+        (
+            "pre-train",
+            f"{PRETRAIN_RECIPE}: {pre.epochs} epochs of {cost.PAIRS[config.pretrain] / 1e6:.1f}M pairs "
+            f"({config.pretrain}), batch {pre.batch_size}, 256 px",
+            cost.gpu_hours(flops),
+        )
+        if config.init == "pretrain"
+        else ("load", f"ALBEF's {RELEASED[config.pretrain]} (`repro download albef-checkpoints`)", 0.0)
+    ]
+    for dataset in recall_datasets(spec):
+        recipe = load_recipe(FINETUNE_RECIPES[dataset])
+        flops = recipe.epochs * cost.PAIRS[dataset] * cost.finetune_flops_per_pair(sizes)
+        what = f"{recipe.name}: {recipe.epochs} epochs, batch {recipe.batch_size}, 384 px; test k = {K_TEST[dataset]}"
+        out.append((f"fine-tune {dataset}", what, cost.gpu_hours(flops)))
+    for task in spec_tasks(spec):  # the downstream heads: no estimate (cost.py models ITC + ITM passes only)
+        if task == "retrieval":
+            continue
+        for name in (["nlvr2-assign"] if task == "nlvr2" else []) + [task]:
+            recipe = load_recipe(TASK_RECIPES[name])
+            what = f"{recipe.name}: {recipe.epochs} epochs, batch {recipe.batch_size}"
+            out.append((f"fine-tune {name}", what, None))
+    return out
+
+
+def gpu_hours(config: ALBEFConfig | dict) -> float | None:
+    """Pre-training and both retrieval fine-tunings (see `stages`)."""
+    from repro.families.ace_rpe import cost
+
+    config = as_config(config)
+    sizes = paper_sizes(config)
+    flops = 30 * cost.PAIRS[config.pretrain] * cost.pretrain_flops_per_pair(sizes, config.mim_loss)
+    flops += (10 * cost.PAIRS["flickr30k"] + 5 * cost.PAIRS["coco-retrieval"]) * cost.finetune_flops_per_pair(sizes)
+    return cost.gpu_hours(flops)
+
+
+def resources(config: ALBEFConfig | dict, scale: str) -> Resources:
+    """Paper scale: one node of 8 A100s, as the paper pre-trains (Sec. 4.1: batch 512 on 8 NVIDIA A100),
+    for the unit's GPU-hours spread over them with a quarter to spare."""
+    if scale != "paper":
+        return default_resources(scale, None)
+    hours = gpu_hours(config)
+    return Resources(gpus=8, cpus=64, mem_gb=512, hours=24.0 if hours is None else max(1.0, round(1.25 * hours / 8)))
+
+
+def data_notes(spec: Spec) -> list[str]:
+    """Where the paper scale reads what no catalog entry downloads: the images; what it does not run."""
+    root = data_dir()
+    if has_tasks(spec):
+        skipped = ", ".join(downstream_names(spec))
+        note = "refused" if not recall_datasets(spec) else "left empty (pre-training and retrieval run)"
+        notes = [f"paper scale: the {skipped} columns are {note}: their heads run at the smoke and synthetic scales"]
+    else:
+        notes = []
+    return notes + [
+        f"images (not downloadable here; put them in place yourself): Flickr30K under {root / 'flickr30k'} "
+        f"(flickr30k-images/), COCO 2014 under {root / 'coco-images'} (train2014/, val2014/), as ALBEF's "
+        f"retrieval json files (`repro download albef-data`: {root / 'albef-data' / 'data'}) name them; "
+        f"Visual Genome, CC3M and SBU for pre-training where you keep them: rewrite the paths in ALBEF's "
+        f"pre-training json files to them (as ALBEF's README says), or make them relative to "
+        f"{root / 'albef-data' / 'images'}",
+        "weights: pre-training starts from DeiT-B/16 and bert-base-uncased as ALBEF's (`repro download deit-b16 "
+        "bert-base-uncased`, which also holds the vocabulary); `repro download albef-checkpoints` (ALBEF_4M.pth, "
+        "ALBEF.pth) to start a row from ALBEF's pre-training instead (model.init=albef); both recipes run "
+        "under torchrun: `torchrun --nproc_per_node=8 -m repro run ID --rows ROW` (rank 0 writes the results)",
+    ]
+
+
+# --- training and prediction steps ---------------------------------------------------------------
+
+
+def loss_step(task: str):
+    """The loss of one batch: the model's forward (ALBEF's retrieval objectives or the sum of the
+    pre-training objectives, by the task the model was built for), so DistributedDataParallel sees it."""
+
+    def step(model: nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        return model(batch)
+
+    return step
+
+
+def predict_step(model: nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+    """ITC similarity of the batch's images to its texts (images x texts)."""
+    return model.similarity(batch["image"], batch["input_ids"], batch["attention_mask"])
