@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from repro.families.psac import family
+from repro.families.psac import build
 from repro.families.psac.model import count_prediction, sinusoid
 
 SMOKE = {
@@ -37,15 +37,15 @@ FULL = {
 
 
 def test_trainable_parameters_within_one_percent_of_the_official_code_per_task():
-    infos = {m.task: m for m in family.describe(FULL)}
-    assert sorted(infos) == sorted(family.TASKS)
+    infos = {m.task: m for m in build.describe(FULL)}
+    assert sorted(infos) == sorted(build.TASKS)
     for task, info in infos.items():
         modules = dict(info.modules)
         without_tables = info.trainable_params - modules["char_table"]
-        official = family.official_parameters(task)
+        official = build.official_parameters(task)
         assert abs(without_tables - official) / official < 0.01, (task, without_tables, official)
         assert info.total_params > info.trainable_params  # the frozen GloVe table
-    assert family.official_parameters("action") == 26_154_037  # lixiangpengcs/PSAC: 19,514,416 + 6,113,282 + 526,339
+    assert build.official_parameters("action") == 26_154_037  # lixiangpengcs/PSAC: 19,514,416 + 6,113,282 + 526,339
     assert infos["frameqa"].trainable_params - infos["action"].trainable_params == 1024 * 1745 + 1745
 
 
@@ -61,11 +61,11 @@ def test_trainable_parameters_within_one_percent_of_the_official_code_per_task()
         {"arch": "psac", "co_attention": ["q2v"]},
     ],
 )
-@pytest.mark.parametrize("task", family.TASKS)
+@pytest.mark.parametrize("task", build.TASKS)
 def test_every_task_and_ablation_runs_forward_and_backward(model, task):
     torch.manual_seed(0)
-    net = family.build_model(model, SMOKE, task=task, num_words=30, num_chars=12, num_answers=9)
-    batch = family.example_batch(3, SMOKE, task=task, num_words=30, num_chars=12)
+    net = build.build_model(model, SMOKE, task=task, num_words=30, num_chars=12, num_answers=9)
+    batch = build.example_batch(3, SMOKE, task=task, num_words=30, num_chars=12)
     out = net(batch)
     expected = {"action": (3, 5), "transition": (3, 5), "frameqa": (3, 9), "count": (3,)}[task]
     assert out.shape == expected
@@ -75,26 +75,26 @@ def test_every_task_and_ablation_runs_forward_and_backward(model, task):
         "frameqa": torch.tensor([0, 8, 3]),
         "count": torch.tensor([1.0, 4.0, 10.0]),
     }[task]
-    loss = family.loss_step(task)(net, batch)
+    loss = build.loss_step(task)(net, batch)
     loss.backward()
     assert torch.isfinite(loss)
     assert net.question_encoder.word_emb.weight.grad is None  # GloVe stays frozen
 
 
 def test_vpsa_depth_and_word_only_question_change_the_modules():
-    base = dict(family.parts(family.build_model(FULL, SMOKE, num_words=30, num_chars=12)))
-    deep = dict(family.parts(family.build_model({**FULL, "vpsa_layers": 2}, SMOKE, num_words=30, num_chars=12)))
+    base = dict(build.parts(build.build_model(FULL, SMOKE, num_words=30, num_chars=12)))
+    deep = dict(build.parts(build.build_model({**FULL, "vpsa_layers": 2}, SMOKE, num_words=30, num_chars=12)))
     assert deep["video_encoder"] == 2 * base["video_encoder"]
-    words = dict(family.parts(family.build_model({**FULL, "char_embedding": False}, SMOKE, num_words=30, num_chars=12)))
+    words = dict(build.parts(build.build_model({**FULL, "char_embedding": False}, SMOKE, num_words=30, num_chars=12)))
     assert words["char_table"] == 0 and words["question_encoder"] < base["question_encoder"]
-    none = dict(family.parts(family.build_model({"arch": "psac", "video_encoder": "none"}, SMOKE)))
+    none = dict(build.parts(build.build_model({"arch": "psac", "video_encoder": "none"}, SMOKE)))
     assert none["video_encoder"] == 0
 
 
 def test_count_is_clipped_to_one_to_ten_then_rounded_and_scored_as_mse():
     assert count_prediction(torch.tensor([-3.0, 0.4, 2.6, 11.2])).tolist() == [1.0, 1.0, 3.0, 10.0]
-    assert family.score("count", torch.tensor([[2.4], [7.0]]), torch.tensor([3, 5])) == pytest.approx((1 + 4) / 2)
-    assert family.score("action", torch.tensor([[0.0, 1.0], [2.0, 1.0]]), torch.tensor([1, 1])) == 50.0
+    assert build.score("count", torch.tensor([[2.4], [7.0]]), torch.tensor([3, 5])) == pytest.approx((1 + 4) / 2)
+    assert build.score("action", torch.tensor([[0.0, 1.0], [2.0, 1.0]]), torch.tensor([1, 1])) == 50.0
 
 
 def test_hinge_loss_is_zero_once_the_right_candidate_leads_by_the_margin():
@@ -102,7 +102,7 @@ def test_hinge_loss_is_zero_once_the_right_candidate_leads_by_the_margin():
         def forward(self, batch):
             return batch["scores"]
 
-    step = family.loss_step("action")
+    step = build.loss_step("action")
     good = {"scores": torch.tensor([[3.0, 1.0, 0.5, 0.0, 1.9]]), "target": torch.tensor([0])}
     bad = {"scores": torch.tensor([[0.0, 1.0, 0.0, 0.0, 0.0]]), "target": torch.tensor([0])}
     assert step(Fixed(), good) == 0 and step(Fixed(), bad) > 0
@@ -123,4 +123,4 @@ def test_repro_model_reports_four_task_models(runner):
     out = runner.invoke(app, ["model", "psac-table2-sota", "--row", "PSAC(R)", "--format", "json"])
     assert out.exit_code == 0, out.output
     models = json.loads(out.output)["models"]
-    assert [m["task"] for m in models] == list(family.TASKS)
+    assert [m["task"] for m in models] == list(build.TASKS)

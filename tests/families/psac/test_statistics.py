@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from repro.families.base import RunContext
-from repro.families.psac import family
+from repro.families.psac.statistics import statistics
 from repro.specs import resolve
 
 REAL = Path("/work/shared/data/tgif-qa")
@@ -20,7 +20,7 @@ def test_statistics_rows_fill_present_cells_and_name_the_missing(monkeypatch, tm
     runs = {}
     for row in spec.rows:
         ctx = RunContext(spec=spec, row=row, config=None, scale="paper", settings={}, seed=0, workdir=tmp_path)
-        runs[row.name] = family.statistics(ctx)
+        runs[row.name] = statistics(ctx)
     test = runs["Test"]
     assert test.metrics == {c: float(v) for c, v in spec.row("Test").reported.items()}
     train = runs["Train"]

@@ -1,0 +1,220 @@
+"""psac's models: PSAC for one TGIF-QA task at the paper's sizes unless overridden, with what `repro model`
+says about them (parameters by part against the official code's, paper-scale GPU-hours); the loss and
+prediction steps of each task and its score.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from repro.errors import ReproError
+from repro.families import as_typed
+from repro.families.base import ModelInfo
+from repro.families.psac.config import PSACConfig
+from repro.specs import Spec
+
+ARCHS = ("psac",)
+TASKS = ("action", "transition", "frameqa", "count")
+# Official vocabularies: FrameQA answers of the released code (data/cache/FrameQA_label2ans.pkl holds 1,746
+# answers, built from Total_frameqa_question.csv); word tables are frozen GloVe and characters a small table.
+PAPER_NUM_ANSWERS = {"frameqa": 1746}
+PAPER_NUM_WORDS = 8000  # frozen, so it does not change the trainable count
+PAPER_NUM_CHARS = 40  # a-z, 0-9 and specials; the table is left out of the comparison with the official count
+# lixiangpengcs/PSAC: the official model's trainable parameters without the word/char tables, by part.
+OFFICIAL_VIDEO_ENCODER = 19_514_416
+OFFICIAL_QUESTION_PATH = 6_113_282  # question encoder, co-attention and pooling convolution
+
+
+def official_parameters(task: str) -> int:
+    """The released code's trainable parameters for one task, word and character tables excluded."""
+    out = PAPER_NUM_ANSWERS.get(task, 1)
+    classifier = (512 * 1024 + 1024) + (1024 * out + out) + 2  # weight-normed (dim=None) 512 -> 1024 -> out
+    return OFFICIAL_VIDEO_ENCODER + OFFICIAL_QUESTION_PATH + classifier
+
+
+# --- model --------------------------------------------------------------------------------------
+
+
+def as_config(config: PSACConfig | dict) -> PSACConfig:
+    return as_typed(config, (PSACConfig,))
+
+
+def paper_sizes(config: PSACConfig | None = None) -> dict[str, Any]:
+    """The model's sizes at the paper's settings, with the config's own size fields."""
+    from repro.families.psac.model import PAPER_SIZES
+
+    sizes = dict(PAPER_SIZES)
+    if config is not None:
+        sizes.update(
+            frames=config.num_frames,
+            heads=config.heads,
+            word_dim=config.word_dim,
+            char_dim=config.char_dim,
+            max_chars=config.max_word_chars,
+            max_words=config.max_question_words,
+            ds_kernel=config.conv_kernel,
+            hidden=config.hidden_size,
+            dropout=config.dropout,
+            bilstm_hidden=config.bilstm_hidden,
+            video_dim=4096 if config.video_features == "c3d" else 2048,
+        )
+    return sizes
+
+
+def build_model(
+    config: PSACConfig | dict,
+    sizes: dict | None = None,
+    *,
+    task: str | None = None,
+    num_words: int = PAPER_NUM_WORDS,
+    num_chars: int = PAPER_NUM_CHARS,
+    num_answers: int | None = None,
+    word_vectors: torch.Tensor | None = None,
+) -> nn.Module:
+    """The PSAC model of one task (`task` or the config's); `sizes` overrides the paper's sizes."""
+    config = as_config(config)
+    task = task or config.task or "action"
+    if task not in TASKS:
+        raise ReproError(f"unknown TGIF-QA task {task!r}; one of {', '.join(TASKS)}")
+    full = paper_sizes(config)
+    for key, value in (sizes or {}).items():
+        if key not in full:
+            raise ReproError(f"unknown psac model size {key!r}; known: {', '.join(sorted(full))}")
+        full[key] = value
+    for dim in ("video_dim", "hidden"):
+        if full[dim] % full["heads"]:
+            raise ReproError(f"psac size {dim}={full[dim]} is not divisible by heads={full['heads']}")
+    if config.char_embedding and full["max_chars"] < full["char_kernel"]:
+        raise ReproError(f"max_chars {full['max_chars']} is shorter than the character kernel {full['char_kernel']}")
+    from repro.families.psac.model import PSAC
+
+    if num_answers is None:
+        num_answers = PAPER_NUM_ANSWERS.get(task, 1)
+    return PSAC(
+        task,
+        full,
+        video_encoder=config.video_encoder,
+        vpsa_layers=config.vpsa_layers,
+        char_embedding=config.char_embedding,
+        co_attention=config.co_attention,
+        num_words=num_words,
+        num_chars=num_chars,
+        num_answers=num_answers,
+        word_vectors=word_vectors,
+    )
+
+
+def example_batch(
+    batch_size: int = 1,
+    sizes: dict[str, Any] | None = None,
+    *,
+    seed: int = 0,
+    task: str = "action",
+    num_words: int = PAPER_NUM_WORDS,
+    num_chars: int = PAPER_NUM_CHARS,
+    device: torch.device | str = "cpu",
+) -> dict[str, torch.Tensor]:
+    """A batch in the data interface's format: full-length questions and words."""
+    s = paper_sizes()
+    s.update(sizes or {})
+    g = torch.Generator().manual_seed(seed)
+    c = 5 if task in ("action", "transition") else 1
+    batch = {
+        "video": torch.randn(batch_size, s["frames"], s["video_dim"], generator=g),
+        "words": torch.randint(2, num_words, (batch_size, c, s["max_words"]), generator=g),
+        "chars": torch.randint(2, num_chars, (batch_size, c, s["max_words"], s["max_chars"]), generator=g),
+        "question_id": torch.arange(batch_size),
+    }
+    return {k: v.to(device) for k, v in batch.items()}
+
+
+def _trainable(module: nn.Module | None) -> int:
+    return 0 if module is None else sum(p.numel() for p in module.parameters() if p.requires_grad)
+
+
+def parts(model: nn.Module) -> list[tuple[str, int]]:
+    """Trainable parameters by part; the character table apart (the official count leaves tables out)."""
+    q = model.question_encoder
+    char_table = _trainable(getattr(q, "char_emb", None))
+    return [
+        ("video_encoder", _trainable(model.video_encoder)),
+        ("char_table", char_table),
+        ("question_encoder", _trainable(q) - char_table),
+        ("video_proj", _trainable(model.video_proj)),
+        ("co_attention", _trainable(model.co_attention)),
+        ("head", _trainable(model.head)),
+    ]
+
+
+def describe(config: PSACConfig | dict, spec: Spec | None = None) -> list[ModelInfo]:
+    """One model per task at the paper's sizes and the official vocabularies (see PAPER_NUM_ANSWERS)."""
+    config = as_config(config)
+    tasks = (config.task,) if config.task else TASKS
+    out = []
+    for task in tasks:
+        torch.manual_seed(0)
+        model = build_model(config, task=task)
+        total = sum(p.numel() for p in model.parameters())  # with the frozen word table
+        out.append(
+            ModelInfo(
+                name=f"psac-{task}",
+                task=task,
+                trainable_params=_trainable(model),
+                total_params=total,
+                flops_per_sample=None,
+                modules=parts(model),
+            )
+        )
+    return out
+
+
+def gpu_hours(config: PSACConfig | dict) -> float | None:
+    """Table 4's seconds per epoch (PSAC or Bi-LSTM) times the official epochs (300 MC, 100 others), all tasks."""
+    config = as_config(config)
+    per_epoch = (
+        {"action": 337, "transition": 870, "frameqa": 143, "count": 83}
+        if config.video_encoder == "bilstm"
+        else {"action": 269, "transition": 698, "frameqa": 122, "count": 74}
+    )
+    epochs = {"action": 300, "transition": 300, "frameqa": 100, "count": 100}
+    tasks = (config.task,) if config.task else TASKS
+    return sum(per_epoch[t] * epochs[t] for t in tasks) / 3600
+
+
+# --- training and prediction steps ---------------------------------------------------------------
+
+
+def loss_step(task: str):
+    """The loss of one batch for a task: hinge (Action, Trans.), cross-entropy (FrameQA), MSE (Count)."""
+    if task not in TASKS:
+        raise ReproError(f"unknown TGIF-QA task {task!r}")
+
+    def step(model: nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        out = model(batch).float()
+        target = batch["target"]
+        if task in ("action", "transition"):
+            return F.multi_margin_loss(out, target, margin=1.0)  # max(0, 1 - s_p + s_n), Sec. 3.5
+        if task == "frameqa":
+            return F.cross_entropy(out, target, ignore_index=-100)  # Eq. 16
+        return F.mse_loss(out, target.float())  # Eq. 17
+
+    return step
+
+
+def predict_step(model: nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+    """Candidate scores (B, 5), answer logits (B, A), or the raw count as (B, 1)."""
+    out = model(batch)
+    return out.unsqueeze(-1) if out.dim() == 1 else out
+
+
+def score(task: str, outputs: torch.Tensor, targets: torch.Tensor) -> float:
+    """Accuracy in % (Action, Trans., FrameQA) or the MSE of the clipped, rounded count."""
+    from repro.families.psac.model import count_prediction
+
+    if task == "count":
+        return float(((count_prediction(outputs.view(-1)) - targets.float()) ** 2).mean())
+    return float((outputs.argmax(dim=-1) == targets).float().mean() * 100)

@@ -1,0 +1,137 @@
+"""One TGIF-QA task's model of a psac row: its inputs (the task's splits, and per seed its recipe and model),
+its training for a row's seeds (one alone, several together) and its score on Test; and Table 4's
+seconds per epoch, timed at the paper's sizes.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from repro.families.base import RunContext
+from repro.families.psac.build import (
+    PAPER_NUM_ANSWERS,
+    build_model,
+    example_batch,
+    loss_step,
+    paper_sizes,
+    predict_step,
+    score,
+)
+
+
+def run_task(ctxs: list[RunContext], task: str, root: Path, store: Path | None = None) -> list[dict[str, Any]]:
+    """Train one task's model on Train for each seed of `ctxs` (several: together, `repro.train.ensemble`) and score
+    each on Test; per seed: score, training state, seconds per epoch."""
+    from repro.train import fit, predict
+    from repro.train.ensemble import fit_ensemble
+
+    ctx = ctxs[0]
+    data, recipes, models = task_inputs(ctxs, task, root, store)
+    workdirs = [c.workdir / task for c in ctxs]
+    how = {"loss_step": loss_step(task), "resume": ctx.resume, "progress": ctx.progress}
+    if len(ctxs) == 1:
+        states = [fit(models[0], data["Train"], recipes[0], workdirs[0], **how)]
+    else:
+        states = fit_ensemble(models, data["Train"], recipes, workdirs, **how)
+    out = []
+    for model, state, recipe in zip(models, states, recipes):
+        _, outputs = predict(
+            model,
+            data["Test"],
+            recipe.eval_batch_size or recipe.batch_size,
+            predict_step=predict_step,
+            progress=ctx.progress,
+        )
+        out.append(
+            {
+                "score": score(task, outputs, data["Test"].targets),
+                "steps": state.step,
+                "final_loss": state.final_loss,
+                "train_seconds_per_epoch": state.wall_time_s / max(1, recipe.epochs),
+                "train_questions": len(data["Train"]),
+                "test_questions": len(data["Test"]),
+            }
+        )
+    return out
+
+
+def task_inputs(ctxs: list[RunContext], task: str, root: Path, store: Path | None = None):
+    """A task's splits, and per seed its recipe and its model built after seeding (its own stand-in word vectors)."""
+    from repro.families.psac.data import load_task
+    from repro.train.trainer import seed_everything
+
+    ctx = ctxs[0]
+    sizes = ctx.settings.get("sizes") or {}
+    full = paper_sizes(ctx.config)
+    full.update(sizes)
+    vocab, data = load_task(root, task, full, store=store)
+    overrides = {**ctx.settings.get("recipe", {}), **(ctx.settings.get("task_recipe", {}) or {}).get(task, {})}
+    recipes = [c.recipe(overrides=overrides, loss="per-task") for c in ctxs]
+    models = []
+    for c in ctxs:
+        seed_everything(c.seed)
+        g = torch.Generator().manual_seed(c.seed)
+        vectors = torch.randn(len(vocab.words), full["word_dim"], generator=g)  # frozen stand-in for GloVe
+        vectors[0] = 0
+        models.append(
+            build_model(
+                c.config,
+                sizes,
+                task=task,
+                num_words=len(vocab.words),
+                num_chars=len(vocab.chars),
+                num_answers=max(1, len(vocab.answers)),
+                word_vectors=vectors,
+            )
+        )
+    return data, recipes, models
+
+
+def epoch_seconds(ctx: RunContext, task: str) -> dict[str, Any]:
+    """Table 4's s/epoch of one task's model, measured at the timing sizes (the paper's unless the scale's
+    `timing.sizes` says otherwise): the median of `timing.steps` optimisation steps of the recipe (after
+    `timing.warmup`) on a batch of the recipe's paper batch size, times the steps of one epoch over
+    `timing.train_questions[task]` questions (the real train split). Random inputs of the paper's shapes:
+    step time does not depend on the values."""
+    from repro.nn.measure import train_step_time
+    from repro.train.trainer import build_optimizer
+
+    timing = ctx.settings["timing"]
+    recipe = ctx.recipe(overrides={})  # the paper's recipe: batch 32, Adamax, clipping 0.25
+    batch_size = int(timing.get("batch_size", recipe.batch_size))
+    sizes = timing.get("sizes") or {}
+    torch.manual_seed(ctx.seed)
+    model = build_model(ctx.config, sizes, task=task)
+    batch = example_batch(batch_size, sizes, seed=ctx.seed, task=task)
+    g = torch.Generator().manual_seed(ctx.seed)
+    if task in ("action", "transition"):
+        batch["target"] = torch.randint(0, 5, (batch_size,), generator=g)
+    elif task == "frameqa":
+        batch["target"] = torch.randint(0, PAPER_NUM_ANSWERS["frameqa"], (batch_size,), generator=g)
+    else:
+        batch["target"] = torch.randint(1, 11, (batch_size,), generator=g).float()
+    optimizer = build_optimizer(recipe, [p for p in model.parameters() if p.requires_grad])
+    step = train_step_time(
+        model,
+        batch,
+        loss_step(task),
+        optimizer,
+        steps=int(timing.get("steps", 3)),
+        warmup=int(timing.get("warmup", 1)),
+        grad_clip=recipe.grad_clip,
+    )
+    questions = int(timing["train_questions"][task])
+    steps_per_epoch = math.ceil(questions / batch_size)
+    return {
+        "seconds_per_step": step,
+        "steps_per_epoch": steps_per_epoch,
+        "seconds_per_epoch": step * steps_per_epoch,
+        "batch_size": batch_size,
+        "train_questions": questions,
+        "timed_steps": int(timing.get("steps", 3)),
+        "threads": torch.get_num_threads(),
+    }
