@@ -17,27 +17,12 @@ from typing import Any
 
 from repro.errors import ReproError
 from repro.families import papers
+from repro.metrics import DIRECTIONS, METRICS
 from repro.paths import experiments_dir
 from repro.utils import Located, read_yaml, unknown_keys
 
 COMPUTE_TASKS = ("complexity", "statistics")
 SCALES = ("paper", "synthetic", "smoke")
-METRICS = (
-    "vqa",  # VQA soft accuracy (key: overall, yes/no, number, other)
-    "textvqa",  # TextVQA accuracy (VQA formula, M4C normalisation)
-    "anls",  # ST-VQA average normalised Levenshtein similarity
-    "wups",  # WUPS (key: 0.9 or 0.0)
-    "mse",  # TGIF-QA Count
-    "accuracy",  # exact-match accuracy
-    "recall",  # retrieval R@K (key: tr@1, ir@5, ...)
-    "grounding",  # weakly supervised grounding hit rate
-    "params",  # model size
-    "flops",  # compute per sample
-    "time",  # wall time (training per epoch, inference per sample)
-    "count",  # a dataset statistic (number of questions, images, ...)
-    "copy-rate",  # share of answers copied from OCR tokens (sa-m4c section 6)
-)
-DIRECTIONS = ("higher", "lower", "none")
 DEFAULT_TOLERANCE = {"paper": 0.5, "synthetic": 1.0, "smoke": 1.0}
 
 
@@ -45,7 +30,7 @@ DEFAULT_TOLERANCE = {"paper": 0.5, "synthetic": 1.0, "smoke": 1.0}
 class Column:
     name: str
     metric: str
-    better: str = "higher"
+    better: str = "higher"  # higher, lower or none; in a spec, the metric's direction unless it says otherwise
     key: str | None = None  # which aggregate of the metric, e.g. "yes/no" for vqa
     split: str | None = None  # overrides the spec's split for this column
     dataset: str | None = None  # overrides the spec's dataset for this column
@@ -301,9 +286,9 @@ def _parse_columns(loc: Located, raw: list) -> list[Column]:
         if name in seen:
             raise loc.error(where + ("name",), f"duplicate column {name!r}")
         seen.add(name)
-        if item["metric"] not in METRICS:
+        if not isinstance(item["metric"], str) or item["metric"] not in METRICS:
             raise loc.error(where + ("metric",), f"unknown metric {item['metric']!r}; one of {', '.join(METRICS)}")
-        better = item.get("better", "higher")
+        better = item.get("better", METRICS[item["metric"]].better)  # by default, the metric's
         if better not in DIRECTIONS:
             raise loc.error(where + ("better",), f"better must be one of {', '.join(DIRECTIONS)}, got {better!r}")
         columns.append(

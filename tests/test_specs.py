@@ -185,3 +185,24 @@ def test_clear_cache_makes_the_next_resolve_read_the_files_again(demo_spec):
     assert specs.resolve("t1-demo").title == "A demo table"  # read once per process
     specs.clear_cache()
     assert specs.resolve("t1-demo").title == "Another title"
+
+
+def test_a_columns_direction_defaults_from_its_metric_and_better_is_still_accepted(sandbox, runner):
+    text = SPEC_TEXT.replace("metric: vqa, key: number, better: higher}", "metric: mse, key: number}")
+    write_spec(sandbox, text.replace("key: overall, better: higher}", "key: overall, better: none}"))
+    spec = specs.resolve("t1-demo")
+    assert [c.better for c in spec.columns] == ["lower", "none"]  # mse's own direction; the column's word
+    shown = json.loads(runner.invoke(app, ["table", "t1-demo", "--format", "json"]).output)
+    assert [c["better"] for c in shown["columns"]] == ["lower", "none"]
+
+
+def test_a_new_metric_is_one_entry_of_the_metric_table(sandbox, monkeypatch):
+    from repro import metrics
+
+    write_spec(sandbox, SPEC_TEXT.replace("metric: vqa, key: number, better: higher}", "metric: bleu}"))
+    with pytest.raises(ReproError, match="unknown metric 'bleu'"):
+        specs.resolve("t1-demo")
+    monkeypatch.setitem(metrics.METRICS, "bleu", metrics.Metric("higher", "repro.metrics.accuracy"))
+    specs.clear_cache()
+    assert specs.resolve("t1-demo").column("Num").better == "higher"
+    assert "bleu" in metrics.REGISTRY and metrics.get("bleu").evaluate

@@ -1,40 +1,74 @@
 """Scorers that give what the official ones give, item by item. Pure functions, no torch.
 
-`REGISTRY` maps a metric name (as specs name it) to the module holding its `evaluate` function;
-`get(name)` imports that module. Every `evaluate` returns a `MetricResult` (aggregate dict,
-per-item scores, n). `repro.metrics.files.evaluate_files` reads official or generic files first.
+`METRICS` is the one table of metric names, as spec columns name them: each with the direction that is
+better (a column's `better:` defaults to it), the module holding its `evaluate` function when it has one
+(`repro eval` scores files with it) and the reference versions it can follow. Adding a metric is one
+entry. `get(name)` imports a scorer. Every `evaluate` returns a `MetricResult` (aggregate dict, per-item
+scores, n). `repro.metrics.files.evaluate_files` reads official or generic files first.
 """
 
 from __future__ import annotations
 
 import importlib
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from types import ModuleType
 
 from repro.errors import ReproError
 from repro.metrics.base import MetricResult
 
-REGISTRY = {
-    "vqa": "repro.metrics.vqa",
-    "textvqa": "repro.metrics.textvqa",
-    "anls": "repro.metrics.anls",
-    "wups": "repro.metrics.wups",
-    "mse": "repro.metrics.mse",
-    "accuracy": "repro.metrics.accuracy",
-    "gqa": "repro.metrics.gqa",
-    "recall": "repro.metrics.retrieval",
-    "grounding": "repro.metrics.grounding",
-    "copy-rate": "repro.metrics.copy_rate",
+DIRECTIONS = ("higher", "lower", "none")
+
+
+@dataclass(frozen=True)
+class Metric:
+    better: str  # one of DIRECTIONS: which way a column of this metric improves, unless it says otherwise
+    # the module holding `evaluate`; None: a quantity a run measures itself (size, compute, time, a count)
+    module: str | None = None
+    variants: tuple[str, ...] = ()  # the reference versions it can follow (`--variant`); the first is the default
+
+
+METRICS: dict[str, Metric] = {
+    "vqa": Metric("higher", "repro.metrics.vqa", ("2021", "2016")),  # VQA soft accuracy (overall, yes/no, ...)
+    "textvqa": Metric("higher", "repro.metrics.textvqa"),  # TextVQA accuracy (VQA formula, M4C normalisation)
+    "anls": Metric("higher", "repro.metrics.anls", ("rrc", "mmf", "pypi")),  # ST-VQA normalised Levenshtein
+    "wups": Metric("higher", "repro.metrics.wups", ("cocoqa", "malinowski")),  # WUPS (key: 0.9 or 0.0)
+    "mse": Metric("lower", "repro.metrics.mse", ("psac", "tgif")),  # TGIF-QA Count
+    "accuracy": Metric("higher", "repro.metrics.accuracy"),  # exact-match accuracy
+    "gqa": Metric("higher", "repro.metrics.gqa"),  # GQA's accuracy and its breakdowns
+    "recall": Metric("higher", "repro.metrics.retrieval"),  # retrieval R@K (key: tr@1, ir@5, ...)
+    "grounding": Metric("higher", "repro.metrics.grounding"),  # weakly supervised grounding hit rate
+    "copy-rate": Metric("none", "repro.metrics.copy_rate"),  # share of answers copied from OCR tokens
+    "params": Metric("lower"),  # model size
+    "flops": Metric("lower"),  # compute per sample
+    "time": Metric("lower"),  # wall time (training per epoch, inference per sample)
+    "count": Metric("none"),  # a dataset statistic (number of questions, images, ...)
 }
 
-# The reference versions a metric can follow (`--variant`); the first is the default.
-VARIANTS = {
-    "vqa": ("2021", "2016"),
-    "anls": ("rrc", "mmf", "pypi"),
-    "wups": ("cocoqa", "malinowski"),
-    "mse": ("psac", "tgif"),
-}
 
-__all__ = ["REGISTRY", "VARIANTS", "MetricResult", "get"]
+class _View(Mapping):
+    """A field of the metrics that have it, read from `METRICS` at each use (a new entry counts at once)."""
+
+    def __init__(self, field: str):
+        self._field = field
+
+    def _items(self) -> dict:
+        return {name: getattr(m, self._field) for name, m in METRICS.items() if getattr(m, self._field)}
+
+    def __getitem__(self, name: str):
+        return self._items()[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._items())
+
+    def __len__(self) -> int:
+        return len(self._items())
+
+
+REGISTRY: Mapping[str, str] = _View("module")  # the metrics with a scorer: name -> its module
+VARIANTS: Mapping[str, tuple[str, ...]] = _View("variants")  # name -> its reference versions, the default first
+
+__all__ = ["DIRECTIONS", "METRICS", "REGISTRY", "VARIANTS", "Metric", "MetricResult", "get"]
 
 
 def get(name: str) -> ModuleType:
