@@ -224,15 +224,12 @@ def missing_input(ocr: str, det: str) -> tuple[Path, str] | None:
     return next(((folder / name, cmd) for folder, name, cmd in _inputs(ocr, det) if locate(folder, name) is None), None)
 
 
-def paper_data(spec: Spec, config=None) -> dict[str, Path]:
-    """The prepared data of a paper-scale row (or of every row of the spec when `config` is None): a
-    ReproError naming the first missing file and its command, else the converted data's folders."""
-    configs = [config] if config is not None else [r.config for r in spec.rows if r.config is not None]
-    if config is not None and (config.with_stvqa or spec.datasets[0] != "textvqa"):
-        raise ReproError(
-            f"{spec.id}: paper-scale training on ST-VQA (with_stvqa, Table 3) is not implemented yet; "
-            f"TextVQA-only rows run"
-        )
+def paper_data(spec: Spec, configs: list | None = None) -> dict[str, Any]:
+    """The prepared data of a paper-scale spec's rows (or of `configs`): a ReproError naming the first missing
+    file and its command, else the converted data's folder of each (OCR system, detector) under `roots`
+    (keyed `<ocr>-<det>`), and the BERT folder, FastText model and answer vocabulary every row shares."""
+    if configs is None:
+        configs = [r.config for r in spec.rows if r.config is not None]
     for cfg in configs:
         gap = missing_input(cfg.ocr, cfg.det_backbone)
         if gap is not None:
@@ -240,14 +237,16 @@ def paper_data(spec: Spec, config=None) -> dict[str, Path]:
             raise ReproError(
                 f"{spec.id}: paper scale needs {path}; run `{command}` (`repro download --list` shows what is present)"
             )
-    out = {}
+    roots: dict[str, Path] = {}
     for cfg in configs:
-        out = {"root": prepare_paper(cfg.ocr, cfg.det_backbone), "ocr": cfg.ocr, "det": cfg.det_backbone}
+        roots[f"{cfg.ocr}-{cfg.det_backbone}"] = prepare_paper(cfg.ocr, cfg.det_backbone)
     root = data_dir()
-    out["bert"] = root / "bert-base-uncased"
-    out["fasttext"] = locate(root / "fasttext-wiki-en", FASTTEXT_FILE)
-    out["answer_vocab"] = locate(root / "textvqa-mmf", ANSWER_VOCAB)
-    return out
+    return {
+        "roots": roots,
+        "bert": root / "bert-base-uncased",
+        "fasttext": locate(root / "fasttext-wiki-en", FASTTEXT_FILE),
+        "answer_vocab": locate(root / "textvqa-mmf", ANSWER_VOCAB),
+    }
 
 
 def prepare_paper(ocr: str, det: str) -> Path:
@@ -276,13 +275,25 @@ def prepare_paper(ocr: str, det: str) -> Path:
     return out
 
 
-def paper_inputs(config, data: dict[str, Path]) -> dict:
-    """What `family._datasets` reads at paper scale: real questions, OCR, features and vocabularies."""
+def row_root(spec: Spec, config, data: dict[str, Any]) -> Path:
+    """A paper-scale row's converted data: `paper_data`'s folder of its OCR system and detector (converted
+    now if the run's data lacks it). TextVQA-only rows so far."""
+    if config.with_stvqa or spec.datasets[0] != "textvqa":
+        raise ReproError(
+            f"{spec.id}: paper-scale training on ST-VQA (with_stvqa, Table 3) is not implemented yet; "
+            f"TextVQA-only rows run"
+        )
+    key = f"{config.ocr}-{config.det_backbone}"
+    return data["roots"].get(key) or paper_data(spec, [config])["roots"][key]
+
+
+def paper_inputs(config, root: Path, data: dict[str, Any]) -> dict:
+    """What a paper-scale row reads (`splits.read_splits`): the real questions, the OCR tokens and features
+    in its converted data `root` (`row_root`), and the vocabularies of `paper_data`."""
     from transformers import BertTokenizerFast
 
     from repro.families.sa_m4c.data import OCR_FILES, FastTextVectors, read_answer_vocab, read_questions
 
-    root = data["root"]
     ocr_dir = raw_dir() if config.ocr == "rosetta-ml" else root
     splits = {
         split: {

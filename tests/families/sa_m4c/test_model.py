@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from repro.families.sa_m4c.family import build_model, example_batch
+from repro.families.sa_m4c.build import build_model, example_batch
 from repro.families.sa_m4c.model import BOS, EOS
 from repro.families.sa_m4c.relations import head_relation_sets
 from repro.nn.measure import count_parameters

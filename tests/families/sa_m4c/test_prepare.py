@@ -147,3 +147,17 @@ def test_google_ocr_and_resnext_features_are_converted_once(sandbox):
         assert len(objects) == 1 and image_key(image) in objects
     assert FeatureStore.open(out / "test.ocr.store").get(image_key("ccc"))["count"] == 4
     assert (out / "done.json").is_file() and prepare_paper("google", "resnext-152") == out
+
+
+def test_a_paper_scale_row_reads_the_folder_of_its_ocr_and_detector_and_st_vqa_rows_are_refused(tmp_path):
+    from repro.families.sa_m4c.prepare import row_root
+
+    spec = specs.parse_spec(REPO_DIR / "experiments" / "sa-m4c" / "sa-m4c-table1-textvqa.yaml")
+    rows = [r for r in spec.rows if r.config is not None]
+    data = {"roots": {f"{r.config.ocr}-{r.config.det_backbone}": tmp_path / r.slug for r in rows}}
+    textvqa = next(r for r in rows if not r.config.with_stvqa and r.config.ocr == "google")
+    root = row_root(spec, textvqa.config, data)
+    assert root == data["roots"][f"google-{textvqa.config.det_backbone}"]
+    stvqa = next(r for r in rows if r.config.with_stvqa)
+    with pytest.raises(ReproError, match="ST-VQA"):
+        row_root(spec, stvqa.config, data)
