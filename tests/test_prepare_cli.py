@@ -77,3 +77,20 @@ def test_prepare_feature_stores_and_skip_when_current(tmp_path, monkeypatch):
     )
     [store] = prepare("openvqa-features", dim=8)
     assert store.name == "val2014.store" and FeatureStore.open(store).get(42)["count"] == 12
+
+
+def test_a_new_prepare_target_is_one_entry_of_the_table(tmp_path, monkeypatch):
+    from repro.datasets import prepare as preparing
+
+    monkeypatch.setenv("REPRO_DATA_DIR", str(tmp_path))
+    (tmp_path / "toy-set").mkdir()
+
+    def toy(request: preparing.Request) -> list:
+        out = preparing.prepared_dir(request.name, request.root)
+        out.mkdir(parents=True)
+        return [out] if request.folder.is_dir() else []
+
+    monkeypatch.setitem(preparing.TARGETS, "toy-set", toy)
+    result = CliRunner().invoke(app, ["prepare", "toy-set"])
+    assert result.exit_code == 0, result.output
+    assert "prepared" in result.output and (tmp_path / "prepared" / "toy-set").is_dir()

@@ -12,10 +12,14 @@ Outputs under `<data_dir>/prepared/`:
 - `features/gqa-features/{objects,spatial}.store/` GQA's released object and spatial (7 x 7 grid) features
 - `depth-maps/<images folder>/`                  depth PNGs estimated by GLPN-NYU (repro.datasets.depth_estimation)
 - `depth`: adds DSGANet depth histograms to an existing store (`--store`, maps in `--source`)
+
+`TARGETS` is the one table of what can be prepared: name -> preparer (a function of the `Request`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from rich.progress import Progress
@@ -27,10 +31,6 @@ from repro.datasets.vqa import find_file, prepare_vqa
 from repro.errors import ReproError
 from repro.paths import data_dir
 
-TSV_SOURCES = ("bottom-up-36", "bottom-up-adaptive")
-NPZ_SOURCES = ("openvqa-features",)
-GQA_TARGETS = ("gqa", "gqa-features")
-TARGETS = (*VQA_DATASETS, *TSV_SOURCES, *NPZ_SOURCES, *GQA_TARGETS, "tgif-qa", "depth-maps", "depth")
 GLOVE_FILE = "glove.840B.300d.txt"
 
 
@@ -46,6 +46,26 @@ def _visible(path: Path, base: Path) -> bool:
     return not any(part.startswith(".") for part in path.relative_to(base).parts)
 
 
+@dataclass(frozen=True)
+class Request:
+    """What `repro prepare NAME` was given, as a target's preparer reads it."""
+
+    name: str
+    root: Path  # the data folder
+    source: Path | None = None
+    glove: Path | None = None
+    store: Path | None = None
+    force: bool = False
+    max_boxes: int = 100
+    dim: int = 2048
+    progress: Progress | None = None
+
+    @property
+    def folder(self) -> Path:
+        """--source, else the download's folder in the data folder."""
+        return self.source or self.root / self.name
+
+
 def prepare(
     name: str,
     source: Path | None = None,
@@ -56,70 +76,97 @@ def prepare(
     dim: int = 2048,
     progress: Progress | None = None,
 ) -> list[Path]:
-    root = data_dir()
     if name not in TARGETS:
         raise ReproError(f"cannot prepare {name!r}; one of {', '.join(TARGETS)}")
-    if name in VQA_DATASETS:
-        if glove is None and (root / "glove-840b").is_dir():
-            glove = find_file(root / "glove-840b", GLOVE_FILE)
-        vg_dir = root / "vg-qa" if name in ("vqa2", "vqa1") and (root / "vg-qa").is_dir() else None
-        return [
-            prepare_vqa(
-                name,
-                source or root / name,
-                prepared_dir(name, root),
-                glove,
-                vg_dir=vg_dir,
-                force=force,
-                progress=progress,
-            )
-        ]
-    if name == "tgif-qa":
-        return prepare_tgif(source, root, force, progress)
-    if name in GQA_TARGETS:
-        return _prepare_gqa(name, source or root / name, root, force)
-    if name == "depth-maps":
-        from repro.datasets.depth_estimation import depth_maps
+    request = Request(name, data_dir(), source, glove, store, force, max_boxes, dim, progress)
+    return TARGETS[name](request)
 
-        if source is None:
-            raise ReproError("prepare depth-maps needs --source (a folder of images)")
-        return [
-            depth_maps(source, prepared_dir("depth-maps", root) / Path(source).name, force=force, progress=progress)
-        ]
-    if name == "depth":
-        from repro.datasets.depth import add_depth_to_store
 
-        if store is None or source is None:
-            raise ReproError("prepare depth needs --store (a feature store) and --source (a folder of depth PNGs)")
-        return [add_depth_to_store(store, source, progress)]
-    src = source or root / name
+def _vqa(req: Request) -> list[Path]:
+    glove = req.glove
+    if glove is None and (req.root / "glove-840b").is_dir():
+        glove = find_file(req.root / "glove-840b", GLOVE_FILE)
+    vg_dir = req.root / "vg-qa" if req.name in ("vqa2", "vqa1") and (req.root / "vg-qa").is_dir() else None
+    out = prepared_dir(req.name, req.root)
+    return [prepare_vqa(req.name, req.folder, out, glove, vg_dir=vg_dir, force=req.force, progress=req.progress)]
+
+
+def _download_folder(req: Request) -> Path:
+    src = req.folder
     if not src.is_dir():
-        raise ReproError(f"{src}: no such folder; run repro download {name} first (or pass --source)")
-    out_dir = feature_store_dir(name, root)
-    outputs = []
-    if name in TSV_SOURCES:
-        tsvs = [p for p in sorted(src.rglob("*.tsv")) if _visible(p, src)]
-        if not tsvs:
-            raise ReproError(f"{src}: no bottom-up .tsv files (is the zip extracted? run repro download {name})")
-        for tsv in tsvs:
-            out = out_dir / f"{tsv_split_name(tsv)}.store"
-            manifest = build_manifest("feature-store", [file_digest(tsv)], {"max_boxes": max_boxes, "dim": dim})
-            if force or not is_current((read_manifest(out / "meta.json") or {}).get("manifest"), manifest):
-                store_from_tsv(tsv, out, max_boxes, dim, meta={"manifest": manifest}, progress=progress)
-            outputs.append(out)
-    else:
-        folders = sorted({p.parent for p in src.rglob("*.npz") if _visible(p, src)})
-        if not folders:
-            raise ReproError(f"{src}: no .npz feature files (are the archives extracted? run repro download {name})")
-        for folder in folders:
-            out = out_dir / f"{folder.name}.store"
-            manifest = build_manifest(
-                "feature-store", [folder_digest(folder, "*.npz")], {"max_boxes": max_boxes, "dim": dim}
-            )
-            if force or not is_current((read_manifest(out / "meta.json") or {}).get("manifest"), manifest):
-                store_from_npz_dir(folder, out, max_boxes, dim, meta={"manifest": manifest}, progress=progress)
-            outputs.append(out)
+        raise ReproError(f"{src}: no such folder; run repro download {req.name} first (or pass --source)")
+    return src
+
+
+def _tsv_stores(req: Request) -> list[Path]:
+    """Bottom-up TSVs (one per split) -> `features/<name>/<split>.store`."""
+    src, outputs = _download_folder(req), []
+    tsvs = [p for p in sorted(src.rglob("*.tsv")) if _visible(p, src)]
+    if not tsvs:
+        raise ReproError(f"{src}: no bottom-up .tsv files (is the zip extracted? run repro download {req.name})")
+    for tsv in tsvs:
+        out = feature_store_dir(req.name, req.root) / f"{tsv_split_name(tsv)}.store"
+        manifest = build_manifest("feature-store", [file_digest(tsv)], {"max_boxes": req.max_boxes, "dim": req.dim})
+        if req.force or not is_current((read_manifest(out / "meta.json") or {}).get("manifest"), manifest):
+            store_from_tsv(tsv, out, req.max_boxes, req.dim, meta={"manifest": manifest}, progress=req.progress)
+        outputs.append(out)
     return outputs
+
+
+def _npz_stores(req: Request) -> list[Path]:
+    """Folders of per-image npz files (OpenVQA's) -> `features/<name>/<folder>.store`."""
+    src, outputs = _download_folder(req), []
+    folders = sorted({p.parent for p in src.rglob("*.npz") if _visible(p, src)})
+    if not folders:
+        raise ReproError(f"{src}: no .npz feature files (are the archives extracted? run repro download {req.name})")
+    for folder in folders:
+        out = feature_store_dir(req.name, req.root) / f"{folder.name}.store"
+        manifest = build_manifest(
+            "feature-store", [folder_digest(folder, "*.npz")], {"max_boxes": req.max_boxes, "dim": req.dim}
+        )
+        if req.force or not is_current((read_manifest(out / "meta.json") or {}).get("manifest"), manifest):
+            store_from_npz_dir(folder, out, req.max_boxes, req.dim, meta={"manifest": manifest}, progress=req.progress)
+        outputs.append(out)
+    return outputs
+
+
+def _tgif(req: Request) -> list[Path]:
+    return prepare_tgif(req.source, req.root, req.force, req.progress)
+
+
+def _gqa(req: Request) -> list[Path]:
+    return _prepare_gqa(req.name, req.folder, req.root, req.force)
+
+
+def _depth_maps(req: Request) -> list[Path]:
+    from repro.datasets.depth_estimation import depth_maps
+
+    if req.source is None:
+        raise ReproError("prepare depth-maps needs --source (a folder of images)")
+    out = prepared_dir("depth-maps", req.root) / Path(req.source).name
+    return [depth_maps(req.source, out, force=req.force, progress=req.progress)]
+
+
+def _depth(req: Request) -> list[Path]:
+    from repro.datasets.depth import add_depth_to_store
+
+    if req.store is None or req.source is None:
+        raise ReproError("prepare depth needs --store (a feature store) and --source (a folder of depth PNGs)")
+    return [add_depth_to_store(req.store, req.source, req.progress)]
+
+
+# What `repro prepare NAME` accepts: the one table of names, each with its preparer. Adding one is one entry.
+TARGETS: dict[str, Callable[[Request], list[Path]]] = {
+    **{name: _vqa for name in VQA_DATASETS},  # questions, vocabularies, targets
+    "bottom-up-36": _tsv_stores,
+    "bottom-up-adaptive": _tsv_stores,
+    "openvqa-features": _npz_stores,
+    "gqa": _gqa,
+    "gqa-features": _gqa,
+    "tgif-qa": _tgif,
+    "depth-maps": _depth_maps,
+    "depth": _depth,
+}
 
 
 def prepare_tgif(source: Path | None, root: Path, force: bool, progress: Progress | None) -> list[Path]:
