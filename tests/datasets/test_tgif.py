@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from repro.datasets import tgif
 from repro.errors import ReproError
+from repro.paths import REPO_DIR
 
-REAL = Path("/work/shared/data/tgif-qa")
+REAL = REPO_DIR.parent / "shared" / "data" / "tgif-qa"  # the real files, in the shared folder beside the checkout
 needs_real = pytest.mark.skipif(not (REAL / "Test_action_question.csv").is_file(), reason="real TGIF-QA files absent")
 
 

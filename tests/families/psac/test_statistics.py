@@ -10,7 +10,7 @@ from repro.families.base import RunContext
 from repro.families.psac.statistics import statistics
 from repro.specs import resolve
 
-REAL = Path("/work/shared/data/tgif-qa")
+REAL = Path(__file__).resolve().parents[3].parent / "shared" / "data" / "tgif-qa"  # beside the checkout
 
 
 @pytest.mark.skipif(not (REAL / "Test_action_question.csv").is_file(), reason="real TGIF-QA files absent")
