@@ -24,6 +24,11 @@
   per-split counts; a folder whose manifest matches the inputs is not rebuilt.
 
 COCO-QA has no question ids; a question's id is its line number (from 0) within its split.
+
+The rest of VQA's protocol has modules of its own: `vqa_dataset.py` (prepared questions with their features,
+as tensors), `vqa_features.py` (which feature store holds a split's images), `vqa_scoring.py` (a model's
+answers and their VQA accuracy against the annotations) and `vqa_server.py` (the test files the evaluation
+servers score, their `repro submit` commands, server scoring of generated data).
 """
 
 from __future__ import annotations
