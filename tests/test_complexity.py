@@ -5,8 +5,8 @@ import torch
 
 from repro.complexity import complexity
 from repro.errors import ReproError
+from repro.families.mcan_pa.build import build_model, example_batch
 from repro.families.mcan_pa.config import McanConfig
-from repro.families.mcan_pa.family import build_model, example_batch
 from repro.nn.measure import count_flops, count_parameters
 from tests.tiny_vqa import TINY_SIZES
 

@@ -66,16 +66,16 @@ def test_every_table5_row_reproduces_its_stored_fingerprint(synthetic_data):
 
 
 def test_the_fingerprint_catches_pma_switched_off(synthetic_data, monkeypatch):
-    from repro.families.mcan_pa import family
+    from repro.families.mcan_pa import build
 
-    real = family.build_model
+    real = build.build_model
 
     def without_pma(config, *args, **kwargs):
         return real(
             config.model_copy(update={"positional": tuple(p for p in config.positional if p != "pma")}), *args, **kwargs
         )
 
-    monkeypatch.setattr(family, "build_model", without_pma)
+    monkeypatch.setattr(build, "build_model", without_pma)  # what the family calls, at call time
     spec = _only(resolve("table5-ablation", EXPERIMENTS), "MCAN+PA (ours)")
     [check] = fingerprint.check(spec, "synthetic", root=RESULTS)
     assert not check.ok and check.worst > 10 * check.tolerance

@@ -8,7 +8,7 @@ from pathlib import Path
 import torch
 
 from repro.families import load_recipe
-from repro.families.mcan_pa.family import build_model
+from repro.families.mcan_pa.build import build_model
 from repro.train import fit
 from tests.ddp_worker import SIZES
 from tests.tiny_vqa import NUM_ANSWERS, NUM_TOKENS, TABLE5_CONFIGS, TinyVQA

@@ -9,7 +9,7 @@ from torch.utils.data import default_collate
 
 from repro.errors import ReproError
 from repro.families import load_recipe
-from repro.families.mcan_pa.family import build_model
+from repro.families.mcan_pa.build import build_model
 from repro.train import TrainingInterrupted, fit
 from repro.train.checkpoint import load_checkpoint
 from repro.train.ensemble import fit_ensemble

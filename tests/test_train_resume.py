@@ -9,7 +9,7 @@ import torch
 
 from repro.errors import ReproError
 from repro.families import load_recipe
-from repro.families.mcan_pa.family import build_model
+from repro.families.mcan_pa.build import build_model
 from repro.train import TrainingInterrupted, fit, predict
 from repro.train.checkpoint import load_checkpoint
 from tests.tiny_vqa import NUM_ANSWERS, NUM_TOKENS, TABLE5_CONFIGS, TINY_SIZES, TinyVQA

@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 
 import pytest
 import yaml
 
-from repro import specs
+from repro import families, specs
 from repro.cli import app
-from repro.families.mcan_pa import family
 from repro.paths import REPO_DIR
+
+MCAN_PA = families.by_paper("mcan-pa")
 
 ROW = "MCAN+PA (ours)"  # PWA, POA and PMA: every positional module's learned bias under vmap
 
@@ -76,7 +78,9 @@ def test_a_family_without_ensembles_or_a_bad_value_says_so(table5, runner, monke
     assert out.exit_code == 2 and "ensemble must be true or false" in out.output and "Traceback" not in out.output
 
     write(ensemble=True)
-    monkeypatch.delattr(family, "run_ensemble")
+    hooks, real = families.implementation(MCAN_PA), families.implementation
+    without = dataclasses.replace(hooks, run_ensemble=None)
+    monkeypatch.setattr(families, "implementation", lambda f: without if f == MCAN_PA else real(f))
     out = runner.invoke(app, ["run", "table5-ablation", "--scale", "smoke", "--rows", "MCAN"])
     assert out.exit_code == 2 and "trains one seed at a time" in out.output
     assert not (sandbox / "results" / "mcan-pa").exists()
@@ -90,7 +94,7 @@ def test_vl_bert_rows_are_not_trained_together(tmp_path):
     row = next(r for r in spec.runnable_rows if r.config.arch == "vl-bert")
     ctxs = [RunContext(spec, row, row.config, "smoke", {}, seed, tmp_path / str(seed)) for seed in (0, 1)]
     with pytest.raises(ReproError, match="only MCAN rows"):
-        family.run_ensemble(ctxs)
+        families.implementation(MCAN_PA).run_ensemble(ctxs)
 
 
 def test_on_slurm_a_rows_seeds_together_are_one_job(table5, runner):

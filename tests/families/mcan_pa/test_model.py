@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from repro.errors import ReproError
-from repro.families.mcan_pa.family import build_model
+from repro.families.mcan_pa.build import build_model
 from repro.nn.measure import count_parameters
 from tests.tiny_vqa import NUM_ANSWERS, NUM_TOKENS, TABLE5_CONFIGS, TINY_SIZES, tiny_batch
 

@@ -124,7 +124,7 @@ def test_paper_scale_trains_on_prepared_data_and_writes_server_predictions(table
     """The paper's protocol on tiny files in the official layouts: train + val + VG, then predictions for
     every test2015 question, in the array format the server takes, and no local metric claimed.
     (The model is shrunk and trained one epoch so that the test takes seconds; the protocol is the paper's.)"""
-    import repro.train
+    from repro import families
     from repro.families.mcan_pa import model as mcan
     from tests._vqa_fixtures import write_vg, write_vqa2
 
@@ -132,8 +132,8 @@ def test_paper_scale_trains_on_prepared_data_and_writes_server_predictions(table
     monkeypatch.setitem(mcan.PAPER_SIZES, "layers", 1)
     monkeypatch.setitem(mcan.PAPER_SIZES, "ffn", 64)
     monkeypatch.setitem(mcan.PAPER_SIZES, "geometry_dim", 32)
-    real_load = repro.train.load_recipe
-    monkeypatch.setattr(repro.train, "load_recipe", lambda name, root=None: real_load(name, root).replace(epochs=1))
+    real_load = families.load_recipe
+    monkeypatch.setattr(families, "load_recipe", lambda name: real_load(name).replace(epochs=1))
 
     data = table5_sandbox / "data"
     fixture = write_vqa2(data / "vqa2")

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from repro.errors import ReproError
-from repro.families.mcan_pa.family import build_model, example_batch
+from repro.families.mcan_pa.build import build_model, example_batch
 from repro.families.mcan_pa.positional import fuse
 from repro.nn.attention import MASK_VALUE
 

@@ -1,0 +1,89 @@
+"""mcan-pa's data: the synthetic scenes in VQA v2's layout at the smoke and synthetic scales (`synthetic.py`),
+a release's layout under `data: official` (`official.py`), the prepared real data at paper scale, and a
+split as a row's model reads it (VL-BERT's WordPiece ids).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from repro.datasets.vqa_features import feature_folders
+from repro.errors import ReproError
+from repro.families.mcan_pa import build
+from repro.families.mcan_pa.config import VlBertConfig
+from repro.paths import data_dir
+from repro.specs import Spec
+
+
+def prepare_data(spec: Spec, scale: str, settings: dict[str, Any]) -> dict[str, Any]:
+    """Make sure the row's data exists: generated and prepared at synthetic/smoke scale, prepared at paper.
+
+    At a scale whose settings say `data: official`, the generator writes the spec's dataset in its
+    release layout (`official.py`) and the run follows the paper-scale protocol on it.
+    """
+    from repro.datasets.prepare import prepared_dir
+    from repro.datasets.vqa import DATASETS, prepare_vqa
+
+    dataset = spec.datasets[0]
+    if dataset not in DATASETS:
+        raise ReproError(f"{spec.id}: mcan-pa runs on {', '.join(DATASETS)}, not {dataset!r}")
+    if scale == "paper":
+        prepared = prepared_dir(dataset)
+        if not (prepared / "manifest.json").is_file():
+            vg = " vg-qa" if "vg-qa" in spec.datasets else ""
+            raise ReproError(
+                f"{spec.id}: paper-scale training needs the prepared {dataset} data and features; run "
+                f"`repro download {dataset}{vg} glove-840b bottom-up-36` and `repro prepare {dataset}` and "
+                f"`repro prepare bottom-up-36` first (`repro download --list` shows what is present)"
+            )
+        if dataset == "coco-qa":
+            _need_wordnet()
+        return {"prepared": prepared, "root": data_dir(), "features": feature_folders()}
+    if settings.get("data") == "official":
+        from repro.families.mcan_pa.official import SERVER_ANSWERS, OfficialConfig, generate_official
+
+        cfg = OfficialConfig.from_mapping(settings.get("generator"))
+        root = generate_official(data_dir() / "synthetic" / f"{dataset}-release-{cfg.key()}", dataset, cfg)
+        vg = root / "vg-qa" if "vg-qa" in spec.datasets and (root / "vg-qa").is_dir() else None
+        prepare_vqa(dataset, root / dataset, root / "prepared", glove=None, vg_dir=vg)
+        if dataset == "coco-qa":
+            _need_wordnet()
+        server = root / "server" / SERVER_ANSWERS
+        return {"prepared": root / "prepared", "root": root, "features": [root / "features"], "server": server}
+    from repro.families.mcan_pa.synthetic import GeneratorConfig, generate
+
+    cfg = GeneratorConfig.from_mapping(settings.get("generator"))
+    root = data_dir() / "synthetic" / f"vqa2-{cfg.key()}"
+    sources = generate(root / "raw", cfg)
+    prepare_vqa("vqa2", root / "raw", root / "prepared", glove=None)
+    return {**sources, "prepared": root / "prepared"}
+
+
+def generator_settings(settings: dict[str, Any]):
+    """The generator config a scale's `generator:` mapping is read with (`generator.<key>=` overrides are
+    checked on it): the release-layout generator under `data: official`, else the synthetic scenes'."""
+    if settings.get("data") == "official":
+        from repro.families.mcan_pa.official import OfficialConfig
+
+        return OfficialConfig
+    from repro.families.mcan_pa.synthetic import GeneratorConfig
+
+    return GeneratorConfig
+
+
+def _need_wordnet() -> None:
+    """COCO-QA's WUPS columns need WordNet 3.0: say so before training, not after."""
+    from repro.metrics import wordnet
+
+    wordnet.load()
+
+
+def questions(config, dataset, sizes: dict | None):
+    """The split as the row's model reads it: VL-BERT with the WordPiece vocabulary also gets WordPiece ids."""
+    config = build.as_config(config)
+    full = build.model_sizes(config, sizes)
+    if not isinstance(config, VlBertConfig) or not full["vocab"]:
+        return dataset
+    from repro.datasets.wordpiece import WordPieceQuestions, bert_vocab_file
+
+    return WordPieceQuestions(dataset, bert_vocab_file(), full["max_tokens"])
