@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from repro.families.dsganet import family
+from repro.families.dsganet import build as dsganet
 from repro.families.dsganet.model import (
     GridRelationScores,
     ObjectRelationScores,
@@ -43,7 +43,7 @@ TOKENS, ANSWERS = 40, 7
 def build(**cfg):
     torch.manual_seed(0)
     config = {"arch": "dsganet", **cfg}
-    return family.build_model(config, TOKENS, ANSWERS, sizes=TINY), family.example_batch(
+    return dsganet.build_model(config, TOKENS, ANSWERS, sizes=TINY), dsganet.example_batch(
         3, TINY, config=config, num_tokens=TOKENS
     )
 

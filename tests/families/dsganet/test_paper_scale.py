@@ -11,7 +11,8 @@ import pytest
 from repro import specs
 from repro.cli import app
 from repro.datasets.vqa import prepare_vqa
-from repro.families.dsganet import family
+from repro.families.dsganet import build
+from repro.families.dsganet import data as dsganet_data
 from repro.families.dsganet.synthetic import GeneratorConfig, generate
 from repro.paths import REPO_DIR
 
@@ -89,11 +90,11 @@ def test_paper_scale_names_what_is_missing_then_trains_with_wordpiece_ids(releas
 
     # what BERT read: WordPiece ids of the question, [CLS] first and [SEP] last
     config = {"arch": "dsganet", "features": "objects", "question_encoder": "bert", "daa": ["bbox", "depth"]}
-    data = family.paper_data(specs.resolve(SPEC))
-    split = family._questions(
-        family.as_config(config),
-        family.model_sizes(config),
-        family.dataset(data["prepared"], "val", data["val_features"]),
+    paths = dsganet_data.paper_data(specs.resolve(SPEC))
+    split = dsganet_data.questions(
+        build.as_config(config),
+        build.model_sizes(config),
+        dsganet_data.dataset(paths["prepared"], "val", paths["val_features"]),
     )
     ids = split[0]["bert_ids"].tolist()
     assert ids[0] == 2 and 3 in ids and all(i < len(words) + 4 for i in ids)

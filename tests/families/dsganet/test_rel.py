@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from repro.families.dsganet import family
+from repro.families.dsganet import rel
 
 
 def _vg(tmp_path):
@@ -19,8 +19,8 @@ def _vg(tmp_path):
 def test_top_relationships_less_non_relational_words(tmp_path):
     path = _vg(tmp_path)
     # top 5 by count: on 5, is 4, in front of 3, has 2, have been 2 -> "is" and "have been" dropped
-    assert family.vg_relationship_phrases(path, top=5) == ("on", "in front of", "has")
-    assert "riding" in family.vg_relationship_phrases(path, top=6)
+    assert rel.vg_relationship_phrases(path, top=5) == ("on", "in front of", "has")
+    assert "riding" in rel.vg_relationship_phrases(path, top=6)
 
 
 def test_rel_subset_and_accuracy_from_per_item_scores(tmp_path):
@@ -33,8 +33,8 @@ def test_rel_subset_and_accuracy_from_per_item_scores(tmp_path):
     ]
     path = tmp_path / "questions.json"
     path.write_text(json.dumps({"questions": questions}))
-    subset = family.rel_questions(path, ("on", "in front of", "has"))
+    subset = rel.rel_questions(path, ("on", "in front of", "has"))
     assert subset == {1, 2}
-    acc, n = family.rel_accuracy({1: 100.0, 2: 30.0, 3: 0.0, 4: 100.0}, subset)
+    acc, n = rel.rel_accuracy({1: 100.0, 2: 30.0, 3: 0.0, 4: 100.0}, subset)
     assert n == 2 and acc == pytest.approx(65.0)
-    assert family.rel_questions(path, ()) == set()
+    assert rel.rel_questions(path, ()) == set()

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from repro.data.store import FeatureStore
-from repro.families.dsganet import family
+from repro.families.dsganet import rel
 from repro.families.dsganet.synthetic import GeneratorConfig, Scene, SceneObject, _behind, _which_closer, generate
 
 CFG = GeneratorConfig(
@@ -50,15 +50,17 @@ def test_depth_questions_follow_depth():
 
 
 def test_rel_subset(generated):
-    rel = family.rel_questions(generated["val_questions"])
+    subset = rel.rel_questions(generated["val_questions"])
     questions = json.loads(generated["val_questions"].read_text())["questions"]
     for q in questions:
         words = q["question"].lower()
-        assert (q["question_id"] in rel) == any(w in words for w in ("behind", "in front of", "left of"))
+        assert (q["question_id"] in subset) == any(w in words for w in ("behind", "in front of", "left of"))
 
 
 def test_smoke_row_runs(tmp_path, monkeypatch):
+    from repro import families
     from repro.families.base import RunContext
+    from repro.launch.units import with_data
     from repro.specs import resolve
 
     monkeypatch.setenv("REPRO_DATA_DIR", str(tmp_path / "data"))
@@ -74,6 +76,6 @@ def test_smoke_row_runs(tmp_path, monkeypatch):
         workdir=tmp_path / "run",
         progress=False,
     )
-    run = family.run_row(ctx)
+    run = families.for_row(row).run_row(with_data(ctx))  # the data prepared once, as the launcher does
     assert set(run.metrics) == {"Overall", "Rel."} and run.split == "val"
     assert 0.0 <= run.metrics["Overall"] <= 100.0 and run.info["rel_questions"] > 0
