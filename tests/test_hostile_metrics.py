@@ -16,8 +16,9 @@ from rich.console import Console
 from typer.testing import CliRunner
 
 from repro.cli import app
+from repro.cli import evaluate as report
 from repro.errors import ReproError
-from repro.metrics import REGISTRY, io, report
+from repro.metrics import REGISTRY, io
 from repro.metrics.base import MetricResult
 from repro.metrics.files import evaluate_data, evaluate_files
 

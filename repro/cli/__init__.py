@@ -1,0 +1,112 @@
+"""The `repro` command line: thin, parses options, calls the layers below, renders with rich.
+
+The app, its error boundary and what the commands share are in `common`; the root options and `main` are
+here. Each command module registers its commands with `command` when it is imported below:
+`tables` (list, show, table, plot), `check`, `models` (model, attention), `run` (run, train, cp; `slurm`
+holds the Slurm side of run), `data` (download, prepare) and `evaluate` (submit, eval). The modules import
+the layers below inside the commands, so `repro --help` loads none of them.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import typer
+
+from repro import __version__
+from repro.cli import check, data, evaluate, models, run, tables
+from repro.cli.common import LAUNCHERS, RICH_OR_JSON, SCALES, TABLE_FORMATS, app, command, console, err_console
+
+# the order of `repro --help`
+COMMANDS = (
+    "list",
+    "show",
+    "table",
+    "plot",
+    "attention",
+    "check",
+    "run",
+    "train",
+    "cp",
+    "model",
+    "download",
+    "prepare",
+    "submit",
+    "eval",
+)
+app.registered_commands.sort(key=lambda info: COMMANDS.index(info.name))
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"repro {__version__}")
+        raise typer.Exit()
+
+
+@app.callback(context_settings={"help_option_names": ["-h", "--help"]})
+def _root(
+    version: bool = typer.Option(
+        False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
+    ),
+    debug: bool = typer.Option(
+        False, "--debug", envvar="REPRO_DEBUG", help="Show tracebacks instead of one-line errors."
+    ),
+    data_dir: Path | None = typer.Option(
+        None,
+        "--data-dir",
+        envvar="REPRO_DATA_DIR",
+        help="Datasets, prepared files, checkpoints (default: ~/.cache/repro/data).",
+    ),
+    results: Path | None = typer.Option(
+        None,
+        "--results",
+        envvar="REPRO_RESULTS",
+        help="Result records (default: the checkout's results/, else ./results).",
+    ),
+    experiments: Path | None = typer.Option(
+        None,
+        "--experiments",
+        envvar="REPRO_EXPERIMENTS",
+        help="Experiment specs (default: the specs shipped with repro).",
+    ),
+    catalog: Path | None = typer.Option(
+        None, "--catalog", envvar="REPRO_CATALOG", help="A YAML of extra or overriding dataset entries."
+    ),
+) -> None:
+    """Reproduce the tables of five papers on positional and spatial attention (`repro list` shows them)."""
+    if debug:
+        os.environ["REPRO_DEBUG"] = "1"
+    for name, value in (
+        ("REPRO_DATA_DIR", data_dir),
+        ("REPRO_RESULTS", results),
+        ("REPRO_EXPERIMENTS", experiments),
+        ("REPRO_CATALOG", catalog),
+    ):
+        if value is not None:  # the layers below read the environment
+            os.environ[name] = str(value)
+
+
+def main() -> None:
+    """Console-script entry point."""
+    app(prog_name="repro")
+
+
+__all__ = [
+    "COMMANDS",
+    "LAUNCHERS",
+    "RICH_OR_JSON",
+    "SCALES",
+    "TABLE_FORMATS",
+    "app",
+    "check",
+    "command",
+    "console",
+    "data",
+    "err_console",
+    "evaluate",
+    "main",
+    "models",
+    "run",
+    "tables",
+]

@@ -1,0 +1,131 @@
+"""`repro check`: every stored result within its spec's tolerance, and the fingerprints trained again."""
+
+from __future__ import annotations
+
+import json
+import warnings
+
+import typer
+from rich.markup import escape
+
+from repro import completion as complete
+from repro.cli.common import RICH_OR_JSON, SCALES, command, console, err_console
+from repro.errors import ReproError
+
+
+@command("check")
+def check_command(
+    idents: list[str] | None = typer.Argument(None, metavar="[ID]...", help="Experiments to check (default: all)."),
+    rerun: bool = typer.Option(
+        False,
+        "--rerun",
+        help="Also train each fingerprinted row for its first steps again "
+        "and compare the losses with the stored fingerprint.",
+    ),
+    rebaseline: bool = typer.Option(False, "--rebaseline", help="With --rerun: store new fingerprints instead."),
+    scale: str = complete.choice(
+        SCALES, "synthetic", "--scale", "-s", help="With --rerun: the scale of the fingerprints."
+    ),
+    fmt_name: str = complete.choice(RICH_OR_JSON, "rich", "--format", "-f", help="Output format of the values."),
+) -> None:
+    """Regression check for CI: every stored result within its spec's tolerance.
+
+    Paper-scale results are compared with the paper's number, other scales with the reference the
+    record carries. With --rerun, the fingerprints (the loss of the first training steps, which
+    holds on any CPU) are trained again and compared. Exits 1 on any regression or unreadable
+    result, 0 otherwise.
+
+    Example: [bold]repro check table5-ablation --rerun[/]
+    """
+    from rich.table import Table
+
+    from repro.paths import results_dir
+    from repro.report import check_spec
+    from repro.results import CorruptResult
+    from repro.specs import broken_specs, load_all, resolve
+
+    if not results_dir().is_dir():
+        raise ReproError(
+            f"{results_dir()}: no such results folder (REPRO_RESULTS or the checkout's results/); "
+            f"nothing to check is not a pass"
+        )
+    specs = [resolve(i) for i in idents] if idents else list(load_all())
+    if not idents:
+        for _, message in broken_specs():
+            err_console.print(f"[bold red]broken spec:[/] {escape(message)}", highlight=False)
+        if broken_specs():
+            raise typer.Exit(1)
+    if rerun:
+        _check_fingerprints(specs, scale, rebaseline, explicit=bool(idents))
+    checks, unreadable = [], []
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for spec in specs:
+            checks += check_spec(spec)
+    for w in caught:
+        if issubclass(w.category, CorruptResult):
+            unreadable.append(str(w.message))
+        else:
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    failed = [c for c in checks if not c.ok]
+    if fmt_name == "json":
+        from dataclasses import asdict
+
+        values = [{**asdict(c), "ok": c.ok} for c in checks]
+        typer.echo(json.dumps({"checks": values, "regressions": len(failed), "unreadable": unreadable}, indent=2))
+        raise typer.Exit(1 if failed or unreadable else 0)
+    table = Table(title=f"repro check: {len(checks)} values in {len(specs)} experiment(s)")
+    for name in ("experiment", "row", "scale", "column", "expected", "got", "Δ", "tolerance", "status"):
+        table.add_column(name, justify="right" if name in ("expected", "got", "Δ", "tolerance") else "left")
+    for c in checks:
+        status = "[green]ok[/]" if c.ok else "[bold red]REGRESSION[/]"
+        table.add_row(
+            c.spec,
+            c.row,
+            c.scale,
+            c.column,
+            f"{c.expected:.4g} ({c.against})",
+            f"{c.actual:.4g}",
+            f"{c.actual - c.expected:+.3g}",
+            f"±{c.tolerance:g}",
+            status,
+        )
+    if checks:
+        console.print(table)
+    for message in unreadable:
+        err_console.print(f"[bold red]unreadable:[/] {escape(message)}", highlight=False)
+    if failed or unreadable:
+        console.print(f"[bold red]{len(failed)} regression(s), {len(unreadable)} unreadable result(s)[/]")
+        raise typer.Exit(1)
+    console.print(
+        f"[green]all {len(checks)} stored values within tolerance[/]" if checks else "no stored results to check"
+    )
+
+
+def _check_fingerprints(specs: list, scale: str, rebaseline: bool, explicit: bool) -> None:
+    from repro import fingerprint
+
+    chosen = [spec for spec in specs if fingerprint.settings(spec, scale) is not None]
+    if explicit and len(chosen) < len(specs):
+        missing = ", ".join(s.id for s in specs if s not in chosen)
+        raise ReproError(f"{missing}: no fingerprint declared at scale {scale!r} (scales.{scale}.fingerprint)")
+    failed = 0
+    for spec in chosen:
+        if rebaseline:
+            out = fingerprint.write(
+                spec, scale, on_row=lambda row, spec=spec: console.print(f"fingerprint {spec.id} / {row}")
+            )
+            console.print(f"[green]stored[/] {out}", highlight=False)
+            continue
+        for c in fingerprint.check(spec, scale):
+            status = "[green]ok[/]" if c.ok else "[bold red]REGRESSION[/]"
+            console.print(
+                f"{status} fingerprint {c.spec} / {c.row} ({c.scale}, {c.steps} steps): largest relative "
+                f"loss difference {c.worst:.2e} at step {c.worst_step}, tolerance {c.tolerance:.0e}",
+                highlight=False,
+                soft_wrap=True,
+            )
+            failed += not c.ok
+    if failed:
+        console.print(f"[bold red]{failed} fingerprint regression(s)[/]")
+        raise typer.Exit(1)

@@ -1,0 +1,167 @@
+"""What every command module of the `repro` command line shares: the Typer app, `command` (the error
+boundary), the consoles, the lists of choices, the ID and KEY=VALUE arguments, and the spec or variant an
+ID names. The command modules import this module, never the package, so no import runs in a circle."""
+
+from __future__ import annotations
+
+import functools
+import os
+import sys
+import warnings
+from collections.abc import Callable
+
+import typer
+import typer.core
+from rich.console import Console
+from rich.markup import escape
+
+from repro import completion as complete
+from repro.errors import ReproError
+
+SCALES = ("paper", "synthetic", "smoke")  # repro.specs.SCALES (a test keeps them equal)
+TABLE_FORMATS = ("rich", "text", "md", "csv", "latex", "html", "json")  # repro.report.FORMATS (idem)
+RICH_OR_JSON = ("rich", "json")
+LAUNCHERS = ("local", "slurm")
+OVERRIDES_HELP = (
+    "Overrides such as recipe.epochs=2 sizes.d_model=32 model.positional=[pwa]; the results are a variant, "
+    "kept under results/variants/ (README: Overrides)."
+)
+
+
+# typer's own copy of click raises these (found through a public class, whichever click typer uses)
+ClickException = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
+
+
+class OneLineErrors(typer.core.TyperGroup):
+    """Usage errors (an unknown option, a value not among the choices, a missing argument) are one line on
+    stderr and exit 2, like every other error of the toolkit."""
+
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, standalone_mode, **extra)
+        try:
+            code = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        except ClickException as exc:
+            if type(exc).__name__ == "NoArgsIsHelpError":  # `repro` alone: the help
+                typer.echo(exc.ctx.get_help())
+                sys.exit(2)
+            where = f" (`{exc.ctx.command_path} -h` lists the options)" if getattr(exc, "ctx", None) else ""
+            err_console.print(f"[bold red]error:[/] {escape(one_line(exc.format_message()))}{where}", highlight=False)
+            sys.exit(exc.exit_code)
+        except typer.Abort:
+            err_console.print("Aborted.", highlight=False)
+            sys.exit(1)
+        sys.exit(code if isinstance(code, int) else 0)
+
+
+app = typer.Typer(
+    name="repro",
+    cls=OneLineErrors,
+    help="Reproduce the tables of five papers on positional and spatial attention in vision-language models.",
+    no_args_is_help=True,
+    add_completion=True,
+    pretty_exceptions_enable=False,
+    rich_markup_mode="rich",
+)
+console = Console()
+err_console = Console(stderr=True, soft_wrap=True)
+
+
+def fail(message: str, code: int = 2) -> None:
+    """Print one line to stderr and exit with `code`."""
+    err_console.print(f"[bold red]error:[/] {message}", markup=True, highlight=False)
+    raise typer.Exit(code)
+
+
+def debugging() -> bool:
+    """`--debug` or REPRO_DEBUG=1: failures show their traceback."""
+    return os.environ.get("REPRO_DEBUG", "") not in ("", "0")
+
+
+def one_line(text: str) -> str:
+    return " ".join(str(text).split())
+
+
+def quoted(word: str) -> str:
+    """`word` as a shell reads it back, in the commands a message suggests."""
+    import shlex
+
+    return shlex.quote(word)
+
+
+def target_argument():
+    """The ID argument of the commands that take an experiment or a spec file of one's own."""
+    return typer.Argument(
+        ...,
+        metavar="ID",
+        autocompletion=complete.experiment_ids,
+        help="Experiment id (e.g. table5-ablation) or a spec file.",
+    )
+
+
+def overrides_argument(help: str):
+    return typer.Argument(None, metavar="[KEY=VALUE]...", help=help)
+
+
+def command(*args, **kwargs) -> Callable:
+    """`app.command` behind the error boundary: a ReproError is one line on stderr and its exit code
+    (2: bad input, 1: a server refused); a failure of the system (disk full, permission, a file that
+    vanished) is one line naming the file and exit 2; anything else is one line, exit 1, and a hint.
+    `--debug` (REPRO_DEBUG=1) shows the traceback instead."""
+
+    def decorate(fn: Callable) -> Callable:
+        @functools.wraps(fn)
+        def wrapper(*a, **k):
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                try:
+                    return fn(*a, **k)
+                except ReproError as exc:
+                    if debugging():
+                        raise
+                    fail(escape(one_line(exc)), exc.exit_code)
+                except OSError as exc:
+                    if debugging():
+                        raise
+                    where = f"{exc.filename}: " if getattr(exc, "filename", None) else ""
+                    fail(escape(one_line(f"{where}{exc.strerror or exc}")), 2)
+                except (KeyboardInterrupt, typer.Exit, typer.Abort, SystemExit):
+                    raise
+                except Exception as exc:  # noqa: BLE001 - the boundary: no traceback unless asked
+                    if debugging():
+                        raise
+                    fail(
+                        escape(
+                            one_line(
+                                f"{type(exc).__name__}: {exc} (internal error; run with --debug or "
+                                f"REPRO_DEBUG=1 for the traceback)"
+                            )
+                        ),
+                        1,
+                    )
+                finally:
+                    for w in caught:
+                        err_console.print(f"[yellow]warning:[/] {escape(one_line(w.message))}", highlight=False)
+
+        return app.command(*args, **kwargs)(wrapper)
+
+    return decorate
+
+
+def target_and_variant(ident: str, overrides: list[str] | tuple[str, ...] | None, limit: int | None):
+    """The spec an id or a spec file names, and what this run changes from the committed spec."""
+    from repro.variants import Variant, load_target, parse_overrides
+
+    spec, spec_file, digest = load_target(ident)
+    return spec, Variant(parse_overrides(overrides), limit, spec_file, digest)
+
+
+def variant_view(ident: str, overrides: list[str] | None, limit: int | None, scale: str, columns: str | None):
+    """The table view of a spec, or of the variant these overrides / this limit / this spec file name."""
+    from repro.report import build_view
+
+    spec, variant = target_and_variant(ident, overrides, limit)
+    picked = [c.strip() for c in columns.split(",") if c.strip()] if columns else None
+    view = build_view(spec, scale, results_root=variant.results_root(), columns=picked)
+    view.variant = view.variant or variant.to_json()  # said in the caption even before it has results
+    return view, variant

@@ -1,0 +1,328 @@
+"""`repro run`, `repro train` and `repro cp`: a RunRequest built once from the options, then the plan, the
+training (here, or as Slurm jobs) and the table; `--status` follows the Slurm jobs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import typer
+from rich.markup import escape
+
+from repro import completion as complete
+from repro.cli.common import (
+    LAUNCHERS,
+    OVERRIDES_HELP,
+    RICH_OR_JSON,
+    SCALES,
+    command,
+    console,
+    overrides_argument,
+    quoted,
+    target_and_variant,
+    target_argument,
+)
+from repro.cli.slurm import slurm_run, slurm_status
+from repro.errors import ReproError
+
+if TYPE_CHECKING:
+    from repro.launch.slurm import SlurmOptions
+
+MAX_SEED = 2**31 - 1
+
+
+@dataclass(frozen=True)
+class RunRequest:
+    """What `repro run` or `repro train` asks for, built once from the options (lm-eval's
+    `EvaluatorConfig.from_cli`): the spec or spec file and its overrides, which rows, scale and seeds, how
+    to run them (here or on Slurm), and what to do with stored results and checkpoints."""
+
+    ident: str
+    scale: str
+    overrides: tuple[str, ...] = ()
+    rows: tuple[str, ...] | None = None  # None: every runnable row
+    seeds: tuple[int, ...] | None = None  # None: the spec's seeds at this scale
+    limit: int | None = None  # paper scale: only the first N questions of each split (a variant)
+    workdir: Path | None = None  # checkpoints and logs (None: $REPRO_DATA_DIR/runs)
+    dry_run: bool = False
+    resume: bool = False
+    force: bool = False
+    rebaseline: bool = False
+    jobs: int | None = None
+    ensemble: bool | None = None  # None: the scale's `ensemble` setting
+    launcher: str = "local"
+    slurm: SlurmOptions | None = None  # with launcher "slurm"
+    status: bool = False  # show the Slurm units instead of running
+    wait: bool = False  # slurm: follow the jobs to the end
+    fmt: str = "rich"  # of --status
+
+
+def check_seeds(seeds: list[int], option: str, text: str) -> list[int]:
+    """`seeds` if each is in 0..2^31-1 and named once; `option` and `text` (as typed) name them otherwise."""
+    if any(not 0 <= seed <= MAX_SEED for seed in seeds):
+        raise ReproError(f"{option} must lie in 0..{MAX_SEED}, not {text!r}")
+    if len(set(seeds)) != len(seeds):
+        raise ReproError(f"{option} names a seed twice: {text!r}")
+    return seeds
+
+
+def parse_seeds(text: str) -> list[int]:
+    """`0,1,2` -> [0, 1, 2]: integers in 0..2^31-1, each once."""
+    try:
+        seeds = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise ReproError(f"--seeds must be comma-separated integers, not {text!r}") from None
+    if not seeds:
+        raise ReproError("--seeds names no seed")
+    return check_seeds(seeds, "--seeds", text)
+
+
+@command("run")
+def run_command(
+    ident: str = target_argument(),
+    overrides: list[str] | None = overrides_argument(OVERRIDES_HELP),
+    rows: str | None = typer.Option(
+        None,
+        "--rows",
+        autocompletion=complete.rows,
+        help="Comma-separated row names (default: every runnable row).",
+    ),
+    scale: str = complete.choice(
+        SCALES, "paper", "--scale", "-s", help="paper: the real data; the others generate it."
+    ),
+    seeds: str | None = typer.Option(None, "--seeds", help="Comma-separated seeds (default: the spec's)."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan (rows, data, steps, GPU-hours) and stop."),
+    resume: bool = typer.Option(
+        False, "--resume", help="Keep stored seeds, run the missing ones, continue each from its checkpoint."
+    ),
+    workdir: str | None = typer.Option(None, "--workdir", help="Checkpoints and logs (default: $REPRO_DATA_DIR/runs)."),
+    rebaseline: bool = typer.Option(
+        False, "--rebaseline", help="Make these results the new reference for `repro check`."
+    ),
+    force: bool = typer.Option(
+        False, "--force", help="Replace stored results of these seeds and start over their checkpoints."
+    ),
+    jobs: int | None = typer.Option(
+        None,
+        "--jobs",
+        "-j",
+        min=1,
+        help="Runs at a time, each in its own process (default: the spec's scale setting, else 1).",
+    ),
+    ensemble: bool | None = typer.Option(
+        None,
+        "--ensemble/--no-ensemble",
+        help="Train a row's seeds together in one process, each recorded as its own run (default: the scale's "
+        "`ensemble` setting; generated scales; README: Specs).",
+        show_default=False,
+    ),
+    limit: int | None = typer.Option(
+        None, "--limit", min=1, help="Paper scale: only the first N questions of each split (a partial run, a variant)."
+    ),
+    launcher: str = complete.choice(
+        LAUNCHERS,
+        "local",
+        "--launcher",
+        help="local: here, --jobs at a time; slurm: a job per (row, seed), or per row with `ensemble: true`, on a "
+        "Slurm cluster (README: Running on a Slurm cluster).",
+        what="launcher",
+    ),
+    partition: str | None = typer.Option(None, "--partition", help="Slurm partition of the jobs."),
+    account: str | None = typer.Option(None, "--account", help="Slurm account the jobs are charged to."),
+    qos: str | None = typer.Option(None, "--qos", help="Slurm quality of service of the jobs."),
+    slurm_opt: list[str] | None = typer.Option(
+        None,
+        "--slurm-opt",
+        metavar="KEY=VALUE",
+        help="Another sbatch option, e.g. constraint=a100 or time=2-00:00:00 (repeat it for several).",
+    ),
+    status: bool = typer.Option(
+        False, "--status", help="Show each submitted Slurm unit: pending, running, done or failed, with its logs."
+    ),
+    fmt: str = complete.choice(
+        RICH_OR_JSON, "rich", "--format", "-f", help="With --status: the output format (json: one object per unit)."
+    ),
+    wait: bool = typer.Option(
+        False, "--wait", help="With --launcher slurm: wait for the jobs, then print their states and the table."
+    ),
+) -> None:
+    """Train and evaluate every runnable row of a table, write results, print the table.
+
+    Example: [bold]repro run table5-ablation --scale synthetic --rows ROW --seeds 0 recipe.epochs=2[/]
+
+    On a Slurm cluster: [bold]repro run table5-ablation --launcher slurm --partition gpu[/], then
+    [bold]repro run table5-ablation --status[/].
+    """
+    slurm_words = [w for w, v in (("--partition", partition), ("--account", account), ("--qos", qos)) if v]
+    slurm_words += ["--slurm-opt"] * bool(slurm_opt) + ["--wait"] * wait
+    if launcher != "slurm" and slurm_words:
+        raise ReproError(f"{', '.join(slurm_words)}: only with --launcher slurm")
+    if fmt != "rich" and not status:
+        raise ReproError(f"--format {fmt}: only with --status (a run prints its table)")
+    if launcher == "slurm" and jobs is not None:
+        raise ReproError("--jobs is for --launcher local; on Slurm every (row, seed), or ensemble, is a job of its own")
+    options = None
+    if launcher == "slurm":
+        from repro.launch.slurm import SlurmOptions
+
+        options = SlurmOptions.parse(partition, account, qos, slurm_opt)
+    request = RunRequest(
+        ident=ident,
+        scale=scale,
+        overrides=tuple(overrides or ()),
+        rows=tuple(rows.split(",")) if rows else None,
+        seeds=tuple(parse_seeds(seeds)) if seeds else None,
+        limit=limit,
+        workdir=Path(workdir) if workdir else None,
+        dry_run=dry_run,
+        resume=resume,
+        force=force,
+        rebaseline=rebaseline,
+        jobs=jobs,
+        ensemble=ensemble,
+        launcher=launcher,
+        slurm=options,
+        status=status,
+        wait=wait,
+        fmt=fmt,
+    )
+    run_request(request)
+
+
+@command("train")
+def train_command(
+    ident: str = target_argument(),
+    overrides: list[str] | None = overrides_argument(OVERRIDES_HELP),
+    row: str = typer.Option(
+        ..., "--row", "-r", autocompletion=complete.rows, help="The row to train (a name `repro show ID` lists)."
+    ),
+    scale: str = complete.choice(
+        SCALES, "paper", "--scale", "-s", help="paper: the real data; the others generate it."
+    ),
+    seed: int | None = typer.Option(None, "--seed", help="One seed (default: the spec's seeds)."),
+    resume: bool = typer.Option(False, "--resume", help="Continue from the last checkpoint."),
+    workdir: str | None = typer.Option(None, "--workdir", help="Checkpoints and logs (default: $REPRO_DATA_DIR/runs)."),
+    force: bool = typer.Option(
+        False, "--force", help="Replace a stored result of this seed and start over its checkpoint."
+    ),
+    limit: int | None = typer.Option(
+        None, "--limit", min=1, help="Paper scale: only the first N questions of each split (a partial run, a variant)."
+    ),
+) -> None:
+    """Train and evaluate one row of a table.
+
+    Example: [bold]repro train table5-ablation --row ROW --scale smoke --resume[/]
+    """
+    seeds = None if seed is None else (check_seeds([seed], "--seed", str(seed))[0],)
+    run_request(
+        RunRequest(
+            ident=ident,
+            scale=scale,
+            overrides=tuple(overrides or ()),
+            rows=(row,),
+            seeds=seeds,
+            limit=limit,
+            workdir=Path(workdir) if workdir else None,
+            resume=resume,
+            force=force,
+        )
+    )
+
+
+@command("cp")
+def cp_command(
+    ident: str = typer.Argument(
+        ..., metavar="ID", autocompletion=complete.experiment_ids, help="Experiment id to copy, e.g. table5-ablation."
+    ),
+    dest: Path = typer.Argument(..., metavar="FILE", help="Where to write the copy (.yaml)."),
+    force: bool = typer.Option(False, "--force", help="Replace FILE if it exists."),
+) -> None:
+    """Copy a spec to edit it; `repro run FILE` runs the copy, its results kept apart as a variant.
+
+    Example: [bold]repro cp table5-ablation ./my.yaml[/]
+    """
+    from repro.specs import resolve
+    from repro.utils import atomic_open
+
+    spec = resolve(ident)
+    if dest.suffix not in (".yaml", ".yml"):
+        raise ReproError(f"{dest}: a spec file ends in .yaml")
+    if dest.exists() and not force:
+        raise ReproError(f"{dest} exists; pass --force to replace it")
+    with atomic_open(dest) as handle:
+        handle.write(spec.path.read_text(encoding="utf-8"))
+    console.print(
+        f"wrote {escape(str(dest))} (a copy of {spec.id}); edit it, then `repro run {escape(str(dest))} --scale ...`: "
+        f"its results go to results/variants/, never over {spec.id}'s",
+        highlight=False,
+        soft_wrap=True,
+    )
+
+
+def run_request(request: RunRequest) -> None:
+    """Plan the request, print the plan, then run it here or submit it to Slurm (or only show its Slurm units)."""
+    from repro.paths import data_dir
+    from repro.report.plan import gpu_hours, render_plan
+    from repro.run import make_plan
+
+    spec, variant = target_and_variant(request.ident, request.overrides, request.limit)
+    seeds = None if request.seeds is None else list(request.seeds)
+    plan = make_plan(spec, request.scale, None if request.rows is None else list(request.rows), seeds, variant)
+    if request.ensemble is not None:  # how seeds are scheduled, not what they compute: no variant
+        plan.settings = {**plan.settings, "ensemble": request.ensemble}
+    root = request.workdir or data_dir() / "runs"
+    if request.status:
+        slurm_status(plan, root, seeds=seeds, fmt=request.fmt)
+        return
+    if not variant.empty:
+        console.print(
+            f"[bold]variant[/] {escape(variant.describe())}: not the spec as written; records go to "
+            f"{escape(str(plan.results_root))}",
+            highlight=False,
+            soft_wrap=True,
+        )
+    console.print(render_plan(plan))
+    for item in plan.data:
+        console.print(f"data: {item}", highlight=False)
+    if plan.scale == "paper":
+        console.print(f"estimated GPU-hours (paper schedule): {gpu_hours(plan):.1f}")
+    if request.launcher == "slurm":
+        slurm_run(plan, root, request)
+    elif not request.dry_run:
+        _run_here(plan, root, request)
+
+
+def _run_here(plan, root: Path, request: RunRequest) -> None:
+    """Train the plan's units in this machine's processes, then print the table, the claims and what to submit."""
+    from repro.launch.local import execute
+    from repro.monitor import RunMonitor
+    from repro.report import build_view, render_claims_rich, render_rich
+    from repro.report.plan import submit_hints
+    from repro.submit.check import target_for
+
+    results = execute(
+        plan,
+        root,
+        resume=request.resume,
+        force=request.force,
+        rebaseline=request.rebaseline,
+        jobs=request.jobs,
+        monitor=lambda units: RunMonitor(console, units),
+    )
+    view = build_view(plan.spec, plan.scale, results_root=plan.results_root)
+    console.print(render_rich(view))
+    claims = render_claims_rich(view)
+    if claims is not None:
+        console.print(claims)
+    for line in submit_hints(results, plan, target_for(plan.spec.datasets) if results else None):
+        console.print(line, highlight=False, soft_wrap=True)
+    if not plan.variant.empty:
+        words = " ".join(quoted(w) for w in [request.ident, *request.overrides])
+        console.print(
+            f"the variant's table again: `repro table {escape(words)} --scale {plan.scale}"
+            + (f" --limit {request.limit}" if request.limit else "")
+            + "`",
+            highlight=False,
+            soft_wrap=True,
+        )

@@ -1,0 +1,111 @@
+"""`repro run --launcher slurm` and `repro run --status`: the plan's units submitted as Slurm jobs (with
+`--dry-run`, the resources each would ask for), followed with `--wait`, and their states shown."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import typer
+from rich.markup import escape
+
+from repro.cli.common import console, quoted
+
+if TYPE_CHECKING:
+    from repro.cli.run import RunRequest
+
+
+def slurm_run(plan, root: Path, request: RunRequest) -> None:
+    """`repro run --launcher slurm`: submit the plan's units as a job array; with --wait, follow them."""
+    from repro.launch import slurm
+
+    words = f" --scale {plan.scale}"
+    if request.dry_run:
+        from repro.families import for_row
+        from repro.launch.units import groups
+
+        together = {
+            group[0][0].row.name: len(group) for group in groups(plan, [(s, n) for s in plan.steps for n in s.seeds])
+        }
+        for step in plan.steps:
+            if for_row(step.row) is not None:
+                seeds = together.get(step.row.name, 1)
+                res = slurm.group_resources(step, plan.scale, request.slurm, seeds)
+                what = f"one job for its {seeds} seeds trained together" if seeds > 1 else "one job per seed"
+                console.print(
+                    f"slurm: {escape(step.row.name)}: {what}, {res.describe()}", highlight=False, soft_wrap=True
+                )
+        return
+    submitted = slurm.submit(
+        plan, root, request.slurm, resume=request.resume, force=request.force, rebaseline=request.rebaseline
+    )
+    if not submitted:
+        console.print("nothing to submit: every seed has a stored result", highlight=False)
+    from repro.launch.unit import label
+
+    for unit in submitted:
+        console.print(
+            f"submitted {escape(label(unit.row, unit.seeds))}: job {unit.job_id} ({unit.resources.describe()}); "
+            f"log {escape(unit.stdout)}",
+            highlight=False,
+            soft_wrap=True,
+        )
+    if not request.wait:
+        if submitted:
+            console.print(
+                f"follow them with `repro run {escape(quoted(plan.spec.id))}{escape(words)} --status`; each job "
+                f"writes its record as it finishes, `repro table {escape(quoted(plan.spec.id))} --scale {plan.scale}` "
+                f"shows them",
+                highlight=False,
+                soft_wrap=True,
+            )
+        return
+    states = slurm.wait(
+        plan,
+        root,
+        sorted({seed for u in submitted for seed in u.seeds}),
+        on_change=lambda u: console.print(f"{escape(u.row)} seed {u.seed}: job {u.job_id} {u.state}", highlight=False),
+    )
+    slurm_status(plan, root, states)
+    from repro.report import build_view, render_rich
+
+    console.print(render_rich(build_view(plan.spec, plan.scale, results_root=plan.results_root)))
+    failed = [u for u in states if u.state != "done"]
+    if failed:
+        names = ", ".join(f"{u.row} seed {u.seed}" for u in failed)
+        raise slurm.UnitsFailed(f"{len(failed)} unit(s) did not finish: {names}; `--status` shows their logs")
+
+
+def slurm_status(plan, root: Path, states=None, seeds: list[int] | None = None, fmt: str = "rich") -> None:
+    """`repro run ID --status`: each submitted unit pending, running, done or failed, with its logs."""
+    from rich.table import Table
+
+    from repro.launch import slurm
+
+    states = slurm.unit_states(plan, root, seeds) if states is None else states
+    if fmt == "json":
+        out = {
+            "spec": plan.spec.id,
+            "scale": plan.scale,
+            "variant": None if plan.variant.empty else plan.variant.name,
+            "units": [u.to_json() for u in states],
+        }
+        typer.echo(json.dumps(out, indent=2))
+        return
+    if not states:
+        console.print(f"no unit of {plan.spec.id} at scale {plan.scale} was submitted to Slurm from {root}")
+        return
+    colours = {"done": "green", "failed": "red", "running": "cyan", "pending": "yellow"}
+    table = Table(title=f"{plan.spec.id} at scale {plan.scale}: Slurm jobs")
+    for name in ("row", "seed", "job", "state", "logs / record"):
+        table.add_column(name, overflow="fold")
+    for u in states:
+        state = f"[{colours.get(u.state, 'white')}]{u.state}[/] ({u.slurm_state})"
+        where = "\n".join(escape(p) for p in (u.stdout, u.stderr, u.record, u.error) if p)
+        table.add_row(escape(u.row), str(u.seed), u.job_id, state, where)
+    console.print(table)
+    counts = {}
+    for u in states:
+        counts[u.state] = counts.get(u.state, 0) + 1
+    console.print(", ".join(f"{n} {state}" for state, n in sorted(counts.items())), highlight=False)
