@@ -1,0 +1,218 @@
+"""Released checkpoints into this project's models: one strict load and its key report.
+
+A family's key map (`families/<name>/keymap.py`) turns an official state dict into a `Conversion`: for every
+official key, the key(s) of ours it fills (with the reshape or split named), or the reason it is deliberately
+dropped. `strict_load` then loads everything or nothing: an official key with no place (a renamed key), a key of
+ours that nothing fills (a missing key) unless the family allows it to keep its initial value, or a shape that
+differs is one `ReproError` line naming the key, and the model is left as it was. `read_state_dict` reads the file
+(a truncated or unreadable file is one line naming the file). The `KeyReport` lists placed, reshaped, missing and
+unexpected (dropped) keys in one table.
+"""
+
+from __future__ import annotations
+
+import pickle
+import re
+import zipfile
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from repro.errors import ReproError
+
+
+@dataclass(frozen=True)
+class Placed:
+    """One tensor of ours filled from an official key; `change` names any reshape, split or resize ('' = none)."""
+
+    target: str
+    value: torch.Tensor
+    change: str = ""
+
+
+@dataclass
+class Conversion:
+    """An official state dict in our names: official key -> what it fills; official key -> why it is dropped."""
+
+    placed: dict[str, list[Placed]] = field(default_factory=dict)
+    dropped: dict[str, str] = field(default_factory=dict)
+
+    def put(self, source: str, target: str, value: torch.Tensor, change: str = "") -> None:
+        self.placed.setdefault(source, []).append(Placed(target, value, change))
+
+    def drop(self, source: str, reason: str) -> None:
+        self.dropped[source] = reason
+
+    def state(self) -> dict[str, torch.Tensor]:
+        return {p.target: p.value for places in self.placed.values() for p in places}
+
+
+@dataclass
+class KeyReport:
+    """What a load did, one row per key: placed, reshaped, missing (ours, kept as initialised), unexpected (the
+    checkpoint's, dropped for the reason given)."""
+
+    source: str
+    placed: list[tuple[str, str]] = field(default_factory=list)  # (official, ours)
+    reshaped: list[tuple[str, str, str]] = field(default_factory=list)  # (official, ours, what was done)
+    missing: list[str] = field(default_factory=list)
+    unexpected: list[tuple[str, str]] = field(default_factory=list)  # (official, why dropped)
+
+    # the names the ALBEF loader used before the shared report
+    @property
+    def new(self) -> list[str]:
+        return list(self.missing)
+
+    @property
+    def dropped(self) -> list[str]:
+        return [key for key, _ in self.unexpected]
+
+    def rows(self) -> list[tuple[str, str, str, str]]:
+        """(status, official key, our key, note), in that order of statuses."""
+        out = [("placed", src, dst, "") for src, dst in self.placed]
+        out += [("reshaped", src, dst, note) for src, dst, note in self.reshaped]
+        out += [("missing", "", dst, "kept as initialised") for dst in self.missing]
+        out += [("unexpected", src, "", why) for src, why in self.unexpected]
+        return out
+
+    def counts(self) -> dict[str, int]:
+        return {
+            "placed": len(self.placed),
+            "reshaped": len(self.reshaped),
+            "missing": len(self.missing),
+            "unexpected": len(self.unexpected),
+        }
+
+    def as_json(self) -> dict:
+        return {
+            "source": self.source,
+            "counts": self.counts(),
+            "keys": [dict(zip(("status", "official", "ours", "note"), row, strict=True)) for row in self.rows()],
+        }
+
+
+def _describe(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__
+
+
+def read_state_dict(path: str | Path, keys: Sequence[str] = ()) -> dict[str, torch.Tensor]:
+    """The state dict in a checkpoint file: under the first of `keys` the file has (the official wrapper: "model",
+    "state_dict", ...), or the file itself when it is a plain state dict. Tensors and plain containers only."""
+    path = Path(path)
+    if not path.is_file():
+        raise ReproError(f"{path}: no such checkpoint file")
+    try:
+        data = torch.load(path, map_location="cpu", weights_only=True)
+    except (OSError, RuntimeError, EOFError, ValueError, pickle.UnpicklingError, zipfile.BadZipFile) as exc:
+        raise ReproError(f"{path}: not a readable PyTorch checkpoint ({_describe(exc)})") from None
+    if not isinstance(data, dict):
+        raise ReproError(f"{path}: holds a {type(data).__name__}, not a dict")
+    state = next((data[k] for k in keys if k in data), data)
+    if not isinstance(state, dict) or not state or not all(isinstance(v, torch.Tensor) for v in state.values()):
+        wrapped = " or ".join(repr(k) for k in keys)
+        raise ReproError(f"{path}: no state dict of tensors" + (f" (expected under {wrapped})" if keys else ""))
+    return state
+
+
+def rename(key: str, rules: Iterable[tuple[str, str]]) -> str | None:
+    """`key` through the first rule whose pattern matches it whole (`re.fullmatch`, then `expand`); None if none."""
+    for pattern, replacement in rules:
+        match = re.fullmatch(pattern, key)
+        if match:
+            return match.expand(replacement)
+    return None
+
+
+def convert_by_rules(official: Mapping[str, torch.Tensor], rules: Iterable[tuple[str, str]], what: str) -> Conversion:
+    """A conversion that is a plain renaming: every key through `rules`; a key no rule matches is refused."""
+    rules = list(rules)
+    conversion = Conversion()
+    for key, value in official.items():
+        target = rename(key, rules)
+        if target is None:
+            raise ReproError(f"{what}: unexpected key {key} (no rule of the key map places it)")
+        conversion.put(key, target, value)
+    return conversion
+
+
+def check(
+    model: nn.Module,
+    conversion: Conversion,
+    source: str,
+    may_stay_initial: Callable[[str], bool] = lambda key: False,
+) -> tuple[dict[str, torch.Tensor], KeyReport]:
+    """The full state dict `model` would have after the load, and the report; refuses (ReproError, one line naming
+    the key) a target that is not ours, a target filled twice, a wrong shape or dtype kind, or a key of ours that
+    nothing fills and that may not keep its initial value."""
+    ours = model.state_dict()
+    report = KeyReport(source)
+    full = dict(ours)
+    seen: dict[str, str] = {}
+    for src, places in conversion.placed.items():
+        for place in places:
+            dst = place.target
+            if dst not in ours:
+                raise ReproError(f"{source}: unexpected key {src} (maps to {dst}, which this model does not have)")
+            if dst in seen:
+                raise ReproError(f"{source}: {dst} is filled by both {seen[dst]} and {src}")
+            seen[dst] = src
+            value = place.value
+            if tuple(value.shape) != tuple(ours[dst].shape):
+                raise ReproError(
+                    f"{source}: {src} has shape {tuple(value.shape)}, this model's {dst} {tuple(ours[dst].shape)}"
+                )
+            if value.is_floating_point() != ours[dst].is_floating_point():
+                raise ReproError(f"{source}: {src} is {value.dtype}, this model's {dst} {ours[dst].dtype}")
+            full[dst] = value.to(ours[dst].dtype)
+            if place.change:
+                report.reshaped.append((src, dst, place.change))
+            else:
+                report.placed.append((src, dst))
+    for src in conversion.dropped:
+        if src in conversion.placed:
+            raise ReproError(f"{source}: {src} is both placed and dropped by the key map")
+    report.unexpected = sorted(conversion.dropped.items())
+    for dst in ours:
+        if dst not in seen:
+            if not may_stay_initial(dst):
+                raise ReproError(f"{source}: missing key for {dst} (the checkpoint has nothing the key map puts there)")
+            report.missing.append(dst)
+    return full, report
+
+
+def strict_load(
+    model: nn.Module,
+    conversion: Conversion,
+    source: str,
+    may_stay_initial: Callable[[str], bool] = lambda key: False,
+) -> KeyReport:
+    """Load `conversion` into `model`, everything or nothing (see `check`); the model is untouched on refusal."""
+    full, report = check(model, conversion, source, may_stay_initial)
+    before = {k: v.detach().clone() for k, v in model.state_dict().items()}
+    try:
+        model.load_state_dict(full, strict=True)
+    except (RuntimeError, ValueError) as exc:  # not reached after `check`; restore rather than leave it half loaded
+        model.load_state_dict(before, strict=True)
+        raise ReproError(f"{source}: {_describe(exc)}") from None
+    return report
+
+
+def render_report(report: KeyReport, console=None, show_placed: bool = True) -> None:
+    """The key report as one rich table (and a line of counts)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    console = console or Console()
+    table = Table(title=f"key report: {report.source}")
+    for column in ("status", "official key", "this project's key", "note"):
+        table.add_column(column)
+    for row in report.rows():
+        if row[0] == "placed" and not show_placed:
+            continue
+        table.add_row(*row)
+    console.print(table)
+    console.print(", ".join(f"{n} {status}" for status, n in report.counts().items()))
