@@ -1,10 +1,11 @@
-# Two set-up commands: `make demo` and `make test`. Both create .venv when it is missing.
+# Two set-up commands: `make demo` and `make test` (`make test-fast` leaves the slow tests out). Each creates
+# .venv when it is missing.
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 REPRO := $(VENV)/bin/repro
 
-.PHONY: demo test lint bench clean-venv wordnet
+.PHONY: demo test test-fast lint bench clean-venv wordnet
 
 $(VENV)/.installed: pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
@@ -39,8 +40,14 @@ demo: $(VENV)/.installed $(VENV)/.plot
 	$(REPRO) plot mcan-pa-table5-ablation --scale synthetic -o $(DEMO_PLOT)
 	@echo "== repro: the figure of Table V at the synthetic scale (reported vs reproduced, claims, curves) is $(DEMO_PLOT)"
 
+# `make test` runs every test, the slow ones included (about 5 minutes on 2 cores; GPU tests skip without CUDA).
 test: $(VENV)/.installed $(VENV)/.plot wordnet lint
 	$(PY) -m pytest -q
+
+# The inner loop: every test but those marked slow (synthetic-scale regression reruns, seeds trained together,
+# torchrun/DDP and paper-scale workers, anything over about 10 s). Run `make test` before committing.
+test-fast: $(VENV)/.installed $(VENV)/.plot wordnet
+	$(PY) -m pytest -q -m "not slow"
 
 # ruff: the linter and the formatter, configured in pyproject.toml; the tree is kept clean.
 lint: $(VENV)/.installed

@@ -34,6 +34,18 @@ scales:
 """
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests marked `gpu` skip where there is no CUDA device (torch is imported only when one is collected)."""
+    gpu = [item for item in items if item.get_closest_marker("gpu") is not None]
+    if not gpu:
+        return
+    import torch
+
+    if not torch.cuda.is_available():
+        for item in gpu:
+            item.add_marker(pytest.mark.skip(reason="needs a CUDA device (marked gpu)"))
+
+
 @pytest.fixture
 def runner() -> CliRunner:
     return CliRunner()

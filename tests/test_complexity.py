@@ -32,6 +32,7 @@ def test_flops_count_every_matmul_of_a_tiny_model():
     assert count_flops(mcan, batch, backward=True) > 2 * base
 
 
+@pytest.mark.slow
 def test_complexity_reports_params_flops_and_time_at_paper_sizes():
     out = complexity(McanConfig(arch="mcan"), repeats=1)
     torch.manual_seed(0)

@@ -29,6 +29,7 @@ def tiny_glpn(sandbox):
     return folder
 
 
+@pytest.mark.slow
 def test_depth_maps_then_depth_features(runner, sandbox, tiny_glpn):
     images = sandbox / "val2014"
     images.mkdir()

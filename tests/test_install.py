@@ -16,7 +16,11 @@ import shutil
 import subprocess
 import sys
 
+import pytest
+
 from repro.paths import REPO_DIR
+
+pytestmark = pytest.mark.slow  # over ~10 s: left out by `make test-fast`
 
 
 def _pip(*args: str) -> None:

@@ -43,6 +43,7 @@ def unit_folder(sandbox: Path, row: str, seed: int = 0) -> Path:
     return sandbox / "data" / "runs" / SPEC / "smoke" / row_slug(row) / f"seed{seed}"
 
 
+@pytest.mark.slow
 def test_smoke_table_on_slurm_survives_a_requeue_and_fills_the_table(cluster, runner, monkeypatch):
     trigger = unit_folder(cluster, ROWS[0]) / "train.jsonl"
     monkeypatch.setenv("SLURM_STUB_PREEMPT", f"1000_0:{trigger}")  # the first unit, once it has trained a step
@@ -100,6 +101,7 @@ def test_smoke_table_on_slurm_survives_a_requeue_and_fills_the_table(cluster, ru
     assert again.exit_code == 2 and "already has results" in again.output
 
 
+@pytest.mark.slow
 def test_a_rows_seeds_trained_together_are_one_job_that_resumes_after_a_requeue(cluster, runner, monkeypatch):
     """`ensemble: true`: one job for the row's two seeds, preempted mid-training, requeued, resumed from both
     seeds' checkpoints; each seed its own record, equal to the same ensemble trained here without a stop."""

@@ -10,7 +10,11 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from repro.paths import REPO_DIR
+
+pytestmark = pytest.mark.slow  # over ~10 s: left out by `make test-fast`
 
 
 def _children(pid: int) -> set[int]:

@@ -56,6 +56,7 @@ def _only(spec, row: str):
     return dataclasses.replace(spec, scales=scales)
 
 
+@pytest.mark.slow
 def test_every_table5_row_reproduces_its_stored_fingerprint(synthetic_data):
     """The CI check that holds on any CPU: each row's first 40 training losses, trained from scratch in a fresh
     data folder, equal the committed ones within the spec's tolerance (see repro/fingerprint.py)."""
@@ -65,6 +66,7 @@ def test_every_table5_row_reproduces_its_stored_fingerprint(synthetic_data):
     assert all(c.ok for c in checks), [(c.row, c.worst) for c in checks if not c.ok]
 
 
+@pytest.mark.slow
 def test_the_fingerprint_catches_pma_switched_off(synthetic_data, monkeypatch):
     from repro.families.mcan_pa import build
 
@@ -81,6 +83,7 @@ def test_the_fingerprint_catches_pma_switched_off(synthetic_data, monkeypatch):
     assert not check.ok and check.worst > 10 * check.tolerance
 
 
+@pytest.mark.slow
 def test_the_fingerprint_catches_a_wrong_learning_rate_schedule(synthetic_data, monkeypatch):
     from repro.train import trainer
 
@@ -110,6 +113,7 @@ def test_committed_sa_m4c_synthetic_tables_have_their_rows_and_the_specs_seeds()
             assert {"spatial", "control"} <= set(result.extra["per_question_kind"][0])
 
 
+@pytest.mark.slow
 def test_sa_m4c_reproduces_its_stored_fingerprint_and_it_catches_a_random_graph(synthetic_data):
     """SA-M4C's row (M4C's is checked by `repro check --rerun` alike); then SA-M4C fed M4C-Random's graph in
     place of the spatial one: the same steps, other losses."""
@@ -129,6 +133,7 @@ def test_sa_m4c_reproduces_its_stored_fingerprint_and_it_catches_a_random_graph(
 # --- ace-rpe: Table 1 at the synthetic scale --------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_ace_rpe_reproduces_its_pretraining_fingerprints_and_they_catch_ace_rpe_off_the_values(synthetic_data):
     """The pre-training losses of Table 1's None and ACE-RPE+Lace rows (`stage: pretrain`); then ACE-RPE+Lace
     with E_ace added to queries and keys only (Eq. 12 off): the same steps, other losses."""
@@ -146,6 +151,7 @@ def test_ace_rpe_reproduces_its_pretraining_fingerprints_and_they_catch_ace_rpe_
 # --- psac Table 6 and dsganet Table VIII at the synthetic scale -----------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "ident, row, other",
     [("psac-table6-coatt", "with QA-Co", "without QA-Co"), ("dsganet-table8-gqa-ablation", "3", "1")],

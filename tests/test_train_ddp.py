@@ -5,6 +5,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import torch
 
 from repro.families import load_recipe
@@ -12,6 +13,8 @@ from repro.families.mcan_pa.build import build_model
 from repro.train import fit
 from tests.ddp_worker import SIZES
 from tests.tiny_vqa import NUM_ANSWERS, NUM_TOKENS, TABLE5_CONFIGS, TinyVQA
+
+pytestmark = pytest.mark.slow  # over ~10 s: left out by `make test-fast`
 
 ROOT = Path(__file__).resolve().parent.parent
 RECIPE = """\

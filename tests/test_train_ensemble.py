@@ -72,6 +72,7 @@ def test_each_seed_draws_its_own_dropout_masks(tmp_path, recipe):
     assert (weights(models[0]) - weights(models[1])).abs().max() > 1e-4
 
 
+@pytest.mark.slow
 def test_an_interrupted_ensemble_resumes_to_the_same_weights(tmp_path, recipe):
     data = TinyVQA(14)
     recipes = [recipe.replace(seed=s, epochs=2) for s in (5, 6)]
@@ -142,6 +143,7 @@ def test_parameter_groups_train_at_their_own_rates_as_alone(tmp_path):
     assert [grp["lr_scale"] for grp in saved["optimizer"]["param_groups"]] == [1.0, 0.1]
 
 
+@pytest.mark.slow
 def test_frozen_parameters_stay_frozen(tmp_path, recipe):
     models = [new_model(s, NO_DROPOUT) for s in (5, 6)]
     for m in models:

@@ -48,6 +48,7 @@ def interrupt_at(stop_step, signum):
     return hook
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("stop_step, signum", [(4, signal.SIGINT), (6, signal.SIGTERM)])
 def test_resume_equals_uninterrupted(tmp_path, recipe, stop_step, signum):
     data = TinyVQA(22)  # 3 steps per epoch, the last one short
@@ -73,6 +74,7 @@ def test_resume_equals_uninterrupted(tmp_path, recipe, stop_step, signum):
     assert [r["lr"] for r in log_full] == pytest.approx([5e-4] * 3 + [1e-3] * 3 + [2e-4] * 3)
 
 
+@pytest.mark.slow
 def test_training_changes_weights_and_lowers_the_loss(tmp_path, recipe):
     data = TinyVQA(16)
     model = new_model()

@@ -103,6 +103,7 @@ def table1(sandbox):
     return sandbox
 
 
+@pytest.mark.slow
 def test_paper_scale_names_the_first_missing_file_and_the_command_that_gets_it(runner, table1):
     def run():
         out = runner.invoke(app, ["run", "ace-rpe-table1-pe", "--rows", "None"], env={"COLUMNS": "300"})
@@ -121,6 +122,7 @@ def test_paper_scale_names_the_first_missing_file_and_the_command_that_gets_it(r
     assert f"{data}/my-images/coco/0.jpg is missing (the first image of coco.json)" in run()
 
 
+@pytest.mark.slow
 def test_paper_scale_trains_both_recipes_as_two_ranks_of_a_torchrun_job(table1, tmp_path):
     """Pre-training then both fine-tunings at paper scale on the fixture files, under torch.distributed
     (gloo, 2 CPU processes): tiny sizes and recipes (`paper_worker.SETTINGS`), the paper-scale data path."""
@@ -147,6 +149,7 @@ def test_paper_scale_trains_both_recipes_as_two_ranks_of_a_torchrun_job(table1, 
     ]
 
 
+@pytest.mark.slow
 def test_a_row_starts_from_albefs_released_checkpoint_in_place_of_pre_training(table1, tmp_path):
     """`init: albef`: no pre-training corpus needed, ALBEF_4M.pth (ALBEF's key names) loaded by the key map,
     then fine-tuning and evaluation as usual; without the file, one line naming it and its command."""

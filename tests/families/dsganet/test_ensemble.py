@@ -12,6 +12,7 @@ from tests.conftest import copy_spec, lone_and_together
 RUN = ["run", "dsganet-table7-ablation", "--scale", "smoke", "--rows", "1,5,8", "--seeds", "0,1"]
 
 
+@pytest.mark.slow
 def test_seeds_trained_together_equal_their_lone_runs(sandbox, runner):
     copy_spec(sandbox, "dsganet", "dsganet-table7-ablation")
     lone, together = lone_and_together(runner, sandbox, RUN, "dsganet", "dsganet-table7-ablation")

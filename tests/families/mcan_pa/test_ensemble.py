@@ -40,6 +40,7 @@ def seed_records(sandbox):
     return {int(p.stem.rsplit("seed", 1)[1]): json.loads(p.read_text()) for p in folder.glob("*.json")}
 
 
+@pytest.mark.slow
 def test_seeds_trained_together_equal_their_lone_runs(table5, runner):
     sandbox, write = table5
     args = ["run", "table5-ablation", "--scale", "smoke", "--rows", ROW]

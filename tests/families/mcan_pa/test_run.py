@@ -21,6 +21,7 @@ def table5_sandbox(sandbox):
     return sandbox
 
 
+@pytest.mark.slow
 def test_smoke_run_fills_all_ten_rows(table5_sandbox, runner):
     out = runner.invoke(app, ["run", "table5-ablation", "--scale", "smoke"], env={"COLUMNS": "200"})
     assert out.exit_code == 0, out.output
@@ -58,6 +59,7 @@ def test_smoke_run_is_deterministic_and_check_sees_a_moved_number(table5_sandbox
     assert out.exit_code == 1 and "REGRESSION" in out.output
 
 
+@pytest.mark.slow
 def test_two_jobs_give_the_same_numbers_as_one(table5_sandbox, runner):
     base = ["run", "table5-ablation", "--scale", "smoke", "--rows", "MCAN,MCAN+PMA"]
     assert runner.invoke(app, base + ["--jobs", "1", "--workdir", str(table5_sandbox / "w1")]).exit_code == 0
@@ -78,6 +80,7 @@ def test_paper_scale_says_what_data_to_fetch(table5_sandbox, runner):
     assert "repro download vqa2" in out.output and "Traceback" not in out.output
 
 
+@pytest.mark.slow
 def test_table6_complexity_runs_without_data(sandbox, runner):
     folder = sandbox / "experiments" / "mcan-pa"
     folder.mkdir(parents=True)
@@ -120,6 +123,7 @@ def _bottom_up_tsv(path, image_ids, dim=2048, boxes=10, seed=0):
     path.write_text("\n".join(lines) + "\n")
 
 
+@pytest.mark.slow
 def test_paper_scale_trains_on_prepared_data_and_writes_server_predictions(table5_sandbox, runner, monkeypatch):
     """The paper's protocol on tiny files in the official layouts: train + val + VG, then predictions for
     every test2015 question, in the array format the server takes, and no local metric claimed.

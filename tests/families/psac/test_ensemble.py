@@ -7,6 +7,8 @@ import pytest
 
 from tests.conftest import copy_spec, lone_and_together
 
+pytestmark = pytest.mark.slow  # over ~10 s: left out by `make test-fast`
+
 RUN = ["run", "psac-table3-vpsa", "--scale", "smoke", "--rows", "w/ 1 VPSA", "--seeds", "0,1"]
 
 

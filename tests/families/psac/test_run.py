@@ -49,6 +49,7 @@ def test_generator_rejects_settings_that_do_not_fit():
         GeneratorConfig.from_mapping({"videos": 3})
 
 
+@pytest.mark.slow
 def test_smoke_run_fills_every_task_column(sandbox, runner):
     folder = sandbox / "experiments" / "psac"
     folder.mkdir(parents=True)

@@ -7,6 +7,8 @@ import pytest
 
 from tests.conftest import copy_spec, lone_and_together
 
+pytestmark = pytest.mark.slow  # over ~10 s: left out by `make test-fast`
+
 # M4C's layers; SA-M4C's spatial layers with a random graph
 RUN = ["run", "sa-m4c-table2-ablations", "--scale", "smoke", "--rows", "1 M4C†,4 M4C-Random", "--seeds", "0,1"]
 

@@ -25,6 +25,7 @@ def sa_sandbox(sandbox):
     return sandbox
 
 
+@pytest.mark.slow
 def test_smoke_rows_train_score_and_write_evalai_predictions(sa_sandbox, runner, monkeypatch):
     args = ["run", "sa-m4c-table2-ablations", "--scale", "smoke", "--rows", "7 SA-M4C (ours)"]
     out = runner.invoke(app, args, env={"COLUMNS": "200"})
@@ -92,6 +93,7 @@ def test_section6_subset_counts_come_from_the_val_questions(sa_sandbox, runner):
     assert 0 < record["metrics"]["D_spa+ocr questions"] <= record["metrics"]["D_spa questions"]
 
 
+@pytest.mark.slow
 def test_stvqa_rows_score_anls_and_write_the_task3_upload_file(sa_sandbox, runner):
     out = runner.invoke(app, ["run", "sa-m4c-table3-stvqa", "--scale", "smoke", "--rows", "5 SA-M4C (ours)"])
     assert out.exit_code == 0, out.output
