@@ -18,21 +18,11 @@ from torch import nn
 from repro.errors import ReproError
 from repro.families.base import Hooks, RowRun, RunContext, train_units
 from repro.families.sa_m4c.build import ARCHS, as_config, build_model, describe, example_batch, gpu_hours
+from repro.families.sa_m4c.model import decoding_bce
 from repro.families.sa_m4c.splits import Splits, read_splits
 from repro.specs import Spec
 
 # --- training and prediction steps ---------------------------------------------------------------
-
-
-def decoding_bce(model: nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-    """M4C's decoding loss (`decoding-bce`): BCE-with-logits over vocabulary ‖ OCR at every step, masked
-    after the answer's </s>, summed and divided by the number of valid steps (mmf's M4CDecodingBCEWithMaskLoss)."""
-    import torch.nn.functional as F
-
-    scores = model(batch).float()
-    losses = F.binary_cross_entropy_with_logits(scores, batch["targets"], reduction="none")
-    mask = batch["step_mask"]
-    return (losses * mask.unsqueeze(-1)).sum() / mask.sum().clamp(min=1)
 
 
 def predict_step(model: nn.Module, batch: dict[str, torch.Tensor], beam: int = 1) -> torch.Tensor:

@@ -20,7 +20,8 @@ objects as region features (optionally through a fine-tuned fc7 layer, M4C's rel
 embeddings; OCR tokens as [FastText ‖ PHOC ‖ appearance ‖ order] plus box embeddings. The answer is
 decoded over `decode_steps` steps (Sec. 4.2) by the dynamic pointer network: each step scores the fixed
 answer vocabulary (a linear classifier) and every OCR token (a bilinear pointer), and the previous
-prediction is fed back as the classifier row or the OCR token's input embedding (M4C Sec. 3.3).
+prediction is fed back as the classifier row or the OCR token's input embedding (M4C Sec. 3.3). It is
+trained with `decoding_bce`, M4C's binary cross-entropy over the decoding steps.
 """
 
 from __future__ import annotations
@@ -404,3 +405,13 @@ def layer_stack(config) -> list[str]:
     if config.arch == "sa-m4c":
         return ["normal"] * config.normal_layers + ["spatial"] * config.spatial_layers
     return ["normal"] * config.normal_layers + ["topk"] * config.topk_layers + ["regat"] * config.regat_layers
+
+
+def decoding_bce(model: nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+    """M4C's decoding loss (the recipe's `decoding-bce`): BCE-with-logits over vocabulary ‖ OCR at every step,
+    masked after the answer's </s>, summed and divided by the number of valid steps (mmf's
+    M4CDecodingBCEWithMaskLoss)."""
+    scores = model(batch).float()
+    losses = F.binary_cross_entropy_with_logits(scores, batch["targets"], reduction="none")
+    mask = batch["step_mask"]
+    return (losses * mask.unsqueeze(-1)).sum() / mask.sum().clamp(min=1)
