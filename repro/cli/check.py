@@ -41,6 +41,7 @@ def check_command(
 
     from repro.paths import results_dir
     from repro.report import check_spec
+    from repro.report.check import check_records
     from repro.results import CorruptResult
     from repro.specs import broken_specs, load_all, resolve
 
@@ -57,11 +58,14 @@ def check_command(
             raise typer.Exit(1)
     if rerun:
         _check_fingerprints(specs, scale, rebaseline, explicit=bool(idents))
-    checks, unreadable = [], []
+    checks, unreadable, records = [], [], []
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         for spec in specs:
             checks += check_spec(spec)
+            records.append(check_records(spec))
+    problems = [p for r in records for p in r.problems]
+    notes = [n for r in records for n in r.notes]
     for w in caught:
         if issubclass(w.category, CorruptResult):
             unreadable.append(str(w.message))
@@ -72,8 +76,19 @@ def check_command(
         from dataclasses import asdict
 
         values = [{**asdict(c), "ok": c.ok} for c in checks]
-        typer.echo(json.dumps({"checks": values, "regressions": len(failed), "unreadable": unreadable}, indent=2))
-        raise typer.Exit(1 if failed or unreadable else 0)
+        bad_records = [asdict(p) for p in problems]
+        typer.echo(
+            json.dumps(
+                {
+                    "checks": values,
+                    "regressions": len(failed),
+                    "unreadable": unreadable,
+                    "records": {"problems": bad_records, "notes": notes},
+                },
+                indent=2,
+            )
+        )
+        raise typer.Exit(1 if failed or unreadable or problems else 0)
     table = Table(title=f"repro check: {len(checks)} values in {len(specs)} experiment(s)")
     for name in ("experiment", "row", "scale", "column", "expected", "got", "Δ", "tolerance", "status"):
         table.add_column(name, justify="right" if name in ("expected", "got", "Δ", "tolerance") else "left")
@@ -94,12 +109,28 @@ def check_command(
         console.print(table)
     for message in unreadable:
         err_console.print(f"[bold red]unreadable:[/] {escape(message)}", highlight=False)
-    if failed or unreadable:
-        console.print(f"[bold red]{len(failed)} regression(s), {len(unreadable)} unreadable result(s)[/]")
+    for note in notes:
+        console.print(f"[dim]note:[/] {escape(note)}", highlight=False, soft_wrap=True)
+    for p in problems:
+        err_console.print(
+            f"[bold red]record:[/] {escape(p.path)}: {escape(p.message)}", highlight=False, soft_wrap=True
+        )
+    rows, seeds = sum(r.rows for r in records), sum(r.seeds for r in records)
+    if failed or unreadable or problems:
+        console.print(
+            f"[bold red]{len(failed)} regression(s), {len(unreadable)} unreadable result(s), "
+            f"{len(problems)} record problem(s)[/]"
+        )
         raise typer.Exit(1)
     console.print(
         f"[green]all {len(checks)} stored values within tolerance[/]" if checks else "no stored results to check"
     )
+    if rows:
+        console.print(
+            f"[green]{rows} row records agree with their per-seed values (mean, std ddof 1, finite) and "
+            f"{seeds} seed records[/]" + (f"; {len(notes)} note(s) above" if notes else ""),
+            highlight=False,
+        )
 
 
 def _check_fingerprints(specs: list, scale: str, rebaseline: bool, explicit: bool) -> None:

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from repro.errors import ReproError
+from repro.report.check import config_note
 from repro.report.claims import ClaimView, judge_claim
 from repro.results import Result, read_results
 from repro.specs import Spec
@@ -58,6 +59,7 @@ class TableView:
     claims: list[ClaimView] = field(default_factory=list)
     selected: list[str] | None = None  # the columns shown (default: all of the spec's)
     variant: dict | None = None  # the results are a variant (overrides, --limit, a spec file): repro.variants
+    config_notes: list[str] = field(default_factory=list)  # rows whose seeds ran under several configs
 
     @property
     def columns(self) -> list[str]:
@@ -114,6 +116,9 @@ def build_view(
             )
         view.rows.append(RowView(name=row.name, cited=row.cited, runnable=row.runnable, cells=cells, result=result))
     view.claims = [judge_claim(spec, claim, {r.name: r.result for r in view.rows}) for claim in spec.claims]
+    view.config_notes = [
+        n for r in view.rows if r.result is not None for n in [config_note(spec, r.result, results_root)] if n
+    ]
     view.variant = next((r.result.variant for r in view.rows if r.result is not None and r.result.variant), None)
     return view
 
@@ -222,6 +227,8 @@ def footnotes(view: TableView) -> list[str]:
                 f"Δ = row − {view.baseline.name} (the first runnable row), in the paper and at scale "
                 f"{view.scale}; ✓ = the same sign in both, ✗ = opposite signs."
             )
+    if view.config_notes:
+        notes.append("Seeds pooled from several configs: " + " | ".join(view.config_notes) + ".")
     if view.other_scales:
         notes.append(f"Results also exist at scale(s): {', '.join(view.other_scales)} (use --scale).")
     return notes
