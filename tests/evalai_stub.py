@@ -5,6 +5,8 @@ list, direct multipart submission, the presigned flow (start, storage PUT, finis
 submission detail, and the result / error files. Every request is logged without its headers,
 except whether the bearer token matched. `fail[route] = (status, body)` makes a route answer an
 error (`fail_times[route] = n`: only the next n times); a dict body is sent as JSON, a str body as HTML.
+`answer[path] = (status, body)` answers that exact path (with its query) so, before any route;
+`trickle[route] = seconds` sends that route's answer one byte at a time with that pause between bytes.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import email.policy
 import json
 import re
 import threading
+import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -53,6 +56,8 @@ class EvalAIStub:
         self.log: list[Logged] = []
         self.fail: dict[str, tuple[int, Any]] = {}
         self.fail_times: dict[str, int] = {}  # route -> failures left (absent: fail for good)
+        self.answer: dict[str, tuple[int, Any]] = {}  # path with query -> (status, body)
+        self.trickle: dict[str, float] = {}  # route -> pause between two bytes
         self.submissions: dict[int, dict] = {}
         self.uploads: dict[int, dict[int, bytes]] = {}  # presigned: submission -> part -> bytes
         self.remaining: dict[int, dict] = {}  # phase -> limits
@@ -198,7 +203,9 @@ class EvalAIStub:
                 _parse_body(self.headers.get("Content-Type", ""), body, entry)
                 stub.log.append(entry)
                 route, status, payload = stub._route(method, parsed.path, entry)
-                if parsed.path.startswith("/api/") and not entry.authorized:
+                if self.path in stub.answer:
+                    status, payload = stub.answer[self.path]
+                elif parsed.path.startswith("/api/") and not entry.authorized:
                     status, payload = 401, {"detail": "Invalid token"}
                 elif route in stub.fail:
                     status, payload = stub.fail[route]
@@ -209,9 +216,14 @@ class EvalAIStub:
                 elif route == "s3":
                     sub_id, part = int(parsed.path.rsplit("/", 1)[1]), int(parse_qs(parsed.query)["partNumber"][0])
                     stub.uploads.setdefault(sub_id, {})[part] = body
-                self._reply(status, payload, etag=f'"etag-{len(body)}"' if route == "s3" and status == 200 else None)
+                self._reply(
+                    status,
+                    payload,
+                    etag=f'"etag-{len(body)}"' if route == "s3" and status == 200 else None,
+                    pause=stub.trickle.get(route, 0.0),
+                )
 
-            def _reply(self, status: int, payload: Any, etag: str | None = None) -> None:
+            def _reply(self, status: int, payload: Any, etag: str | None = None, pause: float = 0.0) -> None:
                 if isinstance(payload, str):
                     data, ctype = payload.encode(), "text/html" if status >= 400 else "text/plain"
                 elif payload is None:
@@ -224,7 +236,16 @@ class EvalAIStub:
                 if etag:
                     self.send_header("ETag", etag)
                 self.end_headers()
-                self.wfile.write(data)
+                if not pause:
+                    self.wfile.write(data)
+                    return
+                try:
+                    for k in range(len(data)):
+                        self.wfile.write(data[k : k + 1])
+                        self.wfile.flush()
+                        time.sleep(pause)
+                except OSError:  # the client gave up
+                    pass
 
             def do_GET(self) -> None:
                 self._serve("GET")

@@ -34,6 +34,7 @@ from repro.submit.check import (
     write_upload_file,
 )
 from repro.submit.records import add_record, find_record, resolve_phase, update_record
+from repro.terminal import printable
 from repro.utils import sha256_file
 
 # --- the command --------------------------------------------------------------------------------
@@ -73,7 +74,7 @@ def submit(opts: SubmitOptions, console: Console, err: Console, confirm: Callabl
     client = EvalAI(resolve_connection(opts.host, opts.token))
     phase_id, phase_name = resolve_phase(target, client, opts.phase)
     detail = client.phase(target.challenge, phase_id)
-    phase_name = detail.get("name") or phase_name
+    phase_name = printable(detail.get("name") or phase_name)
     limits = client.remaining(target.challenge, phase_id)
     upload = write_upload_file(check)
     _check_file_type(detail, upload, phase_name)
@@ -130,8 +131,8 @@ def show_status(
     if data["status"] in TERMINAL:
         return _finish(client, data, console)
     console.print(
-        f"submission {submission_id}: [bold]{escape(str(data['status']))}[/] "
-        f"(submitted {escape(str(data.get('submitted_at', '?')))})",
+        f"submission {submission_id}: [bold]{escape(printable(data['status']))}[/] "
+        f"(submitted {escape(printable(data.get('submitted_at', '?')))})",
         highlight=False,
     )
     return 0
@@ -153,7 +154,7 @@ def follow(client: Any, submission_id: int, console: Console, err: Console, poll
                     raise
                 data = {"status": f"unreachable ({exc})"}
             elapsed = time.monotonic() - start
-            spinner.update(f"submission {submission_id}: {data['status']} ({elapsed:.0f} s)")
+            spinner.update(f"submission {submission_id}: {escape(printable(data['status']))} ({elapsed:.0f} s)")
             if data["status"] in TERMINAL:
                 return _finish(client, data, console)
             if elapsed + delay > timeout_s:
@@ -204,14 +205,15 @@ def render_result(console: Console, result: Any) -> None:
         table = Table(title="evaluated result")
         table.add_column("split")
         for name in names:
-            table.add_column(name, justify="right")
+            table.add_column(escape(printable(name)), justify="right")
         for split, metrics in rows:
-            table.add_row(split, *(str(metrics.get(n, "–")) for n in names))
+            table.add_row(escape(printable(split)), *(escape(printable(metrics.get(n, "–"))) for n in names))
         console.print(table)
     elif result is None:
         console.print("the server reports no result file")
     else:
-        console.print(escape(json.dumps(result, indent=2) if not isinstance(result, str) else result), highlight=False)
+        text = json.dumps(result, indent=2) if not isinstance(result, str) else result
+        console.print(escape(printable(text, one_line=False)), highlight=False)
 
 
 def _is_large(check: Preflight, opts: SubmitOptions) -> bool:
@@ -244,8 +246,8 @@ def _limits_text(limits: dict | None) -> str:
     if not limits:
         return "not reported by the server"
     if "message" in limits:
-        return f"{limits['message']}" + (
-            f" (next in {limits['remaining_time']})" if limits.get("remaining_time") else ""
+        return printable(
+            f"{limits['message']}" + (f" (next in {limits['remaining_time']})" if limits.get("remaining_time") else "")
         )
     parts = [
         f"{what} {limits[key]}"

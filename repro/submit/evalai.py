@@ -31,19 +31,26 @@ from typing import Any
 import requests
 
 from repro.errors import ReproError
+from repro.terminal import printable
 
 DEFAULT_HOST = "https://eval.ai"
-TIMEOUT_S = 60
+TIMEOUT_S = 60  # seconds without a byte before a call counts as failed
+DEADLINE_S = 120.0  # seconds one call may take in all (REPRO_EVALAI_DEADLINE_S)
+UPLOAD_MIN_RATE = 32 * 1024  # bytes/s an upload is allowed on top of DEADLINE_S (its size at this rate)
+MAX_PAGES = 50  # pages of one paginated list followed at most
+MAX_BODY = 64 << 20  # bytes of one answer read at most
+REDACT_RUN = 6  # this many consecutive characters of the token are redacted wherever they appear
 TERMINAL = ("finished", "failed", "cancelled", "archived")
 
 
 class ServerError(ReproError):
-    """The server refused or failed; the message is one line. Exit code 1: the input was fine."""
+    """The server refused or failed; the message is one line, without control characters or escape
+    sequences (it carries the server's own text). Exit code 1: the input was fine."""
 
     exit_code = 1
 
     def __init__(self, message: str, status: int | None = None):
-        super().__init__(message)
+        super().__init__(printable(message))
         self.status = status
 
     @property
@@ -62,26 +69,21 @@ class Connection:
     token: str = field(repr=False)
 
     def redact(self, text: str) -> str:
-        """The text with the token removed in every spelling a server may echo it in (as is, URL-encoded
-        with %xx in either case or + for spaces, JSON-escaped, base64)."""
+        """The text with every echo of the token replaced by `***`.
+
+        Besides the whole token as is and base64-encoded, any run of 6 or more consecutive characters
+        of the token is removed in whatever case and encoding the server echoes it: %xx URL escapes
+        (also twice encoded, %25xx), HTML character references (&#65; &#x41; &amp;#65; and named
+        ones), JSON \\u escapes.
+        """
         if not self.token:
             return text
         import base64
-        import json as _json
-        from urllib.parse import quote, quote_plus
 
-        forms = {
-            self.token,
-            quote(self.token, safe=""),
-            quote_plus(self.token),
-            _json.dumps(self.token)[1:-1],
-            base64.b64encode(self.token.encode()).decode().rstrip("="),
-        }
-        forms |= {f.lower() for f in forms if "%" in f} | {f.upper() for f in forms if "%" in f}
-        for form in sorted(forms, key=len, reverse=True):
-            if form:
-                text = re.sub(re.escape(form), "***", text, flags=re.IGNORECASE if "%" in form else 0)
-        return text
+        whole = base64.b64encode(self.token.encode()).decode().rstrip("=")
+        if len(whole) >= REDACT_RUN:
+            text = text.replace(whole, "***")
+        return _redact_runs(text, self.token)
 
     @property
     def headers(self) -> dict[str, str]:
@@ -133,6 +135,150 @@ def _token_from_file(path: Path) -> str:
     return token
 
 
+# --- redaction, hosts, deadlines -------------------------------------------------------------------
+
+_UNIT = re.compile(
+    r"%(?:25)*(?P<pct>[0-9A-Fa-f]{2})"  # %41, twice encoded %2541, ...
+    r"|&(?:amp;)*#(?P<dec>[0-9]{1,7});"  # &#65;  &amp;#65;
+    r"|&(?:amp;)*#[xX](?P<hex>[0-9A-Fa-f]{1,6});"  # &#x41;
+    r"|&(?:amp;)*(?P<name>[A-Za-z][A-Za-z0-9]{1,31});"  # &lt; ...
+    r"|\\u(?P<json>[0-9A-Fa-f]{4})"  # JSON \u0041
+)
+
+
+def _decoded_units(text: str) -> list[tuple[str, int, int]]:
+    """`text` as (decoded character, start, end) units: an escape sequence is one unit."""
+    import html
+
+    units, i = [], 0
+    while i < len(text):
+        m = _UNIT.match(text, i)
+        ch = None
+        if m:
+            if m["pct"] is not None:
+                ch = chr(int(m["pct"], 16))
+            elif m["dec"] is not None and int(m["dec"]) < 0x110000:
+                ch = chr(int(m["dec"]))
+            elif m["hex"] is not None and int(m["hex"], 16) < 0x110000:
+                ch = chr(int(m["hex"], 16))
+            elif m["name"] is not None:
+                named = html.unescape(f"&{m['name']};")
+                ch = named if len(named) == 1 else None
+            elif m["json"] is not None:
+                ch = chr(int(m["json"], 16))
+        if ch is not None:
+            units.append((ch, i, m.end()))
+            i = m.end()
+        else:
+            units.append((text[i], i, i + 1))
+            i += 1
+    return units
+
+
+def _redact_runs(text: str, token: str) -> str:
+    """Replace each stretch of `text` that decodes to a run of >= REDACT_RUN consecutive characters of
+    `token` (any case) by `***`."""
+    run = min(REDACT_RUN, len(token))
+    lowered = token.lower()
+    grams = {lowered[k : k + run] for k in range(len(lowered) - run + 1)}
+    units = _decoded_units(text)
+    decoded = "".join(u[0] for u in units).lower()
+    marked = [False] * len(units)
+    for pos in range(len(decoded) - run + 1):
+        if decoded[pos : pos + run] in grams:
+            marked[pos : pos + run] = [True] * run
+    if not any(marked):
+        return text
+    out, last = [], 0
+    for k, (_, start, end) in enumerate(units):
+        if marked[k]:
+            if k == 0 or not marked[k - 1]:
+                out.append(text[last:start] + "***")
+            last = end
+    out.append(text[last:])
+    return "".join(out)
+
+
+def _origin(url: str) -> tuple[str, str, int | None]:
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    scheme = parts.scheme.lower()
+    try:
+        port = parts.port or {"http": 80, "https": 443}.get(scheme)
+    except ValueError:
+        port = -1
+    return scheme, (parts.hostname or "").lower(), port
+
+
+def same_host(url: str, host: str) -> bool:
+    """`url` is on the configured EvalAI `host` (same scheme, name and port): the only place the token goes."""
+    return _origin(url) == _origin(host)
+
+
+def deadline_s() -> float:
+    """Seconds one EvalAI call may take in all, headers and body: `$REPRO_EVALAI_DEADLINE_S`, default 120."""
+    raw = os.environ.get("REPRO_EVALAI_DEADLINE_S", "").strip()
+    if not raw:
+        return DEADLINE_S
+    try:
+        value = float(raw)
+    except ValueError:
+        value = float("nan")
+    if not value > 0 or value == float("inf"):
+        raise ReproError(f"REPRO_EVALAI_DEADLINE_S={raw!r}: give a positive number of seconds")
+    return value
+
+
+class DeadlineExceeded(requests.Timeout):
+    """A call that did not complete (headers and whole body) within its deadline."""
+
+
+def bounded_request(fn: Callable[..., requests.Response], url: str, *args: Any, **kwargs: Any) -> requests.Response:
+    """`fn(url, ...)` (requests.get/post/put) with the whole call, headers and body, under one deadline.
+
+    A server that trickles a byte now and then defeats `requests`' per-read timeout; here the call runs
+    in a worker thread and is abandoned (DeadlineExceeded) once `deadline_s()` has passed. An upload
+    gets its size at UPLOAD_MIN_RATE on top. The body is read whole (at most MAX_BODY bytes).
+    """
+    deadline = deadline_s()
+    data = kwargs.get("data")
+    if isinstance(data, (bytes, bytearray)):
+        deadline += len(data) / UPLOAD_MIN_RATE
+    read_timeout = min(TIMEOUT_S, deadline)
+    kwargs["timeout"] = (read_timeout, read_timeout)
+    kwargs["stream"] = True
+    box: dict[str, Any] = {}
+
+    def work() -> None:
+        try:
+            response = fn(url, *args, **kwargs)
+            box["response"] = response
+            body = bytearray()
+            for chunk in response.iter_content(1 << 16):
+                body += chunk
+                if len(body) > MAX_BODY:
+                    raise requests.exceptions.ContentDecodingError(f"an answer of more than {MAX_BODY} bytes")
+            response._content = bytes(body)
+        except BaseException as exc:  # handed to the caller's thread
+            box["error"] = exc
+
+    import threading
+
+    worker = threading.Thread(target=work, name="evalai-call", daemon=True)
+    worker.start()
+    worker.join(deadline)
+    if worker.is_alive():
+        response = box.get("response")
+        if response is not None:
+            with contextlib.suppress(Exception):
+                response.close()
+        raise DeadlineExceeded(f"no complete answer within {deadline:g} s (set REPRO_EVALAI_DEADLINE_S to allow more)")
+    if "error" in box:
+        raise box["error"]
+    return box["response"]
+
+
 # --- recording the client's HTTP calls ------------------------------------------------------------
 
 
@@ -160,9 +306,14 @@ class UploadAborted(BaseException):
 
 
 class _Recorder:
-    """Wraps `requests.get/post/put` (looked up by the client at call time) and keeps each call."""
+    """Wraps `requests.get/post/put` (looked up by the client at call time) and keeps each call.
 
-    def __init__(self) -> None:
+    Every call runs under `bounded_request`'s deadline, and a call to any host but `host` goes without
+    the Authorization header (the token is for the configured server only).
+    """
+
+    def __init__(self, host: str = "") -> None:
+        self.host = host
         self.calls: list[Call] = []
         self.storage_upload_failed = False
         self._saved: dict[str, Callable] = {}
@@ -181,13 +332,14 @@ class _Recorder:
         def call(url: str, *args: Any, **kwargs: Any) -> requests.Response:
             if self.storage_upload_failed and method == "post":
                 raise UploadAborted()
-            kwargs.setdefault("timeout", TIMEOUT_S)
+            if self.host and not same_host(url, self.host) and isinstance(kwargs.get("headers"), dict):
+                kwargs["headers"] = {k: v for k, v in kwargs["headers"].items() if k.lower() != "authorization"}
             record = Call(method.upper(), url)
             self.calls.append(record)
             try:
-                response = fn(url, *args, **kwargs)
+                response = bounded_request(fn, url, *args, **kwargs)
             except requests.RequestException as exc:
-                record.error = type(exc).__name__
+                record.error = str(exc) if isinstance(exc, DeadlineExceeded) else type(exc).__name__
                 if method == "put":
                     self.storage_upload_failed = True
                 raise
@@ -229,18 +381,17 @@ def _client_session(conn: Connection) -> Iterator[tuple[_Recorder, io.StringIO]]
     auth.HOST_URL_FILE_PATH = os.path.join(os.devnull, "no-host-file")  # never exists: API_HOST_URL is used
     auth.API_HOST_URL = conn.host
     try:
-        with _Recorder() as recorder, contextlib.redirect_stdout(output), contextlib.redirect_stderr(output):
+        with _Recorder(conn.host) as recorder, contextlib.redirect_stdout(output), contextlib.redirect_stderr(output):
             yield recorder, output
     finally:
         for name, value in saved.items():
             setattr(auth, name, value)
 
 
-_ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
 def _clean_output(text: str) -> str:
-    lines = [_ANSI.sub("", line).strip() for line in text.splitlines()]
+    lines = [printable(line).strip() for line in text.splitlines()]
     lines = [line for line in lines if line and not line.startswith("Use `evalai") and "%|" not in line]
     return " ".join(lines)
 
@@ -293,12 +444,17 @@ class EvalAI:
     # read-only calls ------------------------------------------------------------------------
 
     def _get(self, path: str, params: dict | None = None) -> Any:
-        url = path if path.startswith("http") else f"{self.conn.host}{path}"
+        url = path if "://" in path else f"{self.conn.host}{path}"
+        if not same_host(url, self.conn.host):
+            raise ServerError(
+                f"EvalAI at {self.conn.host} pointed to another host ({printable(url)[:200]}); not followed: "
+                "the token is sent only to the configured host"
+            )
         call = Call("GET", url)
         try:
-            response = requests.get(url, headers=self.conn.headers, params=params, timeout=TIMEOUT_S)
+            response = bounded_request(requests.get, url, headers=self.conn.headers, params=params)
         except requests.RequestException as exc:
-            call.error = type(exc).__name__
+            call.error = str(exc) if isinstance(exc, DeadlineExceeded) else type(exc).__name__
             raise self._redacted(describe_http_failure(call, self.conn.host)) from None
         call.status, call.reason = response.status_code, response.reason or ""
         try:
@@ -317,12 +473,22 @@ class EvalAI:
     def phases(self, challenge: int) -> list[dict]:
         """Every phase of a challenge (follows pagination)."""
         found: list[dict] = []
-        url: str | None = f"/api/challenges/challenge/{challenge}/challenge_phase"
+        url: Any = f"/api/challenges/challenge/{challenge}/challenge_phase"
+        seen: set[str] = set()
         while url:
+            if not isinstance(url, str):
+                raise ServerError(f"EvalAI at {self.conn.host} gave a `next` link that is not a URL")
+            if url in seen or len(seen) >= MAX_PAGES:
+                why = "points back to a page already read" if url in seen else f"goes past {MAX_PAGES} pages"
+                raise ServerError(f"EvalAI at {self.conn.host}: the phase list of challenge {challenge} {why}")
+            seen.add(url)
             page = self._get(url)
             if isinstance(page, list):
-                return found + page
-            found += page.get("results") or []
+                return found + [p for p in page if isinstance(p, dict)]
+            if not isinstance(page, dict):
+                raise ServerError(f"EvalAI at {self.conn.host}: the phase list is not a JSON object or list")
+            results = page.get("results") or []
+            found += [p for p in results if isinstance(p, dict)] if isinstance(results, list) else []
             url = page.get("next")
         return found
 
@@ -343,10 +509,11 @@ class EvalAI:
     def result_file(self, url: str) -> Any:
         """The evaluated result: fetched without the auth header, as the client does."""
         try:
-            response = requests.get(url, timeout=TIMEOUT_S)
+            response = bounded_request(requests.get, url)
             response.raise_for_status()
         except requests.RequestException as exc:
-            raise ServerError(f"could not fetch the result file ({type(exc).__name__})") from None
+            why = str(exc) if isinstance(exc, DeadlineExceeded) else type(exc).__name__
+            raise ServerError(f"could not fetch the result file ({why})") from None
         try:
             return response.json()
         except ValueError:

@@ -1,0 +1,153 @@
+"""Hostile input, round 2: the EvalAI token, waits without end, special files, duplicates, Slurm
+options, validation that changes numbers (each test fails on the code before these fixes)."""
+
+from __future__ import annotations
+
+import html
+import time
+from urllib.parse import quote
+
+import pytest
+import requests
+
+from repro.submit.evalai import Connection, _Recorder
+from repro.terminal import printable
+from tests.evalai_stub import EvalAIStub
+from tests.test_submit import TOKEN, home, one_line, stub, submit, vqa_predictions, vqa_questions  # noqa: F401
+
+# --- 1. the EvalAI token -----------------------------------------------------------------------------
+
+
+@pytest.fixture
+def other_host():
+    """A second server (another port: another origin) that logs whether the token reached it."""
+    server = EvalAIStub(TOKEN).start()
+    yield server
+    server.stop()
+
+
+def test_a_next_link_to_another_host_is_not_followed(runner, sandbox, stub, other_host):
+    stub.answer["/api/challenges/challenge/830/challenge_phase"] = (
+        200,
+        {"count": 9, "next": f"{other_host.url}/api/challenges/challenge/830/challenge_phase?page=2", "results": []},
+    )
+    vqa_questions(sandbox)
+    preds = vqa_predictions(sandbox / "p.json")
+    result = submit(runner, "vqa2-test-std", "-p", str(preds), "--yes")
+    assert result.exit_code == 1
+    line = one_line(result)
+    assert "another host" in line and "not followed" in line
+    assert not [c for c in other_host.log if c.authorized]
+    assert not stub.calls("POST")
+
+
+def test_client_calls_to_another_host_go_without_the_token(stub, other_host):
+    conn = Connection(stub.url, TOKEN)
+    with _Recorder(conn.host):
+        requests.get(f"{other_host.url}/api/jobs/submission/1", headers=conn.headers)
+        requests.get(f"{stub.url}/api/jobs/submission/1", headers=conn.headers)
+    assert [c.authorized for c in other_host.log] == [False]
+    assert [c.authorized for c in stub.log] == [True]
+
+
+@pytest.mark.parametrize("loop", ["self", "cycle", "endless"])
+def test_pagination_that_never_ends_is_cut(runner, sandbox, stub, loop):
+    base = "/api/challenges/challenge/830/challenge_phase"
+    if loop == "self":
+        stub.answer[base] = (200, {"next": f"{stub.url}{base}", "results": []})
+    elif loop == "cycle":
+        stub.answer[base] = (200, {"next": f"{stub.url}{base}?page=2", "results": []})
+        stub.answer[f"{base}?page=2"] = (200, {"next": f"{stub.url}{base}", "results": []})
+    else:
+        for n in range(200):
+            stub.answer[f"{base}?page={n}" if n else base] = (200, {"next": f"{stub.url}{base}?page={n + 1}"})
+    vqa_questions(sandbox)
+    preds = vqa_predictions(sandbox / "p.json")
+    start = time.monotonic()
+    result = submit(runner, "vqa2-test-std", "-p", str(preds), "--yes")
+    assert time.monotonic() - start < 30
+    assert result.exit_code == 1
+    assert "phase list" in one_line(result)
+    assert len(stub.calls("GET", base)) <= 51
+
+
+ECHOES = {
+    "partial": TOKEN[5:17],
+    "lower-cased": TOKEN.upper().lower()[3:20].upper(),
+    "html-entity": "".join(f"&#{ord(c)};" for c in TOKEN),
+    "html-hex-entity": "".join(f"&#x{ord(c):x};" for c in TOKEN[:12]),
+    "twice-url-encoded": quote(quote(TOKEN, safe="").replace("-", "%2D"), safe=""),
+    "url-encoded-every-char": "".join(f"%{ord(c):02x}" for c in TOKEN),
+    "html-escaped-twice": html.escape("".join(f"&#{ord(c)};" for c in TOKEN)),
+    "json-unicode": "".join(f"\\u{ord(c):04x}" for c in TOKEN[2:14]),
+}
+
+
+def _leaks(text: str) -> list[str]:
+    """Runs of >= 6 token characters in `text` after decoding it every way a server may encode."""
+    from urllib.parse import unquote
+
+    decoded = text
+    for _ in range(3):
+        decoded = html.unescape(unquote(decoded))
+    decoded = decoded.encode().decode("unicode_escape", errors="ignore").lower()
+    low = TOKEN.lower()
+    return [low[k : k + 6] for k in range(len(low) - 5) if low[k : k + 6] in decoded]
+
+
+@pytest.mark.parametrize("form", sorted(ECHOES))
+def test_every_echo_of_the_token_is_redacted(form):
+    echoed = ECHOES[form]
+    assert _leaks(echoed), "the echo must carry the token for the test to mean anything"
+    text = Connection("http://h", TOKEN).redact(f"error: bad token {echoed} given")
+    assert not _leaks(text), text
+    assert text.startswith("error: bad token ") and text.endswith(" given")
+
+
+@pytest.mark.parametrize("form", ["partial", "html-entity", "twice-url-encoded"])
+def test_server_echo_of_the_token_never_reaches_the_terminal(runner, sandbox, stub, form):
+    stub.fail["submit"] = (403, {"detail": f"Invalid token {ECHOES[form]}"})
+    vqa_questions(sandbox)
+    preds = vqa_predictions(sandbox / "p.json")
+    result = submit(runner, "vqa2-test-dev", "-p", str(preds), "--yes")
+    assert result.exit_code == 1
+    assert not _leaks(result.output + result.stderr)
+
+
+ESCAPES = "\x1b[2J\x1b[H\x1b]0;owned\x07\x1b]2;title\x1b\\\x9b31m\x1bc\x07\x00"
+
+
+def test_printable_drops_escape_sequences_and_controls():
+    assert printable(f"a{ESCAPES}b\nc") == "ab c"
+    assert printable(f"l1\x1b[31m\nl2{ESCAPES}", one_line=False) == "l1\nl2"
+
+
+def test_server_text_is_printed_without_escape_sequences(runner, sandbox, stub):
+    stub.fail["submit"] = (400, {"detail": f"bad{ESCAPES}request"})
+    vqa_questions(sandbox)
+    preds = vqa_predictions(sandbox / "p.json")
+    result = submit(runner, "vqa2-test-dev", "-p", str(preds), "--yes")
+    assert result.exit_code == 1
+    assert "badrequest" in one_line(result)
+    assert not any(c in result.output + result.stderr for c in "\x1b\x07\x00\x9b")
+
+
+def test_a_failed_jobs_stderr_is_printed_without_escape_sequences(runner, sandbox, stub):
+    stub.outcome = "failed"
+    stub.stderr_text = f"Traceback\nKeyError: {ESCAPES}'answer'\n"
+    vqa_questions(sandbox)
+    preds = vqa_predictions(sandbox / "p.json")
+    result = submit(runner, "vqa2-test-dev", "-p", str(preds), "--yes", "--wait")
+    assert result.exit_code == 1
+    assert "KeyError:" in result.stderr and "'answer'" in result.stderr
+    assert not any(c in result.output + result.stderr for c in "\x1b\x07\x00\x9b")
+
+
+def test_a_result_with_escape_sequences_is_printed_plain(runner, sandbox, stub):
+    stub.result = [{f"test{ESCAPES}-dev": {"overall": f"71.0{ESCAPES}5"}}]
+    vqa_questions(sandbox)
+    preds = vqa_predictions(sandbox / "p.json")
+    result = submit(runner, "vqa2-test-dev", "-p", str(preds), "--yes", "--wait")
+    assert result.exit_code == 0, result.output
+    assert "71.05" in result.output
+    assert not any(c in result.output + result.stderr for c in "\x1b\x07\x00\x9b")
