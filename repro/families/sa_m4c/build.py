@@ -82,6 +82,8 @@ def build_model(
         context=getattr(config, "context", 13),
         top_k=getattr(config, "top_k", None),
         relation_bias=getattr(config, "relation_bias", False),
+        spatial_mixing=getattr(config, "spatial_mixing", "context"),
+        input_norm_eps=config.input_norm_eps,
     )
     if bert_weights is not None:
         load_text_bert(model.text_bert, bert_weights)

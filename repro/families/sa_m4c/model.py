@@ -33,7 +33,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from repro.families.sa_m4c.relations import NUM_RELATIONS, head_masks
+from repro.families.sa_m4c.relations import NUM_RELATIONS, head_relation_sets
 from repro.nn.attention import bert_padding_mask
 
 # Sizes of the released code (mmf M4C / sam-textvqa), Sec. 4.3: BERT-base shaped MMT, 20 question
@@ -62,7 +62,10 @@ NO_KEY = -1e9
 
 
 class TextBert(nn.Module):
-    """The question encoder: the embeddings and the first `layers` layers of BERT (Sec. 4.3)."""
+    """The question encoder: the embeddings and the first `layers` layers of BERT (Sec. 4.3). Its width, heads,
+    feed-forward size and position rows are the MMT's and 512 unless the sizes name `text_bert_hidden`,
+    `text_bert_heads`, `text_bert_ff`, `text_bert_positions` (the released code fixes BERT-base's 768 / 12 / 3072
+    whatever the MMT's width, then projects by `text_out`)."""
 
     def __init__(self, s: dict[str, Any]):
         super().__init__()
@@ -70,13 +73,13 @@ class TextBert(nn.Module):
 
         self.config = BertConfig(
             vocab_size=s["bert_vocab"],
-            hidden_size=s["hidden_size"],
+            hidden_size=s.get("text_bert_hidden", s["hidden_size"]),
             num_hidden_layers=s["text_bert_layers"],
-            num_attention_heads=s["heads"],
-            intermediate_size=s["ff_size"],
+            num_attention_heads=s.get("text_bert_heads", s["heads"]),
+            intermediate_size=s.get("text_bert_ff", s["ff_size"]),
             hidden_dropout_prob=s["dropout"],
             attention_probs_dropout_prob=s["dropout"],
-            max_position_embeddings=512,
+            max_position_embeddings=s.get("text_bert_positions", 512),
             pad_token_id=0,
         )
         self.bert = BertModel(self.config, add_pooling_layer=False)
@@ -115,14 +118,15 @@ class Fc7(nn.Module):
 
 
 class InputEncoder(nn.Module):
-    """LN(W_1 x) + LN(W_2 b), dropout: features x and normalised boxes b projected to the MMT (Sec. 4.3)."""
+    """LN(W_1 x) + LN(W_2 b), dropout: features x and normalised boxes b projected to the MMT (Sec. 4.3).
+    `eps` of the two LayerNorms: mmf's M4C uses 1e-5 (torch's default), sam-textvqa 1e-12."""
 
-    def __init__(self, in_dim: int, d: int, dropout: float):
+    def __init__(self, in_dim: int, d: int, dropout: float, eps: float = 1e-12):
         super().__init__()
         self.feat_proj = nn.Linear(in_dim, d)
-        self.feat_norm = nn.LayerNorm(d, eps=1e-12)
+        self.feat_norm = nn.LayerNorm(d, eps=eps)
         self.box_proj = nn.Linear(4, d)
-        self.box_norm = nn.LayerNorm(d, eps=1e-12)
+        self.box_norm = nn.LayerNorm(d, eps=eps)
         self.drop = nn.Dropout(dropout)
 
     def forward(self, features: torch.Tensor, boxes: torch.Tensor) -> torch.Tensor:
@@ -172,6 +176,31 @@ def _relation_bias(beta: torch.Tensor, relations: torch.Tensor, length: int, sta
     return full
 
 
+def spatial_heads(s: dict[str, Any]) -> int:
+    """Heads of a spatial layer: one per relation; the MMT's `heads` unless the sizes name `spatial_heads` (the
+    released code builds them with `num_spatial_relations` heads whatever the normal layers have)."""
+    return s.get("spatial_heads", s["heads"])
+
+
+def spatial_head_sets(context: int, mixing: str, heads: int) -> torch.Tensor:
+    """[heads, 13] bool, the relations each spatial head attends along. `context`: the paper's
+    T^h = {t_h, ..., t_(h+c-1)} (Sec. 4.2). `share3`: the released SA-M4C's mixing, head h its own relation and,
+    for the eight direction relations 4-11, also the two neighbouring sectors (wrapping inside 4-11)."""
+    if mixing == "context":
+        return head_relation_sets(context, heads)
+    if mixing != "share3":
+        raise ValueError(f"unknown spatial mixing {mixing!r}")
+    allowed = torch.zeros(heads, NUM_RELATIONS + 1, dtype=torch.bool)
+    first, sectors = 4, 8
+    for h in range(heads):
+        label = h % NUM_RELATIONS + 1
+        allowed[h, label] = True
+        if first <= label < first + sectors:
+            for step in (-1, 1):
+                allowed[h, first + (label - first + step) % sectors] = True
+    return allowed
+
+
 class MMTLayer(nn.Module):
     """One BERT-shaped post-LN transformer layer: attention, add & norm, GELU feed-forward, add & norm."""
 
@@ -179,7 +208,8 @@ class MMTLayer(nn.Module):
         super().__init__()
         d = s["hidden_size"]
         self.kind = kind
-        self.attention = MMTAttention(d, s["heads"], s["dropout"], top_k=top_k, relation_bias=relation_bias)
+        heads = spatial_heads(s) if kind == "spatial" else s["heads"]
+        self.attention = MMTAttention(d, heads, s["dropout"], top_k=top_k, relation_bias=relation_bias)
         self.attn_norm = nn.LayerNorm(d, eps=1e-12)
         self.ff_in = nn.Linear(d, s["ff_size"])
         self.ff_out = nn.Linear(s["ff_size"], d)
@@ -246,18 +276,23 @@ class M4C(nn.Module):
         context: int = NUM_RELATIONS + 1,
         top_k: int | None = None,
         relation_bias: bool = False,
+        spatial_mixing: str = "context",
+        input_norm_eps: float = 1e-12,
     ):
         super().__init__()
         s = sizes
         d = s["hidden_size"]
         self.sizes, self.num_answers, self.layer_kinds, self.context = dict(s), num_answers, list(layers), context
+        self.spatial_mixing = spatial_mixing
         self.text_bert = TextBert(s)
+        text_width = s.get("text_bert_hidden", d)
+        self.text_out = nn.Linear(text_width, d) if text_width != d else None
         self.obj_fc7 = Fc7(s["obj_dim"]) if fc7 else nn.Identity()
         self.ocr_fc7 = Fc7(s["ocr_app_dim"]) if fc7 else nn.Identity()
-        self.obj_encoder = InputEncoder(s["obj_dim"], d, s["dropout"])
+        self.obj_encoder = InputEncoder(s["obj_dim"], d, s["dropout"], input_norm_eps)
         # FastText ‖ PHOC ‖ appearance ‖ order vector (one slot per OCR token, zeros as in the released code)
         ocr_dim = s["fasttext_dim"] + s["phoc_dim"] + s["ocr_app_dim"] + s["max_ocr_tokens"]
-        self.ocr_encoder = InputEncoder(ocr_dim, d, s["dropout"])
+        self.ocr_encoder = InputEncoder(ocr_dim, d, s["dropout"], input_norm_eps)
         self.mmt = nn.ModuleList(
             MMTLayer(
                 kind,
@@ -288,8 +323,9 @@ class M4C(nn.Module):
 
     def encode(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         question_mask = batch["question_mask"].bool()
+        txt = self.text_bert(batch["question_ids"], question_mask)
         return {
-            "txt": self.text_bert(batch["question_ids"], question_mask),
+            "txt": txt if self.text_out is None else self.text_out(txt),
             "obj": self.obj_encoder(F.normalize(self.obj_fc7(batch["obj_features"]), dim=-1), batch["obj_boxes"]),
             "ocr": self._ocr_input(batch),
             "txt_mask": question_mask,
@@ -316,13 +352,15 @@ class M4C(nn.Module):
         masks: dict[str, Any] = {"normal": normal, "topk": normal}
         if relations is None:
             return masks
-        heads = self.sizes["heads"]
-        graph = normal.expand(-1, heads, -1, -1).clone()
-        graph[:, :, :tq, :] = False  # question rows: no key in graph layers (released code)
-        for kind, context in (("spatial", self.context), ("regat", NUM_RELATIONS + 1)):
+        for kind, heads, context, mixing in (
+            ("spatial", spatial_heads(self.sizes), self.context, self.spatial_mixing),
+            ("regat", self.sizes["heads"], NUM_RELATIONS + 1, "context"),
+        ):
             if kind in self.layer_kinds:
-                m = graph.clone()
-                m[:, :, e0:e1, e0:e1] = head_masks(relations, context, heads) & normal[:, :, e0:e1, e0:e1]
+                m = normal.expand(-1, heads, -1, -1).clone()
+                m[:, :, :tq, :] = False  # question rows: no key in graph layers (released code)
+                sets = spatial_head_sets(context, mixing, heads).to(relations.device)
+                m[:, :, e0:e1, e0:e1] = sets[:, relations.long()].permute(1, 0, 2, 3) & normal[:, :, e0:e1, e0:e1]
                 masks[kind] = m
         return masks
 
