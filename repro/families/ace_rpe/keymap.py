@@ -26,7 +26,8 @@ The map, ALBEF -> here:
 - everything else (`vision_proj`, `text_proj`, `temp`, `itm_head`, `cls_head`, the queues) by the same name.
 
 Keys of ours that ALBEF has not (the position embeddings, the MIM head and mask token, `idx_queue`
-from a pre-training checkpoint) keep their initial values and are reported as `new`.
+from a pre-training checkpoint) keep their initial values and are reported as missing (`new`). The load is the
+shared strict one (`repro.weights`): everything or nothing, with the key report.
 
 `transfer` moves a row's own pre-trained weights into its fine-tuning model, at the other resolution.
 """
@@ -34,15 +35,15 @@ from a pre-training checkpoint) keep their initial values and are reported as `n
 from __future__ import annotations
 
 import math
-import pickle
 import re
-from dataclasses import dataclass, field
+from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from repro.errors import ReproError
+from repro.weights import Conversion, KeyReport, read_state_dict, strict_load
 
 _VIT_BLOCK = {
     "norm1": "layernorm_before",
@@ -63,10 +64,7 @@ SAME_NAME = ("vision_proj", "text_proj", "vision_proj_m", "text_proj_m", "itm_he
 QUEUES = ("image_queue", "text_queue", "idx_queue", "queue_ptr")
 
 
-@dataclass
-class LoadReport:
-    new: list[str] = field(default_factory=list)  # ours, not in the checkpoint: kept as initialised
-    dropped: list[str] = field(default_factory=list)  # the checkpoint's, deliberately not loaded
+LoadReport = KeyReport  # `new`: ours, not in the checkpoint, kept as initialised; `dropped`: not loaded
 
 
 def _vit_key(rest: str, prefix: str) -> list[tuple[str, int | None]]:
@@ -111,54 +109,56 @@ def interpolate_position(pos: torch.Tensor, tokens: int) -> torch.Tensor:
     return torch.cat([pos[:, :1], grid.permute(0, 2, 3, 1).reshape(1, new * new, -1)], dim=1)
 
 
-def convert(albef: dict[str, torch.Tensor], ours: dict[str, torch.Tensor], text_layers: int):
-    """ALBEF's state dict in our names (a dict), and what was dropped."""
-    out: dict[str, torch.Tensor] = {}
-    dropped: list[str] = []
+def convert(albef: dict[str, torch.Tensor], ours: dict[str, torch.Tensor], text_layers: int) -> Conversion:
+    """ALBEF's state dict in our names: what each key fills (the qkv split and a resized position table named),
+    and what is dropped and why."""
+    out = Conversion()
     for key, value in albef.items():
         head = key.split(".", 1)[0]
         if head in ("visual_encoder", "visual_encoder_m"):
             for target, part in _vit_key(key.split(".", 1)[1], head):
                 chunk = value if part is None else value.chunk(3, dim=0)[part]
+                change = "" if part is None else f"{'qkv'[part]} third of the rows of qkv"
                 if target.endswith("position_embeddings") and target in ours:
-                    chunk = interpolate_position(chunk, ours[target].shape[1])
-                out[target] = chunk
+                    resized = interpolate_position(chunk, ours[target].shape[1])
+                    if resized.shape != chunk.shape:
+                        change = f"bicubic {chunk.shape[1] - 1} -> {resized.shape[1] - 1} patches"
+                    chunk = resized
+                out.put(key, target, chunk, change)
         elif head in ("text_encoder", "text_encoder_m"):
             target = _text_key(key, text_layers)
             if target is None:
                 if not torch.equal(value.flatten(), torch.arange(value.numel(), dtype=value.dtype)):
                     raise ReproError(f"ALBEF checkpoint: {key} is not 0..{value.numel() - 1}")
-                dropped.append(key)
+                out.drop(key, "positions 0..L-1 (a non-persistent buffer here)")
             elif target.startswith("mlm_head") and target not in ours:
-                dropped.append(key)  # a retrieval model has no MLM head (ALBEF's Retrieval.py ignores it)
+                out.drop(key, "no MLM head in this model (ALBEF's Retrieval.py ignores it)")
             else:
-                out[target] = value
+                out.put(key, target, value)
         elif head in ("text_decoder", "text_decoder_m"):  # VQA's answer decoder: transformers' names already
             if key.endswith("embeddings.position_ids"):
-                dropped.append(key)
+                out.drop(key, "positions 0..L-1 (a non-persistent buffer here)")
             else:
-                out[key] = value
+                out.put(key, key, value)
         elif head in SAME_NAME or key in QUEUES:
-            out[key] = value
+            out.put(key, key, value)
         else:
             raise ReproError(f"ALBEF checkpoint: unknown key {key}")
-    return out, dropped
+    return out
 
 
-def load_albef(model: nn.Module, albef: dict[str, torch.Tensor]) -> LoadReport:
-    """Load an ALBEF state dict (either layout) into `model`; refuses a key or shape it cannot place."""
-    ours = model.state_dict()
-    mapped, dropped = convert(albef, ours, model.sizes["text_layers"])
-    unexpected = sorted(set(mapped) - set(ours))
-    if unexpected:
-        raise ReproError(f"ALBEF checkpoint: no place for {', '.join(unexpected[:5])}")
-    for key, value in mapped.items():
-        if value.shape != ours[key].shape:
-            raise ReproError(
-                f"ALBEF checkpoint: {key} has shape {tuple(value.shape)}, the model {tuple(ours[key].shape)}"
-            )
-    missing = model.load_state_dict(mapped, strict=False).missing_keys
-    return LoadReport(new=sorted(missing), dropped=dropped)
+def load_albef(
+    model: nn.Module,
+    albef: dict[str, torch.Tensor],
+    may_stay_initial: Callable[[str], bool] = lambda key: True,
+    source: str = "ALBEF checkpoint",
+) -> KeyReport:
+    """Load an ALBEF state dict (either layout) into `model`, everything or nothing (`repro.weights.strict_load`):
+    refuses a key or shape it cannot place. Keys of ours that the state dict lacks keep their initial values when
+    `may_stay_initial` allows them (all by default, for the DeiT + BERT starting point; `new_key_allowed` for a
+    released checkpoint), reported as missing (`new`)."""
+    conversion = convert(albef, model.state_dict(), model.sizes["text_layers"])
+    return strict_load(model, conversion, source, may_stay_initial)
 
 
 def new_key_allowed(key: str) -> bool:
@@ -195,14 +195,7 @@ def albef_initialisation(deit: dict[str, torch.Tensor], bert: dict[str, torch.Te
 
 def read_checkpoint(path) -> dict[str, torch.Tensor]:
     """The state dict of an ALBEF checkpoint file (`{"model": state_dict, ...}`, as ALBEF saves them)."""
-    try:
-        data = torch.load(path, map_location="cpu", weights_only=True)
-    except (OSError, RuntimeError, EOFError, pickle.UnpicklingError) as exc:
-        raise ReproError(f"{path}: not a readable PyTorch checkpoint ({str(exc).splitlines()[0]})") from None
-    state = data.get("model", data) if isinstance(data, dict) else None
-    if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
-        raise ReproError(f"{path}: no state dict of tensors (ALBEF keeps it under 'model')")
-    return state
+    return read_state_dict(path, ("model",))
 
 
 def transfer(weights: dict[str, torch.Tensor], model: nn.Module) -> None:
@@ -226,4 +219,4 @@ def transfer(weights: dict[str, torch.Tensor], model: nn.Module) -> None:
             else:  # APE: (1 + g^2, D)
                 value = interpolate_position(value[None], want[0])[0]
         kept[key] = value
-    model.load_state_dict(kept, strict=False)
+    model.load_state_dict({**target, **kept}, strict=True)  # the keys `weights` lacks keep their values
