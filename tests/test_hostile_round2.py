@@ -12,8 +12,11 @@ import requests
 
 from repro.submit.evalai import Connection, _Recorder
 from repro.terminal import printable
+from tests import test_submit as _submit_tests
 from tests.evalai_stub import EvalAIStub
-from tests.test_submit import TOKEN, home, one_line, stub, submit, vqa_predictions, vqa_questions  # noqa: F401
+from tests.test_submit import TOKEN, one_line, submit, vqa_predictions, vqa_questions
+
+home, stub = _submit_tests.home, _submit_tests.stub  # the fixtures of tests/test_submit.py
 
 # --- 1. the EvalAI token -----------------------------------------------------------------------------
 
@@ -151,3 +154,27 @@ def test_a_result_with_escape_sequences_is_printed_plain(runner, sandbox, stub):
     assert result.exit_code == 0, result.output
     assert "71.05" in result.output
     assert not any(c in result.output + result.stderr for c in "\x1b\x07\x00\x9b")
+
+
+# --- 2. no wait without end --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("route", ["phase", "submit", "poll"])
+def test_a_server_trickling_bytes_is_cut_at_the_deadline(runner, sandbox, stub, monkeypatch, route):
+    monkeypatch.setenv("REPRO_EVALAI_DEADLINE_S", "1")
+    stub.trickle[route] = 0.2  # a byte every 0.2 s: each read is quick, the answer never ends in time
+    vqa_questions(sandbox)
+    preds = vqa_predictions(sandbox / "p.json")
+    start = time.monotonic()
+    result = submit(runner, "vqa2-test-dev", "-p", str(preds), "--yes", "--wait", "--poll", "0.01")
+    assert time.monotonic() - start < 15  # polls: 6 tries of 1 s, then given up
+    assert result.exit_code == 1
+    assert "within 1 s" in one_line(result) and "REPRO_EVALAI_DEADLINE_S" in result.stderr
+
+
+def test_the_evalai_deadline_setting_is_checked(runner, sandbox, stub, monkeypatch):
+    monkeypatch.setenv("REPRO_EVALAI_DEADLINE_S", "nan")
+    vqa_questions(sandbox)
+    preds = vqa_predictions(sandbox / "p.json")
+    result = submit(runner, "vqa2-test-dev", "-p", str(preds), "--yes")
+    assert result.exit_code == 2 and "REPRO_EVALAI_DEADLINE_S" in one_line(result)

@@ -268,11 +268,7 @@ def bounded_request(fn: Callable[..., requests.Response], url: str, *args: Any, 
     worker = threading.Thread(target=work, name="evalai-call", daemon=True)
     worker.start()
     worker.join(deadline)
-    if worker.is_alive():
-        response = box.get("response")
-        if response is not None:
-            with contextlib.suppress(Exception):
-                response.close()
+    if worker.is_alive():  # left to end on its own (its reads time out): closing would wait for it
         raise DeadlineExceeded(f"no complete answer within {deadline:g} s (set REPRO_EVALAI_DEADLINE_S to allow more)")
     if "error" in box:
         raise box["error"]
@@ -386,8 +382,6 @@ def _client_session(conn: Connection) -> Iterator[tuple[_Recorder, io.StringIO]]
     finally:
         for name, value in saved.items():
             setattr(auth, name, value)
-
-
 
 
 def _clean_output(text: str) -> str:
