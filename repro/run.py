@@ -30,7 +30,7 @@ from typing import Any
 
 from repro import families
 from repro.errors import ReproError
-from repro.families.base import RowRun, RunContext
+from repro.families.base import DataNeed, RowRun, RunContext
 from repro.specs import Row, Spec
 from repro.variants import Variant
 
@@ -44,6 +44,9 @@ class Step:
     gpu_hours: float | None = None
     ready: bool = True  # False while the row's family or compute task is not implemented
     stages: list[tuple[str, str, float | None]] = field(default_factory=list)  # (name, what, GPU-hours)
+    # paper scale: the download and prepare commands of what the row reads that is not on disk ([]: all there)
+    missing: list[str] = field(default_factory=list)
+    unsupported: str | None = None  # paper scale: why the row does not run there (its family's refusal)
 
 
 @dataclass
@@ -53,6 +56,7 @@ class Plan:
     rows: list[Row]
     steps: list[Step] = field(default_factory=list)
     data: list[str] = field(default_factory=list)
+    needs: list[DataNeed] = field(default_factory=list)  # paper scale: every row's, in order, each once
     settings: dict[str, Any] = field(default_factory=dict)  # the scale's settings, overrides applied
     variant: Variant = field(default_factory=Variant)
 
@@ -97,6 +101,89 @@ def data_commands(spec: Spec) -> list[str]:
     return lines
 
 
+def need_commands(need: DataNeed) -> list[str]:
+    """`repro download DATASET`, then `repro prepare PREPARE` where the need has one."""
+    return [f"repro download {need.dataset}"] + ([f"repro prepare {need.prepare}"] if need.prepare else [])
+
+
+def size_text(dataset: str) -> str:
+    """The catalog's size of a download: `42.0 GB`, `at least 1.2 GB` where some files give none, or `size unknown`."""
+    from repro.data.catalog import load_catalog
+
+    entry = load_catalog().get(dataset)
+    if entry is None:
+        return "not in the catalog"
+    sizes = [f.expected_bytes for f in entry.files]
+    known = sum(s for s in sizes if s is not None)
+    if not sizes or not known:
+        return "size unknown"
+    text = f"{known / 1e9:.1f} GB" if known >= 1e8 else f"{known / 1e6:.1f} MB"
+    return text if all(s is not None for s in sizes) else f"at least {text}"
+
+
+def downloaded(dataset: str) -> bool:
+    """Every file the catalog lists for `dataset` is in its folder of the data folder (none missing or partial)."""
+    from repro.data.catalog import load_catalog
+    from repro.data.download import dataset_status
+    from repro.paths import data_dir
+
+    entry = load_catalog().get(dataset)
+    if entry is None or not entry.files:
+        return False
+    return all(s.state in ("verified", "present") for s in dataset_status(entry, data_dir()))
+
+
+def prepared(target: str) -> bool:
+    """`repro prepare TARGET` has written its output: a prepared dataset's manifest, or a feature store's meta."""
+    from repro.datasets.prepare import feature_store_dir, prepared_dir
+
+    name = target.split()[0]
+    if (prepared_dir(name) / "manifest.json").is_file():
+        return True
+    stores = feature_store_dir(name)
+    return stores.is_dir() and any((store / "meta.json").is_file() for store in stores.glob("*.store"))
+
+
+def need_missing(need: DataNeed) -> list[str]:
+    """The commands of `need` whose output is not on disk ([]: ready)."""
+    if need.ready is not None:
+        return [] if need.ready() else need_commands(need)
+    missing = [] if downloaded(need.dataset) else [f"repro download {need.dataset}"]
+    if need.prepare and not prepared(need.prepare):
+        missing.append(f"repro prepare {need.prepare}")
+    return missing
+
+
+def _paper_needs(step: Step, spec: Spec, hooks, plan: Plan, seen: dict[tuple, list[str]]) -> None:
+    """A paper-scale step's data: its needs added to the plan's (each once, in order), its `missing` commands
+    (`seen`: those of the needs looked at so far), or why its family does not run it at paper scale."""
+    try:
+        row_needs = hooks.paper_data(spec, step.row)
+    except ReproError as exc:
+        step.unsupported = str(exc)
+        return
+    for need in row_needs:
+        key = (need.dataset, need.prepare, step.row.name if need.ready is not None else None)
+        if not any(n[:2] == need[:2] for n in plan.needs):
+            plan.needs.append(need)
+        if key not in seen:
+            seen[key] = need_missing(need)
+        step.missing += [c for c in seen[key] if c not in step.missing]
+
+
+def _data_lines(needs: list[DataNeed], seen: dict[tuple, list[str]]) -> list[str]:
+    """One numbered line per need, in order: its download with the catalog's size (the first time the
+    dataset comes up), then its prepare command; `missing` where some row lacks it, else `ready`."""
+    lines, listed = [], set()
+    for need in needs:
+        missing = any(seen[k] for k in seen if k[:2] == need[:2])
+        parts = [] if need.dataset in listed else [f"`repro download {need.dataset}` ({size_text(need.dataset)})"]
+        parts += [f"`repro prepare {need.prepare}`"] if need.prepare else []
+        listed.add(need.dataset)
+        lines.append(f"{len(lines) + 1}. {' then '.join(parts)}: {'missing' if missing else 'ready'}")
+    return lines
+
+
 def make_plan(
     spec: Spec,
     scale: str,
@@ -115,6 +202,7 @@ def make_plan(
         _check_limit(spec, scale, rows, variant.limit)
     seeds = seeds if seeds is not None else list(settings.get("seeds", [0]))
     plan = Plan(spec=spec, scale=scale, rows=rows, settings=settings, variant=variant)
+    seen: dict[tuple, list[str]] = {}
     if any(r.model for r in rows):
         if scale == "paper":
             plan.data = data_commands(spec)
@@ -135,9 +223,12 @@ def make_plan(
             step.stages = hooks.stages(row.config, spec)
             if step.stages:
                 step.gpu_hours = None if any(h is None for *_, h in step.stages) else sum(h for *_, h in step.stages)
+            _paper_needs(step, spec, hooks, plan, seen)
         plan.steps.append(step)
     if scale == "paper" and any(r.model for r in rows):
         hooks = families.implementation(families.by_paper(spec.paper))
+        if plan.needs:
+            plan.data = _data_lines(plan.needs, seen)
         if hooks is not None:
             plan.data += hooks.data_notes(spec)
     return plan

@@ -16,7 +16,7 @@ import math
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from repro.errors import ReproError
 from repro.specs import Row, Spec
@@ -191,6 +191,20 @@ def no_notes(spec: Spec) -> list[str]:
     return []
 
 
+class DataNeed(NamedTuple):
+    """One thing a paper-scale row reads: the catalog entry `repro download DATASET` fetches, then (where the
+    row reads it prepared) `repro prepare PREPARE`; `ready` says whether it is on disk (None: every catalog
+    file of DATASET is there and, after a prepare step, its output where `repro.run.prepared` knows it)."""
+
+    dataset: str
+    prepare: str | None = None
+    ready: Callable[[], bool] | None = None
+
+
+def no_paper_data(spec: Spec, row: Row) -> list[DataNeed]:
+    return []
+
+
 @dataclass(frozen=True)
 class Hooks:
     """A family's interface to the generic layers (`repro run`, `repro model`, `repro attention`, Slurm):
@@ -219,6 +233,9 @@ class Hooks:
     stages: Callable[[Any, Spec], list[tuple[str, str, float | None]]] = no_stages
     # spec -> what the paper scale reads beyond the catalog downloads (e.g. the user's images)
     data_notes: Callable[[Spec], list[str]] = no_notes
+    # (spec, row) -> what a paper-scale row reads, in the order a run asks for it (the plan's download and
+    # prepare steps, and its `ready` / `missing`); a ReproError: the row does not run at paper scale, and why
+    paper_data: Callable[[Spec, Row], list[DataNeed]] = no_paper_data
     # (config, scale) -> what one unit asks a cluster for; None: `default_resources`
     resources: Callable[[Any, str], Resources] | None = None
     # (batch_size, sizes) -> a batch of the data interface's format, for FLOPs and benchmarks

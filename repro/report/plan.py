@@ -31,11 +31,24 @@ def render_plan(plan: Plan) -> Table:
             ",".join(map(str, step.seeds)),
             step.detail,
             format_hours(step.gpu_hours) if plan.scale == "paper" else "CPU",
-            "ready" if step.ready else "[yellow]not implemented yet[/]",
+            status(step, plan.scale),
         )
         for name, what, hours in step.stages:
             steps.add_row("", f"└ {name}", "", what, format_hours(hours), "")
     return steps
+
+
+def status(step, scale: str) -> str:
+    """`ready`, or why the step would not run now: not implemented, not at this scale, or what is not on disk."""
+    from rich.markup import escape
+
+    if not step.ready:
+        return "[yellow]not implemented yet[/]"
+    if step.unsupported:
+        return f"[yellow]unsupported at scale {scale}:[/] {escape(step.unsupported)}"
+    if step.missing:
+        return "[red]missing:[/] " + escape(", ".join(f"`{c}`" for c in step.missing))
+    return "ready"
 
 
 def gpu_hours(plan: Plan) -> float:

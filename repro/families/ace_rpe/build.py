@@ -16,7 +16,7 @@ from repro.families import as_typed
 from repro.families.ace_rpe.columns import downstream_names, has_tasks, recall_datasets, spec_tasks
 from repro.families.ace_rpe.config import CONFIGS, ALBEFConfig
 from repro.families.ace_rpe.sources import RELEASED
-from repro.families.base import ModelInfo, Resources, default_resources
+from repro.families.base import DataNeed, ModelInfo, Resources, default_resources
 from repro.paths import data_dir
 from repro.specs import Spec
 
@@ -223,3 +223,37 @@ def loss_step(task: str):
 def predict_step(model: nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
     """ITC similarity of the batch's images to its texts (images x texts)."""
     return model.similarity(batch["image"], batch["input_ids"], batch["attention_mask"])
+
+
+def paper_data(spec: Spec, row) -> list[DataNeed]:
+    """What a paper-scale row reads, in the order `sources.paper_sources` checks it: BERT's vocabulary (and
+    weights), DeiT-B/16 where the row pre-trains (ALBEF's checkpoint where it starts from it), ALBEF's json
+    files, and the images of each retrieval data set. A ReproError for a spec of downstream columns only."""
+    from repro.families.ace_rpe.sources import DEIT_FILE, IMAGE_FOLDERS, PRETRAIN_FILES, RETRIEVAL_NAMES
+
+    if has_tasks(spec) and not recall_datasets(spec):
+        raise ReproError(
+            f"the {', '.join(downstream_names(spec))} heads run at the smoke and synthetic scales only (README)"
+        )
+    config = as_config(row.config)
+    root = data_dir()
+    bert = root / "bert-base-uncased"
+    albef = root / "albef-data" / "data"
+    needs = [DataNeed("bert-base-uncased", ready=(bert / "vocab.txt").is_file)]
+    if config.init == "pretrain":
+        needs += [
+            DataNeed("deit-b16", ready=(root / "deit-b16" / DEIT_FILE).is_file),
+            DataNeed("bert-base-uncased", ready=(bert / "pytorch_model.bin").is_file),
+        ]
+    else:
+        checkpoint = root / "albef-checkpoints" / RELEASED[config.pretrain]
+        needs.append(DataNeed("albef-checkpoints", ready=checkpoint.is_file))
+    files = [albef / name for name in ([] if config.init == "albef" else PRETRAIN_FILES[config.pretrain])]
+    for dataset in recall_datasets(spec):
+        files += [albef / f"{RETRIEVAL_NAMES[dataset]}_{part}.json" for part in ("train", "test")]
+    needs.append(DataNeed("albef-data", ready=lambda: all(f.is_file() for f in files)))
+    images = {"flickr30k": ("flickr30k-images",), "coco-images": ("train2014", "val2014")}
+    for dataset in recall_datasets(spec):
+        folder = IMAGE_FOLDERS[dataset]
+        needs.append(DataNeed(folder, ready=lambda f=folder: all((root / f / s).is_dir() for s in images[f])))
+    return needs

@@ -31,6 +31,7 @@ from repro.families.ace_rpe.build import (
     describe,
     gpu_hours,
     loss_step,
+    paper_data,
     resources,
     stages,
 )
@@ -204,5 +205,6 @@ HOOKS = Hooks(
     supports_limit=True,  # --limit N: the first N questions of each split at paper scale
     stages=stages,
     data_notes=data_notes,
+    paper_data=paper_data,
     resources=resources,
 )

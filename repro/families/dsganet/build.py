@@ -14,7 +14,7 @@ from torch import nn
 from repro.datasets.wordpiece import BERT_FOLDER
 from repro.errors import ReproError
 from repro.families import as_typed
-from repro.families.base import ModelInfo
+from repro.families.base import DataNeed, ModelInfo
 from repro.families.dsganet.config import DSGANetConfig
 from repro.paths import data_dir
 from repro.specs import Spec
@@ -175,3 +175,51 @@ def describe(config: DSGANetConfig | dict, spec: Spec | None = None) -> list[Mod
 def gpu_hours(config: DSGANetConfig | dict) -> float | None:
     """The paper gives no training time."""
     return None
+
+
+DEPTH_KEYS = ("depth_hist", "depth_peak", "depth_mean", "depth_mode")
+
+
+def paper_data(spec: Spec, row) -> list[DataNeed]:
+    """What a paper-scale row reads, in the order of its commands: the VQA v2 questions prepared, BERT's
+    vocabulary and weights (or GloVe for the GRU rows), the bottom-up object stores, then depth: GLPN-NYU
+    estimates maps of the COCO 2014 images and `repro prepare depth` adds their histograms to the stores.
+    A ReproError for what does not run at paper scale yet (test-server and GQA tables, grid rows)."""
+    dataset = spec.datasets[0]
+    if dataset != "vqa2" or spec.split != "val":
+        raise ReproError(
+            f"paper-scale DSGANet runs the val-scored VQA v2 tables (VI and VII) so far; {dataset} scored on "
+            f"{spec.split} is not wired yet (README: Status)"
+        )
+    config = as_config(row.config)
+    if config.features != "objects":
+        raise ReproError(
+            "grid features of the real images (X-152 C5) are not prepared into a feature store yet; object rows "
+            "run at paper scale (README: Status)"
+        )
+    root = data_dir()
+    maps = root / "prepared" / "depth-maps"
+    store = root / "prepared" / "features" / "bottom-up-36" / "trainval.store"
+    words = DataNeed(BERT_FOLDER) if config.question_encoder == "bert" else DataNeed("glove-840b")
+    needs = [words, DataNeed("vqa2", "vqa2"), DataNeed("bottom-up-36", "bottom-up-36"), DataNeed("glpn-nyu")]
+    for folder in ("train2014", "val2014"):
+        images = root / "coco-images" / folder
+        needs.append(DataNeed("coco-images", f"depth-maps --source {images}", lambda m=maps / folder: _has_files(m)))
+    for folder in ("train2014", "val2014"):
+        needs.append(DataNeed("coco-images", f"depth --store {store} --source {maps / folder}", _depth_ready))
+    return needs
+
+
+def _has_files(folder: Path) -> bool:
+    return folder.is_dir() and any(folder.iterdir())
+
+
+def _depth_ready() -> bool:
+    """The train and val object stores carry DSGANet's depth extras."""
+    from repro.datasets.vqa_features import feature_folders, feature_store
+
+    try:
+        stores = [feature_store("vqa2", split, feature_folders()) for split in ("train", "val")]
+    except ReproError:
+        return False
+    return all(set(DEPTH_KEYS) <= set(s.extras) for s in stores)

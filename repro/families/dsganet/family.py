@@ -141,4 +141,5 @@ HOOKS = Hooks(
     compute_tasks=COMPUTE_TASKS,
     supports_limit=True,  # --limit N: the first N questions of each split at paper scale
     example_batch=build.example_batch,
+    paper_data=build.paper_data,
 )

@@ -14,7 +14,7 @@ from torch import nn
 from repro.datasets.wordpiece import BERT_FOLDER
 from repro.errors import ReproError
 from repro.families import as_typed
-from repro.families.base import ModelInfo
+from repro.families.base import DataNeed, ModelInfo
 from repro.families.mcan_pa.config import CONFIGS, McanConfig, VlBertConfig
 from repro.paths import data_dir
 from repro.specs import Spec
@@ -166,3 +166,20 @@ def gpu_hours(config: McanConfig | dict) -> float | None:
     if isinstance(config, VlBertConfig):
         return None
     return EPOCH_SECONDS["mcan+pa" if config.positional else "mcan"] * EPOCHS / 3600
+
+
+def paper_data(spec: Spec, row) -> list[DataNeed]:
+    """What a paper-scale row reads, in the order of its commands: GloVe (and Visual Genome's QA, where the
+    spec trains with it) before `repro prepare` of the questions reads them, the bottom-up features (36
+    boxes per image, MCAN's) prepared into stores; WordNet for COCO-QA's WUPS; BERT's vocabulary and
+    weights for VL-BERT."""
+    dataset = spec.datasets[0]
+    needs = [DataNeed("glove-840b")]
+    if "vg-qa" in spec.datasets:
+        needs.append(DataNeed("vg-qa"))
+    needs += [DataNeed(dataset, dataset), DataNeed("bottom-up-36", "bottom-up-36")]
+    if dataset == "coco-qa":
+        needs.append(DataNeed("wordnet"))
+    if row.config is not None and isinstance(as_config(row.config), VlBertConfig):
+        needs.append(DataNeed(BERT_FOLDER))
+    return needs

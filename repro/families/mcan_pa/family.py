@@ -208,4 +208,5 @@ HOOKS = Hooks(
     generator_settings=mcan_data.generator_settings,
     attention=attention,
     example_batch=build.example_batch,
+    paper_data=build.paper_data,
 )

@@ -13,7 +13,7 @@ from torch import nn
 
 from repro.errors import ReproError
 from repro.families import as_typed
-from repro.families.base import ModelInfo
+from repro.families.base import DataNeed, ModelInfo
 from repro.families.psac.config import PSACConfig
 from repro.specs import Spec
 
@@ -218,3 +218,18 @@ def score(task: str, outputs: torch.Tensor, targets: torch.Tensor) -> float:
     if task == "count":
         return float(((count_prediction(outputs.view(-1)) - targets.float()) ** 2).mean())
     return float((outputs.argmax(dim=-1) == targets).float().mean() * 100)
+
+
+def paper_data(spec: Spec, row) -> list[DataNeed]:
+    """What a paper-scale row reads, in the order of its commands: the TGIF-QA question files, then the PSAC
+    authors' HDF5 frame features of the row's `video_features` (placed by hand: Google Drive), prepared
+    into a frame store by `repro prepare tgif-qa`."""
+    from repro.datasets.prepare import feature_store_dir
+    from repro.datasets.tgif import SPLITS, TASKS, file_name, tgif_dir
+
+    def questions() -> bool:
+        return all((tgif_dir() / file_name(s, t)).is_file() for s in SPLITS if s != "Total" for t in TASKS)
+
+    kind = as_config(row.config).video_features
+    store = feature_store_dir("tgif-qa") / f"{kind}.store" / "meta.json"
+    return [DataNeed("tgif-qa", ready=questions), DataNeed("tgif-qa-features", "tgif-qa", store.is_file)]

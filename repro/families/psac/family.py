@@ -20,7 +20,16 @@ from typing import Any
 
 from repro.errors import ReproError
 from repro.families.base import Hooks, RowRun, RunContext
-from repro.families.psac.build import ARCHS, TASKS, as_config, build_model, describe, example_batch, gpu_hours
+from repro.families.psac.build import (
+    ARCHS,
+    TASKS,
+    as_config,
+    build_model,
+    describe,
+    example_batch,
+    gpu_hours,
+    paper_data,
+)
 from repro.families.psac.statistics import statistics
 from repro.families.psac.tasks import epoch_seconds, run_task
 from repro.paths import data_dir
@@ -123,4 +132,5 @@ HOOKS = Hooks(
     run_ensemble=run_ensemble,
     compute_tasks=COMPUTE_TASKS,
     example_batch=example_batch,
+    paper_data=paper_data,
 )

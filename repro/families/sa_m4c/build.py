@@ -13,7 +13,7 @@ from torch import nn
 
 from repro.errors import ReproError
 from repro.families import as_typed
-from repro.families.base import ModelInfo
+from repro.families.base import DataNeed, ModelInfo
 from repro.families.sa_m4c.config import CONFIGS, M4CConfig, SAM4CConfig
 from repro.specs import Spec
 
@@ -140,3 +140,21 @@ def gpu_hours(config: M4CConfig | SAM4CConfig | dict) -> float | None:
     gflops = GFLOPS_4_LAYERS + GFLOPS_PER_LAYER * (len(layer_stack(config)) - 4)
     gflops += GFLOPS_FC7 if config.det_backbone == "resnet-101" else 0.0
     return TRAIN_UPDATES * TRAIN_BATCH * 3 * gflops * 1e9 / (SUSTAINED_TFLOPS * 1e12) / 3600
+
+
+def paper_data(spec: Spec, row) -> list[DataNeed]:
+    """What a paper-scale row reads, in the order a run checks it (`prepare._inputs`): the TextVQA questions,
+    BERT, FastText, MMF's answer vocabulary, the row's OCR tokens, its object and OCR-box features. A
+    ReproError for what does not run at paper scale yet (ST-VQA, Rosetta-ml's OCR-box features)."""
+    from repro.families.sa_m4c.prepare import _inputs, locate
+
+    config = as_config(row.config)
+    if config.with_stvqa or spec.datasets[0] != "textvqa":
+        raise ReproError("paper-scale training on ST-VQA (with_stvqa, Table 3) is not implemented yet (README)")
+    files: dict[str, list[tuple[Path, str]]] = {}
+    for folder, name, command in _inputs(config.ocr, config.det_backbone):
+        files.setdefault(command.split()[-1], []).append((folder, name))
+    return [
+        DataNeed(dataset, ready=lambda got=got: all(locate(f, n) is not None for f, n in got))
+        for dataset, got in files.items()
+    ]

@@ -17,7 +17,7 @@ from torch import nn
 
 from repro.errors import ReproError
 from repro.families.base import Hooks, RowRun, RunContext, train_units
-from repro.families.sa_m4c.build import ARCHS, as_config, build_model, describe, example_batch, gpu_hours
+from repro.families.sa_m4c.build import ARCHS, as_config, build_model, describe, example_batch, gpu_hours, paper_data
 from repro.families.sa_m4c.model import decoding_bce
 from repro.families.sa_m4c.splits import Splits, read_splits
 from repro.specs import Spec
@@ -226,4 +226,5 @@ HOOKS = Hooks(
     run_ensemble=run_ensemble,
     compute_tasks=COMPUTE_TASKS,
     example_batch=example_batch,
+    paper_data=paper_data,
 )
