@@ -281,7 +281,9 @@ def resolved_config(
         "compute": row.compute,
         "recipe": recipe,
         "settings": {
-            k: v for k, v in settings.items() if k not in ("seeds", "jobs", "ensemble", "tolerance", "fingerprint")
+            k: v
+            for k, v in settings.items()
+            if k not in ("seeds", "jobs", "ensemble", "device", "tolerance", "fingerprint")
         },
         **({"variant": variant.to_json()} if variant is not None and not variant.empty else {}),
     }

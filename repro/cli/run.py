@@ -56,6 +56,7 @@ class RunRequest:
     status: bool = False  # show the Slurm units instead of running
     wait: bool = False  # slurm: follow the jobs to the end
     fmt: str = "rich"  # of --status
+    device: str | None = None  # auto (None), cpu, cuda or cuda:N: where the units train and evaluate
 
 
 def check_seeds(seeds: list[int], option: str, text: str) -> list[int]:
@@ -146,6 +147,9 @@ def run_command(
     wait: bool = typer.Option(
         False, "--wait", help="With --launcher slurm: wait for the jobs, then print their states and the table."
     ),
+    device: str | None = typer.Option(
+        None, "--device", help="auto (a GPU when there is one), cpu, cuda or cuda:N: where units train and evaluate."
+    ),
 ) -> None:
     """Train and evaluate every runnable row of a table, write results, print the table.
 
@@ -186,6 +190,7 @@ def run_command(
         status=status,
         wait=wait,
         fmt=fmt,
+        device=device,
     )
     run_request(request)
 
@@ -209,6 +214,9 @@ def train_command(
     limit: int | None = typer.Option(
         None, "--limit", min=1, help="Paper scale: only the first N questions of each split (a partial run, a variant)."
     ),
+    device: str | None = typer.Option(
+        None, "--device", help="auto (a GPU when there is one), cpu, cuda or cuda:N: where units train and evaluate."
+    ),
 ) -> None:
     """Train and evaluate one row of a table.
 
@@ -226,6 +234,7 @@ def train_command(
             workdir=Path(workdir) if workdir else None,
             resume=resume,
             force=force,
+            device=device,
         )
     )
 
@@ -265,12 +274,17 @@ def run_request(request: RunRequest) -> None:
     from repro.paths import data_dir
     from repro.report.plan import gpu_hours, render_plan
     from repro.run import make_plan
+    from repro.train.distributed import check_device, parse_device
 
+    # the form always; that the GPU exists only where the units run here (a Slurm job's node has its own)
+    device = (parse_device if request.launcher == "slurm" or request.status else check_device)(request.device)
     spec, variant = target_and_variant(request.ident, request.overrides, request.limit)
     seeds = None if request.seeds is None else list(request.seeds)
     plan = make_plan(spec, request.scale, None if request.rows is None else list(request.rows), seeds, variant)
     if request.ensemble is not None:  # how seeds are scheduled, not what they compute: no variant
         plan.settings = {**plan.settings, "ensemble": request.ensemble}
+    if device not in (None, "auto"):  # where units run, not what they compute: no variant
+        plan.settings = {**plan.settings, "device": device}
     root = request.workdir or data_dir() / "runs"
     if request.status:
         slurm_status(plan, root, seeds=seeds, fmt=request.fmt)

@@ -52,16 +52,19 @@ def load_estimator(folder: Path | None = None):
 
 
 def estimate(model, processor, image: Image.Image) -> np.ndarray:
-    """Metric depth float32 [H, W] at the image's size."""
+    """Metric depth float32 [H, W] at the image's size, computed on the model's device."""
     import torch
 
-    inputs = processor(images=image.convert("RGB"), return_tensors="pt")
+    from repro.train.distributed import model_device
+
+    device = model_device(model)
+    inputs = {k: v.to(device) for k, v in processor(images=image.convert("RGB"), return_tensors="pt").items()}
     with torch.no_grad():
         predicted = model(**inputs).predicted_depth  # [1, h, w]
     resized = torch.nn.functional.interpolate(
         predicted[:, None], size=(image.height, image.width), mode="bicubic", align_corners=False
     )
-    return resized[0, 0].clamp_min(0).numpy().astype(np.float32)
+    return resized[0, 0].clamp_min(0).cpu().numpy().astype(np.float32)
 
 
 def to_gray(depth: np.ndarray, max_depth: float) -> np.ndarray:
@@ -70,9 +73,16 @@ def to_gray(depth: np.ndarray, max_depth: float) -> np.ndarray:
 
 
 def depth_maps(
-    images: Path, out_dir: Path, weights: Path | None = None, force: bool = False, progress: Progress | None = None
+    images: Path,
+    out_dir: Path,
+    weights: Path | None = None,
+    force: bool = False,
+    progress: Progress | None = None,
+    device: str | None = None,
 ) -> Path:
-    """Write `<stem>.png` depth maps in `out_dir` for every image below `images` (existing maps are kept)."""
+    """Write `<stem>.png` depth maps in `out_dir` for every image below `images` (existing maps are kept); GLPN
+    runs on `device` (auto, None: a GPU when there is one, else the CPU; cpu, cuda, cuda:N)."""
+    from repro.train.distributed import DistEnv, device_for
     from repro.utils import write_bytes_atomic
 
     images = Path(images)
@@ -80,6 +90,7 @@ def depth_maps(
     if not files:
         raise ReproError(f"{images}: no images ({', '.join(IMAGE_SUFFIXES)})")
     model, processor = load_estimator(weights)
+    model.to(device_for(DistEnv(), device))
     max_depth = float(getattr(model.config, "max_depth", 10.0))
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)

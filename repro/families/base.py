@@ -85,6 +85,7 @@ class RunContext:
     limit: int | None = None  # --limit N: use the first N questions of each split (families with supports_limit)
     results_root: Path | None = None  # where this run's files go; None: the results folder (a variant has its own)
     data: Any = None  # what the family's `prepare_data` returned: called once per run, before any unit
+    device: str | None = None  # `--device`: auto (None), cpu, cuda or cuda:N; the trainer moves models and batches
 
     @property
     def generated(self) -> bool:
@@ -139,6 +140,7 @@ def train_together(ctxs: list[RunContext], build, train_set, recipes: list, loss
         loss_step=loss_step,
         resume=ctxs[0].resume,
         progress=ctxs[0].progress,
+        device=ctxs[0].device,
     )
     return models, states
 
@@ -155,8 +157,9 @@ def train_units(
     """A row's seeds trained and scored: `splits(ctx)` reads the data once (an object with `.train`), each
     seed's model is `build(ctx, data)` after seeding with its seed, trained by `recipe(ctx)` (one seed alone
     by `repro.train.fit`, several together by `repro.train.ensemble`), and scored by
-    `score(ctx, model, state, data, recipe)` as a lone run would be. Devices, precision and DDP are the
-    trainer's (`repro.train.trainer.fit`): the one place that moves models and batches."""
+    `score(ctx, model, state, data, recipe)` as a lone run would be. Devices (`ctx.device`), precision and DDP
+    are the trainer's (`repro.train.trainer.fit`): the one place that moves models and batches; scoring finds
+    the model where it trained (`repro.train.predict` follows the model's device)."""
     from repro.train import fit
     from repro.train.trainer import seed_everything
 
@@ -175,6 +178,7 @@ def train_units(
                 loss_step=loss_step,
                 resume=ctx.resume,
                 progress=ctx.progress,
+                device=ctx.device,
             )
         ]
         models = [model]

@@ -68,6 +68,7 @@ def unit_context(
         limit=plan.variant.limit,
         results_root=plan.results_root,
         data=data,
+        device=plan.settings.get("device"),
     )
 
 
@@ -132,11 +133,14 @@ def groups(plan: Plan, units: list[Unit]) -> list[list[Unit]]:
 
 def run_unit(ctx: RunContext) -> Outcome:
     """Train/compute one (row, seed); returns what it produced, start and end time, seconds. Runs in any process."""
+    from repro.train.distributed import use_device
+
     started, clock = now_iso(), time.time()
-    if ctx.row.compute is not None:
-        run = compute_task(ctx.row, ctx.spec.paper)(ctx)
-    else:
-        run = families.for_row(ctx.row).run_row(with_data(ctx))
+    with use_device(ctx.device):  # every trainer the family calls trains on the unit's device
+        if ctx.row.compute is not None:
+            run = compute_task(ctx.row, ctx.spec.paper)(ctx)
+        else:
+            run = families.for_row(ctx.row).run_row(with_data(ctx))
     return run, started, now_iso(), time.time() - clock
 
 
@@ -144,8 +148,11 @@ def run_units(ctxs: list[RunContext]) -> list[Outcome]:
     """One unit, or a row's seeds trained together by its family (each seed's time: its share of the whole)."""
     if len(ctxs) == 1:
         return [run_unit(ctxs[0])]
+    from repro.train.distributed import use_device
+
     started, clock = now_iso(), time.time()
-    runs = families.for_row(ctxs[0].row).run_ensemble([with_data(c) for c in ctxs])
+    with use_device(ctxs[0].device):
+        runs = families.for_row(ctxs[0].row).run_ensemble([with_data(c) for c in ctxs])
     seconds, finished = time.time() - clock, now_iso()
     for run in runs:  # the seeds it trained with: its dropout masks depend on them (repro.train.ensemble)
         run.training = {**(run.training or {}), "ensemble": [c.seed for c in ctxs]}

@@ -8,6 +8,9 @@ the W processes takes batch/W samples per step, so the paper's batch holds whate
 from __future__ import annotations
 
 import os
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import torch
@@ -57,12 +60,75 @@ def init_from_env(backend: str | None = None) -> DistEnv:
     return DistEnv(rank, world, local, backend)
 
 
+DEVICE_CHOICES = "auto, cpu, cuda or cuda:N"
+_DEVICE = re.compile(r"auto|cpu|cuda(:\d+)?")
+_requested: str | None = None  # set by `use_device` for the units of a run (`repro run --device`)
+
+
+def parse_device(text: str | None, option: str = "--device") -> str | None:
+    """A device request as written (`auto`, `cpu`, `cuda`, `cuda:N`): checked for form only, so a Slurm job
+    asks for a GPU from a login node that has none; None and `auto` mean the same."""
+    if text is None:
+        return None
+    text = str(text).strip()
+    if not _DEVICE.fullmatch(text):
+        raise ReproError(f"{option} {text}: not a device; use {DEVICE_CHOICES}")
+    return text
+
+
+def check_device(text: str | None, option: str = "--device") -> str | None:
+    """`parse_device`, and a CUDA device must exist on this machine."""
+    text = parse_device(text, option)
+    if text is not None and text.startswith("cuda"):
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        index = int(text.split(":")[1]) if ":" in text else 0
+        if count == 0:
+            raise ReproError(
+                f"{option} {text}: no CUDA GPU on this machine (torch {torch.__version__}); use --device cpu"
+            )
+        if index >= count:
+            raise ReproError(f"{option} {text}: this machine has {count} CUDA GPU(s), cuda:0 to cuda:{count - 1}")
+    return text
+
+
+@contextmanager
+def use_device(text: str | None) -> Iterator[None]:
+    """Within it, trainers asked for no device train on `text` (a unit's `RunContext.device`)."""
+    global _requested
+    previous, _requested = _requested, parse_device(text)
+    try:
+        yield
+    finally:
+        _requested = previous
+
+
 def device_for(env: DistEnv, device: str | torch.device | None = None) -> torch.device:
-    """The device this process trains on: the requested one, else its local GPU, else the CPU."""
-    if device is not None:
-        return torch.device(device)
-    if torch.cuda.is_available():
+    """The device this process trains on: the requested one (or the one `use_device` set), else its local
+    GPU, else the CPU. `cuda` without an index is the process's local GPU (LOCAL_RANK under torchrun)."""
+    if device is None:
+        device = _requested
+    if isinstance(device, torch.device):
+        return device
+    if device is None or device == "auto":
+        return torch.device("cuda", env.local_rank) if torch.cuda.is_available() else torch.device("cpu")
+    text = check_device(device)
+    if text == "cpu":
+        return torch.device("cpu")
+    if ":" not in text:
         return torch.device("cuda", env.local_rank)
+    if env.distributed:
+        raise ReproError(
+            f"--device {text}: with {env.world_size} processes use --device cuda (each takes its LOCAL_RANK GPU)"
+        )
+    return torch.device(text)
+
+
+def model_device(model: nn.Module) -> torch.device:
+    """Where a model's weights are (the CPU for a model without any): evaluation feeds its batches there."""
+    for tensor in model.parameters():
+        return tensor.device
+    for tensor in model.buffers():
+        return tensor.device
     return torch.device("cpu")
 
 
@@ -77,11 +143,14 @@ def per_device_batch(global_batch: int, env: DistEnv) -> int:
 
 
 def wrap(model: nn.Module, env: DistEnv, device: torch.device) -> nn.Module:
-    """DistributedDataParallel around `model` when there are several processes, else the model itself."""
+    """DistributedDataParallel around `model` when there are several processes, else the model itself. A model
+    whose loss leaves some of its trainable parameters out (a module a row switches off, a head another step
+    trains) says so with `find_unused_parameters = True`: DDP then marks them ready instead of waiting for them."""
     if not env.distributed:
         return model
     ids = [device.index] if device.type == "cuda" else None
-    return DistributedDataParallel(model, device_ids=ids)
+    unused = bool(getattr(model, "find_unused_parameters", False))
+    return DistributedDataParallel(model, device_ids=ids, find_unused_parameters=unused)
 
 
 def sampler(dataset, env: DistEnv, *, seed: int, shuffle: bool = True) -> DistributedSampler:

@@ -429,15 +429,12 @@ def predict(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Score every sample in order: (question_ids [N], logits [N, A]) or, with top_k, (ids, indices [N, k]).
 
-    Runs in one process (evaluation needs no DDP); results are on the CPU.
+    Runs in one process (evaluation needs no DDP) on `device`, by default where the model is (where `fit`
+    trained it); results are on the CPU.
     """
     if batch_size < 1:
         raise ReproError(f"batch size must be at least 1, got {batch_size}")
-    dev = (
-        torch.device(device)
-        if device is not None
-        else (torch.device("cuda") if torch.cuda.is_available() else torch.device("cpu"))
-    )
+    dev = dist_utils.model_device(model) if device is None else dist_utils.device_for(dist_utils.DistEnv(), device)
     precision = resolve_precision(precision, dev)
     model.to(dev).eval()
     loader = DataLoader(dataset, batch_size=batch_size, shuffle=False, collate_fn=collate_fn)

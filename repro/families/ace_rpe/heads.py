@@ -75,7 +75,9 @@ class TaskALBEF(nn.Module):
         super().__init__()
         from transformers import BertModel, ViTModel
 
-        self.config, self.sizes, self.task = config, dict(sizes), task
+        self.config, self.sizes, self.task, self.assign = config, dict(sizes), task, assign
+        # the text-assignment step trains around the NLVR2 head (cls_head), which its loss leaves out
+        self.find_unused_parameters = assign
         d = sizes["hidden_size"]
         self.visual_encoder = ViTModel(vit_config(sizes), add_pooling_layer=False)
         self.text_encoder = BertModel(bert_config(sizes, sizes["text_layers"], cross=False), add_pooling_layer=False)
@@ -100,6 +102,16 @@ class TaskALBEF(nn.Module):
             self.momentum_names = ["visual_encoder", "text_encoder", "fusion", head]
             for name in self.momentum_names:
                 setattr(self, f"{name}_m", copy.deepcopy(getattr(self, name)).requires_grad_(False))
+
+    def forward(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        """The training loss of a batch for the model's task (what DistributedDataParallel wraps under torchrun,
+        so its gradients are synchronised): VQA's answer loss, SNLI-VE's or NLVR2's classification loss, or
+        NLVR2's text-assignment loss."""
+        if self.assign:
+            return self.assign_loss(batch)
+        if self.task == "vqa":
+            return self.vqa_loss(batch)
+        return self.classify_loss(batch)
 
     # --- momentum copies: ALBEF's own bookkeeping (model.ALBEF) over this model's pairs ---
     def pairs(self):

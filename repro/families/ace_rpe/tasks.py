@@ -21,7 +21,7 @@ import torch
 import torch.nn.functional as F
 from torch.utils.data import DataLoader
 
-from repro.families.ace_rpe.build import TASK_RECIPES, build_model, loss_step
+from repro.families.ace_rpe.build import TASK_RECIPES, build_model
 from repro.families.ace_rpe.columns import TASK_OF_DATASET
 from repro.families.base import RunContext
 from repro.utils import write_json_atomic
@@ -31,7 +31,10 @@ GRADCAM_LAYER = 2  # ALBEF --block_num 8: BERT layer 8, the third fusion layer
 SPLIT_FILES = {"snli-ve": {"dev": "ve_dev", "test": "ve_test"}, "nlvr2": {"dev": "nlvr_dev", "test-p": "nlvr_test"}}
 
 
-def _fit(ctx: RunContext, model, dataset, recipe_name: str, name: str, loss, collate):
+def _fit(ctx: RunContext, model, dataset, recipe_name: str, name: str, collate):
+    """Fine-tune `model` on its task's loss, its forward (so DistributedDataParallel synchronises its gradients),
+    on the unit's device."""
+    from repro.families.ace_rpe.build import loss_step
     from repro.train import fit
 
     recipe = ctx.recipe(name=recipe_name, overrides=ctx.settings.get("task_recipe", {}))
@@ -40,16 +43,25 @@ def _fit(ctx: RunContext, model, dataset, recipe_name: str, name: str, loss, col
         dataset,
         recipe,
         ctx.workdir / name,
-        loss_step=lambda m, batch: loss(m, batch),
+        loss_step=loss_step(model.task),
         collate_fn=collate,
         resume=ctx.resume,
         progress=ctx.progress,
+        device=ctx.device,
     )
     return {"steps": state.step, "final_loss": state.final_loss}
 
 
 def _loader(dataset, collate, batch_size: int = 32):
     return DataLoader(dataset, batch_size=batch_size, shuffle=False, collate_fn=collate)
+
+
+def _on_model(model, batch: dict[str, Any]) -> dict[str, Any]:
+    """The batch's tensors on the model's device (where `fit` trained it)."""
+    from repro.train.distributed import model_device
+    from repro.train.trainer import to_device
+
+    return to_device(batch, model_device(model))
 
 
 def _model(ctx: RunContext, task: str, sizes, weights):
@@ -67,7 +79,7 @@ def _accuracy(model, dataset, collate) -> float:
     model.eval()
     right = total = 0
     for batch in _loader(dataset, collate):
-        right += int((model.logits(batch).argmax(1) == batch["label"]).sum())
+        right += int((model.logits(_on_model(model, batch)).argmax(1).cpu() == batch["label"]).sum())
         total += len(batch["label"])
     return 100.0 * right / total
 
@@ -89,14 +101,14 @@ def classify(ctx: RunContext, task: str, root: Path, pretrain_root: Path, weight
             {"weight": weights["vision_proj.weight"], "bias": weights["vision_proj.bias"]}
         )
         pairs = PairDataset(read_annotations(pretrain_root / "pretrain.json", "pretrain"), pretrain_root, size)
-        step, plain = type(assign).assign_loss, Collate(collate.tok, collate.max_tokens)
-        training["nlvr2_assign"] = _fit(ctx, assign, pairs, TASK_RECIPES["nlvr2-assign"], "nlvr2_assign", step, plain)
+        plain = Collate(collate.tok, collate.max_tokens)
+        training["nlvr2_assign"] = _fit(ctx, assign, pairs, TASK_RECIPES["nlvr2-assign"], "nlvr2_assign", plain)
         model.load_state_dict({k: v for k, v in assign.state_dict().items() if k in model.state_dict()}, strict=False)
         model.copy_params()
         del assign
     prefix = "ve" if task == "snli-ve" else "nlvr"
     train = reader(root / f"{prefix}_train.json", root, size)
-    training[task] = _fit(ctx, model, train, TASK_RECIPES[task], task, type(model).classify_loss, collate)
+    training[task] = _fit(ctx, model, train, TASK_RECIPES[task], task, collate)
     scores = {
         split: _accuracy(model, reader(root / f"{name}.json", root, size), collate)
         for split, name in SPLIT_FILES[task].items()
@@ -112,14 +124,16 @@ def vqa(ctx: RunContext, root: Path, weights, sizes, collate, size: int, tok):
 
     model = _model(ctx, "vqa", sizes, weights)
     train = VQATrain(root / "vqa_train.json", root, size)
-    training = {"vqa": _fit(ctx, model, train, TASK_RECIPES["vqa"], "vqa", type(model).vqa_loss, collate)}
+    training = {"vqa": _fit(ctx, model, train, TASK_RECIPES["vqa"], "vqa", collate)}
     answers = read_answer_list(root / "answer_list.json")
     answer_ids, answer_mask = tokenize_answers(tok, [a + EOS for a in answers])
     k = int(ctx.settings.get("k_test", {}).get("vqa2", K_TEST))
     model.eval()
+    device = next(model.parameters()).device
+    answer_ids, answer_mask = answer_ids.to(device), answer_mask.to(device)
     predicted: dict[int, str] = {}
     for batch in _loader(VQATest(root / "vqa_test.json", root, size), collate):
-        picked = model.rank_answers(batch, answer_ids, answer_mask, k=k)
+        picked = model.rank_answers(_on_model(model, batch), answer_ids, answer_mask, k=k)
         predicted.update({q: answers[i] for q, i in zip(batch["question_id"], picked.tolist())})
     out = ctx.predictions_file("test2015")
     write_json_atomic(out, [{"question_id": q, "answer": a} for q, a in predicted.items()])
@@ -184,7 +198,7 @@ def score_heatmaps(grids, ref_ids, refer, dets):
     heatmaps, proposals, gold, splits = [], [], [], []
     for ref_id, heat in zip(ref_ids, grids):
         split, box, image_id, (width, height) = refer.refs[ref_id]
-        heat = F.interpolate(heat[None, None], size=(int(height), int(width)), mode="bicubic")[0, 0]
+        heat = F.interpolate(heat.cpu()[None, None], size=(int(height), int(width)), mode="bicubic")[0, 0]
         heatmaps.append(heat.numpy())
         proposals.append(dets.get(str(image_id), []))
         gold.append(box), splits.append(split)
@@ -206,9 +220,7 @@ def grounding(ctx: RunContext, root: Path, weights, sizes, collate, size: int):
         for e in grounding_entries(root / "refcoco+_train.json")
     ]
     pairs = PairDataset(train, root, size)
-    training = {
-        "grounding": _fit(ctx, model, pairs, TASK_RECIPES["grounding"], "grounding", loss_step("retrieval"), collate)
-    }
+    training = {"grounding": _fit(ctx, model, pairs, TASK_RECIPES["grounding"], "grounding", collate)}
     refer, dets = Refer(root / "refcoco+"), read_dets(root / "refcoco+" / "dets.json")
     layer = min(int(ctx.settings.get("gradcam_layer", GRADCAM_LAYER)), len(model.fusion.layer) - 1)
     model.eval()
@@ -219,7 +231,7 @@ def grounding(ctx: RunContext, root: Path, weights, sizes, collate, size: int):
         items = [
             {"image": load_image(root / e["image"], size), "caption": pre_caption(e["text"]), "idx": 0} for e in chunk
         ]
-        grids += list(gradcam(model, collate(items), layer))
+        grids += list(gradcam(model, _on_model(model, collate(items)), layer).cpu())
     result = score_heatmaps(grids, [e["ref_id"] for e in entries], refer, dets)
     return {s: v for s, v in result.aggregate.items() if s != "overall"}, training
 

@@ -32,14 +32,14 @@ def run_task(ctxs: list[RunContext], task: str, root: Path, store: Path | None =
     ctx = ctxs[0]
     data, recipes, models = task_inputs(ctxs, task, root, store)
     workdirs = [c.workdir / task for c in ctxs]
-    how = {"loss_step": loss_step(task), "resume": ctx.resume, "progress": ctx.progress}
+    how = {"loss_step": loss_step(task), "resume": ctx.resume, "progress": ctx.progress, "device": ctx.device}
     if len(ctxs) == 1:
         states = [fit(models[0], data["Train"], recipes[0], workdirs[0], **how)]
     else:
         states = fit_ensemble(models, data["Train"], recipes, workdirs, **how)
     out = []
     for model, state, recipe in zip(models, states, recipes):
-        _, outputs = predict(
+        _, outputs = predict(  # on the model's device, where it trained
             model,
             data["Test"],
             recipe.eval_batch_size or recipe.batch_size,
@@ -96,8 +96,10 @@ def epoch_seconds(ctx: RunContext, task: str) -> dict[str, Any]:
     `timing.sizes` says otherwise): the median of `timing.steps` optimisation steps of the recipe (after
     `timing.warmup`) on a batch of the recipe's paper batch size, times the steps of one epoch over
     `timing.train_questions[task]` questions (the real train split). Random inputs of the paper's shapes:
-    step time does not depend on the values."""
+    step time does not depend on the values. Timed on the unit's device (`ctx.device`, the trainer's choice
+    when unset), CUDA synchronised around every step."""
     from repro.nn.measure import train_step_time
+    from repro.train.distributed import DistEnv, device_for
     from repro.train.trainer import build_optimizer
 
     timing = ctx.settings["timing"]
@@ -114,6 +116,9 @@ def epoch_seconds(ctx: RunContext, task: str) -> dict[str, Any]:
         batch["target"] = torch.randint(0, PAPER_NUM_ANSWERS["frameqa"], (batch_size,), generator=g)
     else:
         batch["target"] = torch.randint(1, 11, (batch_size,), generator=g).float()
+    device = device_for(DistEnv(), ctx.device)
+    model.to(device)
+    batch = {k: v.to(device) for k, v in batch.items()}
     optimizer = build_optimizer(recipe, [p for p in model.parameters() if p.requires_grad])
     step = train_step_time(
         model,
