@@ -16,7 +16,9 @@ class FileServer:
     `slow[path] = seconds` sends the body in 16 kB pieces with that pause between them.
     `redirects[path] = location` answers 302 to `location`. `endless[path] = cap` sends the bytes of
     `files[path]` over and over with no Content-Length, until the client hangs up or `cap` bytes are out.
-    `sent[path]` counts the body bytes written.
+    `sent[path]` counts the body bytes written. `redirects[path] = None` answers 302 without a Location.
+    `mute[path] = s` answers nothing for s seconds; `silent[path] = s` sends the headers, then nothing for
+    s seconds; `trickle[path] = s` sends the body one byte at a time, s seconds apart.
     """
 
     def __init__(self, files: dict[str, bytes]) -> None:
@@ -24,9 +26,12 @@ class FileServer:
         self.cut_once: dict[str, int] = {}
         self.ignore_range = False
         self.slow: dict[str, float] = {}
-        self.redirects: dict[str, str] = {}
+        self.redirects: dict[str, str | None] = {}
         self.endless: dict[str, int] = {}
         self.sent: dict[str, int] = {}
+        self.mute: dict[str, float] = {}
+        self.silent: dict[str, float] = {}
+        self.trickle: dict[str, float] = {}
         self.requests: list[tuple[str, str, str | None]] = []  # (method, path, Range header)
         server = self
 
@@ -45,9 +50,13 @@ class FileServer:
             def _serve(self, body: bool) -> None:
                 rng = self.headers.get("Range")
                 server.requests.append((self.command, self.path, rng))
+                if self.path in server.mute:
+                    time.sleep(server.mute[self.path])
+                    return
                 if self.path in server.redirects:
                     self.send_response(302)
-                    self.send_header("Location", server.redirects[self.path])
+                    if server.redirects[self.path] is not None:
+                        self.send_header("Location", server.redirects[self.path])
                     self.send_header("Content-Length", "0")
                     self.end_headers()
                     return
@@ -85,6 +94,20 @@ class FileServer:
                     self.wfile.flush()
                     self.close_connection = True
                     self.connection.shutdown(2)
+                    return
+                if self.path in server.silent:
+                    self.wfile.flush()
+                    time.sleep(server.silent[self.path])
+                    return
+                if self.path in server.trickle:
+                    try:
+                        for i in range(len(payload)):
+                            self.wfile.write(payload[i : i + 1])
+                            self.wfile.flush()
+                            self._count(1)
+                            time.sleep(server.trickle[self.path])
+                    except OSError:  # the client hung up
+                        pass
                     return
                 delay = server.slow.get(self.path)
                 if delay is None:

@@ -223,17 +223,27 @@ def test_manual_dataset_says_where_to_put_files_then_verifies(tmp_path, monkeypa
     assert download_dataset(entry, env, options=FAST) == {"secret.json": sha(content)}
 
 
-def test_unreachable_server_gives_up_after_retries_with_backoff(tmp_path, monkeypatch, env):
+def test_silent_server_gives_up_after_retries_with_backoff(tmp_path, monkeypatch, env):
     data = payload(20_000, seed=8)
     with FileServer({"/flaky.bin": data}) as server:
-        url = server.url("/flaky.bin")
-    # the server is gone: every attempt is refused
-    entry = entry_for(tmp_path, monkeypatch, "flaky", [{"url": url, "sha256": sha(data)}])
-    sleeps = []
-    opts = FetchOptions(retries=2, backoff=0.5, timeout=5.0, sleep=sleeps.append)
-    with pytest.raises(ReproError, match="download failed from every url"):
-        download_dataset(entry, env, options=opts)
+        server.silent["/flaky.bin"] = 2.0  # headers, then nothing
+        entry = entry_for(tmp_path, monkeypatch, "flaky", [{"url": server.url("/flaky.bin"), "sha256": sha(data)}])
+        sleeps = []
+        opts = FetchOptions(retries=2, backoff=0.5, timeout=0.2, sleep=sleeps.append)
+        with pytest.raises(ReproError, match="download failed from every url"):
+            download_dataset(entry, env, options=opts)
     assert sleeps == [0.5, 1.0]  # exponential backoff between attempts
+
+
+def test_refused_connection_is_not_retried(tmp_path, monkeypatch, env):
+    with FileServer({}) as server:
+        url = server.url("/gone.bin")
+    entry = entry_for(tmp_path, monkeypatch, "gone", [{"url": url, "sha256": "0" * 64}])
+    sleeps = []
+    with pytest.raises(ReproError, match="connection was refused") as info:
+        download_dataset(entry, env, options=FetchOptions(retries=2, backoff=0.5, timeout=5.0, sleep=sleeps.append))
+    assert sleeps == [] and info.value.exit_code == 1
+    assert url in str(info.value) and "by hand" in str(info.value)
 
 
 def test_cli_download_mismatch_is_one_line_exit_2(tmp_path, monkeypatch, env):

@@ -178,3 +178,76 @@ def test_the_evalai_deadline_setting_is_checked(runner, sandbox, stub, monkeypat
     preds = vqa_predictions(sandbox / "p.json")
     result = submit(runner, "vqa2-test-dev", "-p", str(preds), "--yes")
     assert result.exit_code == 2 and "REPRO_EVALAI_DEADLINE_S" in one_line(result)
+
+
+def _download_entry(tmp_path, monkeypatch, url: str, sha256: str | None = None):
+    from tests.test_download import entry_for
+
+    files = [{"url": url, **({"sha256": sha256} if sha256 else {})}]
+    return entry_for(tmp_path, monkeypatch, "net", files)
+
+
+@pytest.mark.parametrize("stall", ["silent", "mute", "trickle"])
+def test_a_stalling_download_ends_within_its_settings(tmp_path, monkeypatch, stall):
+    from repro.data.download import FetchOptions, download_dataset
+    from repro.errors import ReproError
+    from tests._loopback import FileServer
+
+    monkeypatch.setenv("REPRO_DOWNLOAD_TIMEOUT_S", "0.5")
+    monkeypatch.setenv("REPRO_DOWNLOAD_MIN_RATE", "100")
+    monkeypatch.setenv("REPRO_DOWNLOAD_DEADLINE_S", "2")
+    options = FetchOptions.from_env()
+    assert (options.timeout, options.min_rate, options.deadline) == (0.5, 100, 2)
+    options.backoff = 0.1
+    with FileServer({"/f.bin": b"x" * 5000}) as server:
+        getattr(server, stall)["/f.bin"] = 0.05 if stall == "trickle" else 30.0
+        entry = _download_entry(tmp_path, monkeypatch, server.url("/f.bin"))
+        start = time.monotonic()
+        with pytest.raises(ReproError) as info:
+            download_dataset(entry, tmp_path / "data", options=options)
+        took = time.monotonic() - start
+    assert took < 6, took
+    assert "\n" not in str(info.value) and info.value.exit_code == 1
+    if stall == "trickle":
+        assert "REPRO_DOWNLOAD_MIN_RATE" in str(info.value)
+        assert 0 < server.sent["/f.bin"] < 5000
+        assert len(server.gets("/f.bin")) == 1  # a mirror too slow is not tried again
+
+
+def test_download_settings_are_checked(monkeypatch):
+    from repro.data.download import FetchOptions
+    from repro.errors import ReproError
+
+    monkeypatch.setenv("REPRO_DOWNLOAD_TIMEOUT_S", "-1")
+    with pytest.raises(ReproError, match="REPRO_DOWNLOAD_TIMEOUT_S"):
+        FetchOptions.from_env()
+
+
+def test_a_redirect_without_location_is_an_error_not_an_empty_file(tmp_path, monkeypatch):
+    from repro.data.download import download_dataset
+    from repro.errors import ReproError
+    from tests._loopback import FileServer
+
+    with FileServer({}) as server:
+        server.redirects["/r.bin"] = None
+        entry = _download_entry(tmp_path, monkeypatch, server.url("/r.bin"))
+        with pytest.raises(ReproError, match="without a Location"):
+            download_dataset(entry, tmp_path / "data")
+    folder = tmp_path / "data" / "net"
+    assert not (folder / "r.bin").exists()
+    record = folder / ".repro-verified.json"
+    assert not record.exists() or "r.bin" not in record.read_text()  # no digest recorded
+
+
+def test_offline_download_is_one_line_within_seconds(runner, tmp_path, monkeypatch):
+    from repro.cli import app
+
+    monkeypatch.setenv("REPRO_DATA_DIR", str(tmp_path / "data"))
+    url = "http://repro-test.invalid/vqa.zip"
+    _download_entry(tmp_path, monkeypatch, url, "0" * 64)
+    start = time.monotonic()
+    result = runner.invoke(app, ["download", "net"])
+    assert time.monotonic() - start < 10
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    (line,) = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert url in line and "does not resolve" in line and "--catalog" in line and "by hand" in line

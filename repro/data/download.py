@@ -23,6 +23,13 @@ For each file of a catalog entry, into `<data_dir>/<dataset>/`:
 
 Files without a url (datasets behind a registration form) are never fetched: the user puts them
 in the folder and the same verification applies.
+
+No wait is without end (settings, also in the README): `REPRO_DOWNLOAD_TIMEOUT_S` (default 30) bounds
+connecting, waiting for the headers and any silence in the body; `REPRO_DOWNLOAD_MIN_RATE` (bytes/s,
+default 1024) stops a transfer slower than that on average once it has run that long (the `.part` is
+kept for a later resume and the next mirror is tried); `REPRO_DOWNLOAD_DEADLINE_S` (default 300) is the
+longest one url is retried without progress. A name that does not resolve or a refused connection is
+not retried: it is one line naming the url and what to do. A redirect without `Location` is an error.
 """
 
 from __future__ import annotations
@@ -68,6 +75,29 @@ class _ServerError(Exception):
 
 class _MirrorRefused(Exception):
     """This mirror sent something unusable (more bytes than declared): try the next one, not again."""
+
+
+class _Unreachable(Exception):
+    """The host's name does not resolve or the connection is refused: not worth a retry."""
+
+
+class NetworkError(ReproError):
+    """No url of a file could be downloaded; exit code 1 (the input was fine)."""
+
+    exit_code = 1
+
+
+def _env_number(name: str, default: float, minimum: float) -> float:
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        value = float("nan")
+    if not (minimum <= value < float("inf")):
+        raise ReproError(f"{name}={raw!r}: give a number >= {minimum:g}")
+    return value
 
 
 def disk_free(path: Path) -> int:
@@ -232,9 +262,20 @@ def sha256_file(path: Path, progress: Progress | None = None, label: str | None 
 class FetchOptions:
     retries: int = 5  # attempts without progress per url before trying the next mirror
     backoff: float = 1.0  # seconds; doubled after each attempt without progress
-    timeout: float = 60.0  # seconds without a byte before the connection counts as dropped
+    timeout: float = 30.0  # seconds to connect, to get the headers, or without a byte before the attempt fails
     sleep: Callable[[float], None] = time.sleep
     lock_timeout: float | None = None  # seconds to wait for another process on the same file; None: no limit
+    min_rate: float = 1024.0  # bytes/s on average, checked once a transfer has run `timeout` seconds; 0: none
+    deadline: float = 300.0  # seconds one url is retried without progress
+
+    @classmethod
+    def from_env(cls) -> "FetchOptions":
+        """The defaults, with REPRO_DOWNLOAD_TIMEOUT_S, REPRO_DOWNLOAD_MIN_RATE, REPRO_DOWNLOAD_DEADLINE_S."""
+        return cls(
+            timeout=_env_number("REPRO_DOWNLOAD_TIMEOUT_S", cls.timeout, 0.001),
+            min_rate=_env_number("REPRO_DOWNLOAD_MIN_RATE", cls.min_rate, 0.0),
+            deadline=_env_number("REPRO_DOWNLOAD_DEADLINE_S", cls.deadline, 0.0),
+        )
 
 
 def fetch_file(
@@ -249,14 +290,16 @@ def fetch_file(
     The caller holds `file_lock(target.parent, entry.name, ...)` (as `download_dataset` does), so no
     other process writes the same `.part`.
     """
-    options = options or FetchOptions()
+    options = options or FetchOptions.from_env()
     session = session or requests.Session()
     part = target.with_name(target.name + ".part")
     target.parent.mkdir(parents=True, exist_ok=True)
     bar = Bar(progress, entry.name, entry.expected_bytes)
     errors: list[str] = []
+    unreachable: list[str] = []
     for url in entry.urls:
         failures = 0
+        since = time.monotonic()  # last progress on this url
         while True:
             before = part.stat().st_size if part.exists() else 0
             try:
@@ -264,6 +307,11 @@ def fetch_file(
                 break
             except ReproError:
                 raise
+            except _Unreachable as exc:
+                errors.append(f"{url}: {exc}")
+                unreachable.append(url)
+                digest = None
+                break
             except requests.HTTPError as exc:  # 4xx: this mirror will not serve the file
                 errors.append(f"{url}: HTTP {exc.response.status_code if exc.response is not None else '?'}")
                 digest = None
@@ -271,11 +319,14 @@ def fetch_file(
             except (*_RETRYABLE, TransferInterrupted, _ServerError) as exc:
                 after = part.stat().st_size if part.exists() else 0
                 failures = 0 if after > before else failures + 1
-                if failures > options.retries:
-                    errors.append(f"{url}: {type(exc).__name__}: {exc}")
+                if after > before:
+                    since = time.monotonic()
+                pause = options.backoff * (2 ** max(failures - 1, 0))
+                if failures > options.retries or time.monotonic() - since + pause > options.deadline:
+                    errors.append(f"{url}: {type(exc).__name__}: {_short(exc)}")
                     digest = None
                     break
-                options.sleep(options.backoff * (2 ** max(failures - 1, 0)))
+                options.sleep(pause)
             except (_MirrorRefused, requests.RequestException, ValueError) as exc:
                 # a url requests cannot use, a redirect loop, more bytes than declared: not worth a retry
                 errors.append(
@@ -303,7 +354,38 @@ def fetch_file(
     if not entry.urls:
         raise ReproError(f"{target}: no url to download from")
     resume = f"; run again to resume from {part.name}" if part.exists() else ""
-    raise ReproError(f"{target}: download failed from every url ({'; '.join(errors)}){resume}")
+    if unreachable and len(unreachable) == len(entry.urls):
+        raise NetworkError(
+            f"{target}: download failed: {'; '.join(errors)}; check the network, or name a reachable mirror "
+            f"in a catalog of your own (--catalog / REPRO_CATALOG), or place the file by hand at {target}"
+        )
+    raise NetworkError(f"{target}: download failed from every url ({'; '.join(errors)}){resume}")
+
+
+def _short(exc: BaseException) -> str:
+    """An exception's text in one short line (urllib3's nest the whole pool and connection repr)."""
+    text = " ".join(str(exc).split())
+    return text if len(text) <= 200 else text[:197] + "..."
+
+
+def _cannot_connect(exc: requests.ConnectionError) -> str | None:
+    """Why no connection could be made (name not resolved, refused), or None for a failure after connecting."""
+    import urllib3.exceptions as u3
+
+    seen: set[int] = set()
+    todo: list[BaseException] = [exc]
+    while todo:
+        cause = todo.pop()
+        if id(cause) in seen:
+            continue
+        seen.add(id(cause))
+        if isinstance(cause, u3.NameResolutionError):
+            return "the host's name does not resolve (offline?)"
+        if isinstance(cause, (u3.NewConnectionError, ConnectionRefusedError)):
+            return "the connection was refused or could not be made (offline?)"
+        linked = [getattr(cause, "reason", None), cause.__cause__, cause.__context__, *cause.args]
+        todo += [c for c in linked if isinstance(c, BaseException)]
+    return None
 
 
 def _transfer(
@@ -322,7 +404,21 @@ def _transfer(
     headers = {"Range": f"bytes={offset}-"} if offset else {}
     if entry.expected_bytes is not None:
         check_disk_space(part.parent, max(entry.expected_bytes - offset, 0), f"download of {entry.name}")
-    with session.get(url, headers=headers, stream=True, timeout=(min(options.timeout, 30), options.timeout)) as resp:
+    try:
+        resp = session.get(url, headers=headers, stream=True, timeout=(options.timeout, options.timeout))
+    except requests.ConnectTimeout:
+        raise _Unreachable(f"no connection within {options.timeout:g} s (REPRO_DOWNLOAD_TIMEOUT_S)") from None
+    except requests.ConnectionError as exc:
+        why = _cannot_connect(exc)
+        if why is not None:
+            raise _Unreachable(why) from None
+        raise
+    with resp:
+        if 300 <= resp.status_code < 400:
+            where = resp.headers.get("Location")
+            raise _MirrorRefused(
+                f"HTTP {resp.status_code} redirect " + ("without a Location header" if not where else "not followed")
+            )
         if resp.status_code == 416 and offset:  # asked past the end: the .part may already be whole
             total = _content_range_total(resp.headers.get("Content-Range", ""))
             if total == offset:
@@ -357,20 +453,22 @@ def _transfer(
             _hash_into(part, hasher)
         bar.update(completed=offset)
         written, checked = offset, offset
+        started = time.monotonic()
         with open(part, "ab" if offset else "wb") as fh:
-            for chunk in resp.iter_content(NET_CHUNK):
+            for chunk in _body(resp):
                 written += len(chunk)
+                _check_rate(written - offset, time.monotonic() - started, options)
                 if limit is not None and written > limit:
                     fh.close()
                     part.unlink(missing_ok=True)
                     what = "the catalog's size" if limit == entry.size else "its Content-Length"
                     raise _MirrorRefused(f"sent more than {what} of {limit} bytes; stopped, and {part.name} deleted")
+                if written - checked >= DISK_CHECK_EVERY:  # before writing: pieces arrive in any size
+                    checked = written
+                    _check_disk_while_streaming(part, written - len(chunk), incoming=len(chunk))
                 fh.write(chunk)
                 hasher.update(chunk)
                 bar.advance(len(chunk))
-                if written - checked >= DISK_CHECK_EVERY:
-                    checked = written
-                    _check_disk_while_streaming(part, written)
             fh.flush()
             os.fsync(fh.fileno())
     size = part.stat().st_size
@@ -381,8 +479,38 @@ def _transfer(
     return hasher.hexdigest()
 
 
-def _check_disk_while_streaming(part: Path, written: int) -> None:
-    free = disk_free(part.parent)
+def _body(resp: requests.Response) -> Iterator[bytes]:
+    """The body in pieces as they arrive (`read1`: a slow server is seen byte by byte, not per 64 kB),
+    with urllib3's errors as requests' (a read timeout or a cut connection: retried)."""
+    import urllib3.exceptions as u3
+
+    raw = resp.raw
+    try:
+        while True:
+            data = raw.read1(NET_CHUNK, decode_content=True)
+            if not data:
+                return
+            yield data
+    except u3.ReadTimeoutError as exc:
+        raise requests.ConnectionError(exc) from None
+    except (u3.ProtocolError, u3.DecodeError) as exc:
+        raise requests.exceptions.ChunkedEncodingError(exc) from None
+
+
+class _TooSlow(_MirrorRefused):
+    """Slower than the minimum rate: the `.part` is kept for a later resume, this mirror given up."""
+
+
+def _check_rate(received: int, elapsed: float, options: FetchOptions) -> None:
+    if options.min_rate and elapsed >= options.timeout and received < options.min_rate * elapsed:
+        raise _TooSlow(
+            f"{received} bytes in {elapsed:.0f} s, slower than {options.min_rate:g} bytes/s "
+            "(REPRO_DOWNLOAD_MIN_RATE); stopped, run again to resume"
+        )
+
+
+def _check_disk_while_streaming(part: Path, written: int, incoming: int = 0) -> None:
+    free = disk_free(part.parent) - incoming
     if free < DISK_RESERVE:
         raise ReproError(
             f"{part}: download stopped after {_gb(written)} with only {_gb(free)} left free on the "
@@ -464,7 +592,7 @@ def download_dataset(
     log: Callable[[str], None] = lambda message: None,
 ) -> dict[str, str]:
     """Fetch, verify and extract every file of `entry` into `root/<name>/`; returns {file: sha256}."""
-    options = options or FetchOptions()
+    options = options or FetchOptions.from_env()
     folder = folder_inside(root, entry.name)
     try:
         folder.mkdir(parents=True, exist_ok=True)
