@@ -8,6 +8,7 @@ from other papers (`cited`). Every validation error names `file:line`.
 from __future__ import annotations
 
 import difflib
+import math
 import os
 import re
 from dataclasses import dataclass, field
@@ -66,6 +67,9 @@ class Claim:
     row: str
     over: str
     column: str
+    # equivalence margin δ in the column's units: the paper's own where it prints one, else fixed in the spec
+    # before the runs; None = the default of the column's metric (repro.report.claims.DEFAULT_MARGINS)
+    margin: float | None = None
 
 
 @dataclass(frozen=True)
@@ -137,6 +141,7 @@ _SPEC_KEYS = {
     "notes",
 }
 _CLAIM_KEYS = {"text", "row", "over", "column"}
+_CLAIM_OPTIONAL = {"margin"}
 _COLUMN_KEYS = {"name", "metric", "better", "key", "split", "dataset", "unit"}
 _ROW_KEYS = {"name", "reported", "cited", "model", "compute", "uncertain", "deviation", "note"}
 
@@ -259,7 +264,7 @@ def _parse_claims(loc: Located, raw: Any, row_names: set[str], column_names: set
     for i, item in enumerate(raw):
         where = ("claims", i)
         _expect(loc, where, item, dict, "a claim")
-        unknown_keys(loc, where, item, _CLAIM_KEYS, "claim")
+        unknown_keys(loc, where, item, _CLAIM_KEYS | _CLAIM_OPTIONAL, "claim")
         missing = sorted(_CLAIM_KEYS - set(item))
         if missing:
             raise loc.error(where, f"claim is missing {', '.join(missing)}")
@@ -268,7 +273,20 @@ def _parse_claims(loc: Located, raw: Any, row_names: set[str], column_names: set
                 raise loc.error(
                     where + (key,), f"claim names unknown {'column' if key == 'column' else 'row'} {item[key]!r}"
                 )
-        claims.append(Claim(text=str(item["text"]), row=item["row"], over=item["over"], column=item["column"]))
+        margin = item.get("margin")
+        if margin is not None:
+            _expect(loc, where + ("margin",), margin, (int, float), "a claim's margin")
+            if not math.isfinite(margin) or margin <= 0:
+                raise loc.error(where + ("margin",), f"a claim's margin must be a positive number, got {margin!r}")
+        claims.append(
+            Claim(
+                text=str(item["text"]),
+                row=item["row"],
+                over=item["over"],
+                column=item["column"],
+                margin=None if margin is None else float(margin),
+            )
+        )
     return tuple(claims)
 
 

@@ -214,13 +214,13 @@ def test_claims_are_judged_with_a_test_over_the_seeds(sandbox):
 
     claim = judged([59.0, 60.0, 61.0], [54.0, 55.0, 56.0])
     assert claim.paper is True and claim.verdict == "holds" and claim.margin == pytest.approx(5.0)
-    assert judged([55.0, 56.0, 57.0], [54.0, 55.0, 56.0]).verdict.startswith("not decided (p = ")
-    assert judged([53.0, 54.0, 55.0], [54.0, 55.0, 56.0]).verdict.startswith("not decided (p = ")
+    assert judged([55.0, 56.0, 57.0], [54.0, 55.0, 56.0]).verdict.startswith("underpowered (the smallest effect")
+    assert judged([53.0, 54.0, 55.0], [54.0, 55.0, 56.0]).verdict.startswith("underpowered (the smallest effect")
     assert judged([50.0, 51.0, 52.0], [54.0, 55.0, 56.0]).verdict == "reversed"
     assert judged([60.0], [54.0, 55.0, 56.0]).verdict == "not judged (1 seed)"
-    assert build_view(spec, "smoke").claims[0].verdict == "no results"
+    assert build_view(spec, "smoke").claims[0].verdict == "not judged (no results)"
     md = render_markdown(build_view(spec, "synthetic"))
-    assert "| ours beats cited on Num | yes | not judged (1 seed) | +5.00 | – | – | 1, 3 |" in md
+    assert "| ours beats cited on Num | yes | not judged (1 seed) | +5.00 | – | – | – | – | 1, 3 |" in md
 
 
 def test_claim_naming_an_unknown_row_is_a_spec_error(sandbox):

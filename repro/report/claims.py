@@ -1,42 +1,87 @@
 """The paper's claims about a table ("row beats over on column"), judged in the paper and at a scale.
 
 At a scale with at least two seeds per row the per-seed values of the two rows are compared with
-Welch's t-test (unequal variances), one-sided in the claimed direction, at level ALPHA. This module
-holds only the statistics: a claim is judged from the spec and the records of one scale, with no table
-view involved; how the verdicts are shown is repro.report.layout's (text cells) and export's (JSON).
+Welch's t-test (unequal variances), one-sided in the claimed direction, at level ALPHA, with the p-values
+of a table's claims adjusted for multiplicity by Holm's step-down method (`judge_claims`): the verdict
+uses the adjusted value. Three families per table, each Holm-adjusted: the claims in their claimed
+direction ("holds"), the same claims in the other direction ("reversed"), and the equivalence tests
+(TOST against the claim's margin δ: "equivalent"). A claim that is none of these is "underpowered", with
+the smallest true difference its seeds would detect (80% power at the level Holm's first step uses, from
+the exact noncentral t). An exact permutation test of the mean difference (n <= 10 per arm) is shown
+beside Welch, and a verdict the two disagree on is flagged. Rows without spread give no verdict from a
+difference below the metric's resolution.
+
+This module holds only the statistics: a claim is judged from the spec and the records of one scale, with
+no table view involved; how the verdicts are shown is repro.report.layout's (text cells) and export's (JSON).
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 import statistics
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 
 from repro.results import Result
 from repro.specs import Claim, Spec
 
-ALPHA = 0.05  # level of the one-sided test a claim is judged with
+ALPHA = 0.05  # level of the one-sided tests a claim is judged with, Holm-adjusted within a table
 # The interval printed around a claim's margin: two-sided at 1 - 2 * ALPHA, so that its lower end is the
-# one-sided (1 - ALPHA) bound of the test and a claim holds exactly when that end is above zero.
+# one-sided (1 - ALPHA) bound of the test (before Holm's adjustment).
 CONFIDENCE = 1 - 2 * ALPHA
+POWER = 0.8  # the power at which the smallest detectable effect of an underpowered claim is given
+PERMUTATION_MAX_N = 10  # the exact permutation test is run up to this many seeds per row
+
+# Equivalence margins δ per metric, fixed before any result was looked at (the spec format documents
+# them; a claim's own `margin:` overrides, e.g. the paper's own). ("points", δ): in the column's units;
+# ("relative", f): a fraction of the compared row's mean (times, sizes, FLOPs).
+PERCENT_METRICS = ("accuracy", "vqa", "textvqa", "recall", "grounding", "wups", "gqa")
+DEFAULT_MARGINS: dict[str, tuple[str, float]] = {
+    **{m: ("points", 1.0) for m in PERCENT_METRICS},  # one accuracy point
+    "anls": ("points", 0.01),  # one point on ANLS's 0-1 scale
+    "mse": ("points", 0.1),  # psac's Count MSE: a tenth of a count squared
+    "time": ("relative", 0.05),
+    "flops": ("relative", 0.05),
+    "params": ("relative", 0.05),
+}
+# The smallest difference a stored value carries: percentages as tables print them (0.01 points), 0-1
+# scores and MSEs to 1e-4; other metrics to 1e-9 of their value. Rows without spread give no verdict below it.
+RESOLUTION: dict[str, float] = {**{m: 0.01 for m in PERCENT_METRICS}, "anls": 1e-4, "mse": 1e-4}
+VERDICTS = ("holds", "reversed", "equivalent", "underpowered", "not judged")
 
 
 @dataclass
 class ClaimView:
     text: str
     paper: bool | None  # does the paper's own table support it
-    # at the view's scale: holds, reversed, not decided (p = …), not judged (1 seed), no results
+    # at the view's scale, the full text: holds, reversed, equivalent (within δ), underpowered (the smallest
+    # effect these seeds could detect: X), not judged (1 seed | no results | below the resolution)
     verdict: str
     margin: float | None = None  # reproduced mean difference, in the column's better direction
     spread: float | None = None  # std of the two rows added (kept for readers of the JSON output)
-    p_value: float | None = None  # one-sided Welch test, in the claimed direction
+    p_value: float | None = None  # one-sided Welch test, in the claimed direction (unadjusted)
     ci_low: float | None = None  # CONFIDENCE interval of the margin (Welch–Satterthwaite df)
     ci_high: float | None = None
     n: tuple[int, int] | None = None  # seeds of `row` and of `over`
     # claims on a time column are about speed, which only a ratio carries across hardware: row / over
     ratio: float | None = None
     ratio_paper: float | None = None
+    kind: str = "not judged"  # one of VERDICTS
+    p_adjusted: float | None = None  # Holm-adjusted p_value within the table: what "holds" is decided on
+    p_reversed: float | None = None  # one-sided, the other direction (unadjusted); Holm-adjusted below
+    p_reversed_adjusted: float | None = None
+    delta: float | None = None  # the equivalence margin δ, in the column's units
+    delta_source: str | None = None  # "claim" (the spec's margin for it) or "metric default"
+    p_equivalence: float | None = None  # TOST: the larger of the two one-sided p-values (unadjusted)
+    p_equivalence_adjusted: float | None = None
+    detectable: float | None = None  # smallest true difference the seeds detect with POWER at Holm's first level
+    p_permutation: float | None = None  # exact permutation test of the mean difference, claimed direction
+    p_permutation_reversed: float | None = None
+    flags: list[str] = field(default_factory=list)  # e.g. Welch and the permutation test disagree
+    m: int = 1  # claims judged in the table (Holm's family size)
+    resolution: float | None = None
+    test: Welch | None = field(default=None, repr=False)
 
 
 @dataclass(frozen=True)
@@ -46,6 +91,7 @@ class Sample:
     mean: float
     std: float
     n: int
+    values: tuple[float, ...] = ()  # the per-seed values, when the record carries them
 
 
 @dataclass(frozen=True)
@@ -58,14 +104,45 @@ class Welch:
     ci_high: float
 
 
+def judge_claims(spec: Spec, results: Mapping[str, Result | None]) -> list[ClaimView]:
+    """Every claim of a table, with Holm's adjustment over the table's judged claims (see the module)."""
+    views = [_measure(spec, claim, results) for claim in spec.claims]
+    judged = [v for v in views if v.p_value is not None]
+    for key in ("p_value", "p_reversed", "p_equivalence"):
+        adjusted = holm([getattr(v, key) for v in judged])
+        for v, p in zip(judged, adjusted):
+            setattr(v, "p_adjusted" if key == "p_value" else f"{key}_adjusted", p)
+    for v in judged:
+        v.m = len(judged)
+        _decide(v)
+    return views
+
+
 def judge_claim(spec: Spec, claim: Claim, results: Mapping[str, Result | None]) -> ClaimView:
     """Does `claim.row` beat `claim.over` on `claim.column`? In the paper (the spec's reported values), and
-    at a scale (`results`: row name -> that scale's record, None or absent when the row has none).
+    at a scale (`results`: row name -> that scale's record, None or absent when the row has none), judged
+    alone (a family of one: no adjustment; `judge_claims` judges a table's claims together)."""
+    view = _measure(spec, claim, results)
+    if view.p_value is not None:
+        view.p_adjusted, view.p_reversed_adjusted = view.p_value, view.p_reversed
+        view.p_equivalence_adjusted = view.p_equivalence
+        _decide(view)
+    return view
 
-    "holds" when the one-sided test in the claimed direction gives p < ALPHA, "reversed" when the
-    test the other way does, "not decided (p = …)" otherwise; "not judged (1 seed)" when either row
-    has a single seed.
-    """
+
+def holm(p_values: Sequence[float]) -> list[float]:
+    """Holm's step-down adjustment: the i-th smallest of m p-values times (m - i + 1), made monotone, capped at 1."""
+    order = sorted(range(len(p_values)), key=lambda i: p_values[i])
+    adjusted = [1.0] * len(p_values)
+    running = 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (len(p_values) - rank) * p_values[i]))
+        adjusted[i] = running
+    return adjusted
+
+
+def _measure(spec: Spec, claim: Claim, results: Mapping[str, Result | None]) -> ClaimView:
+    """A claim's statistics before any verdict that depends on the other claims of its table."""
     column = spec.column(claim.column)
     sign = -1.0 if column.better == "lower" else 1.0
     rows = {r.name: r for r in spec.rows}
@@ -78,7 +155,7 @@ def judge_claim(spec: Spec, claim: Claim, results: Mapping[str, Result | None]) 
         ratios["ratio_paper"] = _ratio(reported_a, reported_b)
         ratios["ratio"] = _ratio(reproduced_a, reproduced_b)
     if reproduced_a is None or reproduced_b is None:
-        return ClaimView(claim.text, paper, "no results", **ratios)
+        return ClaimView(claim.text, paper, "not judged (no results)", **ratios)
     sample_a = seed_sample(result_a, claim.column)
     sample_b = seed_sample(result_b, claim.column)
     margin = sign * (reproduced_a - reproduced_b)
@@ -87,15 +164,96 @@ def judge_claim(spec: Spec, claim: Claim, results: Mapping[str, Result | None]) 
     if min(n) < 2:
         return ClaimView(claim.text, paper, "not judged (1 seed)", margin, spread, n=n, **ratios)
     test = welch(sample_a, sample_b, sign)
-    if test.p_value < ALPHA and test.margin > 0:
-        verdict = "holds"
-    elif 1.0 - test.p_value < ALPHA and test.margin < 0:
-        verdict = "reversed"
+    resolution = RESOLUTION.get(column.metric, 1e-9 * max(abs(sample_a.mean), abs(sample_b.mean)))
+    view = ClaimView(claim.text, paper, "", test.margin, spread, test.p_value, test.ci_low, test.ci_high, n, **ratios)
+    view.resolution = resolution
+    if test.se == 0.0 and abs(test.margin) < resolution:
+        view.verdict = f"not judged (no spread, and a difference below the metric's resolution {resolution:g})"
+        view.p_value = None
+        return view
+    view.p_reversed = 1.0 - test.p_value if test.se > 0 else (0.0 if test.margin < 0 else 1.0)
+    view.delta, view.delta_source = equivalence_margin(claim, column.metric, sample_b.mean)
+    if view.delta is not None:
+        view.p_equivalence = tost(test, view.delta)
+    if sample_a.values and sample_b.values and max(n) <= PERMUTATION_MAX_N:
+        view.p_permutation = permutation_p(sample_a.values, sample_b.values, sign)
+        view.p_permutation_reversed = permutation_p(sample_a.values, sample_b.values, -sign)
+    view.test = test
+    return view
+
+
+def _decide(v: ClaimView) -> None:
+    """The verdict from the Holm-adjusted p-values (v.m claims in the family)."""
+    if v.p_adjusted < ALPHA and v.margin > 0:
+        v.kind, v.verdict = "holds", "holds"
+    elif v.p_reversed_adjusted < ALPHA and v.margin < 0:
+        v.kind, v.verdict = "reversed", "reversed"
+    elif v.p_equivalence_adjusted is not None and v.p_equivalence_adjusted < ALPHA:
+        v.kind, v.verdict = "equivalent", f"equivalent within δ = {v.delta:.3g}"
     else:
-        verdict = f"not decided (p = {fmt_p(test.p_value)})"
-    return ClaimView(
-        claim.text, paper, verdict, test.margin, spread, test.p_value, test.ci_low, test.ci_high, n, **ratios
-    )
+        v.detectable = None if v.test is None else detectable_effect(v.test, ALPHA / v.m)
+        words = "–" if v.detectable is None else f"{v.detectable:.3g}"
+        v.kind, v.verdict = "underpowered", f"underpowered (the smallest effect these seeds could detect: {words})"
+    if v.p_permutation is not None:
+        welch_says = min(v.p_value, v.p_reversed) < ALPHA
+        permutation_says = min(v.p_permutation, v.p_permutation_reversed) < ALPHA
+        if welch_says != permutation_says:
+            v.flags.append(
+                f"Welch and the exact permutation test disagree (one-sided p {fmt_p(v.p_value)} vs "
+                f"{fmt_p(v.p_permutation)}, unadjusted)"
+            )
+
+
+def equivalence_margin(claim: Claim, metric: str, over_mean: float) -> tuple[float | None, str | None]:
+    """δ for a claim: its own `margin` (the paper's, or fixed in the spec before the runs), else its metric's."""
+    if claim.margin is not None:
+        return claim.margin, "claim"
+    kind, value = DEFAULT_MARGINS.get(metric, (None, None))
+    if kind is None:
+        return None, None
+    return (value if kind == "points" else value * abs(over_mean)), "metric default"
+
+
+def tost(test: Welch, delta: float) -> float:
+    """Two one-sided tests of |difference| < delta (Welch's se and df): the larger of the two p-values."""
+    from scipy import stats
+
+    if test.se == 0.0:
+        return 0.0 if abs(test.margin) < delta else 1.0
+    lower = float(stats.t.sf((test.margin + delta) / test.se, test.df))  # H0: difference <= -delta
+    upper = float(stats.t.cdf((test.margin - delta) / test.se, test.df))  # H0: difference >= delta
+    return max(lower, upper)
+
+
+def detectable_effect(test: Welch, level: float, power: float = POWER) -> float | None:
+    """The smallest true difference a one-sided Welch test at `level` detects with `power`, with these
+    seeds' standard error and df: the exact noncentral t (scipy.stats.nct), solved for the noncentrality."""
+    from scipy import optimize, stats
+
+    if test.se == 0.0 or not math.isfinite(test.df):
+        return None
+    critical = float(stats.t.ppf(1 - level, test.df))
+
+    def short(nc: float) -> float:
+        return float(stats.nct.sf(critical, test.df, nc)) - power
+
+    nc = optimize.brentq(short, 0.0, 100.0 + 10 * critical)
+    return nc * test.se
+
+
+def permutation_p(a: Sequence[float], b: Sequence[float], sign: float = 1.0) -> float:
+    """Exact one-sided permutation test of `sign * (mean(a) - mean(b))`: the share of the relabellings of the
+    pooled seeds whose difference is at least the observed one (the observed labelling included)."""
+    import numpy as np
+
+    pooled = np.asarray([*a, *b], dtype=float)
+    na, nb, total = len(a), len(b), float(pooled.sum())
+    observed = sign * (statistics.fmean(a) - statistics.fmean(b))
+    picks = np.asarray(list(itertools.combinations(range(len(pooled)), na)), dtype=np.int64)
+    sums = pooled[picks].sum(axis=1)
+    diffs = sign * (sums / na - (total - sums) / nb)
+    tolerance = 1e-9 * max(1.0, float(np.abs(pooled).max()))
+    return float(np.mean(diffs >= observed - tolerance))
 
 
 def _value(result: Result | None, column: str) -> float | None:
@@ -121,7 +279,7 @@ def seed_sample(result: Result | None, column: str) -> Sample:
         ]
         if values:
             std = statistics.stdev(values) if len(values) > 1 else 0.0
-            return Sample(statistics.fmean(values), std, len(values))
+            return Sample(statistics.fmean(values), std, len(values), tuple(values))
     n = max(len(result.seeds), 1)
     std = result.std.get(column) if result.std else None
     if n > 1 and std is None:  # several seeds but no spread recorded: nothing to test with

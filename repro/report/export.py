@@ -85,7 +85,7 @@ def render_markdown(view: TableView) -> str:
         lines += [
             "",
             "| " + " | ".join(claim_header(view.scale, k) for k in claim_keys(view.claims)) + " |",
-            "| --- | --- | --- | ---: | ---: | ---: | ---: |",
+            "| --- | --- | --- |" + " ---: |" * (len(claim_keys(view.claims)) - 3),
         ]
         for c in view.claims:
             claim = claim_cells(c)
@@ -179,7 +179,11 @@ def render_latex(view: TableView) -> str:
     if view.claims:
         claims = pd.DataFrame([claim_cells(c) for c in view.claims], columns=list(claim_keys(view.claims)))
         claims.columns = [_latex_escape(claim_header(view.scale, k)) for k in claim_keys(view.claims)]
-        table = claims.map(_latex_escape).style.hide(axis="index").to_latex(hrules=True, column_format="p{5cm}llrrrr")
+        table = (
+            claims.map(_latex_escape)
+            .style.hide(axis="index")
+            .to_latex(hrules=True, column_format="p{5cm}ll" + "r" * (len(claims.columns) - 3))
+        )
         lines += [
             "",
             r"\begin{table}[t]",
@@ -271,6 +275,7 @@ def view_to_json(view: TableView) -> dict:
         "other_scales": view.other_scales,
         "claims": [claim_to_json(c) for c in view.claims],
         "alpha": ALPHA,
+        "multiplicity": "holm within the table (p_adjusted; the verdict uses it)",
         "confidence": CONFIDENCE,
     }
 
@@ -282,7 +287,21 @@ def claim_to_json(c: ClaimView) -> dict:
         "verdict": c.verdict,
         "margin": c.margin,
         "spread": c.spread,
+        "verdict_kind": c.kind,
         "p_value": c.p_value,
+        "p_adjusted": c.p_adjusted,
+        "p_reversed": c.p_reversed,
+        "p_reversed_adjusted": c.p_reversed_adjusted,
+        "delta": c.delta,
+        "delta_source": c.delta_source,
+        "p_equivalence": c.p_equivalence,
+        "p_equivalence_adjusted": c.p_equivalence_adjusted,
+        "detectable": c.detectable,
+        "p_permutation": c.p_permutation,
+        "p_permutation_reversed": c.p_permutation_reversed,
+        "flags": list(c.flags),
+        "holm_m": c.m if c.p_value is not None else None,
+        "resolution": c.resolution,
         "ci_low": c.ci_low,
         "ci_high": c.ci_high,
         "n": None if c.n is None else list(c.n),

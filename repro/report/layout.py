@@ -16,7 +16,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from repro.report.claims import ALPHA, CONFIDENCE, ClaimView, fmt_p
+from repro.report.claims import ALPHA, CONFIDENCE, POWER, ClaimView, fmt_p
 from repro.report.view import (
     TableView,
     caption,
@@ -114,15 +114,22 @@ def _delta_style(delta: float | None, better: str) -> str:
 
 def claims_caption() -> str:
     return (
-        f"One-sided Welch t-test per claim over the seeds of the two rows, at α = {ALPHA:g}; "
-        f"margin = mean difference in the claimed direction, with its {CONFIDENCE:.0%} confidence "
-        f"interval (Welch–Satterthwaite df; its lower end is the one-sided {1 - ALPHA:.0%} bound, above 0 exactly "
-        "when the claim holds); p = one-sided, in the claimed direction (near 1 when reversed); "
-        "n = seeds of the row and of the row it is compared with; ratio = row / compared row (time claims)."
+        f"One-sided Welch t-test per claim over the seeds of the two rows, at α = {ALPHA:g} after Holm's "
+        "adjustment over the table's judged claims (p = unadjusted, one-sided in the claimed direction, near 1 "
+        "when reversed; p (Holm) = adjusted, what the verdict uses; the other direction and the equivalence "
+        f"tests are Holm-adjusted alike); margin = mean difference in the claimed direction, with its "
+        f"{CONFIDENCE:.0%} confidence interval (Welch–Satterthwaite df; unadjusted); equivalent = two one-sided "
+        "tests (TOST) put the difference within ±δ, the claim's margin (the paper's, or fixed in the spec before "
+        "the runs; else its metric's: 1 point on a percentage, 0.01 ANLS, 0.1 MSE, 5% of a time, size or FLOPs); "
+        f"underpowered = none of these, with the smallest true difference these seeds detect at {POWER:.0%} power "
+        "and Holm's first level α/m (exact noncentral t); perm. p = exact permutation test of the mean "
+        "difference (up to 10 seeds per row), ⚑ where it and Welch disagree at α; rows without spread give no "
+        "verdict from a difference below the metric's resolution; n = seeds of the row and of the row it is "
+        "compared with; ratio = row / compared row (time claims)."
     )
 
 
-CLAIM_KEYS = ("claim", "in the paper", "verdict", "margin", "CI", "p", "n", "ratio")
+CLAIM_KEYS = ("claim", "in the paper", "verdict", "margin", "CI", "p", "p (Holm)", "perm. p", "n", "ratio")
 
 
 def claim_keys(claims: list[ClaimView]) -> tuple[str, ...]:
@@ -141,10 +148,12 @@ def claim_cells(c: ClaimView) -> dict[str, str]:
     return {
         "claim": c.text,
         "in the paper": {True: "yes", False: "no", None: "–"}[c.paper],
-        "verdict": c.verdict,
+        "verdict": c.verdict + (" ⚑" if c.flags else ""),
         "margin": "–" if c.margin is None else f"{c.margin:+.2f}",
         "CI": "–" if c.ci_low is None else f"[{c.ci_low:+.2f}, {c.ci_high:+.2f}]",
         "p": fmt_p(c.p_value),
+        "p (Holm)": fmt_p(c.p_adjusted),
+        "perm. p": fmt_p(c.p_permutation),
         "n": "–" if c.n is None else f"{c.n[0]}, {c.n[1]}",
         "ratio": fmt_ratio(c),
     }
@@ -280,13 +289,22 @@ def claim_lines(view: TableView, claim: ClaimView, width: int) -> list[str]:
             + (f", {claim_header(view.scale, 'CI')} {cells['CI']}" if claim.ci_low is not None else "")
         )
     if claim.p_value is not None:
-        facts.append(f"p {cells['p']}")
+        facts.append(f"p {cells['p']} (Holm {cells['p (Holm)']})")
+    if claim.p_permutation is not None:
+        facts.append(f"perm. p {cells['perm. p']}")
+    facts += [f"⚑ {flag}" for flag in claim.flags]
     if claim.n is not None:
         facts.append(f"n {cells['n']}")
     if cells["ratio"] != "–":
         facts.append(f"ratio {cells['ratio']}")
     out, line = _wrap("• " + claim.text, width, "  "), "   "
     for fact in facts:
+        if cell_len("    " + fact) > width:  # a long fact (an underpowered verdict, a flag) wraps on its own lines
+            if line.strip():
+                out.append(line)
+            *whole, line = _wrap("    " + fact, width, "      ")
+            out += whole
+            continue
         candidate = fact if line.strip() == "" else line + " · " + fact
         if line.strip() and cell_len(candidate) > width:
             out.append(line)
@@ -401,9 +419,8 @@ class RichClaims:
 
 
 def verdict_style(verdict: str) -> str:
-    return {"holds": "green", "reversed": "bold red", "no results": "dim"}.get(
-        verdict, "yellow" if verdict.startswith("not decided") else "dim"
-    )
+    kind = verdict.split(" ")[0]
+    return {"holds": "green", "reversed": "bold red", "equivalent": "cyan", "underpowered": "yellow"}.get(kind, "dim")
 
 
 def render_rich(view: TableView) -> RichView:

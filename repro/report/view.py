@@ -12,7 +12,7 @@ from pathlib import Path
 
 from repro.errors import ReproError
 from repro.report.check import config_note
-from repro.report.claims import ClaimView, judge_claim
+from repro.report.claims import ClaimView, judge_claims
 from repro.results import Result, read_results
 from repro.specs import Spec
 
@@ -115,7 +115,7 @@ def build_view(
                 deviation=row.deviation.get(col.name),
             )
         view.rows.append(RowView(name=row.name, cited=row.cited, runnable=row.runnable, cells=cells, result=result))
-    view.claims = [judge_claim(spec, claim, {r.name: r.result for r in view.rows}) for claim in spec.claims]
+    view.claims = judge_claims(spec, {r.name: r.result for r in view.rows})
     view.config_notes = [
         n for r in view.rows if r.result is not None for n in [config_note(spec, r.result, results_root)] if n
     ]
