@@ -216,3 +216,37 @@ def render_report(report: KeyReport, console=None, show_placed: bool = True) -> 
         table.add_row(*row)
     console.print(table)
     console.print(", ".join(f"{n} {status}" for status, n in report.counts().items()))
+
+
+@dataclass(frozen=True)
+class Released:
+    """One released checkpoint: the URL as the official README gives it (None where the reference notes give
+    none), its size and sha256 only where published."""
+
+    name: str
+    family: str
+    layout: str
+    rows: str
+    url: str | None
+    size: str | None = None
+    sha256: str | None = None
+
+
+_ALBEF = "https://storage.googleapis.com/sfr-pcl-data-research/ALBEF/"
+RELEASED: tuple[Released, ...] = (
+    Released("ALBEF_4M.pth", "ace-rpe", "albef", "ALBEF rows, init: albef (4M pre-training)", _ALBEF + "ALBEF_4M.pth"),
+    Released("ALBEF.pth", "ace-rpe", "albef", "ALBEF rows, init: albef (14M pre-training)", _ALBEF + "ALBEF.pth"),
+    Released("flickr30k.pth", "ace-rpe", "albef", "ALBEF Flickr30K retrieval", _ALBEF + "flickr30k.pth"),
+    Released("mscoco.pth", "ace-rpe", "albef", "ALBEF MSCOCO retrieval", _ALBEF + "mscoco.pth"),
+    Released("vqa.pth", "ace-rpe", "albef", "ALBEF VQA", _ALBEF + "vqa.pth"),
+    Released(
+        "pretrain_model_nlvr.pth",
+        "ace-rpe",
+        "albef",
+        "ALBEF NLVR2 (TA pre-training)",
+        _ALBEF + "pretrain_model_nlvr.pth",
+    ),
+    Released("mcan-small", "mcan-pa", "mcan-vqa", "mcan-pa Table III MCAN", None),
+    Released("m4c", "sa-m4c", "mmf", "sa-m4c Table 1 M4C", None),
+    Released("sa-m4c", "sa-m4c", "sam-textvqa", "sa-m4c Table 1 SA-M4C", None),
+)

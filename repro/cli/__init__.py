@@ -16,6 +16,7 @@ import typer
 
 from repro import __version__
 from repro.cli import check, data, evaluate, models, run, tables
+from repro.cli import weights as weights  # the `repro weights` group registers itself
 from repro.cli.common import LAUNCHERS, RICH_OR_JSON, SCALES, TABLE_FORMATS, app, command, console, err_console
 
 # the order of `repro --help`

@@ -1,0 +1,69 @@
+"""`repro weights ls` and `repro weights convert` on the golden-tensor fixtures."""
+
+import json
+
+import torch
+
+from repro.cli import app
+from tests.golden import fixture
+
+
+def test_ls_lists_released_checkpoints(runner):
+    result = runner.invoke(app, ["weights", "ls", "--format", "json"])
+    assert result.exit_code == 0, result.output
+    rows = json.loads(result.output)
+    assert {"ALBEF.pth", "flickr30k.pth"} <= {r["name"] for r in rows}
+    assert all(r["sha256"] is None for r in rows)  # none is published
+
+
+def test_convert_mcan_fixture_writes_our_state_and_the_report(runner, tmp_path):
+    folder = fixture("mcan")
+    out = tmp_path / "mcan.pt"
+    result = runner.invoke(
+        app,
+        [
+            "weights",
+            "convert",
+            str(folder / "checkpoint.pth"),
+            "--family",
+            "mcan-pa",
+            "--layout",
+            "mcan-vqa",
+            "-o",
+            str(out),
+            "--format",
+            "json",
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.output)
+    official = torch.load(folder / "checkpoint.pth", weights_only=True)["state_dict"]
+    assert report["counts"] == {"placed": len(official), "reshaped": 0, "missing": 0, "unexpected": 0}
+    saved = torch.load(out, weights_only=True)["model"]
+    assert torch.equal(saved["classifier.weight"], official["proj.weight"])
+
+
+def test_convert_sa_m4c_fixture_rich_report(runner, tmp_path):
+    folder = fixture("sa-m4c")
+    out = tmp_path / "sam.pt"
+    args = ["weights", "convert", str(folder / "checkpoint.pth"), "--family", "sa-m4c", "--layout", "sam-textvqa"]
+    result = runner.invoke(app, [*args, "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    assert "key report" in result.output and out.is_file()
+
+
+def test_convert_refuses_a_truncated_file_in_one_line_and_writes_nothing(runner, tmp_path):
+    folder = fixture("mcan")
+    bad = tmp_path / "bad.pth"
+    bad.write_bytes((folder / "checkpoint.pth").read_bytes()[:1000])
+    out = tmp_path / "out.pt"
+    result = runner.invoke(
+        app, ["weights", "convert", str(bad), "--family", "mcan-pa", "--layout", "mcan-vqa", "-o", str(out)]
+    )
+    assert result.exit_code == 2
+    assert "bad.pth: not a readable PyTorch checkpoint" in result.output and "Traceback" not in result.output
+    assert not out.exists()
+    result = runner.invoke(
+        app, ["weights", "convert", str(bad), "--family", "mcan-pa", "--layout", "mmf", "-o", str(out)]
+    )
+    assert result.exit_code == 2 and "--layout 'mmf' for mcan-pa" in result.output
