@@ -66,3 +66,33 @@ def test_two_ranks_end_identical_and_match_one_process(tmp_path):
     fit(single, TinyVQA(16), load_recipe(str(recipe_path)), tmp_path / "single", progress=False)
     for name, a in single.state_dict().items():
         assert torch.allclose(a, ranks[0]["weights"][name], atol=1e-5), name
+
+
+def test_task_heads_and_switched_off_modules_sync_gradients_as_one_process(tmp_path):
+    """ace-rpe's SNLI-VE head (its loss the wrapped module's forward) and a model with a module its loss leaves out
+    (`find_unused_parameters`): two ranks under torchrun end each step with the gradients, and after two steps
+    the weights, of one process on the same global batch."""
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+        "OMP_NUM_THREADS": "1",
+    }
+    for key in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
+        env.pop(key, None)
+    worker = ["-m", "tests.ddp_heads_worker", str(tmp_path)]
+    two = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", *worker]
+    for cmd in (two, [sys.executable, *worker]):
+        done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr[-3000:]
+    for name in ("snli-ve", "switched-off"):
+        single, *ranks = (torch.load(tmp_path / f"{name}.rank{r}.pt") for r in ("single", 0, 1))
+        assert sorted(single["grads"]) == [1, 2]
+        for step, grads in single["grads"].items():
+            for rank in ranks:
+                assert sorted(rank["grads"][step]) == sorted(grads), (name, step)
+                for key, g in grads.items():
+                    assert torch.allclose(rank["grads"][step][key], g, atol=1e-5), (name, step, key)
+        for key, w in single["weights"].items():
+            assert torch.allclose(ranks[0]["weights"][key], w, atol=1e-5) and torch.equal(
+                ranks[0]["weights"][key], ranks[1]["weights"][key]
+            ), (name, key)
