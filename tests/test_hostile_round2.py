@@ -4,6 +4,7 @@ options, validation that changes numbers (each test fails on the code before the
 from __future__ import annotations
 
 import html
+import json
 import time
 from urllib.parse import quote
 
@@ -251,3 +252,91 @@ def test_offline_download_is_one_line_within_seconds(runner, tmp_path, monkeypat
     assert result.exit_code == 1 and "Traceback" not in result.output
     (line,) = [line for line in result.stderr.splitlines() if line.startswith("error:")]
     assert url in line and "does not resolve" in line and "--catalog" in line and "by hand" in line
+
+
+# --- Slurm: hung commands, garbage sacct, injected options -------------------------------------------
+
+SLURM_WORDS = ["run", "table5-ablation", "--scale", "smoke", "--rows", "MCAN", "--launcher", "slurm"]
+
+
+@pytest.fixture
+def cluster(sandbox, monkeypatch):
+    from tests import test_launch_slurm
+
+    yield from test_launch_slurm.cluster.__wrapped__(sandbox, monkeypatch)
+
+
+def _replace_command(cluster, name: str, script: str) -> None:
+    path = cluster / "bin" / name
+    path.write_text(f"#!/bin/sh\n{script}\n")
+    path.chmod(0o755)
+
+
+def _units_json(cluster) -> None:
+    root = cluster / "data" / "runs" / "slurm" / "mcan-pa-table5-ablation" / "smoke"
+    root.mkdir(parents=True)
+    unit = {"row": "MCAN", "seed": 0, "job_id": "1000_0", "stdout": "o", "stderr": "e"}
+    unit |= {"submitted": "2020-01-01T00:00:00+00:00", "resources": {}}
+    (root / "units.json").write_text(json.dumps({"units": [unit]}))
+
+
+def test_a_hung_sbatch_ends_at_the_slurm_timeout(cluster, runner, monkeypatch):
+    monkeypatch.setenv("REPRO_SLURM_TIMEOUT_S", "1")
+    _replace_command(cluster, "sbatch", "exec sleep 30")
+    start = time.monotonic()
+    result = runner.invoke(app_(), SLURM_WORDS)
+    assert time.monotonic() - start < 20
+    assert result.exit_code == 2
+    line = one_line(result)
+    assert "`sbatch` did not answer within 1 s" in line and "REPRO_SLURM_TIMEOUT_S" in line
+
+
+@pytest.mark.parametrize(
+    "script, fragment",
+    [
+        ("exec sleep 30", "did not answer within 1 s"),
+        ("echo 'garbage|x'; echo '1|2'", "not its job table: 'garbage|x 1|2'"),
+        ("printf 'JobID|Other\\n1000_0|x\\n'", "not its job table"),
+    ],
+)
+def test_a_hung_or_garbage_sacct_is_one_line(cluster, runner, monkeypatch, script, fragment):
+    monkeypatch.setenv("REPRO_SLURM_TIMEOUT_S", "1")
+    _units_json(cluster)
+    _replace_command(cluster, "sacct", script)
+    start = time.monotonic()
+    result = runner.invoke(app_(), ["run", "table5-ablation", "--scale", "smoke", "--status"])
+    assert time.monotonic() - start < 20
+    assert result.exit_code == 2
+    line = one_line(result)
+    assert "`sacct -o JobID,State,NodeList" in line and fragment in line
+    assert "KeyError" not in line and "internal error" not in line
+
+
+@pytest.mark.parametrize(
+    "words",
+    [
+        ["--slurm-opt", "comment=a\n#SBATCH --wrap=rm -rf ~"],
+        ["--slurm-opt", "comment=a\x00b"],
+        ["--slurm-opt", "comment=\x1b[2J"],
+        ["--partition", "debug\nhostname"],
+        ["--account", "a\rb"],
+    ],
+)
+def test_slurm_options_with_newlines_or_controls_are_refused(cluster, runner, words):
+    result = runner.invoke(app_(), [*SLURM_WORDS, *words])
+    assert result.exit_code == 2
+    assert "control characters" in one_line(result)
+    assert not list((cluster / "slurm-state").glob("*.sh"))  # nothing reached sbatch
+
+
+def test_slurm_option_values_reach_the_script_quoted(cluster, runner):
+    result = runner.invoke(app_(), [*SLURM_WORDS, "--slurm-opt", "comment=a b;$(touch x)"])
+    assert result.exit_code == 0, result.output
+    (script,) = (cluster / "slurm-state").glob("*.sh")
+    assert "#SBATCH --comment='a b;$(touch x)'\n" in script.read_text()
+
+
+def app_():
+    from repro.cli import app
+
+    return app

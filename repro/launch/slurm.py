@@ -23,6 +23,7 @@ the job (those whose records were written before the stop are scored and written
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -32,7 +33,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -42,6 +43,7 @@ from submitit.helpers import Checkpointable, DelayedSubmission
 
 from repro.errors import ReproError
 from repro.families.base import Resources, RunContext, default_resources
+from repro.terminal import printable
 from repro.utils import now_iso, write_bytes_atomic, write_json_atomic
 
 MAX_JOB_HOURS = 24.0  # one job's time limit unless --slurm-opt time=... says otherwise; longer units requeue
@@ -51,6 +53,8 @@ REQUEUE_WAIT_S = 60  # after a SIGTERM stopped the unit: how long the job waits 
 RESERVED = {"array", "output", "error", "open_mode", "signal", "wrap"}
 PENDING = {"PENDING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "CONFIGURING", "RESIZING", "SUSPENDED", "PREEMPTED"}
 RUNNING = {"RUNNING", "COMPLETING", "STAGE_OUT", "SIGNALING"}
+SLURM_TIMEOUT_S = 60.0  # seconds an sbatch or sacct call may take (REPRO_SLURM_TIMEOUT_S)
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")  # newlines, NULs, escapes: never in an sbatch option
 
 
 class UnitsFailed(ReproError):
@@ -70,8 +74,16 @@ class SlurmOptions:
 
     @classmethod
     def parse(cls, partition=None, account=None, qos=None, options: list[str] | None = None) -> SlurmOptions:
+        for name, given in (("--partition", partition), ("--account", account), ("--qos", qos)):
+            if given is not None and (_CONTROL.search(given) or not given.strip()):
+                raise ReproError(f"{name} {given!r}: a Slurm name, without newlines or control characters")
         extra: dict[str, str | bool] = {}
         for text in options or []:
+            if _CONTROL.search(text):
+                raise ReproError(
+                    f"--slurm-opt {text!r}: newlines, NULs and other control characters are not allowed "
+                    "(each option becomes one #SBATCH line of the job script)"
+                )
             key, has_value, value = text.partition("=")
             key = key.strip().lstrip("-").replace("-", "_").lower()
             if not re.fullmatch(r"[a-z][a-z0-9_]*", key):
@@ -84,6 +96,88 @@ class SlurmOptions:
                 raise ReproError(f"--slurm-opt gpus_per_node={value}: the GPUs of a unit, a number")
             extra[key] = value if has_value else True
         return cls(partition, account, qos, extra)
+
+
+def slurm_timeout_s() -> float:
+    """Seconds one call of sbatch or sacct may take: `$REPRO_SLURM_TIMEOUT_S`, default 60."""
+    raw = os.environ.get("REPRO_SLURM_TIMEOUT_S", "").strip()
+    if not raw:
+        return SLURM_TIMEOUT_S
+    try:
+        value = float(raw)
+    except ValueError:
+        value = float("nan")
+    if not 0 < value < float("inf"):
+        raise ReproError(f"REPRO_SLURM_TIMEOUT_S={raw!r}: give a positive number of seconds")
+    return value
+
+
+class _CommandTimedOut(FailedJobError):
+    """An sbatch call that did not end within REPRO_SLURM_TIMEOUT_S."""
+
+
+class _TimedCommand:
+    """Stands in for submitit's `CommandFunction` (which runs sbatch with no timeout) while submitting:
+    the same call and errors, under `slurm_timeout_s()`."""
+
+    def __init__(self, command: list[str], verbose: bool = True, cwd=None, env=None) -> None:
+        self.command, self.cwd, self.env = list(command), cwd, env
+
+    def __call__(self, *args: Any, **kwargs: Any) -> str:
+        full = self.command + [str(x) for x in args] + [f"--{k}={v}" for k, v in kwargs.items()]
+        timeout = slurm_timeout_s()
+        try:
+            done = subprocess.run(
+                full, capture_output=True, text=True, errors="replace", cwd=self.cwd, env=self.env, timeout=timeout
+            )
+        except subprocess.TimeoutExpired:
+            raise _CommandTimedOut(
+                f"`{full[0]}` did not answer within {timeout:g} s (REPRO_SLURM_TIMEOUT_S); the controller may be "
+                "busy: check `squeue --me` before submitting again"
+            ) from None
+        if done.returncode:
+            raise FailedJobError(done.stderr.strip())
+        return done.stdout.strip()
+
+
+@contextlib.contextmanager
+def _timed_commands() -> Iterator[None]:
+    import submitit.core.utils as submitit_utils
+
+    saved = submitit_utils.CommandFunction
+    submitit_utils.CommandFunction = _TimedCommand
+    try:
+        yield
+    finally:
+        submitit_utils.CommandFunction = saved
+
+
+def _sacct(watcher) -> None:
+    """What `watcher.update()` does (one sacct call for every registered job), under `slurm_timeout_s()`;
+    a hung sacct or one printing something other than its table is one line naming the command."""
+    command = watcher._make_command()
+    if command is None:
+        return
+    timeout = slurm_timeout_s()
+    shown = " ".join(command[:6]) + (" ..." if len(command) > 6 else "")
+    try:
+        done = subprocess.run(command, capture_output=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise ReproError(f"`{shown}` did not answer within {timeout:g} s (REPRO_SLURM_TIMEOUT_S)") from None
+    except OSError as exc:
+        raise ReproError(f"`{shown}` could not be run: {exc.strerror or exc}") from None
+    if done.returncode:  # as submitit does: states stay unknown
+        return
+    text = done.stdout.decode("utf-8", errors="replace")
+    try:
+        info = watcher.read_info(text)
+        if not all(isinstance(v, dict) and "State" in v for v in info.values()):
+            raise ValueError("no State column")
+    except Exception:  # submitit's parser trips on anything but sacct's table (KeyError, IndexError, ...)
+        said = printable(text.strip())[:200] or "nothing"
+        raise ReproError(f"`{shown}` printed something that is not its job table: {said!r}") from None
+    watcher._info_dict.update(info)
+    watcher._last_status_check = time.time()
 
 
 def slurm_minutes(text: str) -> int:
@@ -320,10 +414,14 @@ def submit(
     submitted: list[Submitted] = []
     for res, jobs in by_resources.items():
         try:
-            handles = executors[res].submit_array(jobs)
+            with _timed_commands():
+                handles = executors[res].submit_array(jobs)
+        except _CommandTimedOut as exc:
+            _remember(root, submitted)
+            raise ReproError(str(exc)) from None
         except (FailedJobError, FailedSubmissionError) as exc:
             _remember(root, submitted)  # the arrays submitted before this one
-            said = " ".join(str(exc).split()) or "no message"
+            said = printable(str(exc)) or "no message"
             raise ReproError(f"sbatch refused the jobs of {len(jobs)} unit(s): {said}") from None
         for unit, job in zip(jobs, handles):
             submitted.append(
@@ -462,7 +560,7 @@ def unit_states(plan, workdir: Path, seeds: list[int] | None = None) -> list[Uni
     jobs = [submitit.SlurmJob(folder=str(root / "%j"), job_id=u["job_id"]) for u in units]
     if jobs:
         submitit.SlurmJob.watcher.clear()  # states as they are now, none remembered
-        submitit.SlurmJob.watcher.update()  # one sacct call for every job
+        _sacct(submitit.SlurmJob.watcher)  # one sacct call for every job
     stored = {step.row.name: read_seed_results(spec, step.row, scale, plan.results_root) for step in plan.steps}
     out = []
     for unit, job in zip(units, jobs):
@@ -510,7 +608,7 @@ def _outcome(job) -> tuple[str | None, str | None]:
     if outcome == "success":
         return outcome, None
     lines = [line for line in str(payload).splitlines() if line.strip()]
-    return outcome, lines[-1].strip() if lines else None
+    return outcome, printable(lines[-1]).strip() if lines else None  # job text: no escape sequences
 
 
 def wait(
