@@ -68,7 +68,7 @@ class Claim:
     over: str
     column: str
     # equivalence margin δ in the column's units: the paper's own where it prints one, else fixed in the spec
-    # before the runs; None = the default of the column's metric (repro.report.claims.DEFAULT_MARGINS)
+    # before the runs; None = the default of the column's metric (repro.metrics.METRICS)
     margin: float | None = None
 
 

@@ -2,8 +2,9 @@
 
 `METRICS` is the one table of metric names, as spec columns name them: each with the direction that is
 better (a column's `better:` defaults to it), the module holding its `evaluate` function when it has one
-(`repro eval` scores files with it) and the reference versions it can follow. Adding a metric is one
-entry. `get(name)` imports a scorer. Every `evaluate` returns a `MetricResult` (aggregate dict, per-item
+(`repro eval` scores files with it), the reference versions it can follow, and what the claims under a
+table are judged with (the default equivalence margin and the resolution of a stored value). Adding a
+metric is one entry. `get(name)` imports a scorer. Every `evaluate` returns a `MetricResult` (aggregate dict, per-item
 scores, n). `repro.metrics.files.evaluate_files` reads official or generic files first.
 """
 
@@ -26,22 +27,36 @@ class Metric:
     # the module holding `evaluate`; None: a quantity a run measures itself (size, compute, time, a count)
     module: str | None = None
     variants: tuple[str, ...] = ()  # the reference versions it can follow (`--variant`); the first is the default
+    # a claim's equivalence margin δ unless the claim gives its own (repro.report.claims), fixed before any
+    # result was looked at: ("points", δ) in the column's units, ("relative", f) a fraction of the compared
+    # row's mean; None: no equivalence verdict
+    margin: tuple[str, float] | None = None
+    # the smallest difference a stored value carries (rows without spread give no verdict below it); None:
+    # 1e-9 of the values compared
+    resolution: float | None = None
 
+
+ONE_POINT = ("points", 1.0)  # one accuracy point; percentages are stored as tables print them, to 0.01
+FIVE_PERCENT = ("relative", 0.05)  # times, sizes, FLOPs
 
 METRICS: dict[str, Metric] = {
-    "vqa": Metric("higher", "repro.metrics.vqa", ("2021", "2016")),  # VQA soft accuracy (overall, yes/no, ...)
-    "textvqa": Metric("higher", "repro.metrics.textvqa"),  # TextVQA accuracy (VQA formula, M4C normalisation)
-    "anls": Metric("higher", "repro.metrics.anls", ("rrc", "mmf", "pypi")),  # ST-VQA normalised Levenshtein
-    "wups": Metric("higher", "repro.metrics.wups", ("cocoqa", "malinowski")),  # WUPS (key: 0.9 or 0.0)
-    "mse": Metric("lower", "repro.metrics.mse", ("psac", "tgif")),  # TGIF-QA Count
-    "accuracy": Metric("higher", "repro.metrics.accuracy"),  # exact-match accuracy
-    "gqa": Metric("higher", "repro.metrics.gqa"),  # GQA's accuracy and its breakdowns
-    "recall": Metric("higher", "repro.metrics.retrieval"),  # retrieval R@K (key: tr@1, ir@5, ...)
-    "grounding": Metric("higher", "repro.metrics.grounding"),  # weakly supervised grounding hit rate
+    # VQA soft accuracy (key: overall, yes/no, number, other)
+    "vqa": Metric("higher", "repro.metrics.vqa", ("2021", "2016"), ONE_POINT, 0.01),
+    # TextVQA accuracy (VQA formula, M4C normalisation)
+    "textvqa": Metric("higher", "repro.metrics.textvqa", (), ONE_POINT, 0.01),
+    # ST-VQA average normalised Levenshtein similarity, on a 0-1 scale: δ one point of it
+    "anls": Metric("higher", "repro.metrics.anls", ("rrc", "mmf", "pypi"), ("points", 0.01), 1e-4),
+    "wups": Metric("higher", "repro.metrics.wups", ("cocoqa", "malinowski"), ONE_POINT, 0.01),  # key: 0.9 or 0.0
+    # TGIF-QA Count: δ a tenth of a count squared
+    "mse": Metric("lower", "repro.metrics.mse", ("psac", "tgif"), ("points", 0.1), 1e-4),
+    "accuracy": Metric("higher", "repro.metrics.accuracy", (), ONE_POINT, 0.01),  # exact-match accuracy
+    "gqa": Metric("higher", "repro.metrics.gqa", (), ONE_POINT, 0.01),  # GQA's accuracy and its breakdowns
+    "recall": Metric("higher", "repro.metrics.retrieval", (), ONE_POINT, 0.01),  # retrieval R@K (key: tr@1, ...)
+    "grounding": Metric("higher", "repro.metrics.grounding", (), ONE_POINT, 0.01),  # weakly supervised hit rate
     "copy-rate": Metric("none", "repro.metrics.copy_rate"),  # share of answers copied from OCR tokens
-    "params": Metric("lower"),  # model size
-    "flops": Metric("lower"),  # compute per sample
-    "time": Metric("lower"),  # wall time (training per epoch, inference per sample)
+    "params": Metric("lower", margin=FIVE_PERCENT),  # model size
+    "flops": Metric("lower", margin=FIVE_PERCENT),  # compute per sample
+    "time": Metric("lower", margin=FIVE_PERCENT),  # wall time (training per epoch, inference per sample)
     "count": Metric("none"),  # a dataset statistic (number of questions, images, ...)
 }
 
@@ -68,7 +83,17 @@ class _View(Mapping):
 REGISTRY: Mapping[str, str] = _View("module")  # the metrics with a scorer: name -> its module
 VARIANTS: Mapping[str, tuple[str, ...]] = _View("variants")  # name -> its reference versions, the default first
 
-__all__ = ["DIRECTIONS", "METRICS", "REGISTRY", "VARIANTS", "Metric", "MetricResult", "get"]
+__all__ = [
+    "DIRECTIONS",
+    "FIVE_PERCENT",
+    "METRICS",
+    "ONE_POINT",
+    "REGISTRY",
+    "VARIANTS",
+    "Metric",
+    "MetricResult",
+    "get",
+]
 
 
 def get(name: str) -> ModuleType:

@@ -23,6 +23,7 @@ import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from repro.metrics import METRICS
 from repro.results import Result
 from repro.specs import Claim, Spec
 
@@ -33,21 +34,6 @@ CONFIDENCE = 1 - 2 * ALPHA
 POWER = 0.8  # the power at which the smallest detectable effect of an underpowered claim is given
 PERMUTATION_MAX_N = 10  # the exact permutation test is run up to this many seeds per row
 
-# Equivalence margins δ per metric, fixed before any result was looked at (the spec format documents
-# them; a claim's own `margin:` overrides, e.g. the paper's own). ("points", δ): in the column's units;
-# ("relative", f): a fraction of the compared row's mean (times, sizes, FLOPs).
-PERCENT_METRICS = ("accuracy", "vqa", "textvqa", "recall", "grounding", "wups", "gqa")
-DEFAULT_MARGINS: dict[str, tuple[str, float]] = {
-    **{m: ("points", 1.0) for m in PERCENT_METRICS},  # one accuracy point
-    "anls": ("points", 0.01),  # one point on ANLS's 0-1 scale
-    "mse": ("points", 0.1),  # psac's Count MSE: a tenth of a count squared
-    "time": ("relative", 0.05),
-    "flops": ("relative", 0.05),
-    "params": ("relative", 0.05),
-}
-# The smallest difference a stored value carries: percentages as tables print them (0.01 points), 0-1
-# scores and MSEs to 1e-4; other metrics to 1e-9 of their value. Rows without spread give no verdict below it.
-RESOLUTION: dict[str, float] = {**{m: 0.01 for m in PERCENT_METRICS}, "anls": 1e-4, "mse": 1e-4}
 VERDICTS = ("holds", "reversed", "equivalent", "underpowered", "not judged")
 
 
@@ -164,7 +150,9 @@ def _measure(spec: Spec, claim: Claim, results: Mapping[str, Result | None]) -> 
     if min(n) < 2:
         return ClaimView(claim.text, paper, "not judged (1 seed)", margin, spread, n=n, **ratios)
     test = welch(sample_a, sample_b, sign)
-    resolution = RESOLUTION.get(column.metric, 1e-9 * max(abs(sample_a.mean), abs(sample_b.mean)))
+    resolution = METRICS[column.metric].resolution
+    if resolution is None:
+        resolution = 1e-9 * max(abs(sample_a.mean), abs(sample_b.mean))
     view = ClaimView(claim.text, paper, "", test.margin, spread, test.p_value, test.ci_low, test.ci_high, n, **ratios)
     view.resolution = resolution
     if test.se == 0.0 and abs(test.margin) < resolution:
@@ -208,9 +196,10 @@ def equivalence_margin(claim: Claim, metric: str, over_mean: float) -> tuple[flo
     """δ for a claim: its own `margin` (the paper's, or fixed in the spec before the runs), else its metric's."""
     if claim.margin is not None:
         return claim.margin, "claim"
-    kind, value = DEFAULT_MARGINS.get(metric, (None, None))
-    if kind is None:
+    default = METRICS[metric].margin  # fixed before any result was looked at (repro.metrics.METRICS)
+    if default is None:
         return None, None
+    kind, value = default
     return (value if kind == "points" else value * abs(over_mean)), "metric default"
 
 
