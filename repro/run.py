@@ -101,6 +101,15 @@ def data_commands(spec: Spec) -> list[str]:
     return lines
 
 
+CLAIM_SEEDS = 3  # seeds per row a claim is judged on when the spec names none at paper scale
+
+
+def claim_seeds(spec: Spec) -> int:
+    """How many seeds per row judging the spec's claims needs: its paper-scale `seeds`, else CLAIM_SEEDS."""
+    seeds = (spec.scales.get("paper") or {}).get("seeds")
+    return len(seeds) if seeds else CLAIM_SEEDS
+
+
 def need_commands(need: DataNeed) -> list[str]:
     """`repro download DATASET`, then `repro prepare PREPARE` where the need has one."""
     return [f"repro download {need.dataset}"] + ([f"repro prepare {need.prepare}"] if need.prepare else [])

@@ -150,3 +150,41 @@ def test_every_family_names_what_its_paper_scale_rows_read():
     for paper in PAPERS:
         hooks = implementation(by_paper(paper))
         assert hooks.paper_data.__name__ == "paper_data", paper
+
+
+def test_dsganet_object_rows_have_an_estimate_and_the_total_counts_them(empty_data):
+    spec = next(s for s in all_specs() if s.id == "dsganet-table7-ablation")
+    plan = make_plan(spec, "paper")
+    objects = [s for s in plan.steps if s.row.config.features == "objects"]
+    assert objects and all(s.gpu_hours and 1.0 < s.gpu_hours < 100.0 for s in objects)
+    from repro.report.plan import cost_lines, gpu_hours
+
+    assert gpu_hours(plan) == pytest.approx(sum(s.gpu_hours for s in objects))
+    lines = cost_lines(plan)
+    assert lines[0].startswith(f"estimated GPU-hours (paper schedule): {gpu_hours(plan):.1f} for 1 seed(s)")
+    assert f"3 seeds per row (`--seeds 0,1,2`): {3 * gpu_hours(plan):.1f} GPU-hours" in lines[1]
+
+
+def test_the_plan_prices_each_row_times_its_seeds(empty_data):
+    spec = next(s for s in all_specs() if s.id == "mcan-pa-table5-ablation")
+    plan = make_plan(spec, "paper", ["MCAN"], seeds=[0, 1, 2])
+    from repro.report.plan import cost_lines, row_hours
+
+    assert row_hours(plan.steps[0]) == "15.0 x 3 = 45.0"
+    assert cost_lines(plan) == ["estimated GPU-hours (paper schedule): 45.0 for 3 seed(s) per row"]
+
+
+def test_psac_trains_the_official_codes_epochs_per_task_at_paper_scale(empty_data):
+    from repro.families.psac.tasks import recipe_overrides
+
+    spec = next(s for s in all_specs() if s.id == "psac-table2-sota")
+    ctx = type("Ctx", (), {"generated": False, "settings": {}})()
+    assert recipe_overrides(ctx, "action")["epochs"] == 300
+    assert recipe_overrides(ctx, "transition")["epochs"] == 300
+    assert recipe_overrides(ctx, "count")["epochs"] == 100
+    ctx.settings = {"recipe": {"epochs": 2}}
+    assert recipe_overrides(ctx, "action")["epochs"] == 2  # an override still wins
+    ctx.generated = True
+    ctx.settings = {}
+    assert "epochs" not in recipe_overrides(ctx, "action")
+    assert spec.recipe

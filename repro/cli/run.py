@@ -272,7 +272,7 @@ def cp_command(
 def run_request(request: RunRequest) -> None:
     """Plan the request, print the plan, then run it here or submit it to Slurm (or only show its Slurm units)."""
     from repro.paths import data_dir
-    from repro.report.plan import gpu_hours, render_plan
+    from repro.report.plan import cost_lines, render_plan
     from repro.run import make_plan
     from repro.train.distributed import check_device, parse_device
 
@@ -300,7 +300,8 @@ def run_request(request: RunRequest) -> None:
     for item in plan.data:
         console.print(f"data: {item}", highlight=False)
     if plan.scale == "paper":
-        console.print(f"estimated GPU-hours (paper schedule): {gpu_hours(plan):.1f}")
+        for line in cost_lines(plan):
+            console.print(line, highlight=False, soft_wrap=True)
     if request.launcher == "slurm":
         slurm_run(plan, root, request)
     elif not request.dry_run:

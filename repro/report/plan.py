@@ -30,7 +30,7 @@ def render_plan(plan: Plan) -> Table:
             step.kind,
             ",".join(map(str, step.seeds)),
             step.detail,
-            format_hours(step.gpu_hours) if plan.scale == "paper" else "CPU",
+            row_hours(step) if plan.scale == "paper" else "CPU",
             status(step, plan.scale),
         )
         for name, what, hours in step.stages:
@@ -51,9 +51,41 @@ def status(step, scale: str) -> str:
     return "ready"
 
 
-def gpu_hours(plan: Plan) -> float:
-    """The plan's GPU-hours on the paper's schedule, every seed of every step counted."""
-    return sum(s.gpu_hours or 0.0 for s in plan.steps for _ in s.seeds)
+def row_hours(step) -> str:
+    """A step's GPU-hours for one seed, and times its seeds where it has several: `15.0 x 3 = 45.0`."""
+    from repro.run import format_hours
+
+    one = format_hours(step.gpu_hours)
+    if len(step.seeds) < 2 or step.gpu_hours is None:
+        return one
+    return f"{one} x {len(step.seeds)} = {format_hours(step.gpu_hours * len(step.seeds))}"
+
+
+def gpu_hours(plan: Plan, seeds: int | None = None) -> float:
+    """The plan's GPU-hours on the paper's schedule, every seed of every step counted (or `seeds` per step);
+    steps without an estimate count nothing (`cost_lines` names them)."""
+    return sum((s.gpu_hours or 0.0) * (len(s.seeds) if seeds is None else seeds) for s in plan.steps)
+
+
+def cost_lines(plan: Plan) -> list[str]:
+    """At paper scale: the GPU-hours of the planned seeds, and of the seeds judging the claims needs (the
+    spec's paper-scale `seeds`, else 3 per row), naming the rows without an estimate."""
+    from repro.run import claim_seeds
+
+    trained = [s for s in plan.steps if s.kind == "train" and not s.unsupported]
+    unknown = [s.row.name for s in trained if s.gpu_hours is None]
+    planned = sorted({len(s.seeds) for s in trained}) or [0]
+    per_row = "/".join(map(str, planned))
+    gaps = f"; no estimate for {', '.join(unknown)}" if unknown else ""
+    lines = [f"estimated GPU-hours (paper schedule): {gpu_hours(plan):.1f} for {per_row} seed(s) per row{gaps}"]
+    need = claim_seeds(plan.spec)
+    if planned != [need]:
+        what = "judging the claims needs" if plan.spec.claims else "a mean and spread need"
+        lines.append(
+            f"{what} {need} seeds per row (`--seeds {','.join(map(str, range(need)))}`): "
+            f"{gpu_hours(plan, need):.1f} GPU-hours"
+        )
+    return lines
 
 
 def submit_hints(results: list[Result], plan: Plan, target: str | None) -> list[str]:

@@ -172,6 +172,11 @@ def describe(config: PSACConfig | dict, spec: Spec | None = None) -> list[ModelI
     return out
 
 
+# Epochs per task at paper scale, as the official code trains (MODELS.md §3: `main.py` 300 for Transition and
+# Action, `main_count.py` and `main_frame.py` 100); the paper gives none, so the code is followed.
+EPOCHS = {"action": 300, "transition": 300, "frameqa": 100, "count": 100}
+
+
 def gpu_hours(config: PSACConfig | dict) -> float | None:
     """Table 4's seconds per epoch (PSAC or Bi-LSTM) times the official epochs (300 MC, 100 others), all tasks."""
     config = as_config(config)
@@ -180,9 +185,8 @@ def gpu_hours(config: PSACConfig | dict) -> float | None:
         if config.video_encoder == "bilstm"
         else {"action": 269, "transition": 698, "frameqa": 122, "count": 74}
     )
-    epochs = {"action": 300, "transition": 300, "frameqa": 100, "count": 100}
     tasks = (config.task,) if config.task else TASKS
-    return sum(per_epoch[t] * epochs[t] for t in tasks) / 3600
+    return sum(per_epoch[t] * EPOCHS[t] for t in tasks) / 3600
 
 
 # --- training and prediction steps ---------------------------------------------------------------

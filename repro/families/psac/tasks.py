@@ -13,6 +13,7 @@ import torch
 
 from repro.families.base import RunContext
 from repro.families.psac.build import (
+    EPOCHS,
     PAPER_NUM_ANSWERS,
     build_model,
     example_batch,
@@ -59,6 +60,17 @@ def run_task(ctxs: list[RunContext], task: str, root: Path, store: Path | None =
     return out
 
 
+def recipe_overrides(ctx: RunContext, task: str) -> dict[str, Any]:
+    """What a task's training changes in the recipe: at paper scale the official code's epochs (build.EPOCHS:
+    300 Action/Transition, 100 Count/FrameQA), then the scale's `recipe` and `task_recipe.<task>` settings."""
+    official = {} if ctx.generated else {"epochs": EPOCHS[task]}
+    return {
+        **official,
+        **ctx.settings.get("recipe", {}),
+        **(ctx.settings.get("task_recipe", {}) or {}).get(task, {}),
+    }
+
+
 def task_inputs(ctxs: list[RunContext], task: str, root: Path, store: Path | None = None):
     """A task's splits, and per seed its recipe and its model built after seeding (its own stand-in word vectors)."""
     from repro.families.psac.data import load_task
@@ -69,8 +81,7 @@ def task_inputs(ctxs: list[RunContext], task: str, root: Path, store: Path | Non
     full = paper_sizes(ctx.config)
     full.update(sizes)
     vocab, data = load_task(root, task, full, store=store)
-    overrides = {**ctx.settings.get("recipe", {}), **(ctx.settings.get("task_recipe", {}) or {}).get(task, {})}
-    recipes = [c.recipe(overrides=overrides, loss="per-task") for c in ctxs]
+    recipes = [c.recipe(overrides=recipe_overrides(ctx, task), loss="per-task") for c in ctxs]
     models = []
     for c in ctxs:
         seed_everything(c.seed)
