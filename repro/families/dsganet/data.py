@@ -1,17 +1,19 @@
 """dsganet's data: generated scenes at the smoke and synthetic scales (`synthetic.py`), the prepared VQA v2
 data with depth added at paper scale, and the questions as a row's model reads them (depth readings from the
-store, BERT's WordPiece ids).
+store, BERT's WordPiece ids), a unit's train and val splits in its row's features.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 
 from repro.datasets.vqa_features import feature_folders, feature_store
 from repro.errors import ReproError
+from repro.families.base import RunContext
+from repro.families.dsganet import build
 from repro.families.dsganet.config import DSGANetConfig
 from repro.paths import data_dir
 from repro.specs import Spec
@@ -100,3 +102,25 @@ def dataset(prepared: Path, split: str, store_path: Path):
             return item
 
     return DepthVQADataset(prepared, split, FeatureStore.open(store_path))
+
+
+class Splits(NamedTuple):
+    train: Any  # the train questions in the row's features, as its model reads them
+    val: Any
+    data: dict[str, Path]  # what prepare_data returned (the val files scored against)
+
+
+def splits(ctx: RunContext) -> Splits:
+    """The train and val questions in the row's features (object regions or grid cells)."""
+    data, config = ctx.data, build.as_config(ctx.config)
+    store = "features" if config.features == "objects" else "grid_features"
+    if f"train_{store}" not in data:
+        raise ReproError(
+            f"{ctx.spec.id} row {ctx.row.name}: grid features of the real images (X-152 C5, `repro download "
+            f"grid-features`) are not prepared into a feature store yet; object rows run at paper scale"
+        )
+    sizes = build.model_sizes(config, ctx.settings.get("sizes"))
+    train, val = (
+        questions(config, sizes, dataset(data["prepared"], s, data[f"{s}_{store}"])) for s in ("train", "val")
+    )
+    return Splits(train, val, data)

@@ -18,10 +18,9 @@ The model is `build.py`'s, the data `data.py`'s, the "Rel." subset `rel.py`'s, T
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 from repro.datasets import vqa_scoring
-from repro.errors import ReproError
 from repro.families.base import Hooks, RowRun, RunContext, train_units
 from repro.families.dsganet import build, rel
 from repro.families.dsganet import data as dsg_data
@@ -30,30 +29,7 @@ from repro.families.dsganet.statistics import statistics
 # --- one (row, seed) ----------------------------------------------------------------------------
 
 
-class Splits(NamedTuple):
-    train: Any  # the train questions in the row's features, as its model reads them
-    val: Any
-    data: dict[str, Path]  # what prepare_data returned (the val files scored against)
-
-
-def _splits(ctx: RunContext) -> Splits:
-    """The train and val questions in the row's features (object regions or grid cells)."""
-    data, config = ctx.data, build.as_config(ctx.config)
-    store = "features" if config.features == "objects" else "grid_features"
-    if f"train_{store}" not in data:
-        raise ReproError(
-            f"{ctx.spec.id} row {ctx.row.name}: grid features of the real images (X-152 C5, `repro download "
-            f"grid-features`) are not prepared into a feature store yet; object rows run at paper scale"
-        )
-    sizes = build.model_sizes(config, ctx.settings.get("sizes"))
-    train, val = (
-        dsg_data.questions(config, sizes, dsg_data.dataset(data["prepared"], s, data[f"{s}_{store}"]))
-        for s in ("train", "val")
-    )
-    return Splits(train, val, data)
-
-
-def _build(ctx: RunContext, splits: Splits):
+def _build(ctx: RunContext, splits: dsg_data.Splits):
     return build.build_model(
         ctx.config, splits.train.num_tokens, splits.train.num_answers, sizes=ctx.settings.get("sizes")
     )
@@ -63,7 +39,7 @@ def _recipe(ctx: RunContext):
     return ctx.recipe(train_splits=("train",))
 
 
-def _scored(ctx: RunContext, model, state, splits: Splits, recipe) -> RowRun:
+def _scored(ctx: RunContext, model, state, splits: dsg_data.Splits, recipe) -> RowRun:
     """A trained unit scored on the val split: the spec's columns, per answer and question type, Rel."""
     phrases, phrase_source = rel.rel_phrases(ctx.scale)
     data = splits.data
@@ -118,13 +94,13 @@ def score(
 
 
 def run_row(ctx: RunContext) -> RowRun:
-    return train_units([ctx], _splits, _build, _scored, recipe=_recipe)[0]
+    return train_units([ctx], dsg_data.splits, _build, _scored, recipe=_recipe)[0]
 
 
 def run_ensemble(ctxs: list[RunContext]) -> list[RowRun]:
     """A row's seeds trained together (`repro.train.ensemble`) at a generated scale, each scored as `run_row`
     scores it; `ensemble: true` in the scale's settings."""
-    return train_units(ctxs, _splits, _build, _scored, recipe=_recipe)
+    return train_units(ctxs, dsg_data.splits, _build, _scored, recipe=_recipe)
 
 
 COMPUTE_TASKS = {"statistics": statistics}  # `compute: {task: ...}` rows -> what runs them

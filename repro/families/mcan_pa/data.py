@@ -1,14 +1,15 @@
 """mcan-pa's data: the synthetic scenes in VQA v2's layout at the smoke and synthetic scales (`synthetic.py`),
-a release's layout under `data: official` (`official.py`), the prepared real data at paper scale, and a
-split as a row's model reads it (VL-BERT's WordPiece ids).
+a release's layout under `data: official` (`official.py`), the prepared real data at paper scale, a split
+as a row's model reads it (VL-BERT's WordPiece ids), and the scenes a unit trains and is scored on.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 from repro.datasets.vqa_features import feature_folders
 from repro.errors import ReproError
+from repro.families.base import RunContext
 from repro.families.mcan_pa import build
 from repro.families.mcan_pa.config import VlBertConfig
 from repro.paths import data_dir
@@ -87,3 +88,24 @@ def questions(config, dataset, sizes: dict | None):
     from repro.datasets.wordpiece import WordPieceQuestions, bert_vocab_file
 
     return WordPieceQuestions(dataset, bert_vocab_file(), full["max_tokens"])
+
+
+class Scenes(NamedTuple):
+    train: Any  # the train questions as the row's model reads them
+    val: Any
+    data: dict[str, Any]  # what prepare_data returned (the val files scored against)
+
+
+def scenes(ctx: RunContext) -> Scenes:
+    """The generated train and val questions of a unit (`ctx.data`), as the row's model reads them."""
+    from repro.data.store import FeatureStore
+    from repro.datasets.vqa_dataset import VQADataset
+
+    data, sizes = ctx.data, ctx.settings.get("sizes")
+
+    def split(name: str):
+        return questions(
+            ctx.config, VQADataset(data["prepared"], name, FeatureStore.open(data[f"{name}_features"])), sizes
+        )
+
+    return Scenes(split("train"), split("val"), data)

@@ -18,7 +18,6 @@ The models are `build.py`'s, the data `data.py`'s, `repro attention`'s maps `att
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, NamedTuple
 
 from repro.datasets import vqa_scoring, vqa_server
 from repro.datasets.vqa_features import feature_store
@@ -39,27 +38,7 @@ def _release(ctx: RunContext) -> bool:
 # --- the synthetic scenes: trained on train, scored on val ---------------------------------------
 
 
-class Scenes(NamedTuple):
-    train: Any  # the train questions as the row's model reads them
-    val: Any
-    data: dict[str, Any]  # what prepare_data returned (the val files scored against)
-
-
-def _scenes(ctx: RunContext) -> Scenes:
-    from repro.data.store import FeatureStore
-    from repro.datasets.vqa_dataset import VQADataset
-
-    data, sizes = ctx.data, ctx.settings.get("sizes")
-
-    def split(name: str):
-        return mcan_data.questions(
-            ctx.config, VQADataset(data["prepared"], name, FeatureStore.open(data[f"{name}_features"])), sizes
-        )
-
-    return Scenes(split("train"), split("val"), data)
-
-
-def _build(ctx: RunContext, scenes: Scenes):
+def _build(ctx: RunContext, scenes: mcan_data.Scenes):
     # through the module at call time: what the fingerprint test replaces is what trains
     return build.build_model(
         ctx.config, scenes.train.num_tokens, scenes.train.num_answers, sizes=ctx.settings.get("sizes")
@@ -70,7 +49,7 @@ def _recipe(ctx: RunContext):
     return ctx.recipe(train_splits=("train",))
 
 
-def _scored(ctx: RunContext, model, state, scenes: Scenes, recipe) -> RowRun:
+def _scored(ctx: RunContext, model, state, scenes: mcan_data.Scenes, recipe) -> RowRun:
     """A unit trained on the synthetic scenes, scored on their val split."""
     gold = vqa_scoring.read_annotations(scenes.data["val_annotations"])
     result = vqa_scoring.score(model, scenes.val, scenes.train.answer_vocab, gold, recipe, ctx.progress)
@@ -85,7 +64,7 @@ def _scored(ctx: RunContext, model, state, scenes: Scenes, recipe) -> RowRun:
 def run_row(ctx: RunContext) -> RowRun:
     if _release(ctx):
         return _run_release(ctx)
-    return train_units([ctx], _scenes, _build, _scored, recipe=_recipe)[0]
+    return train_units([ctx], mcan_data.scenes, _build, _scored, recipe=_recipe)[0]
 
 
 def run_ensemble(ctxs: list[RunContext]) -> list[RowRun]:
@@ -96,7 +75,7 @@ def run_ensemble(ctxs: list[RunContext]) -> list[RowRun]:
         raise ReproError(f"row {ctx.row.name!r}: only MCAN rows train their seeds together; run it with --no-ensemble")
     if _release(ctx):
         raise ReproError(f"{ctx.spec.id}: seeds are trained together on the synthetic scenes, not on release files")
-    return train_units(ctxs, _scenes, _build, _scored, recipe=_recipe)
+    return train_units(ctxs, mcan_data.scenes, _build, _scored, recipe=_recipe)
 
 
 # --- a release's files: the paper's protocol ------------------------------------------------------
