@@ -12,8 +12,10 @@ import gc
 import hashlib
 import json
 import os
+import secrets
 import shutil
 import socket
+import stat
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -26,12 +28,53 @@ import yaml
 from repro.errors import ReproError
 
 
+def check_output_path(path: Path, what: str = "output") -> None:
+    """A ReproError when `path` exists and is not a regular file (a FIFO, a device such as /dev/null, a
+    socket, a folder): an output replaces its target by a rename, which would replace that node itself."""
+    path = Path(path)
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise ReproError(f"{what} {path}: {exc.strerror or exc}") from None
+    if stat.S_ISREG(mode):
+        return
+    kinds = {
+        stat.S_ISDIR: "a folder",
+        stat.S_ISFIFO: "a FIFO",
+        stat.S_ISCHR: "a character device",
+        stat.S_ISBLK: "a block device",
+        stat.S_ISSOCK: "a socket",
+    }
+    kind = next((name for test, name in kinds.items() if test(mode)), "not a regular file")
+    raise ReproError(f"{what} {path} is {kind}, not a regular file; give a file name (it is never replaced)")
+
+
+def _create_temporary(path: Path) -> tuple[int, str]:
+    """A new file `.<name>.<8 hex>.tmp` beside `path`, created with mode 0o666 so that the umask (and a
+    folder's default ACL) decides its permissions, as for any file a program creates; `mkstemp` would
+    make it 0600, which a rename then gives the target."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0)
+    for _ in range(100):
+        tmp = os.path.join(path.parent, f".{path.name}.{secrets.token_hex(4)}.tmp")
+        try:
+            return os.open(tmp, flags, 0o666), tmp
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"{path.parent}: no free temporary name for {path.name}")
+
+
 @contextmanager
 def atomic_open(path: Path, mode: str = "w") -> Iterator[IO]:
-    """`with atomic_open(p, "wb") as f: ...` writes `p` atomically ("w" for text, "wb" for bytes)."""
+    """`with atomic_open(p, "wb") as f: ...` writes `p` atomically ("w" for text, "wb" for bytes).
+
+    The file gets the mode the umask gives (0644 under umask 022); a target that exists and is not a
+    regular file is refused (`check_output_path`) before anything is written."""
     path = Path(path)
+    check_output_path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    fd, tmp = _create_temporary(path)
     try:
         with os.fdopen(fd, mode, **({} if "b" in mode else {"encoding": "utf-8"})) as handle:
             yield handle

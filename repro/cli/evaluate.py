@@ -236,6 +236,9 @@ def check_per_item_path(path: Path, sources: tuple = ()) -> None:
         raise ReproError(one_line(f"--per-item {path}: {exc.strerror or exc}")) from None
     if is_dir:
         raise ReproError(one_line(f"--per-item {path} is a directory; give a file name"))
+    from repro.utils import check_output_path
+
+    check_output_path(path, "--per-item")  # a FIFO or device (/dev/null) would be replaced by the rename
 
 
 def write_per_item(path: Path, result: MetricResult, digits: int | None = None) -> None:

@@ -1,0 +1,78 @@
+"""What a newcomer meets first: file modes that follow the umask, outputs that never replace a device or FIFO,
+listings and checks readable at 80 columns, help text that keeps its brackets."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from repro.cli import app
+from repro.errors import ReproError
+from repro.utils import atomic_open, write_bytes_atomic, write_json_atomic
+
+
+@pytest.fixture
+def umask_022():
+    previous = os.umask(0o022)
+    yield
+    os.umask(previous)
+
+
+def _mode(path: Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+def test_atomic_writes_follow_the_umask(tmp_path, umask_022):
+    write_json_atomic(tmp_path / "a.json", {"x": 1})
+    write_bytes_atomic(tmp_path / "b.bin", b"x")
+    with atomic_open(tmp_path / "c.txt") as handle:
+        handle.write("c")
+    assert {_mode(tmp_path / n) for n in ("a.json", "b.bin", "c.txt")} == {0o644}
+    os.umask(0o077)
+    write_json_atomic(tmp_path / "a.json", {"x": 2})  # replacing keeps no older mode: the umask decides
+    assert _mode(tmp_path / "a.json") == 0o600
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.json", "b.bin", "c.txt"]  # no temporary left
+
+
+def test_records_checkpoints_exports_and_plots_are_0644_under_umask_022(toy_family, runner, tmp_path, umask_022):
+    ran = runner.invoke(app, ["run", "toy-table1", "--scale", "smoke", "--seeds", "0,1"], env={"COLUMNS": "200"})
+    assert ran.exit_code == 0, ran.output
+    written = [p for p in (toy_family / "results").rglob("*") if p.is_file()]
+    assert any(p.name.endswith(".seed0.json") for p in written) and any(p.name.endswith(".smoke.json") for p in written)
+    checkpoints = [p for p in (toy_family / "data").rglob("*.pt")]
+    assert checkpoints, "the run keeps checkpoints under the data folder"
+    for suffix in ("md", "csv", "json", "tex", "html"):
+        out = tmp_path / f"table.{suffix}"
+        made = runner.invoke(app, ["table", "toy-table1", "--scale", "smoke", "-o", str(out)])
+        assert made.exit_code == 0, made.output
+        written.append(out)
+    pytest.importorskip("matplotlib")
+    figure = tmp_path / "toy.png"
+    assert runner.invoke(app, ["plot", "toy-table1", "--scale", "smoke", "-o", str(figure)]).exit_code == 0
+    modes = {str(p): oct(_mode(p)) for p in [*written, *checkpoints, figure]}
+    assert set(modes.values()) == {"0o644"}, modes
+
+
+def test_an_output_that_is_a_fifo_or_a_device_is_refused_never_replaced(tmp_path, runner):
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    with pytest.raises(ReproError, match="is a FIFO, not a regular file"):
+        write_json_atomic(fifo, {})
+    assert stat.S_ISFIFO(fifo.lstat().st_mode)
+    with pytest.raises(ReproError, match="is a character device"), atomic_open(Path(os.devnull)) as handle:
+        handle.write("never")
+    assert stat.S_ISCHR(Path(os.devnull).stat().st_mode) and list(tmp_path.iterdir()) == [fifo]
+
+
+def test_eval_per_item_refuses_a_device_before_scoring(tmp_path, runner):
+    from repro.cli.evaluate import check_per_item_path
+
+    with pytest.raises(ReproError, match=r"--per-item /dev/null is a character device"):
+        check_per_item_path(Path("/dev/null"))
+    fifo = tmp_path / "pipe.md"
+    os.mkfifo(fifo)
+    table = runner.invoke(app, ["table", "mcan-pa-table5-ablation", "-o", str(fifo)])
+    assert table.exit_code == 2 and "is a FIFO" in table.output and stat.S_ISFIFO(fifo.lstat().st_mode)
