@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import html
 import json
+import os
 import time
 from urllib.parse import quote
 
@@ -340,3 +341,56 @@ def app_():
     from repro.cli import app
 
     return app
+
+
+# --- 3. inputs of repro eval: regular files only, capped -------------------------------------------
+
+
+@pytest.fixture
+def eval_files(tmp_path):
+    gold, preds = tmp_path / "g.json", tmp_path / "p.json"
+    gold.write_text('[{"question_id": 1, "answer": "a"}, {"question_id": 2, "answer": "b"}]')
+    preds.write_text('[{"question_id": 1, "answer": "a"}, {"question_id": 2, "answer": "c"}]')
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    return gold, preds, fifo
+
+
+@pytest.mark.parametrize(
+    "which, special, kind",
+    [
+        ("-p", "fifo", "a FIFO"),
+        ("-a", "fifo", "a FIFO"),
+        ("-p", "/dev/zero", "a character device"),
+        ("-a", "/dev/zero", "a character device"),
+    ],
+)
+def test_eval_refuses_special_files_without_reading_them(runner, eval_files, which, special, kind):
+    gold, preds, fifo = eval_files
+    path = str(fifo) if special == "fifo" else special
+    words = {"-a": str(gold), "-p": str(preds)}
+    words[which] = path
+    args = [arg for pair in words.items() for arg in pair]
+    start = time.monotonic()
+    result = runner.invoke(app_(), ["eval", "-m", "accuracy", *args, "--json"])
+    assert time.monotonic() - start < 10
+    assert result.exit_code == 2
+    line = one_line(result)
+    assert path in line and kind in line and "not a regular file" in line
+
+
+def test_eval_refuses_a_special_file_as_score_matrices(runner, eval_files):
+    gold, _, fifo = eval_files
+    result = runner.invoke(app_(), ["eval", "-m", "recall", "-a", str(gold), "-p", str(fifo)])
+    assert result.exit_code == 2 and "a FIFO" in one_line(result)
+
+
+def test_eval_inputs_are_capped_at_the_documented_size(runner, eval_files, monkeypatch):
+    gold, preds, _ = eval_files
+    monkeypatch.setenv("REPRO_EVAL_MAX_BYTES", "40")
+    result = runner.invoke(app_(), ["eval", "-m", "accuracy", "-a", str(gold), "-p", str(preds)])
+    assert result.exit_code == 2
+    assert "over the 40 bytes" in one_line(result) and "REPRO_EVAL_MAX_BYTES" in result.stderr
+    monkeypatch.setenv("REPRO_EVAL_MAX_BYTES", "1000")
+    result = runner.invoke(app_(), ["eval", "-m", "accuracy", "-a", str(gold), "-p", str(preds), "--json"])
+    assert result.exit_code == 0 and json.loads(result.stdout)["accuracy"] == 50.0

@@ -41,13 +41,15 @@ def gqa_dir() -> Path:
 
 def read_questions(path: Path) -> dict[str, dict[str, Any]]:
     """A GQA question file: {questionId: record}, each record with at least imageId and question."""
+    from repro.metrics.io import open_regular
+
     try:
-        with open(path, encoding="utf-8") as fh:
+        with open_regular(path) as fh:  # a FIFO or a device is refused, the size capped
             data = json.load(fh)
     except json.JSONDecodeError as exc:
         raise ReproError(f"{path}:{exc.lineno}: not valid JSON ({exc.msg})") from None
-    except OSError as exc:
-        raise ReproError(f"{path}: cannot read ({exc.strerror})") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ReproError(f"{path}: cannot read ({getattr(exc, 'strerror', None) or exc})") from None
     if not isinstance(data, dict):
         raise ReproError(f"{path}: expected a GQA question file {{questionId: {{imageId, question, ...}}}}")
     for qid, record in data.items():

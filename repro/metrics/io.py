@@ -32,13 +32,15 @@ question twice: a duplicate, an error. The gold's own id is what per-item output
 Every problem is a ReproError naming the file and what is wrong: a missing, empty or unreadable
 file, bytes that are not UTF-8, JSON that does not parse or nests too deeply, an oversized CSV field,
 an .npz that is not one (a .npy file, a truncated archive), a top level or an item of the wrong type,
-a file with no questions.
+a file with no questions. Only regular files are read (a FIFO, a device such as /dev/zero or a socket
+is refused without reading a byte), and at most `REPRO_EVAL_MAX_BYTES` bytes (default 4 GiB) of each.
 """
 
 from __future__ import annotations
 
 import csv
 import json
+import os
 import zipfile
 import zlib
 from collections.abc import Hashable
@@ -53,6 +55,7 @@ from repro.metrics.vqa import AnswerTable, Labels
 from repro.utils import csv_field_limit
 
 SHOW_IDS = 5
+MAX_BYTES = 4 << 30  # the largest input file read (REPRO_EVAL_MAX_BYTES)
 
 
 @dataclass
@@ -63,16 +66,86 @@ class Gold:
     path: Path = Path("<annotations>")  # named in errors about the gold values
 
 
-def read_text(path: Path, allow_empty: bool = False) -> str:
-    """A UTF-8 text file; missing, unreadable, empty (unless `allow_empty`) or not UTF-8: a ReproError."""
+def max_bytes() -> int:
+    """The largest input `repro eval` reads: `$REPRO_EVAL_MAX_BYTES`, default 4 GiB."""
+    import os
+
+    raw = os.environ.get("REPRO_EVAL_MAX_BYTES", "").strip()
+    if not raw:
+        return MAX_BYTES
+    if not raw.isdigit() or int(raw) <= 0:
+        raise ReproError(f"REPRO_EVAL_MAX_BYTES={raw!r}: give a positive number of bytes")
+    return int(raw)
+
+
+def _kind(mode: int) -> str:
+    import stat
+
+    for test, name in (
+        (stat.S_ISFIFO, "a FIFO (named pipe)"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISDIR, "a directory"),
+    ):
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+def open_regular(path: Path):
+    """`path` opened for reading in binary, if it is a regular file of at most `max_bytes()`; else a ReproError.
+
+    Opened without blocking (a FIFO with no writer would wait forever) and checked on the open handle, so a
+    name swapped for a FIFO or a device between a check and the open is caught too.
+    """
+    import os
+    import stat
+
     try:
-        data = Path(path).read_bytes()
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
     except FileNotFoundError:
         raise ReproError(f"{path}: no such file") from None
     except IsADirectoryError:
         raise ReproError(f"{path}: is a directory, not a file") from None
     except OSError as exc:
         raise ReproError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    try:
+        st = os.fstat(fd)
+        if stat.S_ISDIR(st.st_mode):
+            raise ReproError(f"{path}: is a directory, not a file")
+        if not stat.S_ISREG(st.st_mode):
+            raise ReproError(f"{path}: {_kind(st.st_mode)}, not a regular file; refusing to read it")
+        limit = max_bytes()
+        if st.st_size > limit:
+            raise ReproError(
+                f"{path}: {st.st_size:,} bytes, over the {limit:,} bytes an input may have (REPRO_EVAL_MAX_BYTES)"
+            )
+        if hasattr(os, "O_NONBLOCK"):
+            os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def read_bytes(path: Path) -> bytes:
+    """The bytes of a regular file of at most `max_bytes()` (a file growing while read is cut off there)."""
+    limit = max_bytes()
+    with open_regular(path) as handle:
+        try:
+            data = handle.read(limit + 1)
+        except OSError as exc:
+            raise ReproError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    if len(data) > limit:
+        raise ReproError(f"{path}: over the {limit:,} bytes an input may have (REPRO_EVAL_MAX_BYTES)")
+    return data
+
+
+def read_text(path: Path, allow_empty: bool = False) -> str:
+    """A UTF-8 text file; missing, unreadable, not a regular file, too large, empty (unless `allow_empty`) or
+    not UTF-8: a ReproError."""
+    data = read_bytes(path)
     if not allow_empty and (not data or data.isspace()):
         raise ReproError(f"{path}: the file is empty")
     try:
@@ -470,15 +543,11 @@ NPZ_ERRORS = (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile, zlib.
 def _read_npz(path: Path) -> dict:
     import numpy as np
 
-    if not path.is_file():
-        raise ReproError(f"{path}: no such file" if not path.exists() else f"{path}: not a file")
-    if path.stat().st_size == 0:
-        raise ReproError(f"{path}: the file is empty")
-    try:  # opened here, so that it is closed whatever np.load raises (a truncated archive leaves it open)
-        handle = open(path, "rb")
-    except OSError as exc:
-        raise ReproError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    # opened here, so that it is closed whatever np.load raises (a truncated archive leaves it open)
+    handle = open_regular(path)
     with handle:
+        if os.fstat(handle.fileno()).st_size == 0:
+            raise ReproError(f"{path}: the file is empty")
         try:
             loaded = np.load(handle, allow_pickle=False)
         except NPZ_ERRORS as exc:
