@@ -23,7 +23,7 @@ from repro.cli.common import (
     target_and_variant,
     target_argument,
 )
-from repro.cli.slurm import slurm_run, slurm_status
+from repro.cli.slurm import slurm_follow, slurm_run, slurm_status
 from repro.errors import ReproError
 
 if TYPE_CHECKING:
@@ -145,7 +145,10 @@ def run_command(
         RICH_OR_JSON, "rich", "--format", "-f", help="With --status: the output format (json: one object per unit)."
     ),
     wait: bool = typer.Option(
-        False, "--wait", help="With --launcher slurm: wait for the jobs, then print their states and the table."
+        False,
+        "--wait",
+        help="Wait for the Slurm jobs (those submitted now with --launcher slurm, else those submitted earlier), "
+        "then print their states and the table.",
     ),
     device: str | None = typer.Option(
         None, "--device", help="auto (a GPU when there is one), cpu, cuda or cuda:N: where units train and evaluate."
@@ -159,7 +162,7 @@ def run_command(
     [bold]repro run table5-ablation --status[/].
     """
     slurm_words = [w for w, v in (("--partition", partition), ("--account", account), ("--qos", qos)) if v]
-    slurm_words += ["--slurm-opt"] * bool(slurm_opt) + ["--wait"] * wait
+    slurm_words += ["--slurm-opt"] * bool(slurm_opt)
     if launcher != "slurm" and slurm_words:
         raise ReproError(f"{', '.join(slurm_words)}: only with --launcher slurm")
     if fmt != "rich" and not status:
@@ -288,6 +291,9 @@ def run_request(request: RunRequest) -> None:
     root = request.workdir or data_dir() / "runs"
     if request.status:
         slurm_status(plan, root, seeds=seeds, fmt=request.fmt)
+        return
+    if request.wait and request.launcher != "slurm":  # follow the units an earlier `--launcher slurm` submitted
+        slurm_follow(plan, root, seeds, earlier=True)
         return
     if not variant.empty:
         console.print(

@@ -11,6 +11,7 @@ import typer
 from rich.markup import escape
 
 from repro.cli.common import console, quoted
+from repro.errors import ReproError
 
 if TYPE_CHECKING:
     from repro.cli.run import RunRequest
@@ -61,10 +62,24 @@ def slurm_run(plan, root: Path, request: RunRequest) -> None:
                 soft_wrap=True,
             )
         return
+    slurm_follow(plan, root, sorted({seed for u in submitted for seed in u.seeds}))
+
+
+def slurm_follow(plan, root: Path, seeds: list[int] | None = None, earlier: bool = False) -> None:
+    """`repro run ID --wait`: follow the plan's submitted units (now or by an earlier run) until none is pending
+    or running, then print their states and the table; UnitsFailed (exit 1) when one did not finish. `earlier`:
+    the units of an earlier run, refused when there are none."""
+    from repro.launch import slurm
+
+    if earlier and not slurm.unit_states(plan, root, seeds):
+        raise ReproError(
+            f"no unit of {plan.spec.id} at scale {plan.scale} was submitted to Slurm from {root}: nothing to wait "
+            f"for (submit with `--launcher slurm`)"
+        )
     states = slurm.wait(
         plan,
         root,
-        sorted({seed for u in submitted for seed in u.seeds}),
+        seeds,
         on_change=lambda u: console.print(f"{escape(u.row)} seed {u.seed}: job {u.job_id} {u.state}", highlight=False),
     )
     slurm_status(plan, root, states)
