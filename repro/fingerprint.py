@@ -20,6 +20,7 @@ four tasks share it).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import tempfile
 from dataclasses import dataclass
@@ -44,10 +45,11 @@ class FingerprintCheck:
     worst: float  # largest relative difference over the steps
     worst_step: int
     tolerance: float
+    probe: str = "not stored"  # the scores' digest: "ok", "differs" or "not stored" (an older fingerprint)
 
     @property
     def ok(self) -> bool:
-        return self.worst <= self.tolerance
+        return self.worst <= self.tolerance and self.probe != "differs"
 
 
 def settings(spec: Spec, scale: str) -> dict[str, Any] | None:
@@ -77,6 +79,19 @@ def path_for(spec: Spec, scale: str, root: Path | None = None) -> Path:
 def trajectory(spec: Spec, row: Row, scale: str, steps: int, seed: int = 0, stage: str = "") -> list[float]:
     """The training loss of each of the first `steps` steps of a row (of its `stage`), trained single-threaded
     from scratch."""
+    return fingerprint_run(spec, row, scale, steps, seed, stage)[0]
+
+
+def probe_digest(metrics: dict[str, float], split: str) -> str:
+    """sha256 of the scores a unit gives its evaluation split (rounded to 1e-4), with the split's name."""
+    rounded = {k: round(float(v), 4) for k, v in sorted(metrics.items())}
+    return hashlib.sha256(json.dumps({"split": split, "scores": rounded}, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def fingerprint_run(
+    spec: Spec, row: Row, scale: str, steps: int, seed: int = 0, stage: str = ""
+) -> tuple[list[float], dict[str, Any]]:
+    """`trajectory`'s losses, and the probe: the scores of the unit's evaluation split after those steps."""
     import torch
 
     from repro.families import for_row
@@ -110,14 +125,16 @@ def trajectory(spec: Spec, row: Row, scale: str, steps: int, seed: int = 0, stag
                 results_root=Path(tmp) / "results",  # files a unit writes (test predictions) stay out of results/
                 data=data,
             )
-            family.run_row(ctx)
+            outcome = family.run_row(ctx)
             lines = (Path(tmp) / stage / "train.jsonl").read_text(encoding="utf-8").splitlines()
     finally:
         torch.set_num_threads(threads)
     losses = [float(json.loads(line)["loss"]) for line in lines]
     if len(losses) < steps:
         raise ReproError(f"{spec.id} row {row.name!r}: training stopped after {len(losses)} of {steps} steps")
-    return losses[:steps]
+    metrics, split = dict(getattr(outcome, "metrics", {}) or {}), str(getattr(outcome, "split", ""))
+    probe = {"split": split, "scores": {k: round(float(v), 4) for k, v in sorted(metrics.items())}}
+    return losses[:steps], {**probe, "digest": probe_digest(metrics, split)}
 
 
 def write(spec: Spec, scale: str, root: Path | None = None, on_row=None) -> Path:
@@ -125,8 +142,8 @@ def write(spec: Spec, scale: str, root: Path | None = None, on_row=None) -> Path
     config = _require(spec, scale)
     stored = {}
     for row in config["rows"]:
-        losses = trajectory(spec, row, scale, config["steps"], stage=config["stage"])
-        stored[row.name] = {"steps": config["steps"], "seed": 0, "loss": losses}
+        losses, probe = fingerprint_run(spec, row, scale, config["steps"], stage=config["stage"])
+        stored[row.name] = {"steps": config["steps"], "seed": 0, "loss": losses, "probe": probe}
         if on_row:
             on_row(row.name)
     out = path_for(spec, scale, root)
@@ -151,11 +168,17 @@ def check(spec: Spec, scale: str, root: Path | None = None, on_row=None) -> list
         if row.name not in stored:
             raise ReproError(f"{path}: no fingerprint for row {row.name!r}")
         expected = [float(x) for x in stored[row.name]["loss"]]
-        got = trajectory(spec, row, scale, len(expected), int(stored[row.name].get("seed", 0)), config["stage"])
+        seed = int(stored[row.name].get("seed", 0))
+        got, probe = fingerprint_run(spec, row, scale, len(expected), seed, config["stage"])
         diffs = [abs(g - e) / max(abs(e), 1e-12) for g, e in zip(got, expected)]
         worst = max(range(len(diffs)), key=diffs.__getitem__)
+        kept = stored[row.name].get("probe")
+        digest = kept.get("digest") if isinstance(kept, dict) else None
+        verdict = "not stored" if digest is None else "ok" if digest == probe["digest"] else "differs"
         out.append(
-            FingerprintCheck(spec.id, row.name, scale, len(expected), diffs[worst], worst + 1, config["tolerance"])
+            FingerprintCheck(
+                spec.id, row.name, scale, len(expected), diffs[worst], worst + 1, config["tolerance"], verdict
+            )
         )
         if on_row:
             on_row(out[-1])

@@ -1,0 +1,63 @@
+"""Fingerprints cover scoring: a digest of the probe split's scores after the fingerprint steps, so a change to
+the VQA scoring rule fails `repro check --rerun`; an older fingerprint without the digest still passes, saying so."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections import Counter
+
+import pytest
+
+from repro import fingerprint
+from repro.paths import REPO_DIR
+from repro.specs import resolve
+
+EXPERIMENTS = REPO_DIR / "experiments"
+
+
+def _short(spec, row: str, steps: int = 3):
+    scales = {
+        **spec.scales,
+        "synthetic": {
+            **spec.scales["synthetic"],
+            "fingerprint": {**spec.scales["synthetic"]["fingerprint"], "rows": [row], "steps": steps},
+        },
+    }
+    return dataclasses.replace(spec, scales=scales)
+
+
+@pytest.mark.slow
+def test_changing_the_vqa_scoring_rule_fails_the_rerun(tmp_path, monkeypatch):
+    monkeypatch.setenv("REPRO_DATA_DIR", str(tmp_path / "data"))
+    spec = _short(resolve("table5-ablation", EXPERIMENTS), "MCAN")
+    root = tmp_path / "results"
+    path = fingerprint.write(spec, "synthetic", root=root)
+    stored = json.loads(path.read_text())["rows"]["MCAN"]
+    assert stored["probe"]["split"] == "val" and len(stored["probe"]["digest"]) == 16
+    [same] = fingerprint.check(spec, "synthetic", root=root)
+    assert same.ok and same.probe == "ok"
+
+    from repro.datasets import vqa_scoring
+
+    real = vqa_scoring.vqa_scores
+
+    def majority_only(ids, predicted, gold):  # score against the majority answer instead of the ten annotators
+        majority = {
+            q: {**g, "answers": [{"answer": Counter(a["answer"] for a in g["answers"]).most_common(1)[0][0]}] * 10}
+            for q, g in gold.items()
+        }
+        return real(ids, predicted, majority)
+
+    monkeypatch.setattr(vqa_scoring, "vqa_scores", majority_only)
+    [changed] = fingerprint.check(spec, "synthetic", root=root)
+    assert changed.worst <= changed.tolerance  # the losses do not see scoring
+    assert changed.probe == "differs" and not changed.ok
+
+    # a fingerprint stored before the digest existed: not checked, and the check says so
+    monkeypatch.setattr(vqa_scoring, "vqa_scores", real)
+    data = json.loads(path.read_text())
+    del data["rows"]["MCAN"]["probe"]
+    path.write_text(json.dumps(data))
+    [old] = fingerprint.check(spec, "synthetic", root=root)
+    assert old.ok and old.probe == "not stored"
