@@ -82,6 +82,9 @@ def select_rows(spec: Spec, names: list[str] | None) -> list[Row]:
         rows = list(spec.runnable_rows)
     else:
         rows = [spec.row(n.strip()) for n in names if n.strip()]
+        twice = sorted({r.name for r in rows if sum(o.name == r.name for o in rows) > 1})
+        if twice:  # one unit planned twice would be trained twice at once in one folder
+            raise ReproError(f"--rows names {', '.join(map(repr, twice))} more than once: {', '.join(names)}")
         for row in rows:
             if row.cited:
                 raise ReproError(f"row {row.name!r} of {spec.id} is cited from {row.cited}: it is shown, never run")

@@ -194,6 +194,7 @@ def parse_spec(path: Path, in_tree: bool = True) -> Spec:
         _expect(loc, ("scales", scale), settings, dict, f"scales.{scale}")
         if "tolerance" in settings:
             _parse_tolerance(loc, ("scales", scale, "tolerance"), settings["tolerance"], column_names)
+        _check_run_settings(loc, ("scales", scale), settings)
 
     claims = _parse_claims(loc, data.get("claims", []), {r.name for r in rows}, column_names)
     _check_datasets(loc, datasets)
@@ -269,10 +270,12 @@ def _parse_claims(loc: Located, raw: Any, row_names: set[str], column_names: set
         if missing:
             raise loc.error(where, f"claim is missing {', '.join(missing)}")
         for key, known in (("row", row_names), ("over", row_names), ("column", column_names)):
-            if item[key] not in known:
+            if not isinstance(item[key], str) or item[key] not in known:
                 raise loc.error(
                     where + (key,), f"claim names unknown {'column' if key == 'column' else 'row'} {item[key]!r}"
                 )
+        if item["row"] == item["over"]:
+            raise loc.error(where + ("over",), f"a claim of row {item['row']!r} over itself")
         margin = item.get("margin")
         if margin is not None:
             _expect(loc, where + ("margin",), margin, (int, float), "a claim's margin")
@@ -432,13 +435,34 @@ def _column_notes(loc: Located, where: tuple, item: dict, key: str, reported: di
     return notes
 
 
+MAX_SEED = 2**31 - 1  # seeds a run accepts (torch and numpy take 32-bit seeds)
+
+
+def _check_run_settings(loc: Located, where: tuple, settings: dict) -> None:
+    """A scale's `seeds` (distinct integers in 0..MAX_SEED) and `jobs` (a positive integer)."""
+    if "seeds" in settings:
+        seeds = _expect(loc, where + ("seeds",), settings["seeds"], list, "seeds")
+        if not seeds:
+            raise loc.error(where + ("seeds",), "seeds names no seed")
+        for i, seed in enumerate(seeds):
+            if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= MAX_SEED:
+                raise loc.error(where + ("seeds", i), f"a seed is an integer in 0..{MAX_SEED}, got {seed!r}")
+        twice = sorted({seed for seed in seeds if seeds.count(seed) > 1})
+        if twice:
+            raise loc.error(where + ("seeds",), f"seeds names {', '.join(map(str, twice))} more than once")
+    if "jobs" in settings:
+        jobs = settings["jobs"]
+        if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
+            raise loc.error(where + ("jobs",), f"jobs is a positive integer, got {jobs!r}")
+
+
 def _parse_tolerance(loc: Located, where: tuple, raw: Any, column_names: set[str]) -> dict[str, float]:
     _expect(loc, where, raw, dict, "tolerance")
     for col, value in raw.items():
         if col != "default" and col not in column_names:
             raise loc.error(where + (col,), f"tolerance for unknown column {col!r}")
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-            raise loc.error(where + (col,), f"tolerance must be a non-negative number, got {value!r}")
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < math.inf:
+            raise loc.error(where + (col,), f"tolerance must be a finite non-negative number, got {value!r}")
     return {str(k): float(v) for k, v in raw.items()}
 
 

@@ -394,3 +394,66 @@ def test_eval_inputs_are_capped_at_the_documented_size(runner, eval_files, monke
     monkeypatch.setenv("REPRO_EVAL_MAX_BYTES", "1000")
     result = runner.invoke(app_(), ["eval", "-m", "accuracy", "-a", str(gold), "-p", str(preds), "--json"])
     assert result.exit_code == 0 and json.loads(result.stdout)["accuracy"] == 50.0
+
+
+# --- 4. duplicates; 6. spec values that change numbers -----------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "words, fragment",
+    [
+        (["--rows", "MCAN,MCAN"], "--rows names 'MCAN' more than once"),
+        (["--rows", "MCAN, MCAN ,MCAN+PE"], "--rows names 'MCAN' more than once"),
+        (["--rows", "MCAN", "--seeds", "0,0"], "names a seed twice"),
+        (["--rows", "MCAN", "--seeds", "1,2,1"], "names a seed twice"),
+    ],
+)
+def test_duplicate_rows_or_seeds_are_refused(runner, sandbox, words, fragment):
+    import shutil
+
+    from repro.paths import REPO_DIR
+
+    folder = sandbox / "experiments" / "mcan-pa"
+    folder.mkdir(parents=True)
+    shutil.copy(REPO_DIR / "experiments" / "mcan-pa" / "mcan-pa-table5-ablation.yaml", folder)
+    result = runner.invoke(app_(), ["run", "table5-ablation", "--scale", "smoke", *words, "-j", "2", "--force"])
+    assert result.exit_code == 2
+    assert fragment in one_line(result)
+    assert not (sandbox / "data" / "runs").exists()  # nothing trained
+
+
+def _spec_with(sandbox, old: str, new: str):
+    from tests.conftest import SPEC_TEXT, write_spec
+
+    assert old in SPEC_TEXT
+    return write_spec(sandbox, SPEC_TEXT.replace(old, new))
+
+
+CLAIM = "claims:\n  - {text: t, row: Ours*, over: Ours*, column: All}\n"
+
+
+@pytest.mark.parametrize(
+    "old, new, fragment",
+    [
+        ("tolerance: {default: 0.5, All: 0.25}", "tolerance: {default: .inf}", "finite non-negative"),
+        ("tolerance: {default: 0.5, All: 0.25}", "tolerance: {default: .nan}", "finite non-negative"),
+        ("tolerance: {default: 0.5, All: 0.25}", "tolerance: {default: -1}", "finite non-negative"),
+        ("smoke: {tolerance: {default: 0.1}}", "smoke: {tolerance: {All: .inf}}", "finite non-negative"),
+        ("smoke: {tolerance: {default: 0.1}}", "smoke: {seeds: [0, 1, 0]}", "seeds names 0 more than once"),
+        ("smoke: {tolerance: {default: 0.1}}", "smoke: {seeds: [abc]}", "a seed is an integer"),
+        ("smoke: {tolerance: {default: 0.1}}", "smoke: {seeds: [99999999999]}", "a seed is an integer"),
+        ("smoke: {tolerance: {default: 0.1}}", "smoke: {seeds: [-1]}", "a seed is an integer"),
+        ("smoke: {tolerance: {default: 0.1}}", "smoke: {seeds: [1.5]}", "a seed is an integer"),
+        ("smoke: {tolerance: {default: 0.1}}", "smoke: {seeds: [true]}", "a seed is an integer"),
+        ("smoke: {tolerance: {default: 0.1}}", "smoke: {seeds: []}", "no seed"),
+        ("smoke: {tolerance: {default: 0.1}}", "smoke: {jobs: 0}", "jobs is a positive integer"),
+        ("smoke: {tolerance: {default: 0.1}}", "smoke: {jobs: two}", "jobs is a positive integer"),
+        ("scales:\n", CLAIM + "scales:\n", "over itself"),
+    ],
+)
+def test_spec_values_that_change_numbers_are_refused(runner, sandbox, old, new, fragment):
+    _spec_with(sandbox, old, new)
+    result = runner.invoke(app_(), ["list"])
+    assert result.exit_code == 2, result.output
+    assert "t1-demo.yaml:" in result.output and fragment in result.output
+    assert "Traceback" not in result.output
