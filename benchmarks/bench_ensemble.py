@@ -54,39 +54,47 @@ def _contexts(spec_id: str, row_name: str, seeds: list[int], workdir: Path):
 def _training(spec_id: str, ctxs, task: str):
     """The row's training questions, and per seed its recipe and model, as its family's `run_row` makes them; the
     loss step."""
-    from repro.train.trainer import seed_everything
+    from repro.launch.units import with_data
+    from repro.train.trainer import recipe_loss_step, seed_everything
 
+    ctxs = [with_data(ctxs[0]), *ctxs[1:]]  # the data, prepared once, as the launcher does
     if spec_id.startswith("psac"):
-        from repro.families.psac import family
+        from repro.families.psac import build as psac
+        from repro.families.psac import tasks
 
-        data = family.prepare_data(ctxs[0].spec, SCALE, ctxs[0].settings, family.as_config(ctxs[0].config))
-        split, recipes, models = family.task_inputs(ctxs, task, data["root"], data["store"])
-        return split["Train"], recipes, models, family.loss_step(task)
+        split, recipes, models = tasks.task_inputs(ctxs, task, ctxs[0].data["root"])  # no frame store: generated
+        return split["Train"], recipes, models, psac.loss_step(task)
     if spec_id.startswith("sa-m4c"):
-        from repro.families.sa_m4c import family
+        from repro.families.sa_m4c import build as m4c
+        from repro.families.sa_m4c.model import decoding_bce
+        from repro.families.sa_m4c.splits import read_splits
 
-        config, sets, vocab, sizes, _ = family._inputs(ctxs[0])
-        train_set, recipes = sets["train"], [family._recipe(c) for c in ctxs]
-        build = lambda c: family.build_model(config, len(vocab), sizes=sizes)  # noqa: E731
+        splits = read_splits(ctxs[0])
+        train_set = splits.train
+        recipes = [c.recipe(train_splits=("train",)) for c in ctxs]
+        build = lambda c: m4c.build_model(c.config, len(splits.vocab), sizes=splits.sizes)  # noqa: E731
+        loss_step = decoding_bce
     else:
         if spec_id.startswith("dsganet"):
-            from repro.families.dsganet import family
+            from repro.families.dsganet import build as family_build
+            from repro.families.dsganet import data
 
-            train_set, recipes = family._splits(ctxs[0])[1], [family._recipe(c) for c in ctxs]
+            train_set = data.splits(ctxs[0]).train
         else:
-            from repro.families.mcan_pa import family
+            from repro.families.mcan_pa import build as family_build
+            from repro.families.mcan_pa import data
 
-            data = family.prepare_data(ctxs[0].spec, SCALE, ctxs[0].settings)
-            train_set = family._generated_splits(ctxs[0], data)[0]
-            recipes = [family._generated_recipe(c) for c in ctxs]
-        build = lambda c: family.build_model(  # noqa: E731
+            train_set = data.scenes(ctxs[0]).train
+        recipes = [c.recipe(train_splits=("train",)) for c in ctxs]
+        build = lambda c: family_build.build_model(  # noqa: E731
             c.config, train_set.num_tokens, train_set.num_answers, sizes=c.settings["sizes"]
         )
+        loss_step = recipe_loss_step(recipes[0].loss)
     models = []
     for c in ctxs:
         seed_everything(c.seed)
         models.append(build(c))
-    return train_set, recipes, models, family.loss_step(recipes[0].loss)
+    return train_set, recipes, models, loss_step
 
 
 def train(spec_id: str, row_name: str, task: str, seeds: list[int], steps: int, threads: int, workdir: str) -> dict:

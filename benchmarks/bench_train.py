@@ -33,7 +33,7 @@ import repro.nn.attention
 from benchmarks.peaks import matmul_kind, nominal_peak
 from repro.errors import ReproError
 from repro.families import load_recipe
-from repro.families.mcan_pa.family import PAPER_NUM_ANSWERS, PAPER_NUM_TOKENS, build_model, example_batch
+from repro.families.mcan_pa.build import PAPER_NUM_ANSWERS, PAPER_NUM_TOKENS, build_model, example_batch
 from repro.nn.measure import count_flops
 from repro.train.losses import compute_loss
 from repro.train.trainer import _autocast, build_optimizer, resolve_precision

@@ -40,7 +40,7 @@ def test_check_fails_when_its_folders_do_not_exist(sandbox, runner, monkeypatch)
     assert out.exit_code == 2 and "no such results folder" in out.output
     monkeypatch.setenv("REPRO_RESULTS", str(sandbox / "results"))
     monkeypatch.setenv("REPRO_EXPERIMENTS", str(sandbox / "nope"))
-    specs._load_all.cache_clear()
+    specs.clear_cache()
     out = runner.invoke(app, ["check"])
     assert out.exit_code == 2 and "no such experiments folder" in out.output
 

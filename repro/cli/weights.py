@@ -12,8 +12,6 @@ from rich.markup import escape
 from repro.cli.common import RICH_OR_JSON, app, console, fail, one_line
 from repro.errors import ReproError
 
-FAMILIES = {"mcan-pa": ("mcan-vqa",), "sa-m4c": ("mmf", "sam-textvqa"), "ace-rpe": ("albef",)}
-
 weights_app = typer.Typer(
     name="weights", help="Released checkpoints: what there is, and conversion.", no_args_is_help=True
 )
@@ -58,33 +56,16 @@ def ls_command(fmt: str = typer.Option("rich", "--format", "-f", help="Output fo
     console.print(table)
 
 
-def convert_checkpoint(path: Path, family: str, layout: str, mix: str = "share3"):
-    """(our model's state dict, the key report) for an official checkpoint."""
-    if family not in FAMILIES:
-        raise ReproError(f"--family {family!r}: one of {', '.join(FAMILIES)}")
-    if layout not in FAMILIES[family]:
-        raise ReproError(f"--layout {layout!r} for {family}: one of {', '.join(FAMILIES[family])}")
-    source = str(path)
-    if family == "mcan-pa":
-        from repro.families.mcan_pa import keymap
+def convert_checkpoint(path: Path, paper: str, layout: str, option: str | None = None):
+    """(our model's state dict, the key report) for an official checkpoint, by the paper's family."""
+    from repro import families
 
-        official = keymap.read_checkpoint(path)
-        model = keymap.build_for(official)
-        report = keymap.load_mcan(model, official, source)
-    elif family == "sa-m4c":
-        from repro.families.sa_m4c import keymap
-
-        official = keymap.read_checkpoint(path, layout)
-        model = keymap.build_for(official, layout, mix)
-        report = keymap.load_m4c(model, official, layout, source)
-    else:
-        from repro.families.ace_rpe import keymap
-
-        keymap.read_checkpoint(path)  # an unreadable file is named first
-        raise ReproError(
-            f"{path}: an ALBEF checkpoint loads into a row's model (`init: albef`, keymap.load_albef); its head "
-            "count and task are not in the shapes, so convert does not build one"
-        )
+    hooks = families.require(families.by_paper(paper))
+    if not hooks.weight_layouts or hooks.convert_weights is None:
+        raise ReproError(f"--family {paper}: its family reads no released checkpoint")
+    if layout not in hooks.weight_layouts:
+        raise ReproError(f"--layout {layout!r} for {paper}: one of {', '.join(hooks.weight_layouts)}")
+    model, report = hooks.convert_weights(path, layout, option)
     return model.state_dict(), report
 
 
@@ -92,10 +73,14 @@ def convert_checkpoint(path: Path, family: str, layout: str, mix: str = "share3"
 @_boundary
 def convert_command(
     checkpoint: Path = typer.Argument(..., metavar="OFFICIAL.pth", help="The official checkpoint file."),
-    family: str = typer.Option(..., "--family", help="mcan-pa, sa-m4c or ace-rpe."),
-    layout: str = typer.Option(..., "--layout", help="mcan-vqa; mmf or sam-textvqa; albef."),
+    family: str = typer.Option(..., "--family", help="The paper whose model it is (`repro weights ls` lists them)."),
+    layout: str = typer.Option(..., "--layout", help="The checkpoint's official layout (`repro weights ls`)."),
     out: Path = typer.Option(..., "--output", "-o", help="Where to write this project's checkpoint (.pt)."),
-    mix: str = typer.Option("share3", "--mix", help="sam-textvqa's spatial mixing: share3 (released) or none."),
+    mix: str = typer.Option(
+        None,
+        "--mix",
+        help="The released configuration's spatial mixing where a layout has several (default: released).",
+    ),
     fmt: str = typer.Option("rich", "--format", "-f", help="Output format of the key report: rich or json."),
 ) -> None:
     """An official checkpoint to this project's format, printing the key report (placed, reshaped, missing,

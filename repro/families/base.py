@@ -244,6 +244,10 @@ class Hooks:
     resources: Callable[[Any, str], Resources] | None = None
     # (batch_size, sizes) -> a batch of the data interface's format, for FLOPs and benchmarks
     example_batch: Callable[..., dict[str, Any]] | None = None
+    # the official checkpoint layouts it reads (`repro weights convert --layout`), and the conversion:
+    # (path, layout, option) -> (this project's model with the weights placed, the key report of repro.weights)
+    weight_layouts: tuple[str, ...] = ()
+    convert_weights: Callable[[Path, str, str | None], tuple[Any, Any]] | None = None
 
     def unit_resources(self, config: Any, scale: str) -> Resources:
         if self.resources is not None:

@@ -229,7 +229,8 @@ def paper_data(spec: Spec, row) -> list[DataNeed]:
     """What a paper-scale row reads, in the order `sources.paper_sources` checks it: BERT's vocabulary (and
     weights), DeiT-B/16 where the row pre-trains (ALBEF's checkpoint where it starts from it), ALBEF's json
     files, and the images of each retrieval data set. A ReproError for a spec of downstream columns only."""
-    from repro.families.ace_rpe.sources import DEIT_FILE, IMAGE_FOLDERS, PRETRAIN_FILES, RETRIEVAL_NAMES
+    from repro.families.ace_rpe.sources import DEIT_FILE, IMAGE_FOLDERS, PRETRAIN_FILES
+    from repro.families.ace_rpe.synthetic import RETRIEVAL_NAMES
 
     if has_tasks(spec) and not recall_datasets(spec):
         raise ReproError(

@@ -195,6 +195,13 @@ def run_row(ctx: RunContext) -> RowRun:
     return run
 
 
+def convert_weights(path: Path, layout: str, option: str | None = None):
+    """`repro weights convert`: a released checkpoint in an official layout into this project's model (keymap.py)."""
+    from repro.families.ace_rpe.keymap import convert_checkpoint
+
+    return convert_checkpoint(path, layout, option)
+
+
 HOOKS = Hooks(
     archs=ARCHS,
     build_model=build_model,
@@ -207,4 +214,6 @@ HOOKS = Hooks(
     data_notes=data_notes,
     paper_data=paper_data,
     resources=resources,
+    weight_layouts=("albef",),
+    convert_weights=convert_weights,
 )

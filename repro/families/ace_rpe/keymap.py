@@ -37,6 +37,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
@@ -220,3 +221,13 @@ def transfer(weights: dict[str, torch.Tensor], model: nn.Module) -> None:
                 value = interpolate_position(value[None], want[0])[0]
         kept[key] = value
     model.load_state_dict({**target, **kept}, strict=True)  # the keys `weights` lacks keep their values
+
+
+def convert_checkpoint(path: Path, layout: str, option: str | None = None):
+    """`repro weights convert`: refused after reading the file: an ALBEF checkpoint loads into a row's model
+    (`init: albef`, `load_albef`); its head count and task are not in its shapes, so no model is built from it."""
+    read_checkpoint(path)  # an unreadable file is named first
+    raise ReproError(
+        f"{path}: an ALBEF checkpoint loads into a row's model (`init: albef`); its head count and task are not "
+        "in the shapes, so convert does not build one"
+    )

@@ -175,6 +175,13 @@ def _cocoqa_columns(spec: Spec, prepared: Path, ids: list[int], predicted: list[
     return out
 
 
+def convert_weights(path: Path, layout: str, option: str | None = None):
+    """`repro weights convert`: a released checkpoint in an official layout into this project's model (keymap.py)."""
+    from repro.families.mcan_pa.keymap import convert_checkpoint
+
+    return convert_checkpoint(path, layout, option)
+
+
 HOOKS = Hooks(
     archs=build.ARCHS,
     build_model=build.build_model,
@@ -188,4 +195,6 @@ HOOKS = Hooks(
     attention=attention,
     example_batch=build.example_batch,
     paper_data=build.paper_data,
+    weight_layouts=("mcan-vqa",),
+    convert_weights=convert_weights,
 )

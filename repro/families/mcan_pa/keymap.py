@@ -120,3 +120,10 @@ def build_for(official: Mapping[str, torch.Tensor], heads: int = 8) -> nn.Module
 
     sizes, tokens, answers = sizes_from_state(official, heads)
     return build_model({"arch": "mcan"}, num_tokens=tokens, num_answers=answers, sizes=sizes)
+
+
+def convert_checkpoint(path: Path, layout: str, option: str | None = None) -> tuple[nn.Module, KeyReport]:
+    """`repro weights convert`: an mcan-vqa checkpoint into the MCAN its shapes describe, with the key report."""
+    official = read_checkpoint(path)
+    model = build_for(official)
+    return model, load_mcan(model, official, str(path))

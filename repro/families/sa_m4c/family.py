@@ -216,6 +216,13 @@ def statistics(ctx: RunContext) -> RowRun:
 COMPUTE_TASKS = {"statistics": statistics}  # `compute: {task: ...}` rows -> what runs them
 
 
+def convert_weights(path: Path, layout: str, option: str | None = None):
+    """`repro weights convert`: a released checkpoint in an official layout into this project's model (keymap.py)."""
+    from repro.families.sa_m4c.keymap import convert_checkpoint
+
+    return convert_checkpoint(path, layout, option)
+
+
 HOOKS = Hooks(
     archs=ARCHS,
     build_model=build_model,
@@ -227,4 +234,6 @@ HOOKS = Hooks(
     compute_tasks=COMPUTE_TASKS,
     example_batch=example_batch,
     paper_data=paper_data,
+    weight_layouts=("mmf", "sam-textvqa"),
+    convert_weights=convert_weights,
 )

@@ -269,3 +269,11 @@ def sizes_from_sam_config(sa_m4c: Mapping[str, Any], text_bert: Mapping[str, Any
         decode_steps=_get(sa_m4c, "num_decoding_steps", 12),
     )
     return s, answers, kinds
+
+
+def convert_checkpoint(path: Path, layout: str, option: str | None = None) -> tuple[nn.Module, KeyReport]:
+    """`repro weights convert`: an mmf M4C or sam-textvqa SA-M4C checkpoint into the model its shapes describe
+    (`option`: sam-textvqa's mix_list, share3 by default), with the key report."""
+    official = read_checkpoint(path, layout)
+    model = build_for(official, layout, option or "share3")
+    return model, load_m4c(model, official, layout, str(path))

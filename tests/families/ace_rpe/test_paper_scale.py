@@ -99,7 +99,7 @@ def table1(sandbox):
     folder = sandbox / "experiments" / "ace-rpe"
     folder.mkdir(parents=True)
     (folder / "ace-rpe-table1-pe.yaml").write_text((EXPERIMENTS / "ace-rpe-table1-pe.yaml").read_text())
-    specs._load_all.cache_clear()
+    specs.clear_cache()
     return sandbox
 
 
@@ -216,7 +216,7 @@ def test_paper_scale_refuses_the_downstream_heads_before_any_training(runner, sa
     """The downstream heads run at the generated scales only: a paper-scale Table 2 or 5 stops in one line
     before pre-training; a table with retrieval columns too says in its plan which columns stay empty."""
     env = {"COLUMNS": "300", "REPRO_EXPERIMENTS": str(REPO_DIR / "experiments")}
-    specs._load_all.cache_clear()
+    specs.clear_cache()
     for ident, names in (("ace-rpe-table2-pe", "VQA v2, SNLI-VE, NLVR2"), ("ace-rpe-table5-grounding", "RefCOCO+")):
         out = runner.invoke(app, ["run", ident, "--rows", "ACE-RPE + Lace" if "2" in ident else "ACE-RPE(4M)"], env=env)
         assert out.exit_code == 2 and "Traceback" not in out.output, out.output

@@ -93,7 +93,7 @@ def test_smoke_run_fills_every_retrieval_column(sandbox, runner):
     text = text.replace("pretrain_images: 12, train_images: 8, test_images: 4", smaller)
     assert smaller in text
     (folder / "ace-rpe-table8-mode.yaml").write_text(text)
-    specs._load_all.cache_clear()
+    specs.clear_cache()
     out = runner.invoke(
         app, ["run", "ace-rpe-table8-mode", "--scale", "smoke", "--rows", "Bias"], env={"COLUMNS": "200"}
     )

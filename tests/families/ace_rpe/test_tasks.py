@@ -88,7 +88,7 @@ def test_smoke_run_fills_the_task_columns_and_writes_a_submittable_vqa_file(sand
     folder = sandbox / "experiments" / "ace-rpe"
     folder.mkdir(parents=True)
     (folder / "ace-rpe-table2-pe.yaml").write_text(text)
-    specs._load_all.cache_clear()
+    specs.clear_cache()
     out = runner.invoke(app, ["run", "ace-rpe-table2-pe", "--scale", "smoke", "--rows", "ACE-RPE + Lace"])
     assert out.exit_code == 0, out.output
     record = json.loads(

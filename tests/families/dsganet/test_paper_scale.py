@@ -49,7 +49,7 @@ def release(sandbox):
     folder = sandbox / "experiments" / "dsganet"
     folder.mkdir(parents=True)
     shutil.copy(REPO_DIR / "experiments" / "dsganet" / f"{SPEC}.yaml", folder)
-    specs._load_all.cache_clear()
+    specs.clear_cache()
     paths = generate(sandbox / "generated", CFG)
     data = sandbox / "data"
     (data / "vqa2").mkdir()

@@ -24,7 +24,7 @@ def _sandbox_with(sandbox, *names):
     folder.mkdir(parents=True, exist_ok=True)
     for name in names:
         shutil.copy(REPO_DIR / "experiments" / "mcan-pa" / f"{name}.yaml", folder)
-    specs._load_all.cache_clear()
+    specs.clear_cache()
     return sandbox
 
 

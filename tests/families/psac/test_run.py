@@ -54,7 +54,7 @@ def test_smoke_run_fills_every_task_column(sandbox, runner):
     folder = sandbox / "experiments" / "psac"
     folder.mkdir(parents=True)
     shutil.copy(REPO_DIR / "experiments" / "psac" / "psac-table4-bilstm.yaml", folder)
-    specs._load_all.cache_clear()
+    specs.clear_cache()
     out = runner.invoke(
         app, ["run", "psac-table4-bilstm", "--scale", "smoke", "--rows", "Bi-LSTM"], env={"COLUMNS": "200"}
     )

@@ -92,7 +92,7 @@ def test_paper_scale_names_the_missing_file_and_its_command(sandbox, runner):
     folder = sandbox / "experiments" / "sa-m4c"
     folder.mkdir(parents=True)
     shutil.copy(REPO_DIR / "experiments" / "sa-m4c" / "sa-m4c-table1-textvqa.yaml", folder)
-    specs._load_all.cache_clear()
+    specs.clear_cache()
     path, command = missing_input("google", "resnext-152")
     assert path.name == "TextVQA_0.5.1_train.json" and command == "repro download textvqa"
     raw = sandbox / "data" / "textvqa"
