@@ -24,7 +24,6 @@ from torch.utils.data import DataLoader
 from repro.families.ace_rpe.build import TASK_RECIPES, build_model
 from repro.families.ace_rpe.columns import TASK_OF_DATASET
 from repro.families.base import RunContext
-from repro.utils import write_json_atomic
 
 K_TEST = 128  # ALBEF configs/VQA.yaml k_test
 GRADCAM_LAYER = 2  # ALBEF --block_num 8: BERT layer 8, the third fusion layer
@@ -119,8 +118,9 @@ def classify(ctx: RunContext, task: str, root: Path, pretrain_root: Path, weight
 def vqa(ctx: RunContext, root: Path, weights, sizes, collate, size: int, tok):
     """VQA: fine-tune the answer decoder, rank the answer list for every test2015 question, write the
     server's file; at the generated scales score it as the server does."""
+    from repro.datasets import vqa_server
+    from repro.datasets.vqa_server import PHASES
     from repro.families.ace_rpe.tasks_data import EOS, VQATest, VQATrain, read_answer_list, tokenize_answers
-    from repro.metrics import vqa as vqa_metric
 
     model = _model(ctx, "vqa", sizes, weights)
     train = VQATrain(root / "vqa_train.json", root, size)
@@ -136,10 +136,9 @@ def vqa(ctx: RunContext, root: Path, weights, sizes, collate, size: int, tok):
         picked = model.rank_answers(_on_model(model, batch), answer_ids, answer_mask, k=k)
         predicted.update({q: answers[i] for q, i in zip(batch["question_id"], picked.tolist())})
     out = ctx.predictions_file("test2015")
-    write_json_atomic(out, [{"question_id": q, "answer": a} for q, a in predicted.items()])
     questions = root / "vqa2" / "v2_OpenEnded_mscoco_test2015_questions.json"
-    targets = ("vqa2-test-dev", "vqa2-test-std")  # the server takes all of test2015 for either phase
-    commands = {str(out): [f"repro submit {t} --predictions {out} --questions {questions}" for t in targets]}
+    targets = vqa_server.TEST_FILES["vqa2"][("test", "test2015")]  # all of test2015, for either phase
+    commands = {str(out): vqa_server.write_test_file(out, predicted, targets, questions)}
     writer = {  # which model wrote the file (the record keeps it next to the file's name)
         str(out): {
             "model": f"albef-{ctx.config.position_embedding}-vqa",
@@ -156,14 +155,9 @@ def vqa(ctx: RunContext, root: Path, weights, sizes, collate, size: int, tok):
         from repro.families.ace_rpe.tasks_data import read_json_list
 
         gold = read_json_list(gold_file, {"question_id": int, "answer": list, "split": str})
-        for split in ("test-dev", "test-std"):
-            part = [g for g in gold if g["split"] == split]
-            result = vqa_metric.evaluate(
-                [g["answer"] for g in part],
-                [predicted[g["question_id"]] for g in part],
-                question_ids=[g["question_id"] for g in part],
-            )
-            scores[split] = result.aggregate["overall"]
+        phases = {p: {g["question_id"]: predicted[g["question_id"]] for g in gold if g["split"] == p} for p in PHASES}
+        annotations = {g["question_id"]: {"answers": [{"answer": a} for a in g["answer"]]} for g in gold}
+        scores = {p: a["overall"] for p, a in vqa_server.server_scores(phases, annotations).items()}
     return scores, training, str(out), {"submit": commands, "vqa_model": writer}
 
 
