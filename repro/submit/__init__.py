@@ -29,8 +29,10 @@ from repro.submit.check import (
     Target,
     get_target,
     load_targets,
+    not_paper_scale,
     package_manual,
     preflight,
+    refuse_not_paper_scale,
     write_upload_file,
 )
 from repro.submit.records import add_record, find_record, resolve_phase, update_record
@@ -62,11 +64,16 @@ def submit(opts: SubmitOptions, console: Console, err: Console, confirm: Callabl
     target = get_target(opts.target)
     with err.status(f"checking {opts.predictions} against {target.name}…"):
         check = preflight(target, opts.predictions, opts.questions)
+    origin = not_paper_scale(opts.predictions)  # smoke, synthetic, --limit, variant: checked, never sent
+    if origin is not None and not opts.dry_run:
+        refuse_not_paper_scale(target, opts.predictions)
     if not target.on_evalai:
         return _prepare_manual(check, opts, console)
     if opts.dry_run:
         _summary(console, check, phase=(opts.phase or target.phase, ""), large=_is_large(check, opts), limits=None)
         console.print("[bold]dry run:[/] the file passed every check; nothing was sent")
+        if origin is not None:
+            console.print(f"[yellow]note:[/] made by {escape(origin)}: a submission of it is refused", highlight=False)
         return 0
 
     from repro.submit.evalai import EvalAI, resolve_connection

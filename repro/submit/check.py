@@ -348,6 +348,31 @@ def preflight(target: Target, predictions: Path, questions: Path | None = None) 
         return _preflight(target, Path(predictions), Path(questions) if questions else None)
 
 
+def not_paper_scale(path: Path) -> str | None:
+    """What made a prediction file other than a full paper-scale run, from the name `RunContext.predictions_file`
+    gives it (`<row>[.<scale>].seed<N>.<split>[.partial].json`) and its place (a variant's results folder):
+    None for a file that names no such origin."""
+    name = Path(path).name
+    scale = re.search(r"\.(smoke|synthetic)\.seed[0-9]+\.", name)
+    if scale:
+        return f"the {scale.group(1)} scale (generated data)"
+    if re.search(r"\.seed[0-9]+\..+\.partial\.json$", name):
+        return "a run cut short by --limit (.partial)"
+    if "variants" in Path(path).absolute().parts:
+        return "a variant (overrides, --limit or a spec file of its own: results/variants/)"
+    return None
+
+
+def refuse_not_paper_scale(target: Target, predictions: Path) -> None:
+    """A ReproError for a file `not_paper_scale` names an origin of: a real server never gets one."""
+    origin = not_paper_scale(predictions)
+    if origin is not None:
+        raise ReproError(
+            f"{predictions}: made by {origin}, not a paper-scale run of the spec as written; {target.name} is a real "
+            f"server with few submissions: nothing sent"
+        )
+
+
 def _preflight(target: Target, predictions: Path, questions: Path | None) -> Preflight:
     entries, kind = read_predictions(predictions)
     if not entries:

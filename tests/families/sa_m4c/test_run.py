@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -21,7 +22,7 @@ def sa_sandbox(sandbox):
     folder.mkdir(parents=True)
     for name in ("sa-m4c-table2-ablations.yaml", "sa-m4c-sec6-spatial.yaml", "sa-m4c-table3-stvqa.yaml"):
         shutil.copy(REPO_DIR / "experiments" / "sa-m4c" / name, folder)
-    specs._load_all.cache_clear()
+    specs.clear_cache()
     return sandbox
 
 
@@ -55,6 +56,9 @@ def test_smoke_rows_train_score_and_write_evalai_predictions(sa_sandbox, runner,
     target = sa_sandbox / "data" / "textvqa" / "TextVQA_0.5.1_test.json"
     target.parent.mkdir(parents=True)
     shutil.copy(questions, target)
+    smoke = runner.invoke(app, ["submit", "textvqa-test", "-p", str(preds), "--yes"])
+    assert smoke.exit_code == 2 and "the smoke scale" in smoke.output  # never to a real server
+    preds = Path(shutil.copy(preds, sa_sandbox / "7_SA-M4C_ours.seed0.test.json"))  # as a paper-scale run names it
     dry = runner.invoke(app, ["submit", "textvqa-test", "-p", str(preds), "--dry-run"])
     assert dry.exit_code == 0, dry.output
     home = sa_sandbox / "home"
@@ -104,7 +108,9 @@ def test_stvqa_rows_score_anls_and_write_the_task3_upload_file(sa_sandbox, runne
     target = sa_sandbox / "data" / "st-vqa" / "test_task_3.json"
     target.parent.mkdir(parents=True)
     shutil.copy(raw / "test_task_3.json", target)
-    preds = results / "predictions" / "5_SA-M4C_ours.smoke.seed0.test.json"
+    smoke = results / "predictions" / "5_SA-M4C_ours.smoke.seed0.test.json"
+    assert runner.invoke(app, ["submit", "stvqa-test", "-p", str(smoke)]).exit_code == 2
+    preds = Path(shutil.copy(smoke, smoke.with_name("5_SA-M4C_ours.seed0.test.json")))  # a paper-scale run's name
     assert runner.invoke(app, ["submit", "stvqa-test", "-p", str(preds), "--dry-run"]).exit_code == 0
     written = runner.invoke(app, ["submit", "stvqa-test", "-p", str(preds)], env={"COLUMNS": "300"})
     assert written.exit_code == 0, written.output
