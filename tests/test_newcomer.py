@@ -76,3 +76,54 @@ def test_eval_per_item_refuses_a_device_before_scoring(tmp_path, runner):
     os.mkfifo(fifo)
     table = runner.invoke(app, ["table", "mcan-pa-table5-ablation", "-o", str(fifo)])
     assert table.exit_code == 2 and "is a FIFO" in table.output and stat.S_ISFIFO(fifo.lstat().st_mode)
+
+
+def _cells(line: str) -> int:
+    from rich.cells import cell_len
+
+    return cell_len(line)
+
+
+def test_list_at_80_columns_is_one_line_per_experiment_with_the_scales_it_runs_at(runner):
+    from repro.specs import load_all
+
+    out = runner.invoke(app, ["list"], env={"COLUMNS": "80"})
+    assert out.exit_code == 0, out.output
+    lines = out.output.splitlines()
+    ids = [s.id for s in load_all()]
+    assert len(lines) <= 45 and len(lines) == len(ids) + 3, out.output
+    assert max(_cells(line) for line in lines) <= 80
+    by_id = {line.split()[0]: line for line in lines[3:]}
+    assert sorted(by_id) == sorted(ids)  # every id whole, on its own line
+    assert "smoke synthetic* paper" in by_id["mcan-pa-table5-ablation"]  # committed synthetic results
+    wide = runner.invoke(app, ["list"], env={"COLUMNS": "160"}).output
+    assert "Ablation of the positional attention" in wide and "title" in wide.splitlines()[1]
+
+
+def test_list_json_keeps_scales_with_results_and_adds_the_runnable_scales(runner):
+    import json
+
+    entries = {e["id"]: e for e in json.loads(runner.invoke(app, ["list", "-f", "json"]).output)}
+    table1 = entries["mcan-pa-table1-cocoqa"]
+    assert table1["runnable_scales"] == ["smoke", "synthetic", "paper"] and table1["scales"] == []
+    assert entries["mcan-pa-table5-ablation"]["scales"] == ["synthetic"]
+    assert all(e["runnable_scales"] == [] for e in entries.values() if e["implemented"] == 0)
+
+
+@pytest.mark.parametrize("ident", ["mcan-pa-table5-ablation", "ace-rpe-table1-pe"])
+def test_show_at_80_columns_cuts_nothing_and_shows_scales_and_claims(runner, ident):
+    from repro.specs import resolve
+
+    spec = resolve(ident)
+    out = runner.invoke(app, ["show", ident], env={"COLUMNS": "80"})
+    assert out.exit_code == 0, out.output
+    lines = out.output.splitlines()
+    assert f"file: {spec.path}" in lines  # whole, on one line, whatever its length
+    assert all(_cells(line.rstrip()) <= 80 for line in lines if not line.startswith("file: ")), out.output
+    for row in spec.rows:
+        assert any(line.strip().startswith(row.name) for line in lines), row.name
+    assert any(line.startswith("scales (") for line in lines) and "  smoke" in lines and "  paper" in lines
+    assert sum(line.startswith("  • ") for line in lines) == len(spec.claims) or len(spec.claims) == 0
+    if ident == "mcan-pa-table5-ablation":
+        assert "52.30" in out.output and " 52.3 " not in out.output  # the digits the paper prints
+        assert "  MCAN+PE         arch=mcan position_embedding=bert" in lines

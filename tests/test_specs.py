@@ -146,7 +146,8 @@ def test_list_json_has_every_spec(demo_spec, runner):
             "runnable": 1,
             "implemented": 1,
             "with_results": 0,
-            "scales": [],
+            "scales": [],  # scales with results
+            "runnable_scales": ["smoke", "paper"],
         }
     ]
 

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import functools
 import json
+import shutil
 import sys
+import textwrap
 from pathlib import Path
 
 import typer
+from rich.cells import cell_len
 from rich.markup import escape
 
 from repro import completion as complete
@@ -17,11 +21,13 @@ from repro.cli.common import (
     command,
     console,
     err_console,
+    one_line,
     overrides_argument,
     target_argument,
     variant_view,
 )
 from repro.errors import ReproError
+from repro.report.view import _decimals
 
 
 @command("list")
@@ -29,11 +35,14 @@ def list_command(
     paper: str | None = typer.Option(None, "--paper", help="Only this paper (an id `repro list` shows)."),
     fmt: str = complete.choice(RICH_OR_JSON, "rich", "--format", "-f", help="Output format."),
 ) -> None:
-    """List every experiment: id, paper, table, title, rows, runnable rows, rows with results.
+    """List every experiment, one line each: id, table, rows that run, scales it runs at, title.
 
+    The scales run from cheapest to dearest (smoke and synthetic need no GPU or data); a * marks a scale
+    with stored results. The title is cut to the terminal's width, or left out when too narrow. JSON:
+    `runnable_scales` are the scales the spec runs at, `scales` those with results (as before).
     A spec that does not load is named with its file:line and the command exits 2; the others are listed.
 
-    Example: [bold]repro list --format json[/]
+    Example: [bold]repro list --paper psac --format json[/]
     """
     from repro.families import for_row, papers
     from repro.results import read_results
@@ -45,6 +54,7 @@ def list_command(
     entries = []
     for spec in specs:
         results = read_results(spec)
+        implemented = sum(1 for r in spec.runnable_rows if r.config is None or for_row(r) is not None)
         entries.append(
             {
                 "id": spec.id,
@@ -54,9 +64,10 @@ def list_command(
                 "title": spec.title,
                 "rows": len(spec.rows),
                 "runnable": len(spec.runnable_rows),
-                "implemented": sum(1 for r in spec.runnable_rows if r.config is None or for_row(r) is not None),
+                "implemented": implemented,
                 "with_results": len({name for (name, _) in results}),
                 "scales": sorted({scale for (_, scale) in results}),
+                "runnable_scales": runnable_scales(spec) if implemented else [],
             }
         )
     broken = broken_specs()
@@ -70,24 +81,38 @@ def list_command(
         raise typer.Exit(2)
 
 
-def _experiments_table(entries: list[dict]) -> None:
-    from rich.table import Table
+def runnable_scales(spec) -> list[str]:
+    """The scales `repro run` accepts for `spec`, cheapest first: those it has settings for, and paper."""
+    return [scale for scale in ("smoke", "synthetic", "paper") if scale == "paper" or scale in spec.scales]
 
-    table = Table(title=f"{len(entries)} experiments")
-    for name, justify in (
-        ("id", "left"),
-        ("paper", "left"),
-        ("table", "left"),
-        ("title", "left"),
-        ("rows", "right"),
-        ("runnable", "right"),
-        ("with results", "right"),
-    ):
-        table.add_column(name, justify=justify, overflow="fold")
+
+def _experiments_table(entries: list[dict]) -> None:
+    """One line per experiment at any width: the block layout of `repro table`, rich in a terminal."""
+    import shutil
+
+    from repro.report.layout import Col, listing_grid, plain_listing, rich_listing
+
+    scales = []
     for e in entries:
-        done = f"{e['with_results']}" + (f" ({', '.join(e['scales'])})" if e["scales"] else "")
-        table.add_row(e["id"], e["paper"], e["table"], e["title"], str(e["rows"]), str(e["runnable"]), done)
-    console.print(table)
+        runs = [s + ("*" if s in e["scales"] else "") for s in e["runnable_scales"]]
+        runs += [f"{s}*" for s in e["scales"] if s not in e["runnable_scales"]]
+        scales.append(" ".join(runs) or "–")
+    cols = [
+        Col("table", [e["table"] for e in entries], justify="left"),
+        Col("rows run", [f"{e['runnable']} of {e['rows']}" for e in entries]),
+        Col("scales (* results)", scales, justify="left"),
+    ]
+    label = Col("id", [e["id"] for e in entries], justify="left")
+    title = Col("title", [one_line(e["title"]) for e in entries], justify="left")
+    heading = f"{len(entries)} experiments"
+    if console.is_terminal:
+        grid = listing_grid(label, cols, console.width, True, title)
+        for table in rich_listing(grid, console.width, title=heading, title_justify="left"):
+            console.print(table)
+        return
+    width = shutil.get_terminal_size((80, 24)).columns
+    grid = listing_grid(label, cols, width, False, title)
+    typer.echo("\n".join([heading, *plain_listing(grid, width)]))
 
 
 @command("show")
@@ -97,61 +122,128 @@ def show_command(
     ),
     fmt_name: str = complete.choice(RICH_OR_JSON, "rich", "--format", "-f", help="Output format."),
 ) -> None:
-    """Show a spec readably: columns, rows, reported numbers, what runs and what is cited.
+    """Show a spec readably: columns, rows and their reported numbers, what each row runs as, the scales
+    (seeds, sizes, schedule), the claims. Row names, numbers and the file path are never cut.
 
-    Example: [bold]repro show table5-ablation --format json[/]
+    Example: [bold]repro show mcan-pa-table5-ablation --format json[/]
     """
-    from rich.table import Table
-
-    from repro.report import fmt
+    from repro.report.layout import Col
     from repro.specs import resolve
 
     spec = resolve(ident)
     if fmt_name == "json":
         typer.echo(json.dumps(spec_to_json(spec), indent=2, default=str))
         return
-    console.print(f"[bold]{spec.id}[/] — {spec.paper} {spec.table}: {spec.title}")
-    console.print(
-        f"datasets: {', '.join(spec.datasets)}   reported split: {spec.split}"
-        + (f"   recipe: {spec.recipe}" if spec.recipe else "")
-    )
-    console.print(f"file: {spec.path}")
-    cols = Table(title="columns")
-    for name in ("name", "metric", "key", "better", "split", "unit", "tolerance"):
-        cols.add_column(name)
-    for c in spec.columns:
-        cols.add_row(
-            c.name,
-            c.metric,
-            c.key or "",
-            c.better,
-            c.split or spec.split,
-            c.unit or "",
-            fmt(spec.tolerance_for(c.name, "paper")),
+    say = functools.partial(console.print, highlight=False, soft_wrap=True)
+
+    def wrap(text: str, indent: str, first: str = "  ") -> None:  # at spaces, never inside a word or number
+        lines = textwrap.wrap(
+            text,
+            width=max(shutil.get_terminal_size((80, 24)).columns if not console.is_terminal else console.width, 40),
+            initial_indent=first,
+            subsequent_indent=indent,
+            break_long_words=False,
+            break_on_hyphens=False,
         )
-    console.print(cols)
-    rows = Table(title="rows")
-    rows.add_column("row", style="bold")
+        for line in lines:
+            say(escape(line))
+
+    console.print(f"[bold]{escape(spec.id)}[/] — {escape(f'{spec.paper} {spec.table}: {one_line(spec.title)}')}")
+    say(
+        escape(
+            f"datasets: {', '.join(spec.datasets)} · reported split: {spec.split}"
+            + (f" · recipe: {spec.recipe}" if spec.recipe else "")
+        )
+    )
+    say(f"file: {escape(str(spec.path))}")  # soft wrap: never folded or cut, so it can be copied
+    from repro.report import fmt
+
+    names = [c.name for c in spec.columns]
+    _print_grid(
+        "columns",
+        Col("name", names, justify="left"),
+        [
+            Col("metric", [c.metric for c in spec.columns], justify="left"),
+            Col("key", [c.key or "" for c in spec.columns], justify="left"),
+            Col("better", [c.better for c in spec.columns], justify="left"),
+            Col("split", [c.split or spec.split for c in spec.columns], justify="left"),
+            Col("unit", [c.unit or "" for c in spec.columns], justify="left"),
+            Col("tolerance", [fmt(spec.tolerance_for(c.name, "paper")) for c in spec.columns]),
+        ],
+    )
+    reported = []
     for c in spec.columns:
-        rows.add_column(c.name, justify="right")
-    rows.add_column("runs as")
-    for row in spec.rows:
-        values = []
-        for c in spec.columns:
+        values = [r.reported[c.name] for r in spec.rows if r.reported.get(c.name) is not None]
+        digits = min(max((_decimals(v) for v in values), default=2), 4)  # as printed: 52.30 beside 53.26
+        cells = []
+        for row in spec.rows:
             v = row.reported.get(c.name)
-            values.append("–" if v is None else (f"{v:g}?" if c.name in row.uncertain else f"{v:g}"))
-        how = f"cited {row.cited}" if row.cited else json.dumps(row.model or row.compute, sort_keys=True)
-        rows.add_row(row.name, *values, how)
-    console.print(rows)
+            cells.append("–" if v is None else f"{v:.{digits}f}" + ("?" if c.name in row.uncertain else ""))
+        reported.append(Col(c.name, cells))
+    rows = Col("row", [r.name for r in spec.rows], justify="left")
+    _print_grid("rows, as reported (? = uncertain in the PDF)", rows, reported)
+    say("[bold]runs as[/]")
+    width = max(cell_len(r.name) for r in spec.rows)
+    for row in spec.rows:
+        how = f"cited {row.cited}" if row.cited else _settings(row.model or row.compute or {})
+        wrap(f"{row.name.ljust(width)}  {how}", " " * (width + 4))
+    say("[bold]scales[/] (paper: the paper's data and schedule; `repro run ID --scale S`)")
+    for scale in ("smoke", "synthetic", "paper"):
+        settings = spec.scales.get(scale)
+        if settings is None and scale != "paper":
+            continue
+        settings = settings or {}
+        seeds = settings.get("seeds")
+        facts = [f"seeds {','.join(map(str, seeds))}" if seeds else "seeds 0 (default)"]
+        facts += [f"{k} {_settings(settings[k])}" for k in ("sizes", "recipe", "generator") if settings.get(k)]
+        tolerance = {**spec.tolerance, **settings.get("tolerance", {})}
+        facts.append(f"tolerance {_settings(tolerance)}")
+        say(f"  {scale}")
+        for fact in facts:
+            wrap(fact, "      ", "    ")
+    if spec.claims:
+        say("[bold]claims[/] (judged over the seeds of both rows: `repro table ID --scale S`)")
+        for claim in spec.claims:
+            wrap(f"• {one_line(claim.text)} ({claim.column}: {claim.row} vs {claim.over})", "    ")
     for row in spec.rows:
         for col, note in row.uncertain.items():
-            console.print(f"[yellow]uncertain[/] {row.name} / {col}: {escape(note)}", highlight=False)
+            wrap(f"uncertain {row.name} / {col}: {one_line(note)}", "  ", "")
         for col, why in row.deviation.items():
-            console.print(f"[magenta]deviation[/] {row.name} / {col}: {escape(why)}", highlight=False)
+            wrap(f"deviation {row.name} / {col}: {one_line(why)}", "  ", "")
         if row.note:
-            console.print(f"[dim]note[/] {row.name}: {escape(row.note)}", highlight=False)
+            wrap(f"note {row.name}: {one_line(row.note)}", "  ", "")
     if spec.notes:
-        console.print(f"[dim]notes:[/] {escape(spec.notes.strip())}", highlight=False)
+        wrap(f"notes: {one_line(spec.notes)}", "  ", "")
+
+
+def _settings(value) -> str:
+    """Settings as `key=value` words (nested keys dotted, lists comma-joined), shorter than JSON."""
+    if isinstance(value, dict):
+        words = []
+        for k, v in value.items():
+            if isinstance(v, dict):
+                words += [f"{k}.{w}" for w in _settings(v).split(" ") if w]
+            else:
+                words.append(f"{k}={_settings(v)}")
+        return " ".join(words)
+    if isinstance(value, list | tuple):
+        return "[" + ",".join(_settings(v) for v in value) + "]"
+    return str(value)
+
+
+def _print_grid(heading: str, label, cols: list) -> None:
+    """A small table in the block layout of `repro table`: rich in a terminal, plain text in pipes."""
+    import shutil
+
+    from repro.report.layout import listing_grid, plain_listing, rich_listing
+
+    if console.is_terminal:
+        grid = listing_grid(label, cols, console.width, True)
+        for table in rich_listing(grid, console.width, title=heading, title_justify="left"):
+            console.print(table)
+        return
+    width = shutil.get_terminal_size((80, 24)).columns
+    typer.echo("\n".join([heading, *plain_listing(listing_grid(label, cols, width, False), width)]))
 
 
 def spec_to_json(spec) -> dict:

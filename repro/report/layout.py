@@ -429,3 +429,43 @@ def render_rich(view: TableView) -> RichView:
 
 def render_claims_rich(view: TableView) -> RichClaims | None:
     return RichClaims(view) if view.claims else None
+
+
+# --- listings: one line per entry, an id never cut ------------------------------------------------
+
+
+def cut(text: str, width: int) -> str:
+    """`text` in at most `width` cells, ending in … when cut."""
+    if cell_len(text) <= width:
+        return text
+    out = Text(text)
+    out.truncate(max(width, 1), overflow="ellipsis")
+    return out.plain
+
+
+def listing_grid(label: Col, cols: list[Col], width: int, rich: bool, flexible: Col | None = None, least: int = 16):
+    """A grid of one line per entry: `label` (an id) and `cols` are never cut; `flexible` (a title) goes
+    last, cut with an ellipsis to the width left (in rich's boxes or plain text), or left out when fewer
+    than `least` cells are left."""
+    measure = _rich_width if rich else _plain_width
+    groups = [[c] for c in cols]
+    if flexible is not None:
+        left = width - measure([label, *cols, Col("", [""] * len(flexible.cells))])
+        if left >= least:
+            cells = [cut(c, left) for c in flexible.cells]
+            groups.append([replace(flexible, header=cut(flexible.header, left), cells=cells, justify="left")])
+    return Grid(label, groups)
+
+
+def plain_listing(grid: Grid, width: int) -> list[str]:
+    """A listing grid as plain lines, split into blocks of columns only when it cannot fit otherwise."""
+    lines: list[str] = []
+    for i, block in enumerate(blocks(grid, width, _plain_width)):
+        lines += ([""] if i else []) + plain_block(grid, block)
+    return lines
+
+
+def rich_listing(grid: Grid, width: int, **kwargs) -> list[Table]:
+    """A listing grid as rich tables (the first one with kwargs such as title), split like `plain_listing`."""
+    parts = blocks(grid, width, _rich_width)
+    return [_rich_table(grid, block, **(kwargs if i == 0 else {})) for i, block in enumerate(parts)]
