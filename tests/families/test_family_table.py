@@ -120,3 +120,32 @@ def test_the_layering_rule_catches_a_paper_named_in_code_but_not_in_docs_or_orig
         'repro/specs.py:4: if spec.paper == "mcan-pa":',
         'repro/train/schedule.py:2: FOR = {"psac": 1}',
     ]
+
+
+def test_a_run_prepares_its_data_once_and_every_unit_reads_it(toy_family, runner, monkeypatch):
+    """The launcher calls a family's prepare_data once per run (not once per unit, not again in run_row)."""
+    import dataclasses
+
+    from tests.toy_family import family
+
+    calls = []
+
+    def counted(spec, scale, settings):
+        calls.append(scale)
+        return family.prepare_data(spec, scale, settings)
+
+    monkeypatch.setattr(family, "HOOKS", dataclasses.replace(family.HOOKS, prepare_data=counted))
+    out = runner.invoke(app, ["run", "toy-table1", "--scale", "smoke", "--seeds", "0,1"], env={"COLUMNS": "200"})
+    assert out.exit_code == 0, out.output
+    assert calls == ["smoke"]
+
+
+def test_a_new_family_gets_seeds_trained_together_from_the_shared_part(toy_family, runner):
+    """The toy family writes no training loop: `train_units` trains its seeds alone or together."""
+    out = runner.invoke(
+        app, ["run", "toy-table1", "--scale", "smoke", "--seeds", "0,1", "--ensemble"], env={"COLUMNS": "200"}
+    )
+    assert out.exit_code == 0, out.output
+    table = json.loads(runner.invoke(app, ["table", "toy-table1", "--scale", "smoke", "--format", "json"]).output)
+    sighted = next(row for row in table["rows"] if row["name"] == "Sighted")
+    assert sighted["reproduced"]["Acc"] > 90.0 and sighted["n"] == 2

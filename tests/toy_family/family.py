@@ -1,16 +1,20 @@
-"""The toy family's run protocol: label = which half of the plane a point lies in; the model sees the
-point's position only when `use_position` is on, so that row should win."""
+"""The toy paper's hooks, the template of a new family: label = which half of the plane a point lies in; the
+model sees the point's position only when `use_position` is on, so that row should win.
+
+What a family writes is only what is its paper's: its data (`prepare_data`, called once per run; every unit
+reads it as `ctx.data`), how a unit's model is built and scored, and the hooks. The shared part (recipes with the
+scale's overrides, seeding, one seed alone or several trained together, devices) is `train_units`'."""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import torch
 from torch import nn
 from torch.utils.data import Dataset
 
-from repro.families.base import Hooks, ModelInfo, RowRun, RunContext
-from repro.nn.measure import count_parameters
-
-ARCHS = ("toy",)
+from repro.families.base import Hooks, RowRun, RunContext, train_units
+from tests.toy_family.build import ARCHS, build_model, describe, example_batch, gpu_hours
 
 
 class Points(Dataset):
@@ -26,59 +30,38 @@ class Points(Dataset):
         return {"xy": self.xy[i], "label": self.label[i], "question_id": torch.tensor(i)}
 
 
-class ToyModel(nn.Module):
-    def __init__(self, hidden: int, use_position: bool):
-        super().__init__()
-        self.use_position = use_position
-        self.net = nn.Sequential(nn.Linear(2, hidden), nn.ReLU(), nn.Linear(hidden, 2))
-
-    def forward(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-        xy = batch["xy"] if self.use_position else torch.zeros_like(batch["xy"])
-        return self.net(xy)
+@dataclass(frozen=True)
+class Splits:
+    train: Points
+    val: Points
 
 
-def build_model(config, sizes=None) -> nn.Module:
-    return ToyModel((sizes or {}).get("hidden", config.hidden), config.use_position)
-
-
-def example_batch(batch_size: int = 1, seed: int = 0) -> dict[str, torch.Tensor]:
-    return {"xy": torch.zeros(batch_size, 2)}
-
-
-def prepare_data(spec, scale, settings) -> None:
-    return None
+def prepare_data(spec, scale, settings) -> Splits:
+    return Splits(train=Points(256, 0), val=Points(128, 1000))
 
 
 def loss_step(model: nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
     return nn.functional.cross_entropy(model(batch), batch["label"])
 
 
-def predict_step(model: nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-    return model(batch)
+def build(ctx: RunContext, data: Splits) -> nn.Module:
+    return build_model(ctx.config, ctx.settings.get("sizes"))
+
+
+def score(ctx: RunContext, model: nn.Module, state, data: Splits, recipe) -> RowRun:
+    from repro.train import predict
+
+    _, logits = predict(model, data.val, 64, progress=False)
+    accuracy = 100.0 * float((logits.argmax(1) == data.val.label).float().mean())
+    return RowRun(metrics={"Acc": accuracy}, split="val", training=state.summary())
 
 
 def run_row(ctx: RunContext) -> RowRun:
-    from repro.families import load_recipe
-    from repro.train import fit, predict
-
-    recipe = load_recipe(ctx.spec.recipe).replace(**{**ctx.settings.get("recipe", {}), "seed": ctx.seed})
-    torch.manual_seed(ctx.seed)
-    model = build_model(ctx.config, ctx.settings.get("sizes"))
-    fit(model, Points(256, ctx.seed), recipe, ctx.workdir, loss_step=loss_step, progress=False)
-    val = Points(128, 1000 + ctx.seed)
-    _, logits = predict(model, val, 64, predict_step=predict_step, progress=False)
-    accuracy = 100.0 * float((logits.argmax(1) == val.label).float().mean())
-    return RowRun(metrics={"Acc": accuracy}, split="val")
+    return train_units([ctx], lambda c: c.data, build, score, loss_step=loss_step)[0]
 
 
-def describe(config, spec=None) -> list[ModelInfo]:
-    model = build_model(config)
-    n = count_parameters(model)
-    return [ModelInfo("toy", "halves", n, n, None, [("net", n)])]
-
-
-def gpu_hours(config) -> float | None:
-    return None
+def run_ensemble(ctxs: list[RunContext]) -> list[RowRun]:
+    return train_units(ctxs, lambda c: c.data, build, score, loss_step=loss_step)
 
 
 HOOKS = Hooks(
@@ -88,5 +71,6 @@ HOOKS = Hooks(
     gpu_hours=gpu_hours,
     prepare_data=prepare_data,
     run_row=run_row,
+    run_ensemble=run_ensemble,
     example_batch=example_batch,
 )
