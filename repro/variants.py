@@ -160,6 +160,7 @@ def apply(
     for key, value in overrides:
         section, *path = key.split(".")
         try:
+            _finite(value, negative_ok=section == "model")
             if section == "recipe":
                 _recipe(spec, rows, settings, path, value)
             elif section == "sizes":
@@ -176,6 +177,20 @@ def apply(
     if any(key.startswith("sizes.") for key, _ in overrides):
         _check_sizes(rows, settings, overrides)
     return settings, rows
+
+
+def _finite(value: Any, negative_ok: bool = False) -> None:
+    """No NaN or infinity anywhere in a value (it would train, or skip clipping, silently), and no negative
+    number for a recipe, size or generator setting (counts, rates, norms: none is negative)."""
+    import math
+
+    for item in value if isinstance(value, list) else [value]:
+        if isinstance(item, bool) or not isinstance(item, (int, float)):
+            continue
+        if not math.isfinite(item):
+            raise ReproError("must be a finite number")
+        if item < 0 and not negative_ok:
+            raise ReproError("must not be negative")
 
 
 def _one_level(path: list[str]) -> None:

@@ -457,3 +457,76 @@ def test_spec_values_that_change_numbers_are_refused(runner, sandbox, old, new, 
     assert result.exit_code == 2, result.output
     assert "t1-demo.yaml:" in result.output and fragment in result.output
     assert "Traceback" not in result.output
+
+
+def _gqa(tmp_path, flags: list) -> tuple:
+    gold = {
+        f"q{i}": {"answer": "yes", "types": {"structural": "verify"}, **({} if f is None else {"isBalanced": f})}
+        for i, f in enumerate(flags)
+    }
+    preds = [{"questionId": f"q{i}", "prediction": "yes" if i == 0 else "no"} for i in range(len(flags))]
+    (tmp_path / "gq.json").write_text(json.dumps(gold))
+    (tmp_path / "gp.json").write_text(json.dumps(preds))
+    return str(tmp_path / "gq.json"), str(tmp_path / "gp.json")
+
+
+@pytest.mark.parametrize(
+    "flags, fragment",
+    [
+        ([True, "false"], "isBalanced must be true or false, got 'false'"),
+        ([True, 0], "isBalanced must be true or false"),
+        ([False, False], "no question has isBalanced true"),
+    ],
+)
+def test_gqa_balanced_flags_are_booleans_and_some_must_be_true(runner, tmp_path, flags, fragment):
+    gold, preds = _gqa(tmp_path, flags)
+    result = runner.invoke(app_(), ["eval", "-m", "gqa", "-a", gold, "-p", preds, "--json"])
+    assert result.exit_code == 2
+    assert fragment in one_line(result)
+
+
+def test_gqa_counts_only_balanced_questions(runner, tmp_path):
+    gold, preds = _gqa(tmp_path, [True, False, None])  # absent: balanced, as in a *_balanced_* file
+    result = runner.invoke(app_(), ["eval", "-m", "gqa", "-a", gold, "-p", preds, "--json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["overall"] == 50.0
+
+
+def test_gqa_function_refuses_no_balanced_question():
+    from repro.errors import ReproError
+    from repro.metrics import gqa
+
+    with pytest.raises(ReproError, match="none of the 2 questions is balanced"):
+        gqa.evaluate(["a", "b"], ["a", "b"], [1, 2], ["verify", "query"], [False, False])
+
+
+@pytest.mark.parametrize("digits", ["-1", "-3", "16"])
+def test_eval_round_out_of_range_is_refused(runner, eval_files, digits):
+    gold, preds, _ = eval_files
+    result = runner.invoke(app_(), ["eval", "-m", "accuracy", "-a", str(gold), "-p", str(preds), "--round", digits])
+    assert result.exit_code == 2 and "--round takes 0 to 15 digits" in one_line(result)
+
+
+@pytest.mark.parametrize(
+    "override, fragment",
+    [
+        ("recipe.grad_clip=.nan", "must be a finite number"),
+        ("recipe.grad_clip=.inf", "must be a finite number"),
+        ("recipe.lr=-0.1", "must not be negative"),
+        ("generator.train_images=-1", "must not be negative"),
+        ("sizes.d_model=-8", "must not be negative"),
+    ],
+)
+def test_overrides_that_change_numbers_silently_are_refused(runner, sandbox, override, fragment):
+    import shutil
+
+    from repro.paths import REPO_DIR
+
+    folder = sandbox / "experiments" / "mcan-pa"
+    folder.mkdir(parents=True)
+    shutil.copy(REPO_DIR / "experiments" / "mcan-pa" / "mcan-pa-table5-ablation.yaml", folder)
+    words = ["run", "table5-ablation", "--scale", "smoke", "--rows", "MCAN", "--dry-run", override]
+    result = runner.invoke(app_(), words)
+    assert result.exit_code == 2
+    line = one_line(result)
+    assert line.startswith(f"error: {override}") and fragment in line

@@ -130,6 +130,8 @@ def eval_command(
     """
     from repro.metrics import files
 
+    if digits is not None and not 0 <= digits <= 15:  # round(x, -1) would print 33.33 as 30.0
+        raise ReproError(f"--round takes 0 to 15 digits, not {digits}")
     if per_item is not None:  # before scoring: a long evaluation is not wasted on a path that will be refused
         check_per_item_path(per_item, files.sources(annotations, predictions, questions))
     result = evaluate_with_progress(metric, annotations, predictions, questions, threshold, variant, err_console)

@@ -49,6 +49,10 @@ def evaluate(
         )
     if balanced is not None and len(balanced) != n:
         raise ReproError(f"gqa: {n} questions but {len(balanced)} isBalanced flags")
+    if balanced is not None and any(not isinstance(b, bool) for b in balanced):
+        raise ReproError("gqa: isBalanced flags must be true or false")
+    if n and balanced is not None and not any(balanced):
+        raise ReproError(f"gqa: none of the {n} questions is balanced (isBalanced); nothing to score")
     scores: dict[str, list[float]] = {"binary": [], "open": []}
     per_type: dict[str, list[float]] = {}
     per_item: dict[Hashable, float] = {}

@@ -449,10 +449,15 @@ def _gqa_questions(data: Any, path: Path) -> Gold:
             raise ReproError(f"{path}: question {shown(qid)} needs an 'answer' string and a 'types' object")
         if not isinstance(types.get("structural"), str):
             raise ReproError(f"{path}: question {shown(qid)}: types.structural must be a string")
+        flag = record.get("isBalanced", True)
+        if not isinstance(flag, bool):  # "false" (a string) would count as balanced
+            raise ReproError(f"{path}: question {shown(qid)}: isBalanced must be true or false, got {flag!r}")
         ids.append(qid)
         answers.append(record["answer"])
         structural.append(types["structural"])
-        balanced.append(record.get("isBalanced", True) is not False)
+        balanced.append(flag)
+    if not any(balanced):
+        raise ReproError(f"{path}: no question has isBalanced true; the GQA score is over balanced questions")
     return Gold(ids, answers, {"structural": structural, "balanced": balanced}, path)
 
 
