@@ -41,7 +41,7 @@ def _check(runner, *args) -> tuple[int, str]:
 
 
 def test_the_committed_copy_passes(runner, copied):
-    code, output = _check(runner)
+    code, output = _check(runner, "-v")
     assert code == 0, output
     assert "seed records" in output and "seeds ran under several configs" in output
 

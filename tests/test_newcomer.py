@@ -127,3 +127,25 @@ def test_show_at_80_columns_cuts_nothing_and_shows_scales_and_claims(runner, ide
     if ident == "mcan-pa-table5-ablation":
         assert "52.30" in out.output and " 52.3 " not in out.output  # the digits the paper prints
         assert "  MCAN+PE         arch=mcan position_embedding=bert" in lines
+
+
+def test_check_at_80_columns_prints_what_failed_and_a_summary(demo_spec, runner):
+    from repro import results
+    from repro.specs import resolve
+    from tests.test_results_and_tables import _result
+
+    results.write_result(_result("Ours*", Num=55.3, All=71.4), resolve("t1-demo"))  # All 0.35 off, ±0.25
+    out = runner.invoke(app, ["check"], env={"COLUMNS": "80"})
+    assert out.exit_code == 1
+    lines = out.output.splitlines()
+    assert max(_cells(line.rstrip()) for line in lines) <= 80, out.output
+    assert [line.split() for line in lines if line.startswith("Ours*")] == [
+        ["Ours*", "All", "71.05", "71.4", "+0.35", "±0.25", "REGRESSION"]
+    ]  # the passing Num is not listed
+    summary = " ".join(lines[-2:])  # the last thing printed, wrapped at 80 columns
+    assert summary.startswith("1 regression(s), 0 unreadable result(s), 0 record problem(s); 1 of 2 values in 1 ")
+    every = runner.invoke(app, ["check", "-v"], env={"COLUMNS": "80"}).output
+    assert [line.split()[:2] for line in every.splitlines() if line.startswith("Ours*")] == [
+        ["Ours*", "Num"],
+        ["Ours*", "All"],
+    ]

@@ -183,9 +183,12 @@ def test_explained_deviation_is_checked_against_its_own_reference(sandbox, runne
     )
     spec = resolve("t1-demo")
     results.write_result(_result("Ours*", Num=60.0, All=71.1), spec)  # Num is 5 points off the paper
-    out = runner.invoke(app, ["check"], env={"COLUMNS": "200"})
+    out = runner.invoke(app, ["check", "-v"], env={"COLUMNS": "200"})
     assert out.exit_code == 0, out.output
-    assert "60 (reference)" in out.output
+    assert "t1-demo · scale paper · expected = the reference its record carries" in out.output
+    assert [line.split() for line in out.output.splitlines() if line.startswith("Ours*  Num")] == [
+        ["Ours*", "Num", "60", "60", "+0", "±0.5", "ok"]
+    ]
     results.write_result(_result("Ours*", Num=61.0, All=71.1), spec)  # moved from its reference
     assert runner.invoke(app, ["check"]).exit_code == 1
     md = render_markdown(build_view(spec))

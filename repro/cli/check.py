@@ -27,18 +27,17 @@ def check_command(
         SCALES, "synthetic", "--scale", "-s", help="With --rerun: the scale of the fingerprints."
     ),
     fmt_name: str = complete.choice(RICH_OR_JSON, "rich", "--format", "-f", help="Output format of the values."),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="List every value checked, not only the failed."),
 ) -> None:
     """Regression check for CI: every stored result within its spec's tolerance.
 
     Paper-scale results are compared with the paper's number, other scales with the reference the
     record carries. With --rerun, the fingerprints (the loss of the first training steps, which
-    holds on any CPU) are trained again and compared. Exits 1 on any regression or unreadable
-    result, 0 otherwise.
+    holds on any CPU) are trained again and compared. Prints the failed values (all with -v) and a
+    summary line. Exits 1 on any regression or unreadable result, 0 otherwise.
 
     Example: [bold]repro check table5-ablation --rerun[/]
     """
-    from rich.table import Table
-
     from repro.paths import results_dir
     from repro.report import check_spec
     from repro.report.check import check_records
@@ -89,28 +88,21 @@ def check_command(
             )
         )
         raise typer.Exit(1 if failed or unreadable or problems else 0)
-    table = Table(title=f"repro check: {len(checks)} values in {len(specs)} experiment(s)")
-    for name in ("experiment", "row", "scale", "column", "expected", "got", "Δ", "tolerance", "status"):
-        table.add_column(name, justify="right" if name in ("expected", "got", "Δ", "tolerance") else "left")
-    for c in checks:
-        status = "[green]ok[/]" if c.ok else "[bold red]REGRESSION[/]"
-        table.add_row(
-            c.spec,
-            c.row,
-            c.scale,
-            c.column,
-            f"{c.expected:.4g} ({c.against})",
-            f"{c.actual:.4g}",
-            f"{c.actual - c.expected:+.3g}",
-            f"±{c.tolerance:g}",
-            status,
-        )
-    if checks:
-        console.print(table)
+    import shutil
+
+    from rich.text import Text
+
+    from repro.report.layout import check_lines
+
+    width = console.width if console.is_terminal else shutil.get_terminal_size((80, 24)).columns
+    for line in check_lines(checks, width, verbose):  # the failed values only, unless -v; never cut
+        text = Text(line)
+        text.highlight_words(["REGRESSION"], "bold red")
+        console.print(text, soft_wrap=True, highlight=False)
     for message in unreadable:
         err_console.print(f"[bold red]unreadable:[/] {escape(message)}", highlight=False)
-    for note in notes:
-        console.print(f"[dim]note:[/] {escape(note)}", highlight=False, soft_wrap=True)
+    for note in notes if verbose else []:  # what holds but cannot be verified: listed with -v
+        console.print(f"[dim]note:[/] {escape(note)}", highlight=False)
     for p in problems:
         err_console.print(
             f"[bold red]record:[/] {escape(p.path)}: {escape(p.message)}", highlight=False, soft_wrap=True
@@ -119,16 +111,23 @@ def check_command(
     if failed or unreadable or problems:
         console.print(
             f"[bold red]{len(failed)} regression(s), {len(unreadable)} unreadable result(s), "
-            f"{len(problems)} record problem(s)[/]"
+            f"{len(problems)} record problem(s)[/]; {len(checks) - len(failed)} of {len(checks)} values "
+            f"in {len(specs)} experiment(s) within tolerance",
+            highlight=False,
         )
         raise typer.Exit(1)
     console.print(
-        f"[green]all {len(checks)} stored values within tolerance[/]" if checks else "no stored results to check"
+        f"[green]all {len(checks)} stored values within tolerance[/] in {len(specs)} experiment(s)"
+        + ("" if verbose else " (-v lists them)")
+        if checks
+        else "no stored results to check",
+        highlight=False,
     )
     if rows:
         console.print(
             f"[green]{rows} row records agree with their per-seed values (mean, std ddof 1, finite) and "
-            f"{seeds} seed records[/]" + (f"; {len(notes)} note(s) above" if notes else ""),
+            f"{seeds} seed records[/]"
+            + (f"; {len(notes)} note(s) {'above' if verbose else '(-v lists them)'}" if notes else ""),
             highlight=False,
         )
 

@@ -469,3 +469,34 @@ def rich_listing(grid: Grid, width: int, **kwargs) -> list[Table]:
     """A listing grid as rich tables (the first one with kwargs such as title), split like `plain_listing`."""
     parts = blocks(grid, width, _rich_width)
     return [_rich_table(grid, block, **(kwargs if i == 0 else {})) for i, block in enumerate(parts)]
+
+
+# --- repro check ------------------------------------------------------------------------------------
+
+
+def check_lines(checks: list, width: int, verbose: bool = False) -> list[str]:
+    """`repro check`'s values as plain lines that fit `width`: only the failed ones unless `verbose`,
+    grouped by experiment, scale and what they are compared with (so no column is cut)."""
+    shown = checks if verbose else [c for c in checks if not c.ok]
+    groups: dict[tuple[str, str, str], list] = {}
+    for c in shown:
+        groups.setdefault((c.spec, c.scale, c.against), []).append(c)
+    lines: list[str] = []
+    for (spec, scale, against), members in groups.items():
+        what = "the paper's number" if against == "reported" else "the reference its record carries"
+        lines += ["", f"{spec} · scale {scale} · expected = {what}"]
+        grid = listing_grid(
+            Col("row", [c.row for c in members], justify="left"),
+            [
+                Col("column", [c.column for c in members], justify="left"),
+                Col("expected", [f"{c.expected:.4g}" for c in members]),
+                Col("got", [f"{c.actual:.4g}" for c in members]),
+                Col("Δ", [f"{c.actual - c.expected:+.3g}" for c in members]),
+                Col("tolerance", [f"±{c.tolerance:g}" for c in members]),
+                Col("status", ["ok" if c.ok else "REGRESSION" for c in members], justify="left"),
+            ],
+            width,
+            rich=False,
+        )
+        lines += plain_listing(grid, width)
+    return lines
