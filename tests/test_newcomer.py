@@ -12,6 +12,7 @@ import pytest
 from repro.cli import app
 from repro.errors import ReproError
 from repro.utils import atomic_open, write_bytes_atomic, write_json_atomic
+from tests.test_submit import home, stub  # noqa: F401 - fixtures
 
 
 @pytest.fixture
@@ -149,3 +150,21 @@ def test_check_at_80_columns_prints_what_failed_and_a_summary(demo_spec, runner)
         ["Ours*", "Num"],
         ["Ours*", "All"],
     ]
+
+
+def test_submit_dry_run_at_80_columns_shows_the_whole_file_path(runner, sandbox, stub):  # noqa: F811
+    from tests.test_submit import vqa_predictions, vqa_questions
+
+    vqa_questions(sandbox)
+    preds = vqa_predictions(sandbox / "results" / "mcan-pa" / "table3" / "predictions" / ("MCAN+PA_ours" * 4 + ".json"))
+    out = runner.invoke(app, ["submit", "vqa2-test-std", "-p", str(preds), "--dry-run"], env={"COLUMNS": "80"})
+    assert out.exit_code == 0, out.output
+    lines = out.stdout.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("file"))
+    shown = "".join(
+        line[len("file") :].strip()
+        for line in lines[start : start + 4]
+        if not line[:10].strip() or line.startswith("file")
+    )
+    assert str(preds.absolute()) in shown and "…" not in out.stdout
+    assert max(_cells(line.rstrip()) for line in lines) <= 80

@@ -279,8 +279,8 @@ def _summary(
 ) -> None:
     target = check.target
     table = Table.grid(padding=(0, 2))
-    table.add_column(style="bold")
-    table.add_column()
+    table.add_column(style="bold", no_wrap=True)
+    table.add_column(overflow="fold")  # a long path folds onto the next line; it is never cut with an ellipsis
     table.add_row("target", f"{target.name} — {target.title}")
     if host:
         table.add_row("server", host)
