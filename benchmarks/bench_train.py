@@ -36,7 +36,7 @@ from repro.families import load_recipe
 from repro.families.mcan_pa.build import PAPER_NUM_ANSWERS, PAPER_NUM_TOKENS, build_model, example_batch
 from repro.nn.measure import count_flops
 from repro.train.losses import compute_loss
-from repro.train.trainer import _autocast, build_optimizer, resolve_precision
+from repro.train.trainer import _autocast, build_optimizer, matmul_precision, resolve_precision
 
 MODELS = {
     "MCAN": {"arch": "mcan"},
@@ -142,7 +142,7 @@ def setup(name: str, scale: tuple, batch_size: int, device: torch.device):
 
 
 def train_step(model, optimizer, batch, precision: str, device: torch.device) -> None:
-    with _autocast(precision, device):
+    with matmul_precision(precision), _autocast(precision, device):
         logits = model(batch)
     loss = compute_loss("bce-sum", logits, batch["target"])
     optimizer.zero_grad(set_to_none=True)
@@ -307,7 +307,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--warmup", type=int, default=1)
     parser.add_argument("--device", default=None, help="cpu or cuda (default: cuda when available)")
     parser.add_argument("--threads", type=int, default=None, help="CPU threads (default: torch's)")
-    parser.add_argument("--precision", default="auto", choices=["auto", "fp32", "bf16", "fp16"])
+    parser.add_argument("--precision", default="auto", choices=["auto", "fp32", "tf32", "bf16", "fp16"])
     parser.add_argument("--models", default=",".join(MODELS), help=f"comma-separated: {', '.join(MODELS)}")
     parser.add_argument(
         "--attention",
@@ -343,7 +343,7 @@ def run(args: argparse.Namespace, console) -> dict:
     if args.threads:
         torch.set_num_threads(args.threads)
     precision = resolve_precision(args.precision, device)
-    dtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[precision]
+    dtype = {"fp32": torch.float32, "tf32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[precision]
     where, kind = device_name(device), matmul_kind(precision)
     peak, peak_source = nominal_peak(where, kind, args.peak_tflops)
     matmul = matmul_peak(device, dtype, 4096 if device.type == "cuda" else 1024)

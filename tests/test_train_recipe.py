@@ -137,3 +137,32 @@ def test_the_shared_losses_are_the_old_formulas():
     assert torch.equal(compute_loss("cross-entropy", logits, labels), F.cross_entropy(logits, labels))
     with pytest.raises(ReproError, match="family's loss step"):
         compute_loss("per-task", logits, labels)
+
+
+def test_auto_precision_is_fp32_on_every_device_as_the_papers_official_code_trains():
+    """`auto` never silently means bf16 on a GPU: fp32 unless the recipe or an override asks otherwise."""
+    import torch
+
+    from repro.train.trainer import matmul_precision, resolve_precision
+
+    assert resolve_precision("auto", torch.device("cuda")) == "fp32"
+    assert resolve_precision("auto", torch.device("cpu")) == "fp32"
+    assert resolve_precision("tf32", torch.device("cuda")) == "tf32"
+    assert resolve_precision("tf32", torch.device("cpu")) == "fp32"
+    assert resolve_precision("bf16", torch.device("cuda")) == "bf16"
+    before = torch.backends.cuda.matmul.allow_tf32
+    with matmul_precision("tf32"):
+        assert torch.backends.cuda.matmul.allow_tf32
+    with matmul_precision("fp32"):
+        assert not torch.backends.cuda.matmul.allow_tf32
+    assert torch.backends.cuda.matmul.allow_tf32 == before
+
+
+def test_the_plan_prints_the_precision(runner):
+    from repro.cli import app
+
+    out = runner.invoke(app, ["run", "mcan-pa-table5-ablation", "--dry-run"], env={"COLUMNS": "200"})
+    assert out.exit_code == 0, out.output
+    assert "precision: fp32 (as the papers' official code trains" in out.output
+    out = runner.invoke(app, ["run", "mcan-pa-table5-ablation", "--dry-run", "recipe.precision=bf16"])
+    assert "precision: bf16" in out.output

@@ -275,7 +275,7 @@ def cp_command(
 def run_request(request: RunRequest) -> None:
     """Plan the request, print the plan, then run it here or submit it to Slurm (or only show its Slurm units)."""
     from repro.paths import data_dir
-    from repro.report.plan import cost_lines, render_plan
+    from repro.report.plan import cost_lines, precision_line, render_plan
     from repro.run import make_plan
     from repro.train.distributed import check_device, parse_device
 
@@ -305,6 +305,9 @@ def run_request(request: RunRequest) -> None:
     console.print(render_plan(plan))
     for item in plan.data:
         console.print(f"data: {item}", highlight=False)
+    precision = precision_line(plan)
+    if precision:
+        console.print(precision, highlight=False, soft_wrap=True)
     if plan.scale == "paper":
         for line in cost_lines(plan):
             console.print(line, highlight=False, soft_wrap=True)

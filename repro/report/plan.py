@@ -88,6 +88,19 @@ def cost_lines(plan: Plan) -> list[str]:
     return lines
 
 
+def precision_line(plan: Plan) -> str | None:
+    """The precision the plan's training runs in: the recipe's (with the scale's overrides), `auto` named as
+    what it means (fp32, the official code's), and how to trade exactness for speed."""
+    from repro.families import load_recipe
+
+    if not plan.spec.recipe or not any(s.kind == "train" for s in plan.steps):
+        return None
+    precision = load_recipe(plan.spec.recipe).replace(**plan.settings.get("recipe", {})).precision
+    if precision == "auto":
+        return "precision: fp32 (as the papers' official code trains; `recipe.precision=tf32` or bf16 on a GPU)"
+    return f"precision: {precision} (the recipe's or an override's; the papers' official code trains in fp32)"
+
+
 def submit_hints(results: list[Result], plan: Plan, target: str | None) -> list[str]:
     """One line per test-set prediction file of `results`: the commands that submit it to `target` (the
     server of the spec's dataset), or those the family gave for it (extra["submit"]: per seed, {file:

@@ -62,6 +62,7 @@ from repro.train.trainer import (
     _rewrite_log,
     _StopFlag,
     build_optimizer,
+    matmul_precision,
     recipe_loss_step,
     resolve_precision,
     to_device,
@@ -304,7 +305,7 @@ def fit_ensemble(
     total_steps = steps_per_epoch * recipe.epochs
     logs = [open(w / LOG_NAME, "a", encoding="utf-8") for w in workdirs]
     try:
-        with _batched_kernels(), _catch_signals(flag), _progress(progress) as bar:
+        with _batched_kernels(), matmul_precision(precision), _catch_signals(flag), _progress(progress) as bar:
             task = bar.add_task(
                 f"{recipe.name} ×{seeds}", total=total_steps, completed=step, loss="–", lr="–", rate="–"
             )

@@ -18,7 +18,7 @@ from repro.train import optimizers, schedule
 from repro.train.losses import LOSSES
 from repro.utils import Located, read_yaml, unknown_keys
 
-PRECISIONS = ("auto", "fp32", "bf16", "fp16")
+PRECISIONS = ("auto", "fp32", "tf32", "bf16", "fp16")
 
 
 class KeysOf(Mapping):
@@ -71,7 +71,9 @@ class Recipe:
     loss: str
     eval_batch_size: int | None = None
     grad_clip: float | None = None  # max L2 norm of all gradients; None = no clipping
-    precision: str = "auto"  # auto: bf16 autocast on a GPU that supports it, fp16 on others, fp32 on CPU
+    # auto: fp32, what the official code of all five papers trains with; tf32 (TF32 matmuls on an Ampere or newer
+    # GPU), bf16 and fp16 (autocast) trade exactness for speed and are chosen explicitly (`recipe.precision=bf16`)
+    precision: str = "auto"
     seed: int = 0
     train_splits: tuple[str, ...] = ()
     num_workers: int = 0

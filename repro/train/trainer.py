@@ -102,18 +102,31 @@ def build_optimizer(recipe: Recipe, params) -> torch.optim.Optimizer:
 
 
 def resolve_precision(precision: str, device: torch.device) -> str:
-    """auto -> bf16 on a GPU that supports it, fp16 on an older GPU, fp32 on a CPU."""
-    if precision != "auto":
-        if precision == "fp16" and device.type != "cuda":
-            raise ReproError("precision fp16 needs a GPU; use fp32 or bf16 on a CPU")
-        return precision
-    if device.type == "cuda":
-        return "bf16" if torch.cuda.is_bf16_supported() else "fp16"
-    return "fp32"
+    """auto -> fp32 on every device: the official code of all five papers trains in fp32, so a reproduction does
+    too unless a recipe or `recipe.precision=` asks for tf32, bf16 or fp16. tf32 is fp32 on a CPU."""
+    if precision == "auto":
+        return "fp32"
+    if precision == "fp16" and device.type != "cuda":
+        raise ReproError("precision fp16 needs a GPU; use fp32 or bf16 on a CPU")
+    if precision == "tf32" and device.type != "cuda":
+        return "fp32"
+    return precision
+
+
+@contextmanager
+def matmul_precision(precision: str):
+    """TF32 matmuls and convolutions (Ampere and newer GPUs) while training in `tf32`, IEEE fp32 otherwise; the
+    process's setting is restored afterwards."""
+    saved = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = precision == "tf32"
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved
 
 
 def _autocast(precision: str, device: torch.device):
-    if precision == "fp32":
+    if precision in ("fp32", "tf32"):
         return nullcontext()
     return torch.autocast(device_type=device.type, dtype=torch.bfloat16 if precision == "bf16" else torch.float16)
 
@@ -282,6 +295,7 @@ def fit(
     total_steps = steps_per_epoch * recipe.epochs
 
     with (
+        matmul_precision(precision),
         _catch_signals(flag),
         _progress(progress and env.is_main) as bar,
         open(log_path, "a", encoding="utf-8") if env.is_main else nullcontext() as log,
