@@ -168,3 +168,71 @@ def test_submit_dry_run_at_80_columns_shows_the_whole_file_path(runner, sandbox,
     )
     assert str(preds.absolute()) in shown and "…" not in out.stdout
     assert max(_cells(line.rstrip()) for line in lines) <= 80
+
+
+def _commands():
+    import typer
+
+    return typer.main.get_command(app).commands
+
+
+def test_help_keeps_square_brackets_and_shows_real_metavars(runner):
+    plot = runner.invoke(app, ["plot", "-h"], env={"COLUMNS": "80"}).output
+    assert "pip install 'repro[plot]')" in plot
+    run = runner.invoke(app, ["run", "-h"], env={"COLUMNS": "200"}).output
+    assert "model.positional=[pwa];" in run and "Usage: repro run [OPTIONS] ID [KEY=VALUE]..." in run
+    for name in _commands():
+        text = runner.invoke(app, [name, "-h"], env={"COLUMNS": "200"}).output
+        assert "<bool>" not in text and "<str>" not in text and "<list[str]>" not in text, name
+    assert "--limit            LIMIT [x>=1]" in plot
+
+
+def _examples() -> list[tuple[str, list[str]]]:
+    """The commands each `-h` shows as examples (in bold), split as a shell would."""
+    import re
+    import shlex
+
+    from repro.cli.common import help_text
+
+    out = []
+    for name, cmd in _commands().items():
+        for found in re.findall(r"\[bold\](repro .*?)\[/\]", help_text(cmd.callback.__doc__ or ""), flags=re.S):
+            out.append((name, shlex.split(found.replace("\\[", "["))))
+    assert len(out) >= 12
+    return out
+
+
+def test_every_example_in_the_help_parses_and_names_current_ids_and_rows():
+    """Each example's arguments parse as its command's, and every id and row it names exist (an id as its
+    canonical name, not an alias)."""
+    from repro.specs import resolve
+
+    commands = _commands()
+    for owner, words in _examples():
+        assert words[0] == "repro" and words[1] in commands, (owner, words)
+        cmd = commands[words[1]]
+        ctx = cmd.make_context(words[1], words[2:], resilient_parsing=False)
+        params = ctx.params
+        ident = params.get("ident") or (params.get("idents") or [None])[0]
+        if ident is None or ident.isupper():
+            continue  # a placeholder such as TARGET or NAME
+        spec = resolve(ident)
+        assert ident == spec.id, (owner, words)
+        names = {r.name for r in spec.rows}
+        for row in [params.get("row")] + (params.get("rows") or "").split(","):
+            assert not row or row in names, (owner, row)
+
+
+def test_the_attention_example_names_a_val_question_of_the_generated_data():
+    """The generator numbers questions image by image, train images first: the val ids follow the train ones."""
+    from repro.specs import resolve
+
+    words = next(w for _, w in _examples() if w[1] == "attention")
+    scale = words[words.index("--scale") + 1]
+    generator = resolve(words[2]).scales[scale]["generator"]
+    first_val = generator["train_images"] * generator["questions_per_image"]
+    assert (
+        first_val
+        <= int(words[words.index("--question") + 1])
+        < first_val + generator["val_images"] * generator["questions_per_image"]
+    )

@@ -36,7 +36,7 @@ def check_command(
     holds on any CPU) are trained again and compared. Prints the failed values (all with -v) and a
     summary line. Exits 1 on any regression or unreadable result, 0 otherwise.
 
-    Example: [bold]repro check table5-ablation --rerun[/]
+    Example: [bold]repro check mcan-pa-table5-ablation --rerun[/]
     """
     from repro.paths import results_dir
     from repro.report import check_spec

@@ -5,7 +5,9 @@ ID names. The command modules import this module, never the package, so no impor
 from __future__ import annotations
 
 import functools
+import inspect
 import os
+import re
 import sys
 import warnings
 from collections.abc import Callable
@@ -32,7 +34,81 @@ OVERRIDES_HELP = (
 ClickException = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
 
 
-class OneLineErrors(typer.core.TyperGroup):
+MARKUP = re.compile(r"(?<!\\)\[(?!(?:/|/?(?:bold|dim|italic)(?: [a-z]+)?)\])")
+
+
+def help_text(text: str | None) -> str | None:
+    """Help as rich shows it: square brackets kept (`repro[plot]`, `model.positional=[pwa]`; only the
+    [bold]/[dim]/[italic] tags of the examples are markup), and the lines of a paragraph joined, so the
+    terminal's width decides where they break (a paragraph starting with \\b, or indented, keeps its lines)."""
+    if not text:
+        return text
+    paragraphs = []
+    for paragraph in inspect.cleandoc(text).split("\n\n"):
+        if not paragraph.startswith("\b") and not any(line[:1].isspace() for line in paragraph.splitlines()):
+            paragraph = " ".join(line.strip() for line in paragraph.splitlines())
+        paragraphs.append(paragraph)
+    return MARKUP.sub(r"\\[", "\n\n".join(paragraphs))
+
+
+class _Option(typer.core.TyperOption):
+    """An option's help shows a metavar that names its value (`--limit LIMIT`), none on a flag (no `<bool>`)."""
+
+    def display_type_rich(self, ctx):
+        if self.is_flag or self.count:
+            return None
+        return self.metavar if self.metavar is not None else self.name.upper()
+
+
+class _Argument(typer.core.TyperArgument):
+    """An argument is named by its metavar alone: `ID`, `[KEY=VALUE]...` (no `<str>` or `{ID}`)."""
+
+    def display_type_rich(self, ctx):
+        return None
+
+    def _usage_display_name(self) -> str:
+        return self.metavar if self.metavar is not None else super()._usage_display_name()
+
+
+def _named(params: list) -> list:
+    for param in params:
+        if type(param) is typer.core.TyperOption:
+            param.__class__ = _Option
+        elif type(param) is typer.core.TyperArgument:
+            param.__class__ = _Argument
+    return params
+
+
+def tidy(cmd):
+    """A command's help through `help_text`, with the metavars of `_Option` and `_Argument`; a group's
+    commands alike when it hands them out (`weights ls` as much as `run`)."""
+    if cmd is None or getattr(cmd, "_tidy", False):
+        return cmd
+    cmd.help = help_text(cmd.help)
+    for param in cmd.params:
+        param.help = help_text(getattr(param, "help", None))
+    if type(cmd) is typer.core.TyperCommand:
+        cmd.__class__ = ReproCommand
+    elif type(cmd) is typer.core.TyperGroup:
+        cmd.__class__ = ReproGroup
+    cmd._tidy = True
+    return cmd
+
+
+class ReproCommand(typer.core.TyperCommand):
+    def get_params(self, ctx):
+        return _named(super().get_params(ctx))  # --help is made here
+
+
+class ReproGroup(typer.core.TyperGroup):
+    def get_params(self, ctx):
+        return _named(super().get_params(ctx))
+
+    def get_command(self, ctx, cmd_name):
+        return tidy(super().get_command(ctx, cmd_name))
+
+
+class OneLineErrors(ReproGroup):
     """Usage errors (an unknown option, a value not among the choices, a missing argument) are one line on
     stderr and exit 2, like every other error of the toolkit."""
 
@@ -95,7 +171,7 @@ def target_argument():
         ...,
         metavar="ID",
         autocompletion=complete.experiment_ids,
-        help="Experiment id (e.g. table5-ablation) or a spec file.",
+        help="Experiment id (e.g. mcan-pa-table5-ablation) or a spec file.",
     )
 
 

@@ -17,7 +17,7 @@ from repro.errors import ReproError
 @command("model")
 def model_command(
     ident: str = typer.Argument(
-        ..., metavar="ID", autocompletion=complete.experiment_ids, help="Experiment id, e.g. table6-complexity."
+        ..., metavar="ID", autocompletion=complete.experiment_ids, help="Experiment id, e.g. mcan-pa-table6-complexity."
     ),
     row: str = typer.Option(
         ..., "--row", "-r", autocompletion=complete.rows, help="The row (a name `repro show ID` lists)."
@@ -26,7 +26,7 @@ def model_command(
 ) -> None:
     """What a row trains, without data: each model's task, parameters and FLOPs per sample at the paper's sizes.
 
-    Example: [bold]repro model table6-complexity --row ROW --format json[/]
+    Example: [bold]repro model mcan-pa-table6-complexity --row 'MCAN+PA (ours)' --format json[/]
     """
     from rich.table import Table
 
@@ -98,7 +98,8 @@ def attention_command(
 
     The row's unit must have been trained (`repro run`/`repro train`); needs matplotlib.
 
-    Example: [bold]repro attention table5-ablation --row ROW --question 7 -o attention.png[/]
+    Example: [bold]repro attention mcan-pa-table5-ablation --row 'MCAN+PA (ours)' --scale synthetic
+    --question 6003 -o attention.png[/]
     """
     from repro.families import for_row
     from repro.families.base import RunContext

@@ -156,10 +156,10 @@ def run_command(
 ) -> None:
     """Train and evaluate every runnable row of a table, write results, print the table.
 
-    Example: [bold]repro run table5-ablation --scale synthetic --rows ROW --seeds 0 recipe.epochs=2[/]
+    Example: [bold]repro run mcan-pa-table5-ablation --scale smoke --rows MCAN --seeds 0 recipe.epochs=2[/]
 
-    On a Slurm cluster: [bold]repro run table5-ablation --launcher slurm --partition gpu[/], then
-    [bold]repro run table5-ablation --status[/].
+    On a Slurm cluster: [bold]repro run mcan-pa-table5-ablation --launcher slurm --partition gpu[/], then
+    [bold]repro run mcan-pa-table5-ablation --status[/].
     """
     slurm_words = [w for w, v in (("--partition", partition), ("--account", account), ("--qos", qos)) if v]
     slurm_words += ["--slurm-opt"] * bool(slurm_opt)
@@ -223,7 +223,7 @@ def train_command(
 ) -> None:
     """Train and evaluate one row of a table.
 
-    Example: [bold]repro train table5-ablation --row ROW --scale smoke --resume[/]
+    Example: [bold]repro train mcan-pa-table5-ablation --row MCAN --scale smoke --resume[/]
     """
     seeds = None if seed is None else (check_seeds([seed], "--seed", str(seed))[0],)
     run_request(
@@ -245,14 +245,17 @@ def train_command(
 @command("cp")
 def cp_command(
     ident: str = typer.Argument(
-        ..., metavar="ID", autocompletion=complete.experiment_ids, help="Experiment id to copy, e.g. table5-ablation."
+        ...,
+        metavar="ID",
+        autocompletion=complete.experiment_ids,
+        help="Experiment id to copy, e.g. mcan-pa-table5-ablation.",
     ),
     dest: Path = typer.Argument(..., metavar="FILE", help="Where to write the copy (.yaml)."),
     force: bool = typer.Option(False, "--force", help="Replace FILE if it exists."),
 ) -> None:
     """Copy a spec to edit it; `repro run FILE` runs the copy, its results kept apart as a variant.
 
-    Example: [bold]repro cp table5-ablation ./my.yaml[/]
+    Example: [bold]repro cp mcan-pa-table5-ablation ./my.yaml[/]
     """
     from repro.specs import resolve
     from repro.utils import atomic_open

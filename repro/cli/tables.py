@@ -118,7 +118,7 @@ def _experiments_table(entries: list[dict]) -> None:
 @command("show")
 def show_command(
     ident: str = typer.Argument(
-        ..., metavar="ID", autocompletion=complete.experiment_ids, help="Experiment id, e.g. table5-ablation."
+        ..., metavar="ID", autocompletion=complete.experiment_ids, help="Experiment id, e.g. mcan-pa-table5-ablation."
     ),
     fmt_name: str = complete.choice(RICH_OR_JSON, "rich", "--format", "-f", help="Output format."),
 ) -> None:
@@ -302,7 +302,7 @@ def table_command(
 
     Tables wider than the terminal are split into blocks of columns; numbers and row names are never cut.
 
-    Example: [bold]repro table table5-ablation --scale synthetic --columns Num,All[/]
+    Example: [bold]repro table mcan-pa-table5-ablation --scale synthetic --columns Num,All[/]
     """
     import shutil
 
@@ -352,7 +352,7 @@ def plot_command(
 
     Needs matplotlib (pip install 'repro[plot]').
 
-    Example: [bold]repro plot table5-ablation --scale synthetic -o table5.png[/]
+    Example: [bold]repro plot mcan-pa-table5-ablation --scale synthetic -o table5.png[/]
     """
     from repro.paths import data_dir
     from repro.report.plot import draw, training_logs
