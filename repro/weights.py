@@ -3,8 +3,9 @@
 A family's key map (`families/<name>/keymap.py`) turns an official state dict into a `Conversion`: for every
 official key, the key(s) of ours it fills (with the reshape or split named), or the reason it is deliberately
 dropped. `strict_load` then loads everything or nothing: an official key with no place (a renamed key), a key of
-ours that nothing fills (a missing key) unless the family allows it to keep its initial value, or a shape that
-differs is one `ReproError` line naming the key, and the model is left as it was. `read_state_dict` reads the file
+ours that nothing fills (a missing key) unless the family allows it to keep its initial value, a shape that
+differs, or two different values for keys that are one tensor here (tied weights) is one `ReproError` line naming
+the key, and the model is left as it was. `read_state_dict` reads the file
 (a truncated or unreadable file is one line naming the file). The `KeyReport` lists placed, reshaped, missing and
 unexpected (dropped) keys in one table.
 """
@@ -176,12 +177,29 @@ def check(
         if src in conversion.placed:
             raise ReproError(f"{source}: {src} is both placed and dropped by the key map")
     report.unexpected = sorted(conversion.dropped.items())
+    _check_tied(model, full, seen, source)
     for dst in ours:
         if dst not in seen:
             if not may_stay_initial(dst):
                 raise ReproError(f"{source}: missing key for {dst} (the checkpoint has nothing the key map puts there)")
             report.missing.append(dst)
     return full, report
+
+
+def _check_tied(model: nn.Module, full: dict[str, torch.Tensor], seen: dict[str, str], source: str) -> None:
+    """Keys of ours that are one tensor (tied weights: a decoder and its embeddings, NLVR2's shared cross-attention
+    key and value) must receive equal values; otherwise the load would keep whichever came last."""
+    groups: dict[int, list[str]] = {}
+    for name, tensor in [*model.named_parameters(remove_duplicate=False), *model.named_buffers(remove_duplicate=False)]:
+        groups.setdefault(id(tensor), []).append(name)
+    for names in groups.values():
+        filled = [name for name in names if name in seen and name in full]
+        for name in filled[1:]:
+            if not torch.equal(full[name], full[filled[0]]):
+                raise ReproError(
+                    f"{source}: {seen[filled[0]]} and {seen[name]} differ, but this model's {filled[0]} and {name} "
+                    "are one tensor (tied)"
+                )
 
 
 def strict_load(

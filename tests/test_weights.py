@@ -137,3 +137,16 @@ def test_report_renders_as_a_table():
     render_report(report, console)
     text = console.export_text()
     assert "fc_0.weight" in text and "layers.0.weight" in text and "6 placed" in text
+
+
+def test_tied_tensors_must_receive_equal_values():
+    model = Toy()
+    model.layers[1].bias = model.norm.bias  # one tensor under two keys (as a decoder tied to its embeddings)
+    official = _official()
+    before = _snapshot(model)
+    with pytest.raises(ReproError, match=r"fc_1\.bias and ln\.b_2 differ.*layers\.1\.bias and norm\.bias.*tied"):
+        strict_load(model, convert_by_rules(official, RULES, "toy"), "toy")
+    assert _unchanged(model, before)
+    official["fc_1.bias"] = official["ln.b_2"].clone()
+    strict_load(model, convert_by_rules(official, RULES, "toy"), "toy")
+    assert torch.equal(model.norm.bias, official["ln.b_2"])
