@@ -236,3 +236,35 @@ def test_the_attention_example_names_a_val_question_of_the_generated_data():
         <= int(words[words.index("--question") + 1])
         < first_val + generator["val_images"] * generator["questions_per_image"]
     )
+
+
+def test_no_sign_mark_on_one_seed_cells_but_on_several(toy_family, runner):
+    from repro.specs import resolve
+
+    names = tuple(r.name for r in resolve("toy-table1").rows)
+
+    def cells():  # the table's row lines (the caption explains the marks whatever the cells hold)
+        out = runner.invoke(app, ["table", "toy-table1", "--scale", "smoke", "-f", "text"], env={"COLUMNS": "200"})
+        assert out.exit_code == 0 and "Δ smoke" in out.output, out.output
+        return "\n".join(line for line in out.output.splitlines() if line.startswith(names))
+
+    assert runner.invoke(app, ["run", "toy-table1", "--scale", "smoke", "--seeds", "0"]).exit_code == 0
+    one = cells()
+    assert one and "✓" not in one and "✗" not in one
+    assert runner.invoke(app, ["run", "toy-table1", "--scale", "smoke", "--seeds", "0,1", "--force"]).exit_code == 0
+    assert "✓" in cells() or "✗" in cells()
+
+
+def test_markdown_tables_have_as_many_separator_cells_as_header_cells(runner):
+    out = runner.invoke(app, ["table", "psac-table4-bilstm", "--scale", "synthetic", "-f", "md"])
+    assert out.exit_code == 0, out.output
+    blocks, block = [], []
+    for line in out.output.splitlines() + [""]:
+        if line.startswith("|"):
+            block.append(line.replace("\\|", ""))
+        elif block:
+            blocks.append(block)
+            block = []
+    assert len(blocks) == 2 and "ratio" in blocks[1][0]  # the table, and the claims with a timing claim
+    for lines in blocks:
+        assert len({line.count("|") for line in lines}) == 1, lines[:2]

@@ -84,7 +84,7 @@ def table_grid(view: TableView, cited: str = "cited") -> Grid:
                     paper_styles.append("dim"), scale_styles.append("dim")
                     continue
                 p, s = view.effect(r, col, reproduced=False), view.effect(r, col, reproduced=True)
-                mark = sign_mark(p, s)
+                mark = sign_mark(p, s) if _seeds(r) > 1 and _seeds(base) > 1 else ""  # no mark on one seed
                 in_paper.append(fmt_signed(p))
                 at_scale.append(fmt_signed(s) + (f" {mark}" if mark else ""))
                 paper_styles.append(None)
@@ -100,6 +100,10 @@ def table_grid(view: TableView, cited: str = "cited") -> Grid:
         group[0].lead = True
         groups.append(group)
     return Grid(label, groups, ["dim" if r.cited else None for r in view.rows])
+
+
+def _seeds(row) -> int:
+    return len(row.result.seeds) if row is not None and row.result is not None and row.result.seeds else 0
 
 
 def _delta_style(delta: float | None, better: str) -> str:
