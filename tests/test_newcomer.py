@@ -268,3 +268,17 @@ def test_markdown_tables_have_as_many_separator_cells_as_header_cells(runner):
     assert len(blocks) == 2 and "ratio" in blocks[1][0]  # the table, and the claims with a timing claim
     for lines in blocks:
         assert len({line.count("|") for line in lines}) == 1, lines[:2]
+
+
+def test_exports_bold_a_reproduced_best_only_when_it_is_ahead_by_more_than_the_spreads(runner):
+    from repro.report.export import _separated
+    from repro.report.view import Cell
+
+    close = [Cell(None, 74.23, 0.97), Cell(None, 74.22, 2.70), Cell(None, 70.0, 1.0)]
+    assert _separated([True, False, False], close, "higher") == [False, False, False]
+    apart = [Cell(None, 80.0, 0.5), Cell(None, 74.22, 2.70)]
+    assert _separated([True, False], apart, "higher") == [True, False]
+    assert _separated([True, False], [Cell(None, 80.0), Cell(None, 10.0)], "higher") == [False, False]  # one seed
+    assert _separated([False, True], [Cell(None, 1.0, 0.1), Cell(None, 0.5, 0.1)], "lower") == [False, True]
+    latex = runner.invoke(app, ["table", "mcan-pa-table5-ablation", "--scale", "synthetic", "-f", "latex"]).output
+    assert "\\textbf{74.23" not in latex and "\\textbf{71.05}" in latex  # the paper's own best stays bold

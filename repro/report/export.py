@@ -60,7 +60,24 @@ def _best(view: TableView, column: str) -> tuple[list[bool], list[bool]]:
 
     reported = [r.cells[column].reported for r in view.rows]
     reproduced = [None if r.cited else r.cells[column].reproduced for r in view.rows]
-    return marks(reported), marks(reproduced)
+    return marks(reported), _separated(marks(reproduced), [r.cells[column] for r in view.rows], better)
+
+
+def _separated(best: list[bool], cells: list, better: str) -> list[bool]:
+    """A reproduced best stays bold only when it is ahead of every other row by more than the spread of both
+    (its std plus theirs, over seeds); a value without a spread (one seed) is never bold."""
+    if not any(best):
+        return best
+    top = next(c for c, b in zip(cells, best, strict=True) if b)
+    if top.std is None or sum(best) > 1:
+        return [False] * len(best)
+    for cell, is_best in zip(cells, best, strict=True):
+        if is_best or cell.reproduced is None:
+            continue
+        gap = top.reproduced - cell.reproduced if better == "higher" else cell.reproduced - top.reproduced
+        if gap <= top.std + (cell.std if cell.std is not None else 0.0):
+            return [False] * len(best)
+    return best
 
 
 def _flat(key: tuple) -> str:
