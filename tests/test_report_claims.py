@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 
 import pytest
 
@@ -120,7 +121,7 @@ def test_claims_in_json_keep_their_keys_and_add_the_test(claim_spec, runner):
 def test_alpha_is_printed_with_the_claims(claim_spec):
     _write(claim_spec, "Ours*", [60.0, 62.0, 64.0])
     _write(claim_spec, "Cited", [55.0, 56.0, 57.0])
-    md = render_markdown(build_view(claim_spec, "synthetic"))
+    md = re.sub(r" +", " ", render_markdown(build_view(claim_spec, "synthetic")))
     assert f"α = {ALPHA:g}" in md
     # 3 seeds against 3: the exact permutation test cannot go below 1/20, so Welch's "holds" is flagged
     assert "| ours beats cited on Num | yes | holds ⚑ | +6.00 | [+2.94, +9.06] | 0.010 | 0.010 | 0.050 | 3, 3 |" in md
@@ -136,7 +137,7 @@ def test_a_time_claim_shows_the_ratio_beside_the_papers(sandbox):
     claim = build_view(spec, "synthetic").claims[0]
     assert claim.verdict == "not judged (1 seed)" and claim.margin == pytest.approx(10.0)
     assert claim.ratio == pytest.approx(0.75) and claim.ratio_paper == pytest.approx(54.86 / 80.0)
-    md = render_markdown(build_view(spec, "synthetic"))
+    md = re.sub(r" +", " ", render_markdown(build_view(spec, "synthetic")))
     assert "| ratio |" in md and "0.75 (paper 0.69)" in md
 
 

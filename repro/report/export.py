@@ -84,36 +84,81 @@ def _flat(key: tuple) -> str:
     return " ".join(k for k in key if k)
 
 
+def _md_table(frame_: pd.DataFrame, header: list[str], align: tuple[str, ...]) -> str:
+    """A pipe table through pandas (tabulate): cells kept as text, `|` escaped."""
+    cells = frame_.map(lambda c: str(c).replace("|", "\\|"))
+    return cells.to_markdown(
+        index=False,
+        headers=[h.replace("|", "\\|") for h in header],
+        tablefmt="pipe",
+        colalign=align,
+        disable_numparse=True,
+    )
+
+
 def render_markdown(view: TableView) -> str:
     cells, _ = frame(view)
     header = [_flat(k) for k in cells.columns]
     lines = [
         f"**{caption(view)}**",
         "",
-        "| " + " | ".join(header) + " |",
-        "|" + "|".join([" --- "] + [" ---: "] * (len(header) - 1)) + "|",
+        _md_table(cells, header, ("left",) + ("right",) * (len(header) - 1)),
     ]
-    for line in cells.itertuples(index=False):
-        lines.append("| " + " | ".join(str(c).replace("|", "\\|") for c in line) + " |")
-    notes = footnotes(view)
-    if notes:
-        lines += [""] + [f"_{n}_" for n in notes]
+    notes = [columns_note(view)] + footnotes(view)
+    lines += [""] + [f"_{n}_" for n in notes]
     if view.claims:
-        lines += [
-            "",
-            "| " + " | ".join(claim_header(view.scale, k) for k in claim_keys(view.claims)) + " |",
-            "| --- | --- | --- |" + " ---: |" * (len(claim_keys(view.claims)) - 3),
-        ]
-        for c in view.claims:
-            claim = claim_cells(c)
-            lines.append("| " + " | ".join(claim[k].replace("|", "\\|") for k in claim_keys(view.claims)) + " |")
+        keys = claim_keys(view.claims)
+        claims = pd.DataFrame([claim_cells(c) for c in view.claims], columns=list(keys))
+        align = ("left", "left", "left") + ("right",) * (len(keys) - 3)
+        lines += ["", _md_table(claims, [claim_header(view.scale, k) for k in keys], align)]
         lines += ["", f"_{claims_caption()}_"]
     return "\n".join(lines) + "\n"
+
+
+# --- what each column is ------------------------------------------------------------------------
+
+
+def columns_note(view: TableView) -> str:
+    """One sentence naming the columns under each metric, as the table shows them (md, LaTeX, HTML)."""
+    if view.scale == "paper":
+        return (
+            "Columns under each metric: reported = the paper's value; ours = our mean over the seeds ± their "
+            "standard deviation; Δ = ours − reported."
+        )
+    base = view.baseline.name if view.baseline is not None else "the baseline row"
+    return (
+        f"Columns under each metric: reported = the paper's value; {view.scale} = our mean over the seeds at "
+        f"scale {view.scale} ± their standard deviation; Δ paper = row − {base} in the paper; Δ {view.scale} = "
+        f"row − {base} at scale {view.scale}. No difference between {view.scale} and paper values is shown: "
+        "the scales differ."
+    )
+
+
+# What each key of a JSON row, and each column of the CSV, holds. The JSON carries it as "fields".
+FIELDS = {
+    "row": "the row's name in the paper (CSV)",
+    "name": "the row's name in the paper (JSON)",
+    "cited": "the reference of a row cited from another paper (shown, never run)",
+    "column": "the metric column of the paper's table (CSV)",
+    "reported": "the paper's value",
+    "uncertain": "the paper's value was not confirmed (the PDF conversion garbled it)",
+    "reproduced": "our mean over the seeds at this scale",
+    "std": "the standard deviation over the seeds (empty with one seed)",
+    "delta": "reproduced − reported, at paper scale only (empty/null at any other scale: the scales differ, "
+    "compare effects instead)",
+    "scale": "the scale the reproduced values come from",
+    "n": "how many seeds the reproduced value pools",
+    "split": "the split the reproduced values were measured on",
+    "baseline": "the row the effects are measured from",
+    "effect_paper": "row − baseline in the paper",
+    "effect_reproduced": "row − baseline at this scale",
+}
 
 
 def long_frame(view: TableView) -> pd.DataFrame:
     """One line per (row, column): the tidy layout for pandas, R or a spreadsheet."""
     base = view.baseline
+    paper = view.scale == "paper"  # delta (reproduced − reported) only where the terminal shows it
     records = []
     for row in view.rows:
         for col in view.columns:
@@ -127,7 +172,7 @@ def long_frame(view: TableView) -> pd.DataFrame:
                     "uncertain": "yes" if cell.uncertain else "",
                     "reproduced": cell.reproduced,
                     "std": cell.std,
-                    "delta": cell.delta,
+                    "delta": cell.delta if paper else None,
                     "scale": view.scale,
                     "n": row.n,
                     "split": "" if row.result is None else row.result.split,
@@ -187,7 +232,7 @@ def render_latex(view: TableView) -> str:
     styler = shown.style.hide(axis="index")
     body = styler.to_latex(hrules=True, multicol_align="c", column_format="l" + "r" * (len(cells.columns) - 1))
     lines = [r"\begin{table}[t]", r"\centering", r"\caption{" + _latex_escape(caption(view)) + "}", body.rstrip()]
-    notes = footnotes(view)
+    notes = [columns_note(view)] + footnotes(view)
     if any(best.to_numpy().ravel()):
         notes = ["Bold: the best value of each column (reported, and reproduced)."] + notes
     if notes:
@@ -233,7 +278,7 @@ def render_html(view: TableView) -> str:
         f"<title>{html.escape(view.spec.id)}</title></head><body>",
         styler.to_html(),
     ]
-    parts += [f"<p><small>{html.escape(n)}</small></p>" for n in footnotes(view)]
+    parts += [f"<p><small>{html.escape(n)}</small></p>" for n in [columns_note(view)] + footnotes(view)]
     if view.claims:
         claims = pd.DataFrame([claim_cells(c) for c in view.claims], columns=list(claim_keys(view.claims)))
         claims.columns = [claim_header(view.scale, k) for k in claim_keys(view.claims)]
@@ -280,7 +325,7 @@ def view_to_json(view: TableView) -> dict:
                 if row.result is None or not row.result.std
                 else {c: v for c, v in row.result.std.items() if keep(c)},
                 "delta": None
-                if row.result is None
+                if row.result is None or view.scale != "paper"
                 else {c: cell.delta for c, cell in row.cells.items() if cell.delta is not None and keep(c)},
                 "scale": None if row.result is None else view.scale,
                 "n": row.n,
@@ -294,6 +339,9 @@ def view_to_json(view: TableView) -> dict:
         "alpha": ALPHA,
         "multiplicity": "holm within the table (p_adjusted; the verdict uses it)",
         "confidence": CONFIDENCE,
+        "fields": {k: v for k, v in FIELDS.items() if k not in ("row", "column")}
+        | {"other_scales": "scales with results besides this one"},
+        "columns_note": columns_note(view),
     }
 
 
