@@ -55,6 +55,9 @@ class Result:
     toolkit_version: str = __version__
     extra: dict[str, Any] = field(default_factory=dict)  # anything else a run wants to keep
     variant: dict[str, Any] | None = None  # overrides, --limit or a spec file: not the committed spec (repro.variants)
+    # not trained here: `repro run --weights` evaluated a released checkpoint or a given file (repro.weights):
+    # {"weights": "released" or the file, "checkpoint": its name, "sha256": its digest}
+    weights: dict[str, str] | None = None
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -106,6 +109,7 @@ class SeedResult:
     wall_time_s: float = 0.0
     toolkit_version: str = __version__
     variant: dict[str, Any] | None = None  # overrides, --limit or a spec file: not the committed spec (repro.variants)
+    weights: dict[str, str] | None = None  # evaluated from released or given weights, not trained (as Result's)
     legacy: bool = False  # rebuilt from an older record that kept only per-seed metrics
 
     def to_json(self) -> dict[str, Any]:
@@ -261,6 +265,7 @@ def aggregate(spec: Spec, row: Row, scale: str, seeds: dict[int, SeedResult]) ->
         date=latest.finished,
         extra=extra,
         variant=latest.variant,
+        weights=latest.weights,
     )
 
 

@@ -248,6 +248,8 @@ class Released:
     url: str | None
     size: str | None = None
     sha256: str | None = None
+    cells: tuple[tuple[str, str], ...] = ()  # (spec id, row) it fills with `repro run ID --rows ROW --weights released`
+    model: tuple[tuple[str, object], ...] = ()  # the network its layout is (a `model:` mapping), for a cited row
 
 
 _ALBEF = "https://storage.googleapis.com/sfr-pcl-data-research/ALBEF/"
@@ -264,7 +266,112 @@ RELEASED: tuple[Released, ...] = (
         "ALBEF NLVR2 (TA pre-training)",
         _ALBEF + "pretrain_model_nlvr.pth",
     ),
-    Released("mcan-small", "mcan-pa", "mcan-vqa", "mcan-pa Table III MCAN", None),
+    Released(
+        "mcan-small",
+        "mcan-pa",
+        "mcan-vqa",
+        "mcan-pa Table III MCAN",
+        None,
+        cells=(("mcan-pa-table3-vqa2", "MCAN"),),
+        model=(("arch", "mcan"),),
+    ),
     Released("m4c", "sa-m4c", "mmf", "sa-m4c Table 1 M4C", None),
     Released("sa-m4c", "sa-m4c", "sam-textvqa", "sa-m4c Table 1 SA-M4C", None),
 )
+
+
+WEIGHTS_FOLDER = "weights"  # results/weights/<source>/<paper>/<id>/: numbers of released or given weights
+
+
+def released_for(spec_id: str, row: str) -> Released | None:
+    """The released checkpoint that fills (spec, row), if any."""
+    return next((r for r in RELEASED if (spec_id, row) in r.cells), None)
+
+
+def released_path(released: Released) -> Path:
+    """Where a released checkpoint is read from: `$REPRO_DATA_DIR/released-weights/<name>`."""
+    from repro.paths import data_dir
+
+    return data_dir() / "released-weights" / released.name
+
+
+@dataclass(frozen=True)
+class WeightsSource:
+    """Where a `repro run --weights` unit's weights come from: a released checkpoint (`released` set) or a
+    user's file in an official layout; `sha256` is the file's digest, computed when the run reads it."""
+
+    path: Path
+    released: Released | None = None
+    sha256: str = ""
+
+    @property
+    def name(self) -> str:
+        return self.released.name if self.released is not None else self.path.name
+
+    @property
+    def label(self) -> str:
+        """`released`, or the file as given: what the record's `weights` says."""
+        return "released" if self.released is not None else str(self.path)
+
+    def folder(self) -> str:
+        """The results folder of these numbers under results/weights/: `released`, or `<file>@<sha256[:8]>`."""
+        if self.released is not None:
+            return "released"
+        return re.sub(r"[^A-Za-z0-9._@+-]+", "_", f"{self.path.stem}@{self.sha256[:8]}")
+
+    def results_root(self) -> Path:
+        from repro.paths import results_dir
+
+        return results_dir() / WEIGHTS_FOLDER / self.folder()
+
+    def with_digest(self) -> WeightsSource:
+        """The source with its file's sha256 (a missing file is one line saying where to put it); a released
+        checkpoint whose digest is published must match it."""
+        from repro.utils import sha256_file
+
+        if not self.path.is_file():
+            where = f" ({self.released.url})" if self.released is not None and self.released.url else ""
+            raise ReproError(f"{self.path}: no such checkpoint file; put {self.name}{where} there")
+        digest = sha256_file(self.path)
+        if self.released is not None and self.released.sha256 and digest != self.released.sha256:
+            raise ReproError(f"{self.path}: sha256 {digest} is not the published {self.released.sha256}")
+        return WeightsSource(self.path, self.released, digest)
+
+    def record(self) -> dict[str, str]:
+        """What a record keeps: the source (`released` or the file), the checkpoint's name and sha256."""
+        return {"weights": self.label, "checkpoint": self.name, "sha256": self.sha256}
+
+
+def weights_source(option: str, spec_id: str, row: str) -> WeightsSource:
+    """`--weights released` (the row's released checkpoint) or `--weights FILE`; a row with nothing released is
+    one line naming what is."""
+    if option == "released":
+        released = released_for(spec_id, row)
+        if released is None:
+            cells = ", ".join(f"{s} --rows {r}" for entry in RELEASED for s, r in entry.cells)
+            raise ReproError(f"{spec_id} row {row!r}: no released checkpoint fills it (those that do: {cells})")
+        return WeightsSource(released_path(released), released)
+    return WeightsSource(Path(option).expanduser().absolute())
+
+
+def with_weights_rows(spec, rows: list[str], option: str):
+    """The spec with each named row that is cited (shown, never trained here) given the network of the checkpoint
+    that fills it (its released entry's `model`): `--weights` evaluates the authors' network, so such a row runs."""
+    import dataclasses
+
+    from repro.families import config_classes
+
+    changed = []
+    for row in spec.rows:
+        released = released_for(spec.id, row.name) if row.name in rows or row.slug in rows else None
+        if released is not None and row.cited is not None and released.model:
+            model = dict(released.model)
+            config = config_classes()[model["arch"]].model_validate(model)
+            row = dataclasses.replace(row, cited=None, model=model, config=config)
+        elif (row.name in rows or row.slug in rows) and row.cited is not None and option != "released":
+            raise ReproError(
+                f"row {row.name!r} of {spec.id} is cited from {row.cited}: only its released checkpoint fills it "
+                "(--weights released)"
+            )
+        changed.append(row)
+    return dataclasses.replace(spec, rows=tuple(changed))

@@ -57,6 +57,7 @@ class RunRequest:
     wait: bool = False  # slurm: follow the jobs to the end
     fmt: str = "rich"  # of --status
     device: str | None = None  # auto (None), cpu, cuda or cuda:N: where the units train and evaluate
+    weights: str | None = None  # "released" or a checkpoint file: evaluate it, no training (repro.weights)
 
 
 def check_seeds(seeds: list[int], option: str, text: str) -> list[int]:
@@ -153,6 +154,13 @@ def run_command(
     device: str | None = typer.Option(
         None, "--device", help="auto (a GPU when there is one), cpu, cuda or cuda:N: where units train and evaluate."
     ),
+    weights: str | None = typer.Option(
+        None,
+        "--weights",
+        metavar="released|FILE",
+        help="No training: evaluate the row's released checkpoint (`repro weights ls`) or FILE in an official "
+        "layout; records go to results/weights/, shown apart by `repro table`.",
+    ),
 ) -> None:
     """Train and evaluate every runnable row of a table, write results, print the table.
 
@@ -194,6 +202,7 @@ def run_command(
         wait=wait,
         fmt=fmt,
         device=device,
+        weights=weights,
     )
     run_request(request)
 
@@ -285,6 +294,10 @@ def run_request(request: RunRequest) -> None:
     # the form always; that the GPU exists only where the units run here (a Slurm job's node has its own)
     device = (parse_device if request.launcher == "slurm" or request.status else check_device)(request.device)
     spec, variant = target_and_variant(request.ident, request.overrides, request.limit)
+    if request.weights is not None and request.rows:  # a cited row runs the checkpoint's network
+        from repro.weights import with_weights_rows
+
+        spec = with_weights_rows(spec, list(request.rows), request.weights)
     seeds = None if request.seeds is None else list(request.seeds)
     plan = make_plan(spec, request.scale, None if request.rows is None else list(request.rows), seeds, variant)
     if request.ensemble is not None:  # how seeds are scheduled, not what they compute: no variant
@@ -292,6 +305,9 @@ def run_request(request: RunRequest) -> None:
     if device not in (None, "auto"):  # where units run, not what they compute: no variant
         plan.settings = {**plan.settings, "device": device}
     root = request.workdir or data_dir() / "runs"
+    if request.weights is not None:
+        _run_weights(plan, root, request)
+        return
     if request.status:
         slurm_status(plan, root, seeds=seeds, fmt=request.fmt)
         return
@@ -353,3 +369,72 @@ def _run_here(plan, root: Path, request: RunRequest) -> None:
             highlight=False,
             soft_wrap=True,
         )
+
+
+def _run_weights(plan, root: Path, request: RunRequest) -> None:
+    """`--weights released|FILE`: the plan (each row's checkpoint, where it comes from, the GPU-hours of evaluation),
+    then each row evaluated from it, its record under results/weights/, the table and the submit commands."""
+    from types import SimpleNamespace
+
+    from repro import families
+    from repro.launch.units import execute_weights
+    from repro.report import build_view, render_rich
+    from repro.report.plan import submit_hints
+    from repro.run import format_hours
+    from repro.submit.check import target_for
+    from repro.weights import weights_source
+
+    options = {
+        "--seeds": request.seeds,
+        "--resume": request.resume,
+        "--limit": request.limit,
+        "--rebaseline": request.rebaseline,
+        "--status": request.status,
+        "--wait": request.wait,
+        "--ensemble": request.ensemble is not None,
+        "--launcher slurm": request.launcher == "slurm",
+        "KEY=VALUE": request.overrides,
+    }
+    refused = [word for word, given in options.items() if given]
+    if refused:
+        raise ReproError(f"--weights evaluates the spec as written, here, once: not with {', '.join(refused)}")
+    if request.rows is None:
+        raise ReproError("--weights: name the rows it fills with --rows (`repro weights ls` lists them)")
+    sources = {step.row.name: weights_source(request.weights, plan.spec.id, step.row.name) for step in plan.steps}
+    total = 0.0
+    for step in plan.steps:
+        source, hooks = sources[step.row.name], families.for_row(step.row)
+        if hooks is None or not hooks.supports_weights:
+            raise ReproError(f"{plan.spec.id} row {step.row.name!r}: its family evaluates no given weights (--weights)")
+        hours = hooks.evaluation_hours(step.row.config, plan.spec) if hooks.evaluation_hours else None
+        total += hours or 0.0
+        if source.path.is_file():
+            where = f"{source.path} (present)"
+        elif source.released is not None and source.released.url:
+            where = f"download {source.released.url} to {source.path}"
+        else:
+            where = f"{source.path} (missing: put it there)"
+        console.print(
+            f"{step.row.name}: weights {source.label} ({source.name}): {where}; no training; evaluation "
+            f"~{format_hours(hours)} GPU-hours" + ("" if plan.scale == "paper" else " (at paper scale)"),
+            highlight=False,
+            soft_wrap=True,
+        )
+    for item in plan.data:
+        console.print(f"data: {item}", highlight=False)
+    folder = "released" if request.weights == "released" else "<file>@<sha256>"
+    console.print(
+        f"total: ~{total:.1f} GPU-hours of evaluation, no training; records go to results/weights/{folder}/ (never "
+        "mixed with numbers trained here); then `repro submit` of the test-set files it writes",
+        highlight=False,
+        soft_wrap=True,
+    )
+    if request.dry_run:
+        return
+    done = execute_weights(plan, root, sources, force=request.force)
+    console.print(render_rich(build_view(plan.spec, plan.scale)))
+    target = target_for(plan.spec.datasets)
+    for result, results_root in done:
+        where = SimpleNamespace(results_root=results_root, spec=plan.spec, scale=plan.scale)
+        for line in submit_hints([result], where, target):
+            console.print(line, highlight=False, soft_wrap=True)

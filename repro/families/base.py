@@ -86,6 +86,9 @@ class RunContext:
     results_root: Path | None = None  # where this run's files go; None: the results folder (a variant has its own)
     data: Any = None  # what the family's `prepare_data` returned: called once per run, before any unit
     device: str | None = None  # `--device`: auto (None), cpu, cuda or cuda:N; the trainer moves models and batches
+    # `repro run --weights`: no training; the row's model is built from this checkpoint (a repro.weights.WeightsSource,
+    # its sha256 read) through the family's key map, then evaluated as a trained one would be
+    weights: Any = None
 
     @property
     def generated(self) -> bool:
@@ -247,6 +250,10 @@ class Hooks:
     # the official checkpoint layouts it reads (`repro weights convert --layout`), and the conversion:
     # (path, layout, option) -> (this project's model with the weights placed, the key report of repro.weights)
     weight_layouts: tuple[str, ...] = ()
+    # `run_row` honours `ctx.weights` (`repro run --weights released|FILE`: evaluate a checkpoint, no training)
+    supports_weights: bool = False
+    # (config, spec) -> GPU-hours of evaluating one row from given weights (the `--weights` plan); None: unknown
+    evaluation_hours: Callable[[Any, Spec], float | None] | None = None
     convert_weights: Callable[[Path, str, str | None], tuple[Any, Any]] | None = None
 
     def unit_resources(self, config: Any, scale: str) -> Resources:

@@ -170,6 +170,7 @@ def store_unit(
     root: Path | None,
     rebaseline: bool = False,
     lock: Path | None = None,
+    weights: dict[str, str] | None = None,
 ) -> Path:
     """Write one finished unit's record and rebuild its row's record from every seed present. Units that
     may finish at once in separate processes (jobs of a cluster) pass a `lock` file they share: the
@@ -199,9 +200,43 @@ def store_unit(
                 finished=finished_at,
                 wall_time_s=round(seconds, 2),
                 variant=variant,
+                weights=weights,
             ),
             root,
             rebaseline=rebaseline,
         )
         write_result(aggregate(spec, row, scale, read_seed_results(spec, row, scale, root)), spec, root)
     return record
+
+
+def execute_weights(plan: Plan, workdir: Path, sources: dict[str, Any], force: bool = False) -> list[tuple[Any, Path]]:
+    """`repro run --weights`: each row of the plan evaluated once from its checkpoint (`sources`: row name ->
+    repro.weights.WeightsSource), no training; its record (seed 0) goes under results/weights/<source>/ with the
+    source, the checkpoint's name and sha256, never beside the numbers trained here; (row record, its root) each."""
+    from repro.run import resolved_config
+
+    for step in plan.steps:
+        hooks = families.for_row(step.row) if step.kind == "train" else None
+        if hooks is None or not hooks.supports_weights:
+            raise ReproError(f"{plan.spec.id} row {step.row.name!r}: its family evaluates no given weights (--weights)")
+    checked = {name: source.with_digest() for name, source in sources.items()}
+    for step in plan.steps:
+        root = checked[step.row.name].results_root()
+        if 0 in read_seed_results(plan.spec, step.row, plan.scale, root) and not force:
+            raise ReproError(
+                f"{root}: {plan.spec.id} row {step.row.name!r} at scale {plan.scale} already has a result of these "
+                "weights; pass --force to replace it"
+            )
+    prepared = prepare_data(plan)
+    runs = []
+    for step in plan.steps:
+        source = checked[step.row.name]
+        data = prepared.get(families.by_arch(step.row.config.arch).paper)
+        ctx = unit_context(plan, workdir, step, 0, resume=False, progress=True, data=data)
+        ctx = dataclasses.replace(ctx, weights=source, results_root=source.results_root())
+        outcome = run_unit(ctx)
+        config = {**resolved_config(plan.spec, step.row, plan.scale, plan.settings), "weights": source.record()}
+        store_unit(plan.spec, step.row, plan.scale, 0, outcome, config, None, ctx.results_root, weights=source.record())
+        seeds = read_seed_results(plan.spec, step.row, plan.scale, ctx.results_root)
+        runs.append((aggregate(plan.spec, step.row, plan.scale, seeds), ctx.results_root))
+    return runs

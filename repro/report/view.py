@@ -60,6 +60,9 @@ class TableView:
     selected: list[str] | None = None  # the columns shown (default: all of the spec's)
     variant: dict | None = None  # the results are a variant (overrides, --limit, a spec file): repro.variants
     config_notes: list[str] = field(default_factory=list)  # rows whose seeds ran under several configs
+    # rows evaluated from released or given weights (`repro run --weights`, results/weights/): their own source,
+    # never in the cells of the numbers trained here
+    weights: list[Result] = field(default_factory=list)
 
     @property
     def columns(self) -> list[str]:
@@ -120,7 +123,30 @@ def build_view(
         n for r in view.rows if r.result is not None for n in [config_note(spec, r.result, results_root)] if n
     ]
     view.variant = next((r.result.variant for r in view.rows if r.result is not None and r.result.variant), None)
+    if results_root is None:
+        view.weights = weights_results(spec, scale)
     return view
+
+
+def weights_results(spec: Spec, scale: str) -> list[Result]:
+    """The spec's records at `scale` evaluated from released or given weights (results/weights/<source>/)."""
+    from repro.paths import results_dir
+    from repro.weights import WEIGHTS_FOLDER
+
+    folder = results_dir() / WEIGHTS_FOLDER
+    if not folder.is_dir():
+        return []
+    out = []
+    for source in sorted(p for p in folder.iterdir() if p.is_dir()):
+        out += [r for (_, s), r in sorted(read_results(spec, scale, root=source).items()) if s == scale and r.weights]
+    return out
+
+
+def weights_source_words(result: Result) -> str:
+    """ "released weights" or "weights FILE", with the checkpoint's name and digest: the source of a number."""
+    weights = result.weights or {}
+    source = "released weights" if weights.get("weights") == "released" else f"weights {weights.get('weights')}"
+    return f"{source} ({weights.get('checkpoint')}, sha256 {str(weights.get('sha256', ''))[:12]}…)"
 
 
 # --- formatting helpers ---------------------------------------------------------------------------
@@ -231,4 +257,10 @@ def footnotes(view: TableView) -> list[str]:
         notes.append("Seeds pooled from several configs: " + " | ".join(view.config_notes) + ".")
     if view.other_scales:
         notes.append(f"Results also exist at scale(s): {', '.join(view.other_scales)} (use --scale).")
+    for result in view.weights:  # their own source: not trained here, not the paper
+        values = ", ".join(f"{c} {fmt(result.metrics[c])}" for c in view.columns if c in result.metrics)
+        notes.append(
+            f"{result.row} from {weights_source_words(result)}, not trained here: {values or 'no scores yet'} "
+            f"(split {result.split})."
+        )
     return notes

@@ -117,12 +117,18 @@ def _run_release(ctx: RunContext) -> RowRun:
         embeddings=getattr(first, "embeddings", None),
         sizes=ctx.settings.get("sizes"),
     )
-    state = fit(model, ConcatDataset(parts), recipe, ctx.workdir, resume=ctx.resume, progress=ctx.progress)
+    if ctx.weights is not None:  # `repro run --weights`: the checkpoint's network, evaluated, not trained
+        report = _load_weights(ctx, model)
+        state = None
+    else:
+        state = fit(model, ConcatDataset(parts), recipe, ctx.workdir, resume=ctx.resume, progress=ctx.progress)
 
     def answers(split: str) -> tuple[list[int], list[str]]:
         return vqa_scoring.predict_answers(model, split_data(split), first.answer_vocab, recipe, ctx.progress)
 
-    run = RowRun(metrics={}, split=spec.split, training=state.summary())
+    run = RowRun(metrics={}, split=spec.split, training=None if state is None else state.summary())
+    if state is None:
+        run.info["weights_keys"] = report.counts()
     if dataset == "coco-qa":  # the test answers are public: scored here
         run.metrics, run.split = _cocoqa_columns(spec, prepared, *answers("test")), "test"
         return run
@@ -147,6 +153,37 @@ def _run_release(ctx: RunContext) -> RowRun:
         gold = vqa_scoring.read_annotations(data["server"])
         run.metrics = vqa_scoring.columns(spec, vqa_server.server_scores(phases, gold))
     return run  # at paper scale the server scores test-dev/test-std: `repro submit <target> --predictions <file>`
+
+
+def _load_weights(ctx: RunContext, model):
+    """An mcan-vqa checkpoint into the row's MCAN (keymap.py: the strict load), the key report printed; the model
+    on the unit's device, in eval mode. The checkpoint's token and answer tables must be the prepared data's."""
+    from repro.families.mcan_pa.keymap import load_mcan, read_checkpoint
+    from repro.train.distributed import DistEnv, device_for
+    from repro.weights import render_report
+
+    config = build.as_config(ctx.config)
+    if not isinstance(config, McanConfig) or config.positional or config.position_embedding != "none":
+        raise ReproError(f"row {ctx.row.name!r}: mcan-vqa's released layout is MCAN without PE/PA")
+    report = load_mcan(model, read_checkpoint(ctx.weights.path), str(ctx.weights.path))
+    render_report(report, show_placed=False)
+    model.to(device_for(DistEnv())).eval()
+    return report
+
+
+# VQA v2's question counts: what an epoch of Table VI reads at least (train + val) and what the release
+# protocol predicts (test2015 and test-dev2015)
+TRAIN_VAL_QUESTIONS = 443_757 + 214_354
+TEST_QUESTIONS = 447_793 + 107_394
+
+
+def evaluation_hours(config, spec: Spec) -> float | None:
+    """`repro run --weights`: GPU-hours of predicting the test files, from Table VI's epoch time per question
+    (an epoch over at least train + val) with a forward pass a third of a training step."""
+    hours = build.gpu_hours(config)
+    if hours is None or spec.datasets[0] not in vqa_server.TEST_FILES:
+        return None
+    return hours / build.EPOCHS * TEST_QUESTIONS / TRAIN_VAL_QUESTIONS / 3
 
 
 def _unwrapped(dataset):
@@ -191,6 +228,8 @@ HOOKS = Hooks(
     run_row=run_row,
     run_ensemble=run_ensemble,
     supports_limit=True,  # --limit N: the first N questions of each split at paper scale
+    supports_weights=True,  # --weights: an mcan-vqa checkpoint evaluated by the release protocol (MCAN rows)
+    evaluation_hours=evaluation_hours,
     generator_settings=mcan_data.generator_settings,
     attention=attention,
     example_batch=build.example_batch,
