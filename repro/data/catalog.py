@@ -28,7 +28,9 @@ from repro.paths import PACKAGE_DIR
 BUILTIN_CATALOG = PACKAGE_DIR / "catalog" / "datasets.yaml"
 _HEX = re.compile(r"^[0-9a-f]{8,64}$")
 _DATASET_KEYS = {"title", "papers", "licence", "manual", "files", "note"}
-_FILE_KEYS = {"name", "url", "sha256", "size", "size_hint", "extract", "note"}
+_FILE_KEYS = {"name", "url", "sha256", "sha256_from", "size", "size_hint", "extract", "note"}
+# where a digest comes from: published by someone who pins it, or computed from the official file
+SHA256_ORIGINS = ("published", "computed")
 MAX_ALIASES = 8  # YAML aliases allowed in one catalog file
 MAX_NAME_BYTES = 200  # leaves room for ".part", ".corrupt" and ".lock" within the usual 255-byte limit
 # folders of the data root the toolkit itself writes (checkpoints, prepared data, synthetic sets)
@@ -104,6 +106,7 @@ class FileEntry:
     name: str
     urls: tuple[str, ...] = ()
     sha256: str | None = None  # full digest, or a prefix of >= 8 hex digits
+    sha256_from: str = ""  # "published: <who pins it>" or "computed: <which official file>"
     size: int | None = None  # exact, checked when no sha256 is known
     size_hint: int | None = None  # approximate, for listings and the disk-space check
     extract: bool = False
@@ -362,6 +365,14 @@ def _file(where: _Loc, raw: Any) -> FileEntry:
         sha = str(sha).lower()
         if not _HEX.match(sha):
             raise ReproError(f"{where('sha256')}: expected 8 to 64 hex digits, got {sha!r}")
+    sha_from = _text(raw.get("sha256_from"), where("sha256_from")).strip()
+    if sha_from and sha is None:
+        raise ReproError(f"{where('sha256_from')}: says where a sha256 comes from, but the file has no sha256")
+    if sha_from and sha_from.split(":", 1)[0] not in SHA256_ORIGINS:
+        raise ReproError(
+            f"{where('sha256_from')}: expected 'published: <who pins it>' or 'computed: <which official file>', "
+            f"got {sha_from!r}"
+        )
     sizes = {}
     for key in ("size", "size_hint"):
         value = raw.get(key)
@@ -375,6 +386,7 @@ def _file(where: _Loc, raw: Any) -> FileEntry:
         name=name,
         urls=tuple(urls),
         sha256=sha,
+        sha256_from=sha_from,
         size=sizes["size"],
         size_hint=sizes["size_hint"],
         extract=extract,
