@@ -93,6 +93,9 @@ def attention_command(
     head: int | None = typer.Option(None, "--head", help="Head (0-based; default: the mean of the heads)."),
     output: Path = typer.Option(..., "--output", "-o", help="The figure (.png, .pdf, .svg); the maps go to .npz."),
     workdir: str | None = typer.Option(None, "--workdir", help="Checkpoints (default: $REPRO_DATA_DIR/runs)."),
+    device: str | None = typer.Option(
+        None, "--device", help="auto (a GPU when there is one), cpu, cuda or cuda:N: where the trained model runs."
+    ),
 ) -> None:
     """Draw a question's image boxes weighted by the attention they receive in a trained row; save the maps.
 
@@ -107,7 +110,9 @@ def attention_command(
     from repro.paths import data_dir
     from repro.report.plot import draw_attention, require_matplotlib, save_maps
     from repro.run import make_plan
+    from repro.train.distributed import check_device, use_device
 
+    device = check_device(device)  # the form, and that the GPU exists here
     require_matplotlib()
     spec, variant = target_and_variant(ident, overrides, None)
     plan = make_plan(spec, scale, [row], [seed], variant)
@@ -125,8 +130,10 @@ def attention_command(
         seed=seed,
         workdir=unit_dir(root, spec, scale, the_row, seed, variant),
         progress=False,
+        device=device,
     )
-    maps = family.attention(with_data(ctx) if scale != "paper" else ctx, question)
+    with use_device(device):  # as a unit of `repro run --device` would: where the family puts the model
+        maps = family.attention(with_data(ctx) if scale != "paper" else ctx, question)
     what = draw_attention(maps, output, map_name, layer, head)
     raw = output.with_suffix(".npz")
     save_maps(maps, raw)
