@@ -7,6 +7,7 @@ import csv
 import io
 import json
 
+import pytest
 from typer.testing import CliRunner
 
 from repro import results
@@ -72,3 +73,94 @@ def test_markdown_goes_through_pandas_and_aligns_its_columns():
     assert table[1].startswith("|:---") and table[1].count("---:") == table[0].count("|") - 2
     assert len({len(line) for line in table}) == 1, "columns padded to one width, as tabulate writes them"
     assert "| MCAN+PA (ours) |" in md and "+6.56 ✓" in md  # text kept as text (no number parsing)
+
+
+# --- logging: -v/-q and run.log beside train.jsonl ------------------------------------------------
+
+RECIPE = """\
+optimizer: {name: adam, betas: [0.9, 0.98], eps: 1.0e-9}
+schedule: {name: mcan, base_lr: 0.001, warmup_epochs: 1, decay_epochs: [2], decay_rate: 0.2}
+epochs: 2
+batch_size: 8
+loss: bce-sum
+seed: 5
+"""
+
+
+def _log_levels():
+    import logging
+
+    from repro import log
+
+    return logging, log
+
+
+def test_console_level_follows_v_and_q_and_always_shows_warnings(capsys):
+    logging, log = _log_levels()
+    assert (log.level_for(), log.level_for(verbose=1), log.level_for(quiet=1)) == (
+        logging.INFO,
+        logging.DEBUG,
+        logging.WARNING,
+    )
+    try:
+        for level, shown in (
+            (logging.WARNING, {"warning: w", "error: e"}),
+            (logging.INFO, {"i", "warning: w", "error: e"}),
+            (logging.DEBUG, {"d", "i", "warning: w", "error: e"}),
+        ):
+            log.setup(level)
+            capsys.readouterr()
+            child = logging.getLogger("repro.somewhere")
+            child.debug("d"), child.info("i"), child.warning("w"), child.error("e")
+            child.info("file only", extra=log.file_only())
+            assert set(capsys.readouterr().err.splitlines()) == shown
+        log.setup(logging.ERROR)  # asking for less than warnings still shows them
+        child.warning("w")
+        assert capsys.readouterr().err == "warning: w\n"
+    finally:
+        log.setup(logging.INFO)
+
+
+def test_root_options_v_and_q():
+    runner = CliRunner()
+    try:
+        out = runner.invoke(app, ["-v", "show", "mcan-pa-table5-ablation"], env={"COLUMNS": "80"})
+        assert out.exit_code == 0, out.output
+        assert "log level DEBUG" in out.stderr
+        out = runner.invoke(app, ["show", "mcan-pa-table5-ablation"], env={"COLUMNS": "80"})
+        assert out.exit_code == 0 and "log level" not in out.stderr
+        out = runner.invoke(app, ["-v", "-q", "list"])
+        assert out.exit_code == 2 and "-v and -q contradict each other" in out.output
+        assert "Traceback" not in out.output
+    finally:
+        _log_levels()[1].setup(_log_levels()[0].INFO)
+
+
+def test_a_training_run_writes_run_log_beside_train_jsonl(tmp_path):
+    import torch
+
+    from repro.families import load_recipe
+    from repro.families.mcan_pa.build import build_model
+    from repro.train import TrainingInterrupted, fit
+    from tests.tiny_vqa import NUM_ANSWERS, NUM_TOKENS, TABLE5_CONFIGS, TINY_SIZES, TinyVQA
+
+    (tmp_path / "tiny.yaml").write_text(RECIPE)
+    recipe = load_recipe(str(tmp_path / "tiny.yaml"))
+    torch.manual_seed(0)
+    model = build_model(TABLE5_CONFIGS["MCAN"], NUM_TOKENS, NUM_ANSWERS, sizes=TINY_SIZES)
+    workdir = tmp_path / "unit"
+    fit(model, TinyVQA(16), recipe, workdir, progress=False)
+    assert (workdir / "train.jsonl").exists()
+    lines = (workdir / "run.log").read_text(encoding="utf-8").splitlines()
+    assert "INFO repro.train: training MCAN" in lines[0] and "16 samples" in lines[0]
+    assert [line.split(": ", 1)[1].split(":")[0] for line in lines[1:3]] == ["epoch 1/2 done", "epoch 2/2 done"]
+    assert lines[-1].endswith("training loop ended")
+
+    def stop(step):  # a failure inside the loop is recorded in run.log, then raised as before
+        raise TrainingInterrupted("stopped by the test")
+
+    model = build_model(TABLE5_CONFIGS["MCAN"], NUM_TOKENS, NUM_ANSWERS, sizes=TINY_SIZES)
+    with pytest.raises(TrainingInterrupted):
+        fit(model, TinyVQA(16), recipe, workdir, progress=False, on_step=stop)
+    lines = (workdir / "run.log").read_text(encoding="utf-8").splitlines()
+    assert len(lines) == 2 and "WARNING repro.train: stopped: TrainingInterrupted: stopped by the test" in lines[-1]

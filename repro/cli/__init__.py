@@ -9,6 +9,7 @@ the layers below inside the commands, so `repro --help` loads none of them.
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 
@@ -74,6 +75,10 @@ def _root(
     catalog: Path | None = typer.Option(
         None, "--catalog", envvar="REPRO_CATALOG", help="A YAML of extra or overriding dataset entries."
     ),
+    verbose: int = typer.Option(0, "-v", "--verbose", count=True, show_default=False, help="Log debug messages too."),
+    quiet: int = typer.Option(
+        0, "-q", "--quiet", count=True, show_default=False, help="Log only warnings and errors (they always show)."
+    ),
 ) -> None:
     """Reproduce the tables of five papers on positional and spatial attention (`repro list` shows them)."""
     if debug:
@@ -86,6 +91,18 @@ def _root(
     ):
         if value is not None:  # the layers below read the environment
             os.environ[name] = str(value)
+    from repro import log
+
+    if verbose and quiet:
+        raise typer.BadParameter("-v and -q contradict each other; pass one of them", param_hint="-v/-q")
+    level = log.setup(log.level_for(verbose, quiet))
+    log.logger.debug(
+        "repro %s; log level %s; data %s; results %s",
+        __version__,
+        logging.getLevelName(level),
+        os.environ.get("REPRO_DATA_DIR", "(default)"),
+        os.environ.get("REPRO_RESULTS", "(default)"),
+    )
 
 
 def main() -> None:

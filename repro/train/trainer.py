@@ -5,6 +5,7 @@ fit(model, dataset, recipe, workdir) writes into `workdir`:
   train.jsonl  one line per optimisation step: epoch (of epochs), step (of steps), loss, lr, samples/s,
                elapsed seconds (`repro run` shows progress from it, whatever process trains)
   state.json   the returned TrainState once training ends
+  run.log      the run's log messages, debug included: how it started, each epoch, how it ended (repro.log)
 `resume=True` continues from last.pt (mid-epoch too: the sample order of an epoch is a function of
 the seed and the epoch, and the RNG states are restored), and ends with the same weights as an
 uninterrupted run on the same hardware.
@@ -16,6 +17,7 @@ against `batch["target"]`; `predict(..., predict_step=...)` likewise.
 from __future__ import annotations
 
 import json
+import logging
 import math
 import os
 import signal
@@ -32,6 +34,7 @@ from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
 from repro.errors import ReproError
+from repro.log import file_only, run_log
 from repro.train import checkpoint as ckpt
 from repro.train import distributed as dist_utils
 from repro.train.losses import compute_loss, is_summed
@@ -41,6 +44,7 @@ from repro.train.schedule import learning_rate
 from repro.utils import write_json_atomic
 
 LOG_NAME = "train.jsonl"
+_log = logging.getLogger(__name__)
 STATE_NAME = "state.json"
 
 
@@ -299,6 +303,13 @@ def fit(
         _catch_signals(flag),
         _progress(progress and env.is_main) as bar,
         open(log_path, "a", encoding="utf-8") if env.is_main else nullcontext() as log,
+        run_log(
+            workdir,
+            append=resumed_from is not None,
+            started=f"training {type(model).__name__} by recipe {recipe.name} (seed {recipe.seed}) on {dev}, "
+            f"{precision}, {env.world_size} process(es), {len(train_dataset)} samples, {total_steps} steps"
+            + (f", resumed at epoch {start_epoch + 1}, step {step}" if resumed_from else ""),
+        ),
     ):
         task = bar.add_task(recipe.name, total=total_steps, completed=step, loss="–", lr="–", rate="–")
         for epoch in range(start_epoch, recipe.epochs):
@@ -399,6 +410,15 @@ def fit(
                     step_in_epoch=0,
                     extra={**extra, "last_loss": last_loss},
                 )
+            _log.info(
+                "epoch %d/%d done: step %d, loss %s, %.1f s",
+                epoch + 1,
+                recipe.epochs,
+                step,
+                last_loss,
+                time.perf_counter() - started,
+                extra=file_only(),
+            )
             dist_utils.barrier(env)
             if flag.signal is not None:  # arrived while the epoch's checkpoint was being written
                 raise TrainingInterrupted(
