@@ -28,6 +28,8 @@ def attention(ctx: RunContext, question_id: int) -> AttentionMaps:
     from repro.datasets.vqa_dataset import VQADataset
     from repro.nn.inspect import record_attention
     from repro.train.checkpoint import load_checkpoint
+    from repro.train.distributed import device_for, init_from_env
+    from repro.train.trainer import to_device
 
     if not ctx.generated:
         raise ReproError("attention maps are drawn at the smoke and synthetic scales (generated scenes)")
@@ -52,9 +54,10 @@ def attention(ctx: RunContext, question_id: int) -> AttentionMaps:
         model.load_state_dict(load_checkpoint(checkpoint)["model"])
     except RuntimeError as exc:
         raise ReproError(f"{checkpoint} does not fit this row's model: {str(exc).splitlines()[0]}") from None
-    model.eval()
+    device = device_for(init_from_env(), ctx.device)  # the one rule that picks a unit's device
+    model.to(device).eval()
     item = val[int(where[0])]
-    batch = default_collate([item])
+    batch = to_device(default_collate([item]), device)
     pooled: dict[str, torch.Tensor] = {}
 
     def pooling(module, args, output) -> None:  # Eq. 1's softmax over the image's boxes
@@ -68,7 +71,7 @@ def attention(ctx: RunContext, question_id: int) -> AttentionMaps:
     n = int(item["box_count"])
     layers = len(model.decoder)
     received = np.stack(
-        [maps[f"decoder.{i}.self_att"][0, :, :n, :n].mean(dim=1).numpy() for i in range(layers)]
+        [maps[f"decoder.{i}.self_att"][0, :, :n, :n].mean(dim=1).cpu().numpy() for i in range(layers)]
     )  # [layers, heads, n]
     questions = json.loads(data["val_questions"].read_text())["questions"]
     question = next((q["question"] for q in questions if q["question_id"] == question_id), "?")
@@ -82,8 +85,8 @@ def attention(ctx: RunContext, question_id: int) -> AttentionMaps:
         box_labels=[f"#{k + 1}" for k in range(n)],
         over_boxes={
             "decoder self-attention": received,
-            "image pooling": pooled["weights"][0, :n].numpy()[None, None, :],
+            "image pooling": pooled["weights"][0, :n].cpu().numpy()[None, None, :],
         },
-        raw={name.replace(".", "_"): m[0].numpy() for name, m in maps.items()}
-        | {"image_pooling": pooled["weights"][0].numpy()},
+        raw={name.replace(".", "_"): m[0].cpu().numpy() for name, m in maps.items()}
+        | {"image_pooling": pooled["weights"][0].cpu().numpy()},
     )

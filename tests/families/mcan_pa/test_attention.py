@@ -55,3 +55,18 @@ def test_attention_of_a_trained_smoke_row_is_drawn_and_saved(runner, tmp_path, m
 
     bad = runner.invoke(app, ["attention", *args, "--question", str(qid), "--head", "99", "-o", str(out)])
     assert bad.exit_code == 2 and "--head 99" in bad.output
+
+    # the maps follow the unit's device: the model and the batch go where `--device` says (here the CPU, asked for)
+    from repro.train import distributed
+
+    asked = []
+    real = distributed.device_for
+
+    def recorded(env, device=None):
+        asked.append(device)
+        return real(env, device)
+
+    monkeypatch.setattr(distributed, "device_for", recorded)
+    cpu = runner.invoke(app, ["attention", *args, "--question", str(qid), "--device", "cpu", "-o", str(out)])
+    assert cpu.exit_code == 0, cpu.output
+    assert asked == ["cpu"]
