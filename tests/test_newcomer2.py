@@ -164,3 +164,45 @@ def test_a_training_run_writes_run_log_beside_train_jsonl(tmp_path):
         fit(model, TinyVQA(16), recipe, workdir, progress=False, on_step=stop)
     lines = (workdir / "run.log").read_text(encoding="utf-8").splitlines()
     assert len(lines) == 2 and "WARNING repro.train: stopped: TrainingInterrupted: stopped by the test" in lines[-1]
+
+
+# --- make demo: no pip ERROR line, the demo's rows beside the committed ones -------------------------
+
+
+def _demo_commands(tmp_path) -> list[str]:
+    import shutil
+    import subprocess
+
+    from repro.paths import REPO_DIR
+
+    if shutil.which("make") is None:
+        pytest.skip("make is not installed")
+    done = subprocess.run(
+        ["make", "-n", "-B", "demo", f"VENV={tmp_path / 'venv'}"], cwd=REPO_DIR, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    return [line for line in done.stdout.splitlines() if not line.startswith("#")]
+
+
+def test_make_demo_installs_evalai_last_so_pip_reports_no_conflict(tmp_path):
+    # pip checks the installed packages for conflicts after each install unless --no-deps or
+    # --no-warn-conflicts; evalai's pins conflict by design, so no install may check once it is in
+    commands = _demo_commands(tmp_path)
+    installs = [i for i, line in enumerate(commands) if "pip install" in line and "--upgrade pip" not in line]
+    evalai = next(i for i in installs if "evalai==" in commands[i])
+    assert "--no-deps" in commands[evalai]
+    assert all("--no-warn-conflicts" in commands[i] for i in installs if i > evalai), [commands[i] for i in installs]
+    assert any(i < evalai and "-e '.[test]'" in commands[i] for i in installs)
+    assert any("without its pins on purpose" in commands[i] for i in range(evalai))
+
+
+def test_make_demo_shows_its_own_rows_then_the_committed_table_each_under_a_heading(tmp_path):
+    commands = _demo_commands(tmp_path)
+    run = next(i for i, line in enumerate(commands) if " run mcan-pa-table5-ablation" in line)
+    tables = [i for i, line in enumerate(commands) if " table mcan-pa-table5-ablation --scale synthetic" in line]
+    assert len(tables) == 2 and run < tables[0] < tables[1]
+    results = commands[run].split()[0]
+    assert results.startswith("REPRO_RESULTS=") and commands[tables[0]].startswith(results)  # the demo's folder
+    assert "REPRO_RESULTS" not in commands[tables[1]]  # the committed results
+    assert "THIS DEMO" in commands[tables[0] - 1] and "seed 0" in commands[tables[0] - 1]
+    assert "COMMITTED" in commands[tables[1] - 1] and "six seeds" in commands[tables[1] - 1]
