@@ -275,8 +275,32 @@ RELEASED: tuple[Released, ...] = (
         cells=(("mcan-pa-table3-vqa2", "MCAN"),),
         model=(("arch", "mcan"),),
     ),
-    Released("m4c", "sa-m4c", "mmf", "sa-m4c Table 1 M4C", None),
-    Released("sa-m4c", "sa-m4c", "sam-textvqa", "sa-m4c Table 1 SA-M4C", None),
+    Released(  # mmf's m4c.textvqa.defaults: 4 layers, Rosetta-en OCR, ResNet-101 features, no ST-VQA, greedy
+        "m4c",
+        "sa-m4c",
+        "mmf",
+        "sa-m4c Table 1 M4C",
+        None,
+        cells=(("sa-m4c-table1-textvqa", "4 M4C"),),
+        model=(
+            ("arch", "m4c"),
+            ("normal_layers", 4),
+            ("ocr", "rosetta-en"),
+            ("det_backbone", "resnet-101"),
+            ("with_stvqa", False),
+            ("beam", 1),
+            ("input_norm_eps", 1e-5),
+        ),
+    ),
+    # sam-textvqa's released model: configs/train-tvqa_stvqa-eval-tvqa-c3.yml (2N->4S, TextVQA + ST-VQA, greedy)
+    Released(
+        "sa-m4c",
+        "sa-m4c",
+        "sam-textvqa",
+        "sa-m4c Table 1 SA-M4C",
+        None,
+        cells=(("sa-m4c-table1-textvqa", "12 SA-M4C (ours)"),),
+    ),
 )
 
 

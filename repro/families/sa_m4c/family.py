@@ -63,8 +63,45 @@ def build(ctx: RunContext, data: Splits) -> nn.Module:
 
 
 def run_row(ctx: RunContext) -> RowRun:
-    """Train on train, score val (the spec's columns), write the test answers for the server."""
+    """Train on train, score val (the spec's columns), write the test answers for the server; with `ctx.weights`
+    (`repro run --weights`) the row's network is read from the checkpoint instead, and scored the same way."""
+    if ctx.weights is not None:
+        return _run_weights(ctx)
     return train_units([ctx], read_splits, build, score, recipe=train_recipe, loss_step=decoding_bce)[0]
+
+
+WEIGHTS_LAYOUT = {"m4c": "mmf", "sa-m4c": "sam-textvqa"}  # the official layout each arch's released weights use
+
+
+def _run_weights(ctx: RunContext) -> RowRun:
+    """No training: the network the checkpoint's own code defines (keymap.py: mmf's input LayerNorm eps,
+    sam-textvqa's share3 spatial mixing) at the data's sizes, the strict load with its key report printed, then
+    val scored and the test answers written as a trained unit's are."""
+    from repro.families.sa_m4c.keymap import build_official, load_m4c, read_checkpoint, sizes_from_state
+    from repro.families.sa_m4c.model import layer_stack
+    from repro.train.distributed import DistEnv, device_for
+    from repro.weights import render_report
+
+    config = as_config(ctx.config)
+    layout, path = WEIGHTS_LAYOUT[config.arch], ctx.weights.path
+    data = read_splits(ctx)
+    official = read_checkpoint(path, layout)
+    sizes, answers, kinds = sizes_from_state(official, layout, base=data.sizes)
+    if answers != len(data.vocab):
+        raise ReproError(
+            f"{path}: {answers} answers in its classifier, the prepared answer vocabulary has {len(data.vocab)}"
+        )
+    if kinds != layer_stack(config):
+        raise ReproError(
+            f"{path}: MMT layers {'+'.join(kinds)} are not row {ctx.row.name!r}'s {'+'.join(layer_stack(config))}"
+        )
+    model = build_official(sizes, answers, kinds, layout)
+    report = load_m4c(model, official, layout, str(path))
+    render_report(report, show_placed=False)
+    model.to(device_for(DistEnv())).eval()
+    run = score(ctx, model, None, data, train_recipe(ctx))
+    run.info["weights_keys"] = report.counts()
+    return run
 
 
 def run_ensemble(ctxs: list[RunContext]) -> list[RowRun]:
@@ -80,9 +117,9 @@ def score(ctx: RunContext, model: nn.Module, state, data: Splits, recipe) -> Row
     config = as_config(ctx.config)
     scores = _val_scores(data.val, _answers(model, data.val, config.beam, recipe, ctx.progress))
     write_json_atomic(ctx.workdir / VAL_SCORES, {str(q): v for q, v in scores.items()})
-    baseline = None if config.arch == "m4c" else (lambda: _baseline_scores(ctx, data))
+    baseline = None if config.arch == "m4c" or ctx.weights is not None else (lambda: _baseline_scores(ctx, data))
     metrics = _columns(ctx, data.val, scores, baseline)
-    run = RowRun(metrics=metrics, split="val", training=state.summary())
+    run = RowRun(metrics=metrics, split="val", training=None if state is None else state.summary())
     by_kind = _per_kind(data.val, scores)
     if by_kind:
         run.extra["per_question_kind"] = by_kind
@@ -223,6 +260,22 @@ def convert_weights(path: Path, layout: str, option: str | None = None):
     return convert_checkpoint(path, layout, option)
 
 
+# TextVQA 0.5.1's val and test questions: what `--weights` scores and answers
+EVAL_QUESTIONS = 5_000 + 5_734
+
+
+def evaluation_hours(config, spec: Spec) -> float | None:
+    """`repro run --weights`: GPU-hours of decoding val and test, from the training estimate (`gpu_hours`: the
+    recipe's samples x 3 passes) per forward pass, one pass of the MMT per decoding step."""
+    from repro.families.sa_m4c.build import TRAIN_BATCH, TRAIN_UPDATES
+
+    hours = gpu_hours(config)
+    if hours is None:
+        return None
+    steps = as_config(config).decode_steps
+    return hours / (TRAIN_UPDATES * TRAIN_BATCH * 3) * EVAL_QUESTIONS * steps
+
+
 HOOKS = Hooks(
     archs=ARCHS,
     build_model=build_model,
@@ -234,6 +287,8 @@ HOOKS = Hooks(
     compute_tasks=COMPUTE_TASKS,
     example_batch=example_batch,
     paper_data=paper_data,
+    supports_weights=True,  # --weights: an mmf M4C or sam-textvqa SA-M4C checkpoint, scored on val, test answered
+    evaluation_hours=evaluation_hours,
     weight_layouts=("mmf", "sam-textvqa"),
     convert_weights=convert_weights,
 )

@@ -127,11 +127,14 @@ def read_checkpoint(path: str | Path, layout: str) -> dict[str, torch.Tensor]:
     return read_state_dict(path, CHECKPOINT_KEYS[layout])
 
 
-def sizes_from_state(official: Mapping[str, torch.Tensor], layout: str) -> tuple[dict[str, Any], int, list[str]]:
+def sizes_from_state(
+    official: Mapping[str, torch.Tensor], layout: str, base: Mapping[str, Any] | None = None
+) -> tuple[dict[str, Any], int, list[str]]:
     """Our sizes, the answer count and the layer kinds read off the checkpoint's shapes. Not in the shapes: the
     heads of the normal layers (set to BERT-base's 12 where the width allows, else the largest divisor below), the
     spatial heads (one per relation: 12), the decoding steps (12) and the question length (20), none of which
-    changes a tensor."""
+    changes a tensor. `base`: the sizes the data decides (a run's: OCR tokens, FastText and PHOC widths, decoding
+    steps, ...) in place of the paper's; the text BERT's feed-forward width is then read off the checkpoint too."""
     from repro.families.sa_m4c.model import PAPER_SIZES
     from repro.families.sa_m4c.relations import NUM_RELATIONS
 
@@ -150,8 +153,8 @@ def sizes_from_state(official: Mapping[str, torch.Tensor], layout: str) -> tuple
     text_layers = 1 + max(
         [int(k.split(".")[3]) for k in official if k.startswith("text_bert.encoder.layer.")], default=-1
     )
-    s = dict(PAPER_SIZES)
-    max_ocr = PAPER_SIZES["max_ocr_tokens"]
+    s = dict(PAPER_SIZES if base is None else base)
+    max_ocr = s["max_ocr_tokens"]
     ocr_app = ocr_in - s["fasttext_dim"] - s["phoc_dim"] - max_ocr
     if ocr_app < 1:
         raise ReproError(f"{what}: OCR input width {ocr_in} is below FastText + PHOC + order ({ocr_in - ocr_app})")
@@ -165,7 +168,7 @@ def sizes_from_state(official: Mapping[str, torch.Tensor], layout: str) -> tuple
         bert_vocab=word.shape[0],
         text_bert_hidden=word.shape[1],
         text_bert_heads=TEXT_BERT["heads"],
-        text_bert_ff=TEXT_BERT["ff"],
+        text_bert_ff=TEXT_BERT["ff"] if base is None else _text_bert_ff(official, what),
         text_bert_positions=positions.shape[0],
         obj_dim=obj_dim,
         ocr_app_dim=ocr_app,
@@ -173,6 +176,13 @@ def sizes_from_state(official: Mapping[str, torch.Tensor], layout: str) -> tuple
     )
     kinds = ["normal"] * normal_layer_count(official) + ["spatial"] * spatial_layer_count(official)
     return s, classifier.shape[0], kinds
+
+
+def _text_bert_ff(official: Mapping[str, torch.Tensor], what: str) -> int:
+    try:
+        return official["text_bert.encoder.layer.0.intermediate.dense.weight"].shape[0]
+    except KeyError as exc:
+        raise ReproError(f"{what}: missing key {exc.args[0]}") from None
 
 
 def build_official(
