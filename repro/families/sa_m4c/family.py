@@ -9,6 +9,7 @@ and the Section 6 subset columns (`subsets.py`). At paper scale the run needs th
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -73,6 +74,12 @@ def run_row(ctx: RunContext) -> RowRun:
 WEIGHTS_LAYOUT = {"m4c": "mmf", "sa-m4c": "sam-textvqa"}  # the official layout each arch's released weights use
 
 
+def evaluated_on(spec: Spec, config):
+    """The row's config as `--weights` reads its data: on TextVQA, ST-VQA joins only the training set
+    (`with_stvqa`), and nothing is trained here, so the row reads TextVQA's val and test alone."""
+    return config.model_copy(update={"with_stvqa": False}) if spec.datasets[0] == "textvqa" else config
+
+
 def _run_weights(ctx: RunContext) -> RowRun:
     """No training: the network the checkpoint's own code defines (keymap.py: mmf's input LayerNorm eps,
     sam-textvqa's share3 spatial mixing) at the data's sizes, the strict load with its key report printed, then
@@ -84,7 +91,7 @@ def _run_weights(ctx: RunContext) -> RowRun:
 
     config = as_config(ctx.config)
     layout, path = WEIGHTS_LAYOUT[config.arch], ctx.weights.path
-    data = read_splits(ctx)
+    data = read_splits(dataclasses.replace(ctx, config=evaluated_on(ctx.spec, config)))
     official = read_checkpoint(path, layout)
     sizes, answers, kinds = sizes_from_state(official, layout, base=data.sizes)
     if answers != len(data.vocab):

@@ -157,3 +157,19 @@ def test_released_cells_of_table1():
     spec = with_weights_rows(specs.resolve(SPEC), ["4 M4C"], "released")
     config = spec.row("4 M4C").config
     assert (config.arch, config.normal_layers, config.ocr, config.input_norm_eps) == ("m4c", 4, "rosetta-en", 1e-5)
+
+
+def test_the_released_sa_m4c_row_reads_textvqa_alone_at_paper_scale(tmp_path):
+    """Row 12 was trained with ST-VQA, which a paper-scale run cannot read yet; evaluating its weights needs only
+    TextVQA's val and test, so the row's converted TextVQA folder is read, not refused."""
+    from repro.errors import ReproError
+    from repro.families.sa_m4c.family import evaluated_on
+    from repro.families.sa_m4c.prepare import row_root
+
+    spec = specs.parse_spec(REPO_DIR / "experiments" / "sa-m4c" / f"{SPEC}.yaml")
+    config = spec.row("12 SA-M4C (ours)").config
+    data = {"roots": {f"{config.ocr}-{config.det_backbone}": tmp_path / "google-resnext"}}
+    with pytest.raises(ReproError, match="ST-VQA"):
+        row_root(spec, config, data)  # training it would read ST-VQA
+    assert row_root(spec, evaluated_on(spec, config), data) == tmp_path / "google-resnext"
+    assert evaluated_on(spec, config).model_dump(exclude={"with_stvqa"}) == config.model_dump(exclude={"with_stvqa"})
