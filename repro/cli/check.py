@@ -153,9 +153,9 @@ def _check_fingerprints(specs: list, scale: str, rebaseline: bool, explicit: boo
                 f"{status} fingerprint {c.spec} / {c.row} ({c.scale}, {c.steps} steps): largest relative "
                 f"loss difference {c.worst:.2e} at step {c.worst_step}, tolerance {c.tolerance:.0e}; "
                 + {
-                    "ok": "scores of the probe split: same digest",
-                    "differs": "scores of the probe split: DIGEST DIFFERS (scoring or decoding changed)",
-                    "not stored": "probe split: no digest stored (an older fingerprint), scoring not checked",
+                    "ok": "scores of the probe split: the same (within the probe tolerance)",
+                    "differs": "scores of the probe split: DIFFER (scoring or decoding changed)",
+                    "not stored": "probe split: no scores stored (an older fingerprint), scoring not checked",
                 }[c.probe],
                 highlight=False,
                 soft_wrap=True,
