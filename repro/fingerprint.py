@@ -5,8 +5,9 @@ and a full synthetic run amplifies the difference: MCAN's Y/N accuracy at the sy
 from 60.71 to 63.84 between two x86 machines, and the same row's seeds spread over 60.7-71.4. The
 first steps of training do not amplify it yet: over 40 steps of Table V's synthetic rows, the loss
 trajectories under ATEN_CPU_CAPABILITY=default, avx2 and avx512 and with 1 or 2 threads differed by at
-most 3.1e-6 relative, while a real change (PMA switched off, MCAN for MCAN+PA) moves them by 1e-2 on
-average and by more than 1e-1 at some step. A fingerprint is that trajectory, stored per row in
+most 3.1e-6 relative on one machine and by up to 1.02e-3 on another (MCAN+PA*, where near-ties amplify),
+while a real change (PMA switched off, MCAN for MCAN+PA) moves them by 1e-2 on average and by more than
+1e-1 at some step. A fingerprint is that trajectory, stored per row in
 `results/<paper>/<table>/fingerprints/<scale>.json`; `repro check --rerun` trains each row again for
 the same steps and compares, at the spec's `scales.<scale>.fingerprint.tolerance` (relative, largest
 step).
