@@ -237,8 +237,21 @@ def test_nothing_but_the_family_table_imports_a_family_module():
 
 
 # repro.train: the engine every family trains with. It may use the small utilities and nothing above them,
-# so a family, the launcher or the report can import it without pulling in the rest of the toolkit.
-TRAIN_MAY_IMPORT = ("repro.train", "repro.utils", "repro.errors")
+# so a family, the launcher or the report can import it without pulling in the rest of the toolkit. The
+# utilities themselves (errors, utils, log: the run's log file) import nothing of repro but each other.
+UTILITIES = ("repro.utils", "repro.errors", "repro.log")
+TRAIN_MAY_IMPORT = ("repro.train", *UTILITIES)
+
+
+def test_the_utilities_import_nothing_of_the_toolkit_above_them():
+    graph = import_graph("repro")
+    found = [
+        f"{module}:{line}: imports {target}"
+        for module in UTILITIES
+        for target, line in graph.get(module, {}).items()
+        if target not in UTILITIES
+    ]
+    assert found == [], "\n".join(found)
 
 
 def test_the_training_engine_imports_nothing_above_utils_and_errors():

@@ -171,7 +171,7 @@ def target_argument():
         ...,
         metavar="ID",
         autocompletion=complete.experiment_ids,
-        help="Experiment id (e.g. mcan-pa-table5-ablation) or a spec file.",
+        help="Experiment id (`repro list` shows them) or a spec file.",
     )
 
 

@@ -17,7 +17,7 @@ from repro.errors import ReproError
 @command("model")
 def model_command(
     ident: str = typer.Argument(
-        ..., metavar="ID", autocompletion=complete.experiment_ids, help="Experiment id, e.g. mcan-pa-table6-complexity."
+        ..., metavar="ID", autocompletion=complete.experiment_ids, help="Experiment id (`repro list` shows them)."
     ),
     row: str = typer.Option(
         ..., "--row", "-r", autocompletion=complete.rows, help="The row (a name `repro show ID` lists)."

@@ -257,7 +257,7 @@ def cp_command(
         ...,
         metavar="ID",
         autocompletion=complete.experiment_ids,
-        help="Experiment id to copy, e.g. mcan-pa-table5-ablation.",
+        help="Experiment id to copy (`repro list` shows them).",
     ),
     dest: Path = typer.Argument(..., metavar="FILE", help="Where to write the copy (.yaml)."),
     force: bool = typer.Option(False, "--force", help="Replace FILE if it exists."),

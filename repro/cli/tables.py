@@ -118,7 +118,7 @@ def _experiments_table(entries: list[dict]) -> None:
 @command("show")
 def show_command(
     ident: str = typer.Argument(
-        ..., metavar="ID", autocompletion=complete.experiment_ids, help="Experiment id, e.g. mcan-pa-table5-ablation."
+        ..., metavar="ID", autocompletion=complete.experiment_ids, help="Experiment id (`repro list` shows them)."
     ),
     fmt_name: str = complete.choice(RICH_OR_JSON, "rich", "--format", "-f", help="Output format."),
 ) -> None:

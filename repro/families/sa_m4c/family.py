@@ -74,18 +74,13 @@ def run_row(ctx: RunContext) -> RowRun:
 WEIGHTS_LAYOUT = {"m4c": "mmf", "sa-m4c": "sam-textvqa"}  # the official layout each arch's released weights use
 
 
-def evaluated_on(spec: Spec, config):
-    """The row's config as `--weights` reads its data: on TextVQA, ST-VQA joins only the training set
-    (`with_stvqa`), and nothing is trained here, so the row reads TextVQA's val and test alone."""
-    return config.model_copy(update={"with_stvqa": False}) if spec.datasets[0] == "textvqa" else config
-
-
 def _run_weights(ctx: RunContext) -> RowRun:
     """No training: the network the checkpoint's own code defines (keymap.py: mmf's input LayerNorm eps,
     sam-textvqa's share3 spatial mixing) at the data's sizes, the strict load with its key report printed, then
     val scored and the test answers written as a trained unit's are."""
     from repro.families.sa_m4c.keymap import build_official, load_m4c, read_checkpoint, sizes_from_state
     from repro.families.sa_m4c.model import layer_stack
+    from repro.families.sa_m4c.prepare import evaluated_on
     from repro.train.distributed import DistEnv, device_for
     from repro.weights import render_report
 

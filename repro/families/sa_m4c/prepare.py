@@ -311,3 +311,9 @@ def paper_inputs(config, root: Path, data: dict[str, Any]) -> dict:
         "words": FastTextVectors(data["fasttext"]),
         "sizes": {},
     }
+
+
+def evaluated_on(spec, config):
+    """The row's config as `--weights` reads its data: on TextVQA, ST-VQA joins only the training set
+    (`with_stvqa`), and nothing is trained here, so the row reads TextVQA's val and test alone."""
+    return config.model_copy(update={"with_stvqa": False}) if spec.datasets[0] == "textvqa" else config

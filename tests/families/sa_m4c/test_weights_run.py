@@ -163,8 +163,7 @@ def test_the_released_sa_m4c_row_reads_textvqa_alone_at_paper_scale(tmp_path):
     """Row 12 was trained with ST-VQA, which a paper-scale run cannot read yet; evaluating its weights needs only
     TextVQA's val and test, so the row's converted TextVQA folder is read, not refused."""
     from repro.errors import ReproError
-    from repro.families.sa_m4c.family import evaluated_on
-    from repro.families.sa_m4c.prepare import row_root
+    from repro.families.sa_m4c.prepare import evaluated_on, row_root
 
     spec = specs.parse_spec(REPO_DIR / "experiments" / "sa-m4c" / f"{SPEC}.yaml")
     config = spec.row("12 SA-M4C (ours)").config
