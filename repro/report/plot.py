@@ -93,6 +93,9 @@ def draw(view: TableView, out: Path, curves: dict[str, dict[int, list]] | None =
     for j, column in enumerate(columns):
         ax = fig.add_subplot(grid[0, j])
         _metric_panel(ax, view, runnable or rows, column, colours)
+        if j == 0:  # one legend for the panels, outside the data
+            handles, labels = ax.get_legend_handles_labels()
+            fig.legend(handles, labels, loc="outside lower center", fontsize=8, ncol=len(labels) or 1)
     at = 1
     if claims:
         _forest(fig.add_subplot(grid[at, :]), view, claims)
@@ -149,8 +152,6 @@ def _metric_panel(ax, view: TableView, rows, column: str, colours: dict[str, str
     unit = view.spec.column(column).unit
     ax.set_title(f"{column}" + (f" [{unit}]" if unit else ""), fontsize=10)
     ax.grid(alpha=0.3)
-    if column == view.columns[0]:
-        ax.legend(fontsize=7, loc="best")
 
 
 def _forest(ax, view: TableView, claims) -> None:
@@ -180,7 +181,11 @@ def _forest(ax, view: TableView, claims) -> None:
     ax.set_xlabel(
         f"margin in the claimed direction (points): ● {view.scale}, {CONFIDENCE:.0%} interval; ◆ paper", fontsize=8
     )
-    ax.set_title("the paper's claims (green: holds, red: reversed, blue: not decided)", fontsize=10)
+    ax.set_title(
+        "the paper's claims, judged at the Holm-adjusted level within the table "
+        "(green: holds, red: reversed, blue: equivalent, underpowered or not judged)",
+        fontsize=10,
+    )
     ax.grid(axis="x", alpha=0.3)
 
 
@@ -200,8 +205,12 @@ def _curves(ax, curves: dict[str, dict[int, list]], colours: dict[str, str]) -> 
         ax.set_yscale("log")
     ax.set_xlabel("step", fontsize=8)
     ax.set_ylabel("training loss", fontsize=8)
-    ax.set_title("training curves (train.jsonl; one line per seed)", fontsize=10)
-    ax.legend(fontsize=7, ncol=2)
+    ax.set_title(
+        "training curves of the runs on this machine (each unit's train.jsonl, one line per seed), "
+        "not the committed records above",
+        fontsize=10,
+    )
+    ax.legend(fontsize=7, ncol=2, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     ax.grid(alpha=0.3)
 
 
