@@ -8,7 +8,6 @@ from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
-from repro import families
 from repro.errors import ReproError
 from repro.launch.units import (
     Outcome,
@@ -56,8 +55,15 @@ def execute(
     configs = {step.row.name: resolved_config(spec, step.row, scale, settings, plan.variant) for step in plan.steps}
 
     def context(step: Step, seed: int, progress: bool):
-        data = prepared.get(families.by_arch(step.row.config.arch).paper) if step.row.config is not None else None
-        return unit_context(plan, workdir, step, seed, resume=resume, progress=progress and monitor is None, data=data)
+        return unit_context(
+            plan,
+            workdir,
+            step,
+            seed,
+            resume=resume,
+            progress=progress and monitor is None,
+            data=prepared.get(step.row.name),
+        )
 
     def finished(step: Step, seed: int, outcome: Outcome) -> None:
         run, seconds = outcome[0], outcome[3]

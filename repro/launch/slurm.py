@@ -361,7 +361,6 @@ def submit(
 ) -> list[Submitted]:
     """Submit every unit of `plan` that needs running, one job per (row, seed) or, with `ensemble: true`,
     per row's seeds; returns what was submitted."""
-    from repro.families import by_arch
     from repro.launch.units import groups, prepare_data, unit_context, units_to_run
     from repro.paths import data_dir, experiments_dir, results_dir
     from repro.run import resolved_config
@@ -396,7 +395,7 @@ def submit(
     by_resources: dict[Resources, list[UnitJob]] = {}
     for group, res in planned:
         step = group[0][0]
-        data = prepared.get(by_arch(step.row.config.arch).paper) if step.row.config is not None else None
+        data = prepared.get(step.row.name)
         job = UnitJob(
             contexts=[
                 unit_context(plan, workdir, step, seed, resume=resume, progress=False, data=data) for _, seed in group

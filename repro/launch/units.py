@@ -41,13 +41,17 @@ def unit_dir(workdir: Path, spec: Spec, scale: str, row: Row, seed: int, variant
 
 def prepare_data(plan: Plan) -> dict[str, Any]:
     """Each family's `prepare_data`, called once for the plan's training rows before any unit runs (data is
-    generated here, before runs start in parallel); family paper -> what it returned."""
+    generated here, before runs start in parallel); row name -> what its family's call returned."""
+    by_family: dict[str, Any] = {}
     prepared: dict[str, Any] = {}
     for step in plan.steps:
         hooks = families.for_row(step.row) if step.kind == "train" else None
-        paper = families.by_arch(step.row.config.arch).paper if hooks is not None else None
-        if hooks is not None and paper not in prepared:
-            prepared[paper] = hooks.prepare_data(plan.spec, plan.scale, plan.settings)
+        if hooks is None:
+            continue
+        paper = families.by_arch(step.row.config.arch).paper
+        if paper not in by_family:
+            by_family[paper] = hooks.prepare_data(plan.spec, plan.scale, plan.settings)
+        prepared[step.row.name] = by_family[paper]
     return prepared
 
 
@@ -231,8 +235,7 @@ def execute_weights(plan: Plan, workdir: Path, sources: dict[str, Any], force: b
     runs = []
     for step in plan.steps:
         source = checked[step.row.name]
-        data = prepared.get(families.by_arch(step.row.config.arch).paper)
-        ctx = unit_context(plan, workdir, step, 0, resume=False, progress=True, data=data)
+        ctx = unit_context(plan, workdir, step, 0, resume=False, progress=True, data=prepared.get(step.row.name))
         ctx = dataclasses.replace(ctx, weights=source, results_root=source.results_root())
         outcome = run_unit(ctx)
         config = {**resolved_config(plan.spec, step.row, plan.scale, plan.settings), "weights": source.record()}

@@ -72,7 +72,7 @@ def _fixture_checkpoint(sandbox, row: str, layout: str) -> Path:
     spec = with_weights_rows(spec, [row], "released")
     plan = make_plan(spec, "smoke", [row], None, None)
     step = plan.steps[0]
-    data = prepare_data(plan)[families.by_arch(step.row.config.arch).paper]
+    data = prepare_data(plan)[step.row.name]
     ctx = unit_context(plan, sandbox / "fixture-runs", step, 0, resume=False, progress=False, data=data)
     splits = read_splits(ctx)
     kinds = layer_stack(step.row.config)
