@@ -200,6 +200,42 @@ def test_records_are_appended_and_updated_whole(sandbox):
     assert sorted(p.name for p in records_path().parent.iterdir()) == ["submissions.jsonl", "submissions.jsonl.lock"]
 
 
+_APPENDER = """
+import sys
+from repro.submit.records import add_record
+for n in range(int(sys.argv[2])):
+    add_record({"submission_id": n, "host": sys.argv[1]})
+"""
+
+
+def test_two_processes_appending_at_once_lose_no_record(sandbox):
+    import subprocess
+
+    count = 40
+    workers = [
+        subprocess.Popen([sys.executable, "-c", _APPENDER, host, str(count)], env=os.environ.copy())
+        for host in ("a", "b")
+    ]
+    assert [w.wait(timeout=120) for w in workers] == [0, 0]
+    written = read_records()
+    assert len(written) == 2 * count
+    for host in ("a", "b"):  # each process's records all there, in its own order
+        assert [r["submission_id"] for r in written if r["host"] == host] == list(range(count))
+
+
+def test_a_records_lock_held_too_long_is_one_line(sandbox, monkeypatch):
+    from filelock import FileLock
+
+    import repro.submit.records as records
+
+    monkeypatch.setattr(records, "LOCK_TIMEOUT_S", 0.2)
+    records_path().parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(records_path()) + ".lock"):
+        with pytest.raises(ReproError, match=r"another repro submit still holds .*submissions.jsonl.lock after 0.2 s"):
+            add_record({"submission_id": 1, "host": "h"})
+    assert read_records() == []
+
+
 def test_corrupt_records_file_is_one_line(sandbox):
     write(records_path(), '{"submission_id": 1}\n{oops\n')
     with pytest.raises(ReproError, match=r"submissions.jsonl:2: not a JSON record"):

@@ -2,7 +2,7 @@
 
 Records go to `results/submissions.jsonl`, one JSON object a line (target, challenge, phase, host,
 file and sha256, submission id, time, later status and result), next to the results they belong to.
-The file is rewritten whole (temp file + rename) under an advisory lock, so a crash or a concurrent
+The file is rewritten whole (temp file + rename) under a file lock (`filelock`), so a crash or a concurrent
 `repro submit` never leaves it half-written. Tokens are never stored here.
 
 Phase ids found by name are cached in `$XDG_CACHE_HOME/repro/evalai-phases.json`, per host and target.
@@ -17,6 +17,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from filelock import FileLock, Timeout
+
 from repro.errors import ReproError
 from repro.paths import results_dir
 from repro.submit.check import Target, cache_dir
@@ -29,17 +31,25 @@ def records_path() -> Path:
     return results_dir() / "submissions.jsonl"
 
 
+# how long a `repro submit` waits for another one writing the records (each holds the lock for one rewrite)
+LOCK_TIMEOUT_S = 60.0
+
+
 @contextmanager
 def _locked(path: Path) -> Iterator[None]:
     path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path.with_name(path.name + ".lock"), "a") as lock:
-        try:
-            import fcntl
-
-            fcntl.flock(lock, fcntl.LOCK_EX)
-        except ImportError:  # no advisory locks on this platform: the rename still keeps the file whole
-            pass
+    lock = path.with_name(path.name + ".lock")
+    held = FileLock(str(lock))
+    try:
+        held.acquire(timeout=LOCK_TIMEOUT_S)
+    except Timeout:
+        raise ReproError(
+            f"{path}: another repro submit still holds {lock} after {LOCK_TIMEOUT_S:g} s; run again when it is done"
+        ) from None
+    try:
         yield
+    finally:
+        held.release()
 
 
 def read_records(path: Path | None = None) -> list[dict]:
