@@ -10,7 +10,6 @@ import time
 from urllib.parse import quote
 
 import pytest
-import requests
 
 from repro.submit.evalai import Connection, _Recorder
 from repro.terminal import printable
@@ -47,10 +46,12 @@ def test_a_next_link_to_another_host_is_not_followed(runner, sandbox, stub, othe
 
 
 def test_client_calls_to_another_host_go_without_the_token(stub, other_host):
+    import evalai.utils.submissions as client
+
     conn = Connection(stub.url, TOKEN)
-    with _Recorder(conn.host):
-        requests.get(f"{other_host.url}/api/jobs/submission/1", headers=conn.headers)
-        requests.get(f"{stub.url}/api/jobs/submission/1", headers=conn.headers)
+    with _Recorder(conn.host, (client,)):
+        client.requests.get(f"{other_host.url}/api/jobs/submission/1", headers=conn.headers)
+        client.requests.get(f"{stub.url}/api/jobs/submission/1", headers=conn.headers)
     assert [c.authorized for c in other_host.log] == [False]
     assert [c.authorized for c in stub.log] == [True]
 

@@ -479,3 +479,34 @@ def test_the_token_is_redacted_in_every_spelling_a_server_may_echo():
     ):
         text = conn.redact(f"error: bad token {echoed} given")
         assert "***" in text and "def" not in text, echoed
+
+
+def test_the_client_session_leaves_requests_alone_for_the_rest_of_the_process(stub):
+    """Only the client's own modules see the recorder: the `requests` module, and a call through it from
+    another thread while the client works, are untouched and unrecorded."""
+    import threading
+
+    import evalai.utils.submissions as client
+    import requests
+
+    from repro.submit.evalai import Connection, _client_session
+
+    original = requests.get
+    conn = Connection(stub.url, TOKEN)
+    url = f"{stub.url}/api/challenges/challenge/830/challenge_phase"
+    elsewhere: dict = {}
+
+    def other_thread() -> None:
+        elsewhere["get"] = requests.get
+        elsewhere["status"] = requests.get(url, headers=conn.headers, timeout=30).status_code
+
+    with _client_session(conn) as (recorder, _):
+        assert client.requests.get is not original and client.requests.exceptions is requests.exceptions
+        worker = threading.Thread(target=other_thread)
+        worker.start()
+        worker.join(60)
+        client.requests.get(url, headers=conn.headers)
+    assert elsewhere == {"get": original, "status": 200}
+    assert requests.get is original and client.requests is requests
+    assert [(c.method, c.url) for c in recorder.calls] == [("GET", url)]
+    assert len(stub.calls("GET", "/api/challenges/challenge/830/challenge_phase")) == 2

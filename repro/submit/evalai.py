@@ -9,7 +9,8 @@ used. The client's submission functions are called directly, inside `_client_ses
 - captures what the client prints (it reports ids and errors with `click.echo`, and exits with
   `sys.exit`) so the user sees one clear line instead;
 - records every HTTP call the client makes (status and body, never headers), which gives the new
-  submission's id (the client returns None) and the server's own error text.
+  submission's id (the client returns None) and the server's own error text. Only the name `requests`
+  inside the client's own modules is swapped for the recorder; the rest of the process is untouched.
 
 Read-only calls the client has no quiet function for (phase list, phase detail, remaining
 submissions, result files) use `requests` directly with the same bearer header.
@@ -23,6 +24,8 @@ import io
 import json
 import os
 import re
+import sys
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -263,8 +266,6 @@ def bounded_request(fn: Callable[..., requests.Response], url: str, *args: Any, 
         except BaseException as exc:  # handed to the caller's thread
             box["error"] = exc
 
-    import threading
-
     worker = threading.Thread(target=work, name="evalai-call", daemon=True)
     worker.start()
     worker.join(deadline)
@@ -301,28 +302,48 @@ class UploadAborted(BaseException):
     """
 
 
-class _Recorder:
-    """Wraps `requests.get/post/put` (looked up by the client at call time) and keeps each call.
+# the client's modules whose `requests` name the recorder replaces while a client call runs
+CLIENT_MODULES = ("evalai.utils.auth", "evalai.utils.common", "evalai.utils.submissions", "evalai.utils.requests")
 
-    Every call runs under `bounded_request`'s deadline, and a call to any host but `host` goes without
-    the Authorization header (the token is for the configured server only).
+
+class _Requests:
+    """What the client's modules see as `requests` during a call: the recorder's get/post/put, everything
+    else (`requests.exceptions`, `requests.packages`, ...) the real module's."""
+
+    def __init__(self, **functions: Callable) -> None:
+        self.__dict__.update(functions)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(requests, name)
+
+
+class _Recorder:
+    """Wraps `requests.get/post/put` as the client's own modules (CLIENT_MODULES) see them, and keeps each call.
+
+    Only the name `requests` inside those modules is replaced, for the duration of the session: the
+    `requests` module itself, and every other user of it in the process (another thread included), is
+    untouched. Every call runs under `bounded_request`'s deadline, and a call to any host but `host` goes
+    without the Authorization header (the token is for the configured server only).
     """
 
-    def __init__(self, host: str = "") -> None:
+    def __init__(self, host: str = "", modules: tuple[Any, ...] = ()) -> None:
         self.host = host
         self.calls: list[Call] = []
         self.storage_upload_failed = False
-        self._saved: dict[str, Callable] = {}
+        self._modules = modules
+        self._saved: dict[Any, Any] = {}
 
     def __enter__(self) -> "_Recorder":
-        for name in ("get", "post", "put"):
-            self._saved[name] = getattr(requests, name)
-            setattr(requests, name, self._wrap(name, self._saved[name]))
+        scoped = _Requests(**{name: self._wrap(name, getattr(requests, name)) for name in ("get", "post", "put")})
+        for module in self._modules:
+            self._saved[module] = module.requests
+            module.requests = scoped
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        for name, fn in self._saved.items():
-            setattr(requests, name, fn)
+        for module, saved in self._saved.items():
+            module.requests = saved
+        self._saved.clear()
 
     def _wrap(self, method: str, fn: Callable) -> Callable:
         def call(url: str, *args: Any, **kwargs: Any) -> requests.Response:
@@ -358,7 +379,7 @@ class _Recorder:
 def _import_client() -> Any:
     """The client's modules used here; a clear line when the client is not installed."""
     try:
-        for module in ("evalai.utils.common", "evalai.utils.submissions"):
+        for module in CLIENT_MODULES:
             importlib.import_module(module)
         return importlib.import_module("evalai.utils.auth")
     except ImportError as exc:
@@ -368,20 +389,30 @@ def _import_client() -> Any:
         ) from None
 
 
+# one client session at a time: each replaces names inside the client's modules and puts them back
+_SESSION = threading.Lock()
+
+
 @contextlib.contextmanager
 def _client_session(conn: Connection) -> Iterator[tuple[_Recorder, io.StringIO]]:
     auth = _import_client()
-    saved = {name: getattr(auth, name) for name in ("get_user_auth_token", "HOST_URL_FILE_PATH", "API_HOST_URL")}
-    output = io.StringIO()
-    auth.get_user_auth_token = lambda: conn.token
-    auth.HOST_URL_FILE_PATH = os.path.join(os.devnull, "no-host-file")  # never exists: API_HOST_URL is used
-    auth.API_HOST_URL = conn.host
-    try:
-        with _Recorder(conn.host) as recorder, contextlib.redirect_stdout(output), contextlib.redirect_stderr(output):
-            yield recorder, output
-    finally:
-        for name, value in saved.items():
-            setattr(auth, name, value)
+    modules = tuple(sys.modules[name] for name in CLIENT_MODULES)
+    with _SESSION:
+        saved = {name: getattr(auth, name) for name in ("get_user_auth_token", "HOST_URL_FILE_PATH", "API_HOST_URL")}
+        output = io.StringIO()
+        auth.get_user_auth_token = lambda: conn.token
+        auth.HOST_URL_FILE_PATH = os.path.join(os.devnull, "no-host-file")  # never exists: API_HOST_URL is used
+        auth.API_HOST_URL = conn.host
+        try:
+            with (
+                _Recorder(conn.host, modules) as recorder,
+                contextlib.redirect_stdout(output),
+                contextlib.redirect_stderr(output),
+            ):
+                yield recorder, output
+        finally:
+            for name, value in saved.items():
+                setattr(auth, name, value)
 
 
 def _clean_output(text: str) -> str:
