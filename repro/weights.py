@@ -12,6 +12,7 @@ unexpected (dropped) keys in one table.
 
 from __future__ import annotations
 
+import dataclasses
 import pickle
 import re
 import zipfile
@@ -236,52 +237,105 @@ def render_report(report: KeyReport, console=None, show_placed: bool = True) -> 
     console.print(", ".join(f"{n} {status}" for status, n in report.counts().items()))
 
 
+# --- released checkpoints ------------------------------------------------------------------------
+
+CHECKPOINT_SUFFIXES = (".ckpt", ".pth", ".pt")  # mmf's zoo loader: the one file of these an archive unpacks
+
+
 @dataclass(frozen=True)
 class Released:
-    """One released checkpoint: the URL as the official README gives it (None where the reference notes give
-    none), its size and sha256 only where published."""
+    """One released checkpoint. Where it comes from is the catalog's (`repro/catalog/datasets.yaml`, the same
+    download rules as the datasets): `dataset` is the entry it downloads with, `file` that entry's file (default:
+    `name`); a checkpoint released as an archive is the one file of `CHECKPOINT_SUFFIXES` the archive unpacks.
+    `cells`: (spec id, row, part) it fills with `repro run ID --rows ROW --weights released`, where part is the
+    data set of the columns it fills ('' = the whole row); `model`: the network its layout is (a `model:`
+    mapping), for a cited row."""
 
     name: str
     family: str
     layout: str
     rows: str
-    url: str | None
-    size: str | None = None
-    sha256: str | None = None
-    cells: tuple[tuple[str, str], ...] = ()  # (spec id, row) it fills with `repro run ID --rows ROW --weights released`
-    model: tuple[tuple[str, object], ...] = ()  # the network its layout is (a `model:` mapping), for a cited row
+    dataset: str
+    file: str = ""
+    cells: tuple[tuple[str, str, str], ...] = ()
+    model: tuple[tuple[str, object], ...] = ()
+    note: str = ""
+
+    @property
+    def file_name(self) -> str:
+        return self.file or self.name
+
+    def catalog(self):
+        """(the catalog's dataset entry, its file entry) this checkpoint downloads with."""
+        from repro.data.catalog import get_dataset, load_catalog
+
+        entry = get_dataset(self.dataset, load_catalog())
+        for f in entry.files:
+            if f.name == self.file_name:
+                return entry, f
+        raise ReproError(f"catalog entry {self.dataset} has no file {self.file_name} (released checkpoint {self.name})")
+
+    @property
+    def url(self) -> str | None:
+        urls = self.catalog()[1].urls
+        return urls[0] if urls else None
 
 
-_ALBEF = "https://storage.googleapis.com/sfr-pcl-data-research/ALBEF/"
+_ALBEF_14M = (("arch", "albef"), ("position_embedding", "none"), ("init", "albef"), ("pretrain", "14m"))
+_FINE_TUNED = (
+    "ALBEF's README does not say which pre-training its fine-tuned files start from; they fill the 14M row, the "
+    "setting of ALBEF's best reported numbers"
+)
 RELEASED: tuple[Released, ...] = (
-    Released("ALBEF_4M.pth", "ace-rpe", "albef", "ALBEF rows, init: albef (4M pre-training)", _ALBEF + "ALBEF_4M.pth"),
-    Released("ALBEF.pth", "ace-rpe", "albef", "ALBEF rows, init: albef (14M pre-training)", _ALBEF + "ALBEF.pth"),
-    Released("flickr30k.pth", "ace-rpe", "albef", "ALBEF Flickr30K retrieval", _ALBEF + "flickr30k.pth"),
-    Released("mscoco.pth", "ace-rpe", "albef", "ALBEF MSCOCO retrieval", _ALBEF + "mscoco.pth"),
-    Released("vqa.pth", "ace-rpe", "albef", "ALBEF VQA", _ALBEF + "vqa.pth"),
+    Released("ALBEF_4M.pth", "ace-rpe", "albef", "ALBEF rows, init: albef (4M pre-training)", "albef-checkpoints"),
+    Released("ALBEF.pth", "ace-rpe", "albef", "ALBEF rows, init: albef (14M pre-training)", "albef-checkpoints"),
+    Released(
+        "flickr30k.pth",
+        "ace-rpe",
+        "albef",
+        "ace-rpe Table 3 ALBEF (14M), Flickr30K columns",
+        "albef-checkpoints",
+        cells=(("ace-rpe-table3-sota", "ALBEF (14M)", "flickr30k"),),
+        model=_ALBEF_14M,
+        note=_FINE_TUNED,
+    ),
+    Released(
+        "mscoco.pth",
+        "ace-rpe",
+        "albef",
+        "ace-rpe Table 3 ALBEF (14M), MS-COCO columns",
+        "albef-checkpoints",
+        cells=(("ace-rpe-table3-sota", "ALBEF (14M)", "coco-retrieval"),),
+        model=_ALBEF_14M,
+        note=_FINE_TUNED,
+    ),
+    Released("vqa.pth", "ace-rpe", "albef", "ALBEF VQA", "albef-checkpoints", note=_FINE_TUNED),
+    Released("refcoco.pth", "ace-rpe", "albef", "ALBEF RefCOCO+ grounding", "albef-checkpoints"),
     Released(
         "pretrain_model_nlvr.pth",
         "ace-rpe",
         "albef",
-        "ALBEF NLVR2 (TA pre-training)",
-        _ALBEF + "pretrain_model_nlvr.pth",
+        "ALBEF NLVR2 (TA pre-training, before NLVR2 fine-tuning)",
+        "albef-checkpoints",
     ),
-    Released(
+    Released(  # mcan-vqa's README: ckpts/ckpt_small/epoch13.pkl behind interactive share links
         "mcan-small",
         "mcan-pa",
         "mcan-vqa",
         "mcan-pa Table III MCAN",
-        None,
-        cells=(("mcan-pa-table3-vqa2", "MCAN"),),
+        "mcan-small",
+        file="epoch13.pkl",
+        cells=(("mcan-pa-table3-vqa2", "MCAN", ""),),
         model=(("arch", "mcan"),),
     ),
-    Released(  # mmf's m4c.textvqa.defaults: 4 layers, Rosetta-en OCR, ResNet-101 features, no ST-VQA, greedy
+    Released(  # mmf's zoo m4c.textvqa.alone: 4 layers, Rosetta-en OCR, ResNet-101 features, no ST-VQA, greedy
         "m4c",
         "sa-m4c",
         "mmf",
         "sa-m4c Table 1 M4C",
-        None,
-        cells=(("sa-m4c-table1-textvqa", "4 M4C"),),
+        "m4c-textvqa-alone",
+        file="m4c.textvqa.alone.tar.gz",
+        cells=(("sa-m4c-table1-textvqa", "4 M4C", ""),),
         model=(
             ("arch", "m4c"),
             ("normal_layers", 4),
@@ -298,8 +352,9 @@ RELEASED: tuple[Released, ...] = (
         "sa-m4c",
         "sam-textvqa",
         "sa-m4c Table 1 SA-M4C",
-        None,
-        cells=(("sa-m4c-table1-textvqa", "12 SA-M4C (ours)"),),
+        "sam-textvqa-model",
+        file="best_model.tar",
+        cells=(("sa-m4c-table1-textvqa", "12 SA-M4C (ours)", ""),),
     ),
 )
 
@@ -307,41 +362,163 @@ RELEASED: tuple[Released, ...] = (
 WEIGHTS_FOLDER = "weights"  # results/weights/<source>/<paper>/<id>/: numbers of released or given weights
 
 
+def released_named(name: str) -> Released:
+    """The released checkpoint called `name` (`repro weights ls`), or one line naming those there are."""
+    for released in RELEASED:
+        if released.name == name:
+            return released
+    raise ReproError(f"no released checkpoint {name!r}; one of {', '.join(r.name for r in RELEASED)}")
+
+
+def released_cells(spec_id: str, row: str) -> list[tuple[Released, str]]:
+    """The released checkpoints that fill (spec, row), each with the part it fills ('' = the whole row)."""
+    return [(r, part) for r in RELEASED for s, name, part in r.cells if (s, name) == (spec_id, row)]
+
+
 def released_for(spec_id: str, row: str) -> Released | None:
-    """The released checkpoint that fills (spec, row), if any."""
-    return next((r for r in RELEASED if (spec_id, row) in r.cells), None)
+    """The (first) released checkpoint that fills (spec, row), if any."""
+    cells = released_cells(spec_id, row)
+    return cells[0][0] if cells else None
 
 
 def released_path(released: Released) -> Path:
-    """Where a released checkpoint is read from: `$REPRO_DATA_DIR/released-weights/<name>`."""
+    """Where a released checkpoint is read from: its catalog file under `$REPRO_DATA_DIR/<dataset>/`, or for an
+    archive the one checkpoint it unpacked there (a folder named after the archive while it is not unpacked)."""
     from repro.paths import data_dir
 
-    return data_dir() / "released-weights" / released.name
+    _, entry = released.catalog()
+    folder = data_dir() / released.dataset
+    if not entry.extract:
+        return folder / entry.name
+    found = (
+        sorted(p for p in folder.rglob("*") if p.suffix in CHECKPOINT_SUFFIXES and p.is_file())
+        if folder.is_dir()
+        else []
+    )
+    if len(found) > 1:
+        names = ", ".join(str(p.relative_to(folder)) for p in found)
+        raise ReproError(
+            f"{folder}: {entry.name} unpacked several checkpoints ({names}); keep the one of {released.name}"
+        )
+    return found[0] if found else folder / re.sub(r"(\.tar\.gz|\.tgz|\.tar|\.zip)$", "", entry.name)
+
+
+def released_state(released: Released) -> str:
+    """What is on disk of a released checkpoint: verified, present, partial (a download under way) or missing."""
+    from repro.data.download import dataset_status
+    from repro.paths import data_dir
+
+    entry, f = released.catalog()
+    status = dataset_status(dataclasses.replace(entry, files=(f,)), data_dir())[0].state
+    if f.extract and status in ("verified", "present") and not released_path(released).is_file():
+        return "downloaded, not unpacked"
+    return status
+
+
+def download_released(released: Released, verify: bool = False, **fetch) -> str:
+    """Fetch and verify a released checkpoint (and unpack an archive) with the datasets' downloader
+    (`repro.data.download`: resume, retries, deadline, the catalog's sha256 or size); its sha256."""
+    from repro.data.download import download_dataset
+    from repro.paths import data_dir
+
+    entry, f = released.catalog()
+    return download_dataset(dataclasses.replace(entry, files=(f,)), data_dir(), verify=verify, **fetch)[f.name]
+
+
+# --- the weights of one `repro run --weights` row ----------------------------------------------
 
 
 @dataclass(frozen=True)
-class WeightsSource:
-    """Where a `repro run --weights` unit's weights come from: a released checkpoint (`released` set) or a
-    user's file in an official layout; `sha256` is the file's digest, computed when the run reads it."""
+class Checkpoint:
+    """One checkpoint of a row: a released one (`released` set) or a user's file in an official layout; `part`
+    the data set of the columns it fills ('' = the whole row); `sha256` computed when the run reads it."""
 
     path: Path
     released: Released | None = None
+    part: str = ""
     sha256: str = ""
 
     @property
     def name(self) -> str:
         return self.released.name if self.released is not None else self.path.name
 
+    def with_digest(self) -> Checkpoint:
+        """The checkpoint with its file's sha256 (a missing file is one line saying how to get it); a released
+        checkpoint whose digest the catalog gives must match it."""
+        from repro.utils import sha256_file
+
+        if not self.path.is_file():
+            if self.released is not None:
+                raise ReproError(
+                    f"{self.path}: no such checkpoint file; get it with `repro weights download {self.name}`"
+                )
+            raise ReproError(f"{self.path}: no such checkpoint file")
+        digest = sha256_file(self.path)
+        if self.released is not None:
+            _, entry = self.released.catalog()
+            if entry.sha256 and not entry.extract and not entry.digest_matches(digest):
+                raise ReproError(f"{self.path}: sha256 {digest} is not the catalog's {entry.sha256}")
+        return dataclasses.replace(self, sha256=digest)
+
+    def record(self) -> dict[str, str]:
+        out = {"checkpoint": self.name, "sha256": self.sha256}
+        return {"columns": self.part, **out} if self.part else out
+
+
+@dataclass(frozen=True)
+class WeightsSource:
+    """Where a `repro run --weights` row's weights come from: one checkpoint for the whole row, or one per part
+    (the data set of a group of its columns: ace-rpe Table 3's Flickr30K and MS-COCO); `empty` the parts that no
+    checkpoint covers (their columns stay empty)."""
+
+    checkpoints: tuple[Checkpoint, ...]
+    empty: tuple[str, ...] = ()
+
+    @property
+    def whole(self) -> Checkpoint:
+        """The one checkpoint of a row that has one (mcan-pa, sa-m4c); refused for a row of several."""
+        if len(self.checkpoints) != 1 or self.checkpoints[0].part:
+            raise ReproError(f"{self.label}: a checkpoint per column group, not one for the row")
+        return self.checkpoints[0]
+
+    @property
+    def path(self) -> Path:
+        return self.whole.path
+
+    @property
+    def released(self) -> Released | None:
+        return self.whole.released
+
+    @property
+    def sha256(self) -> str:
+        return self.whole.sha256
+
+    @property
+    def name(self) -> str:
+        return ", ".join(c.name for c in self.checkpoints)
+
+    @property
+    def is_released(self) -> bool:
+        return all(c.released is not None for c in self.checkpoints)
+
     @property
     def label(self) -> str:
-        """`released`, or the file as given: what the record's `weights` says."""
-        return "released" if self.released is not None else str(self.path)
+        """`released`, or the file(s) as given: what the record's `weights` says."""
+        if self.is_released:
+            return "released"
+        return ", ".join(f"{c.part}={c.path}" if c.part else str(c.path) for c in self.checkpoints)
+
+    def for_part(self, part: str) -> Checkpoint | None:
+        """The checkpoint that fills the columns of `part` (the row's one checkpoint if it has one), or None."""
+        return next((c for c in self.checkpoints if c.part in (part, "")), None)
 
     def folder(self) -> str:
-        """The results folder of these numbers under results/weights/: `released`, or `<file>@<sha256[:8]>`."""
-        if self.released is not None:
+        """The results folder of these numbers under results/weights/: `released`, or `<file>@<sha256[:8]>`
+        (joined by `+` for several files)."""
+        if self.is_released:
             return "released"
-        return re.sub(r"[^A-Za-z0-9._@+-]+", "_", f"{self.path.stem}@{self.sha256[:8]}")
+        names = "+".join(f"{c.path.stem}@{c.sha256[:8]}" for c in self.checkpoints)
+        return re.sub(r"[^A-Za-z0-9._@+-]+", "_", names)
 
     def results_root(self) -> Path:
         from repro.paths import results_dir
@@ -349,53 +526,141 @@ class WeightsSource:
         return results_dir() / WEIGHTS_FOLDER / self.folder()
 
     def with_digest(self) -> WeightsSource:
-        """The source with its file's sha256 (a missing file is one line saying where to put it); a released
-        checkpoint whose digest is published must match it."""
-        from repro.utils import sha256_file
+        return WeightsSource(tuple(c.with_digest() for c in self.checkpoints), self.empty)
 
-        if not self.path.is_file():
-            where = f" ({self.released.url})" if self.released is not None and self.released.url else ""
-            raise ReproError(f"{self.path}: no such checkpoint file; put {self.name}{where} there")
-        digest = sha256_file(self.path)
-        if self.released is not None and self.released.sha256 and digest != self.released.sha256:
-            raise ReproError(f"{self.path}: sha256 {digest} is not the published {self.released.sha256}")
-        return WeightsSource(self.path, self.released, digest)
-
-    def record(self) -> dict[str, str]:
-        """What a record keeps: the source (`released` or the file), the checkpoint's name and sha256."""
-        return {"weights": self.label, "checkpoint": self.name, "sha256": self.sha256}
+    def record(self) -> dict:
+        """What a record keeps: the source (`released` or the file(s)); one checkpoint's name and sha256, or per
+        part its columns, name and sha256, with the parts left empty."""
+        if len(self.checkpoints) == 1 and not self.checkpoints[0].part and not self.empty:
+            return {"weights": self.label, **self.checkpoints[0].record()}
+        return {"weights": self.label, "checkpoints": [c.record() for c in self.checkpoints], "empty": list(self.empty)}
 
 
-def weights_source(option: str, spec_id: str, row: str) -> WeightsSource:
-    """`--weights released` (the row's released checkpoint) or `--weights FILE`; a row with nothing released is
-    one line naming what is."""
-    if option == "released":
-        released = released_for(spec_id, row)
-        if released is None:
-            cells = ", ".join(f"{s} --rows {r}" for entry in RELEASED for s, r in entry.cells)
-            raise ReproError(f"{spec_id} row {row!r}: no released checkpoint fills it (those that do: {cells})")
-        return WeightsSource(released_path(released), released)
-    return WeightsSource(Path(option).expanduser().absolute())
+def row_parts(spec) -> tuple[str, ...]:
+    """The parts of a spec's rows that separate checkpoints may fill: the data sets of its columns when there are
+    several (ace-rpe Table 3: flickr30k, coco-retrieval); ('',), the whole row, otherwise."""
+    parts = tuple(dict.fromkeys(c.dataset for c in spec.columns if c.dataset))
+    return parts if len(parts) > 1 else ("",)
 
 
-def with_weights_rows(spec, rows: list[str], option: str):
+def _part_named(word: str, parts: tuple[str, ...]) -> str | None:
+    """The part `word` names (exactly, or as the start of one name only: `coco` for coco-retrieval), or None."""
+    if word in parts:
+        return word
+    matches = [p for p in parts if p and p.startswith(word)]
+    return matches[0] if len(matches) == 1 else None
+
+
+def weights_source(options: str | tuple[str, ...] | list[str], spec, row: str) -> WeightsSource:
+    """`--weights released` (the row's released checkpoint(s)), `--weights FILE` (a row of one part) or
+    `--weights PART=FILE`, repeated (one file per column group: `--weights flickr30k=A.pth --weights coco=B.pth`);
+    the parts not given stay empty. Bad input is one line naming what there is."""
+    options = (options,) if isinstance(options, str) else tuple(options)
+    parts = row_parts(spec)
+    named = ", ".join(p for p in parts if p)
+    if "released" in options:
+        if len(options) > 1:
+            raise ReproError("--weights released names every checkpoint of the row: give it alone")
+        cells = released_cells(spec.id, row)
+        if not cells:
+            known = ", ".join(f"{s} --rows {r!r}" for entry in RELEASED for s, r, _ in entry.cells)
+            raise ReproError(f"{spec.id} row {row!r}: no released checkpoint fills it (those that do: {known})")
+        checkpoints = tuple(Checkpoint(released_path(r), r, part) for r, part in cells)
+    else:
+        given: dict[str, Path] = {}
+        for option in options:
+            word, _, rest = option.partition("=")
+            part = _part_named(word, parts) if rest and parts != ("",) else None
+            if part is None:
+                if parts != ("",):
+                    raise ReproError(
+                        f"--weights {option}: {spec.id} has columns of several data sets ({named}); give a file per "
+                        f"data set with --weights NAME=FILE (e.g. --weights {parts[0]}={option})"
+                    )
+                part, rest = "", option
+            if part in given:
+                raise ReproError(f"--weights: {part or 'the row'} given twice")
+            given[part] = Path(rest).expanduser().absolute()
+        checkpoints = tuple(Checkpoint(path, None, part) for part, path in given.items())
+    covered = {c.part for c in checkpoints}
+    empty = () if "" in covered else tuple(p for p in parts if p not in covered)
+    return WeightsSource(checkpoints, empty)
+
+
+def with_weights_rows(spec, rows: list[str], options: str | tuple[str, ...] | list[str]):
     """The spec with each named row that is cited (shown, never trained here) given the network of the checkpoint
     that fills it (its released entry's `model`): `--weights` evaluates the authors' network, so such a row runs."""
-    import dataclasses
-
     from repro.families import config_classes
 
+    options = (options,) if isinstance(options, str) else tuple(options)
     changed = []
     for row in spec.rows:
-        released = released_for(spec.id, row.name) if row.name in rows or row.slug in rows else None
+        named = row.name in rows or row.slug in rows
+        released = released_for(spec.id, row.name) if named else None
         if released is not None and row.cited is not None and released.model:
             model = dict(released.model)
             config = config_classes()[model["arch"]].model_validate(model)
             row = dataclasses.replace(row, cited=None, model=model, config=config)
-        elif (row.name in rows or row.slug in rows) and row.cited is not None and option != "released":
+        elif named and row.cited is not None and options != ("released",):
             raise ReproError(
                 f"row {row.name!r} of {spec.id} is cited from {row.cited}: only its released checkpoint fills it "
                 "(--weights released)"
             )
         changed.append(row)
     return dataclasses.replace(spec, rows=tuple(changed))
+
+
+# --- the plan of a `repro run --weights` ---------------------------------------------------------
+
+
+def _where(checkpoint: Checkpoint) -> str:
+    """Where a checkpoint is, or the download step that puts it there (with the catalog's size)."""
+    if checkpoint.path.is_file():
+        return f"{checkpoint.path} (present)"
+    released = checkpoint.released
+    if released is None:
+        return f"{checkpoint.path} (missing: put it there)"
+    entry, f = released.catalog()
+    size = f.expected_bytes
+    size_words = f"{size / 1e9:.2f} GB" if size else "size not published"
+    if f.manual:
+        return (
+            f"missing: put {f.name} in {checkpoint.path.parent} by hand ({(entry.manual or '').strip()}), then "
+            f"`repro weights download {released.name}` verifies it"
+        )
+    return f"download: `repro weights download {released.name}` ({f.urls[0]}, {size_words}) to {checkpoint.path}"
+
+
+def plan_lines(plan, sources: dict[str, WeightsSource]) -> list[str]:
+    """The plan of `repro run --weights`, one line each: every checkpoint and where it is (or its download), the
+    columns no checkpoint fills, each row's GPU-hours of evaluation, the total, and the submit step."""
+    from repro import families
+    from repro.run import format_hours
+    from repro.submit.check import target_for
+
+    lines, total = [], 0.0
+    for step in plan.steps:
+        source, hooks = sources[step.row.name], families.for_row(step.row)
+        if hooks is None or not hooks.supports_weights:
+            raise ReproError(f"{plan.spec.id} row {step.row.name!r}: its family evaluates no given weights (--weights)")
+        for checkpoint in source.checkpoints:
+            columns = f" for the {checkpoint.part} columns" if checkpoint.part else ""
+            what = "released" if checkpoint.released is not None else "file"
+            lines.append(f"{step.row.name}: weights {what} {checkpoint.name}{columns}: {_where(checkpoint)}")
+        for part in source.empty:
+            lines.append(f"{step.row.name}: no checkpoint for the {part} columns: they stay empty")
+        hours = hooks.evaluation_hours(step.row.config, plan.spec) if hooks.evaluation_hours else None
+        total += hours or 0.0
+        scale = "" if plan.scale == "paper" else " (at paper scale)"
+        lines.append(f"{step.row.name}: no training; evaluation ~{format_hours(hours)} GPU-hours{scale}")
+    folder = "released" if all(s.is_released for s in sources.values()) else "<file>@<sha256>"
+    lines.append(
+        f"total: ~{total:.1f} GPU-hours of evaluation, no training; records go to results/weights/{folder}/ (never "
+        "mixed with numbers trained here)"
+    )
+    target = target_for(plan.spec.datasets)
+    if target is not None:
+        lines.append(f"then: `repro submit {target} --predictions FILE` for each test-set file it writes")
+    else:
+        lines.append(f"then: nothing to submit: the {plan.spec.split} split is scored here")
+    return lines

@@ -31,29 +31,97 @@ def _boundary(fn):
     return wrapper
 
 
+def released_rows() -> list[dict]:
+    """Each released checkpoint as `repro weights ls` shows it: what it fills, where it downloads from (the
+    catalog's entry and file, url or by hand), its size and sha256 where known, and what is on disk."""
+    from repro.weights import RELEASED, released_path, released_state
+
+    rows = []
+    for r in RELEASED:
+        entry, f = r.catalog()
+        rows.append(
+            {
+                "name": r.name,
+                "family": r.family,
+                "layout": r.layout,
+                "rows": r.rows,
+                "cells": [{"spec": s, "row": row, "columns": part or None} for s, row, part in r.cells],
+                "dataset": r.dataset,
+                "file": f.name,
+                "url": f.urls[0] if f.urls else None,
+                "manual": (entry.manual or "").strip() or None if f.manual else None,
+                "size": f.size,
+                "size_hint": f.size_hint,
+                "sha256": f.sha256,
+                "sha256_from": f.sha256_from or None,
+                "on_disk": released_state(r),
+                "path": str(released_path(r)),
+                "note": r.note or None,
+            }
+        )
+    return rows
+
+
+def _size(row: dict) -> str:
+    size = row["size"] or row["size_hint"]
+    return "?" if size is None else (f"{size / 1e9:.2f} GB" if row["size"] else f"~{size / 1e9:.2f} GB")
+
+
 @weights_app.command("ls")
 @_boundary
 def ls_command(fmt: str = typer.Option("rich", "--format", "-f", help="Output format: rich or json.")) -> None:
-    """What is released for which rows (URL, size and sha256 where published)."""
-    from dataclasses import asdict
-
+    """What is released for which rows: where each downloads from (`repro weights download NAME`), its size and
+    sha256 where published (? where not), and whether it is on disk."""
     from rich.table import Table
-
-    from repro.weights import RELEASED
 
     if fmt not in RICH_OR_JSON:
         raise ReproError(f"--format {fmt!r}: one of {', '.join(RICH_OR_JSON)}")
+    rows = released_rows()
     if fmt == "json":
-        typer.echo(json.dumps([asdict(r) for r in RELEASED], indent=2))
+        typer.echo(json.dumps(rows, indent=2))
         return
     table = Table(title="released checkpoints")
-    for column in ("name", "family", "layout", "rows", "url", "size", "sha256"):
+    for column in ("name", "layout", "fills", "download", "size", "sha256", "on disk"):
         table.add_column(column)
-    for r in RELEASED:
+    for r in rows:
+        where = r["url"] or "by hand (`repro weights download` says how)"
         table.add_row(
-            r.name, r.family, r.layout, r.rows, r.url or "(not in the reference notes)", r.size or "?", r.sha256 or "-"
+            r["name"],
+            f"{r['family']} {r['layout']}",
+            r["rows"],
+            f"{r['dataset']}/{r['file']}: {where}",
+            _size(r),
+            (r["sha256"][:12] + "…") if r["sha256"] else "-",
+            r["on_disk"],
         )
     console.print(table)
+    console.print("size ?: not published; sha256 -: none published (the download records the one it finds)")
+
+
+@weights_app.command("download")
+@_boundary
+def download_command(
+    names: list[str] = typer.Argument(..., metavar="NAME...", help="Released checkpoints (`repro weights ls`)."),
+    verify: bool = typer.Option(False, "--verify", help="Rehash files already recorded as verified."),
+) -> None:
+    """Fetch released checkpoints into REPRO_DATA_DIR as `repro download` fetches datasets (the catalog's url,
+    resumable, checksummed, unpacked); one shared by share links only is verified once you put it in place.
+
+    Example: [bold]repro weights download flickr30k.pth mscoco.pth[/]
+    """
+    from repro.cli.common import err_console
+    from repro.data.progress import byte_progress
+    from repro.weights import download_released, released_named, released_path
+
+    chosen = [released_named(name) for name in names]
+    log = lambda message: err_console.print(f"[yellow]note:[/] {escape(message)}", highlight=False)  # noqa: E731
+    with byte_progress(console=err_console) as progress:
+        for released in chosen:
+            digest = download_released(released, verify=verify, progress=progress, log=log)
+            progress.console.print(
+                f"[green]{released.name}[/]: verified (sha256 {digest[:12]}…), {escape(str(released_path(released)))}",
+                highlight=False,
+            )
 
 
 def convert_checkpoint(path: Path, paper: str, layout: str, option: str | None = None):

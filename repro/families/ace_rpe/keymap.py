@@ -231,3 +231,47 @@ def convert_checkpoint(path: Path, layout: str, option: str | None = None):
         f"{path}: an ALBEF checkpoint loads into a row's model (`init: albef`); its head count and task are not "
         "in the shapes, so convert does not build one"
     )
+
+
+def sizes_from_state(state: dict[str, torch.Tensor], heads: int) -> dict[str, int]:
+    """The sizes of the network an ALBEF checkpoint's shapes define (the pre-training, retrieval or VQA layout):
+    hidden size, vocabulary, positions, text and fusion layers (the fusion layers are those with cross-attention),
+    the ViT's blocks, patch and resolution (its position table: 577 = 1 + 24 x 24 patches of 16, 384 px), the
+    projection and queue sizes. The head count is not in the shapes: `heads` (ALBEF's 12)."""
+    bert = "text_encoder.bert." if "text_encoder.bert.embeddings.word_embeddings.weight" in state else "text_encoder."
+
+    def tensor(key: str) -> torch.Tensor:
+        if key not in state:
+            raise ReproError(f"not an ALBEF checkpoint: no {key}")
+        return state[key]
+
+    def count(prefix: str) -> int:
+        pattern = re.compile(re.escape(prefix) + r"(\d+)\.")
+        found = {int(m.group(1)) for key in state if (m := pattern.match(key))}
+        if not found:
+            raise ReproError(f"not an ALBEF checkpoint: no {prefix}0.*")
+        return 1 + max(found)
+
+    vocab, hidden = tensor(bert + "embeddings.word_embeddings.weight").shape
+    layers = count(bert + "encoder.layer.")
+    cross = [i for i in range(layers) if f"{bert}encoder.layer.{i}.crossattention.self.query.weight" in state]
+    if not cross:
+        raise ReproError(f"not an ALBEF checkpoint: no cross-attention in {bert}encoder.layer.*")
+    patch = tensor("visual_encoder.patch_embed.proj.weight").shape[-1]
+    grid = math.isqrt(tensor("visual_encoder.pos_embed").shape[1] - 1)
+    sizes = {
+        "hidden_size": hidden,
+        "heads": heads,
+        "intermediate_size": tensor(bert + "encoder.layer.0.intermediate.dense.weight").shape[0],
+        "image_layers": count("visual_encoder.blocks."),
+        "text_layers": cross[0],
+        "fusion_layers": layers - cross[0],
+        "image_size": grid * patch,
+        "patch_size": patch,
+        "vocab_size": vocab,
+        "max_positions": tensor(bert + "embeddings.position_embeddings.weight").shape[0],
+        "embed_dim": tensor("vision_proj.weight").shape[0],
+    }
+    if "image_queue" in state:
+        sizes["queue_size"] = state["image_queue"].shape[1]
+    return sizes
