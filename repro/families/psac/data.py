@@ -102,9 +102,10 @@ class TgifTask(Dataset):
         max_chars: int,
         frames: int,
         features: VideoFeatures | None = None,
+        limit: int | None = None,
     ):
         self.task, self.split = task, split
-        self.questions = read_questions(Path(root) / file_name(split, task))
+        self.questions = read_questions(Path(root) / file_name(split, task))[:limit]  # --limit: the first N
         self.features = features if features is not None else VideoFeatures.open(root)
         self.frames = frames
         n = len(self.questions)
@@ -147,10 +148,16 @@ class TgifTask(Dataset):
 
 
 def load_task(
-    root: Path, task: str, sizes: dict, splits: tuple[str, ...] = ("Train", "Test"), store: Path | None = None
+    root: Path,
+    task: str,
+    sizes: dict,
+    splits: tuple[str, ...] = ("Train", "Test"),
+    store: Path | None = None,
+    limit: int | None = None,
 ):
     """(vocab, {split: TgifTask}) for a task, the vocabulary over all its splits' files; the frames from
-    `store` (a prepared frame store) or `root/features.npy`."""
+    `store` (a prepared frame store) or `root/features.npy`; with `limit` (`repro run --limit N`) each split
+    keeps its first N questions (the vocabulary, and so the model, stays that of the whole files)."""
     questions = [q for s in splits for q in read_questions(Path(root) / file_name(s, task))]
     vocab = build_vocab(task, questions)
     features = VideoFeatures.open(root, store)
@@ -164,6 +171,7 @@ def load_task(
             max_chars=sizes["max_chars"],
             frames=sizes["frames"],
             features=features,
+            limit=limit,
         )
         for s in splits
     }

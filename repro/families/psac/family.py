@@ -115,7 +115,8 @@ def run_ensemble(ctxs: list[RunContext]) -> list[RowRun]:
                 m[col.name] = tasks[col.key]["train_seconds_per_epoch"]
         training = {"steps": sum(t["steps"] for t in tasks.values()), "per_task": tasks}
         extra = {"epoch_time": timed} if timed else {}
-        runs.append(RowRun(metrics=m, split="test (generated)", training=training, extra=extra))
+        split = "test (generated)" if c.generated else "test"
+        runs.append(RowRun(metrics=m, split=split, training=training, extra=extra))
     return runs
 
 
@@ -133,4 +134,5 @@ HOOKS = Hooks(
     compute_tasks=COMPUTE_TASKS,
     example_batch=example_batch,
     paper_data=paper_data,
+    supports_limit=True,  # --limit N: the first N questions of each task's Train and Test at paper scale
 )

@@ -80,7 +80,7 @@ def task_inputs(ctxs: list[RunContext], task: str, root: Path, store: Path | Non
     sizes = ctx.settings.get("sizes") or {}
     full = paper_sizes(ctx.config)
     full.update(sizes)
-    vocab, data = load_task(root, task, full, store=store)
+    vocab, data = load_task(root, task, full, store=store, limit=ctx.limit)
     recipes = [c.recipe(overrides=recipe_overrides(ctx, task), loss="per-task") for c in ctxs]
     models = []
     for c in ctxs:
