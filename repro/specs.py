@@ -20,7 +20,7 @@ from repro.errors import ReproError
 from repro.families import papers
 from repro.metrics import DIRECTIONS, METRICS
 from repro.paths import experiments_dir
-from repro.utils import Located, read_yaml, unknown_keys
+from repro.utils import Located, did_you_mean, read_yaml, unknown_keys
 
 COMPUTE_TASKS = ("complexity", "statistics")
 SCALES = ("paper", "synthetic", "smoke")
@@ -414,9 +414,7 @@ def _model_config(loc: Located, where: tuple, model: Any, row: str) -> Any:
         path = tuple(error["loc"])
         key = path[0] if path else None
         if error["type"] == "extra_forbidden":
-            close = difflib.get_close_matches(str(key), sorted(classes[arch].model_fields), n=1)
-            hint = f" (did you mean {close[0]!r}?)" if close else ""
-            message = f"unknown model key {key!r} for arch {arch!r}{hint}"
+            message = f"unknown model key {key!r} for arch {arch!r}{did_you_mean(key, classes[arch].model_fields)}"
         else:
             field_name = ".".join(str(p) for p in path) or "model"
             message = f"model {field_name}: {error['msg']}"

@@ -17,7 +17,7 @@ import shutil
 import socket
 import stat
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
@@ -267,10 +267,15 @@ def read_yaml(path: Path, what: str = "file") -> tuple[Any, Located]:
         raise ReproError(f"{path}: YAML nested too deeply") from None
 
 
+def did_you_mean(key: Any, known: Iterable[str]) -> str:
+    """` (did you mean 'x'?)` with the known name closest to `key`, or nothing: the hint of every unknown key
+    (specs, recipes, model configs)."""
+    close = difflib.get_close_matches(str(key), sorted(known), n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
 def unknown_keys(loc: Located, where: tuple, data: dict, allowed: set[str], what: str) -> None:
     """Refuse a key outside `allowed`, suggesting the closest known one."""
     for key in data:
         if key not in allowed:
-            close = difflib.get_close_matches(str(key), sorted(allowed), n=1)
-            hint = f" (did you mean {close[0]!r}?)" if close else ""
-            raise loc.error(where + (key,), f"unknown {what} key {key!r}{hint}")
+            raise loc.error(where + (key,), f"unknown {what} key {key!r}{did_you_mean(key, allowed)}")

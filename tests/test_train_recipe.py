@@ -63,6 +63,45 @@ def test_bad_recipes_point_at_their_line(tmp_path, change, line, word):
         load_recipe(path)
 
 
+@pytest.mark.parametrize(
+    "change, line, message",
+    [
+        (GOOD + "epoch: 3\n", 6, "unknown recipe key 'epoch' (did you mean 'epochs'?)"),
+        (GOOD.replace("betas:", "betaz:"), 1, "unknown adam optimizer key 'betaz' (did you mean 'betas'?)"),
+        (GOOD.replace("epochs: 2", "epochs: true"), 3, "epochs must be an integer, got True"),
+        (GOOD.replace("epochs: 2", "epochs: 2.5"), 3, "epochs must be an integer, got 2.5"),
+        (GOOD + "grad_clip: '1.5'\n", 6, "grad_clip must be a number or null, got '1.5'"),
+        (GOOD + "train_splits: train\n", 6, "train_splits must be a list of split names, got 'train'"),
+        (GOOD + "train_splits:\n- train\n- 3\n", 8, "train_splits must be a list of split names, got 3"),
+        (GOOD.replace("batch_size: 4\n", ""), 1, "recipe is missing 'batch_size'"),
+        (GOOD + "precision: fp8\n", 6, "precision: must be one of auto, fp32, tf32, bf16, fp16, got 'fp8'"),
+    ],
+)
+def test_recipes_are_validated_by_pydantic_with_one_line_errors(tmp_path, change, line, message):
+    with pytest.raises(ReproError) as caught:
+        load_recipe(_write(tmp_path, change))
+    assert str(caught.value).endswith(f"r.yaml:{line}: {message}")
+
+
+def test_a_recipe_is_checked_when_made_and_replaced_and_keeps_its_types(tmp_path):
+    from repro.train.recipe import Recipe, RecipeFields
+
+    r = load_recipe(_write(tmp_path, GOOD + "grad_clip: 1\ntrain_splits: [train]\n"))
+    assert r.grad_clip == 1.0 and isinstance(r.grad_clip, float) and r.train_splits == ("train",)
+    with pytest.raises(ReproError, match="batch_size: must be at least 1, got 0"):
+        Recipe(name="x", optimizer=r.optimizer, schedule=r.schedule, epochs=1, batch_size=0, loss="bce-sum")
+    with pytest.raises(ReproError, match="train_splits .* names a test split"):
+        r.replace(train_splits=("train", "test"))
+    assert "epochs" in RecipeFields.model_json_schema()["required"]  # a schema editors can use
+
+
+def test_model_configs_and_recipes_share_one_did_you_mean():
+    from repro.utils import did_you_mean
+
+    assert did_you_mean("epoch", {"epochs", "seed"}) == " (did you mean 'epochs'?)"
+    assert did_you_mean("zzz", {"epochs"}) == ""
+
+
 def test_unknown_recipe_lists_the_known_ones():
     with pytest.raises(ReproError, match="mcan-pa/vqa2"):
         load_recipe("mcan-pa/vqa3")

@@ -57,7 +57,8 @@ class RunRequest:
     wait: bool = False  # slurm: follow the jobs to the end
     fmt: str = "rich"  # of --status
     device: str | None = None  # auto (None), cpu, cuda or cuda:N: where the units train and evaluate
-    weights: str | None = None  # "released" or a checkpoint file: evaluate it, no training (repro.weights)
+    # ("released",), or checkpoint files (FILE, or PART=FILE per column group): evaluate, no training (repro.weights)
+    weights: tuple[str, ...] | None = None
 
 
 def check_seeds(seeds: list[int], option: str, text: str) -> list[int]:
@@ -154,12 +155,14 @@ def run_command(
     device: str | None = typer.Option(
         None, "--device", help="auto (a GPU when there is one), cpu, cuda or cuda:N: where units train and evaluate."
     ),
-    weights: str | None = typer.Option(
+    weights: list[str] | None = typer.Option(
         None,
         "--weights",
-        metavar="released|FILE",
-        help="No training: evaluate the row's released checkpoint (`repro weights ls`) or FILE in an official "
-        "layout; records go to results/weights/, shown apart by `repro table`.",
+        metavar="released|FILE|PART=FILE",
+        help="No training: evaluate the row's released checkpoint(s) (`repro weights ls`) or FILE in an official "
+        "layout. A table whose columns come from several data sets takes a file per data set, the option "
+        "repeated: --weights flickr30k=A.pth --weights coco=B.pth (columns without one stay empty). Records go "
+        "to results/weights/, shown apart by `repro table`.",
     ),
 ) -> None:
     """Train and evaluate every runnable row of a table, write results, print the table.
@@ -202,7 +205,7 @@ def run_command(
         wait=wait,
         fmt=fmt,
         device=device,
-        weights=weights,
+        weights=tuple(weights) if weights else None,
     )
     run_request(request)
 
@@ -376,13 +379,11 @@ def _run_weights(plan, root: Path, request: RunRequest) -> None:
     then each row evaluated from it, its record under results/weights/, the table and the submit commands."""
     from types import SimpleNamespace
 
-    from repro import families
     from repro.launch.units import execute_weights
     from repro.report import build_view, render_rich
     from repro.report.plan import submit_hints
-    from repro.run import format_hours
     from repro.submit.check import target_for
-    from repro.weights import weights_source
+    from repro.weights import plan_lines, weights_source
 
     options = {
         "--seeds": request.seeds,
@@ -400,35 +401,11 @@ def _run_weights(plan, root: Path, request: RunRequest) -> None:
         raise ReproError(f"--weights evaluates the spec as written, here, once: not with {', '.join(refused)}")
     if request.rows is None:
         raise ReproError("--weights: name the rows it fills with --rows (`repro weights ls` lists them)")
-    sources = {step.row.name: weights_source(request.weights, plan.spec.id, step.row.name) for step in plan.steps}
-    total = 0.0
-    for step in plan.steps:
-        source, hooks = sources[step.row.name], families.for_row(step.row)
-        if hooks is None or not hooks.supports_weights:
-            raise ReproError(f"{plan.spec.id} row {step.row.name!r}: its family evaluates no given weights (--weights)")
-        hours = hooks.evaluation_hours(step.row.config, plan.spec) if hooks.evaluation_hours else None
-        total += hours or 0.0
-        if source.path.is_file():
-            where = f"{source.path} (present)"
-        elif source.released is not None and source.released.url:
-            where = f"download {source.released.url} to {source.path}"
-        else:
-            where = f"{source.path} (missing: put it there)"
-        console.print(
-            f"{step.row.name}: weights {source.label} ({source.name}): {where}; no training; evaluation "
-            f"~{format_hours(hours)} GPU-hours" + ("" if plan.scale == "paper" else " (at paper scale)"),
-            highlight=False,
-            soft_wrap=True,
-        )
+    sources = {step.row.name: weights_source(request.weights, plan.spec, step.row.name) for step in plan.steps}
+    for line in plan_lines(plan, sources):
+        console.print(line, highlight=False, soft_wrap=True)
     for item in plan.data:
         console.print(f"data: {item}", highlight=False)
-    folder = "released" if request.weights == "released" else "<file>@<sha256>"
-    console.print(
-        f"total: ~{total:.1f} GPU-hours of evaluation, no training; records go to results/weights/{folder}/ (never "
-        "mixed with numbers trained here); then `repro submit` of the test-set files it writes",
-        highlight=False,
-        soft_wrap=True,
-    )
     if request.dry_run:
         return
     done = execute_weights(plan, root, sources, force=request.force)

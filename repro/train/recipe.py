@@ -11,12 +11,23 @@ import dataclasses
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictInt,
+    StrictStr,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+)
 
 from repro.errors import ReproError
 from repro.train import optimizers, schedule
 from repro.train.losses import LOSSES
-from repro.utils import Located, read_yaml, unknown_keys
+from repro.utils import did_you_mean, read_yaml
 
 PRECISIONS = ("auto", "fp32", "tf32", "bf16", "fp16")
 
@@ -43,26 +54,157 @@ class KeysOf(Mapping):
 OPTIMIZERS: Mapping[str, frozenset[str]] = KeysOf(optimizers.OPTIMIZERS)
 SCHEDULES: Mapping[str, frozenset[str]] = KeysOf(schedule.SCHEDULES)
 
-_KEYS = {
-    "description",
-    "optimizer",
-    "schedule",
-    "epochs",
-    "batch_size",
-    "eval_batch_size",
-    "grad_clip",
-    "max_steps",
-    "precision",
-    "loss",
-    "seed",
-    "train_splits",
-    "num_workers",
+
+class _At(ValueError):
+    """A problem inside a section (`schedule.base_lr`): the key path below the field, for the line number."""
+
+    def __init__(self, path: tuple, message: str):
+        super().__init__(message)
+        self.path = path
+
+
+class RecipeFields(BaseModel):
+    """What a recipe file may give, validated with pydantic as the model configs are (`extra="forbid"`, strict
+    types). Each message starts with the field's name, so the YAML loader can point at its line."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    optimizer: dict[str, Any]
+    schedule: dict[str, Any]
+    epochs: StrictInt
+    batch_size: StrictInt
+    loss: StrictStr
+    eval_batch_size: StrictInt | None = None
+    grad_clip: Annotated[float, Field(strict=True)] | None = None
+    precision: StrictStr = "auto"
+    seed: StrictInt = 0
+    train_splits: tuple[StrictStr, ...] = ()
+    num_workers: StrictInt = 0
+    max_steps: StrictInt | None = None
+    description: str = ""
+
+    @field_validator("optimizer", "schedule", mode="before")
+    @classmethod
+    def _section(cls, section: Any, info: ValidationInfo) -> Any:
+        key = info.field_name
+        kinds = OPTIMIZERS if key == "optimizer" else SCHEDULES
+        if not isinstance(section, dict) or "name" not in section:
+            raise _At((), f"{key} must be a mapping with a 'name' ({', '.join(kinds)})")
+        if section["name"] not in kinds:
+            raise _At(("name",), f"unknown {key} {section['name']!r}; one of {', '.join(kinds)}")
+        allowed = kinds[section["name"]] | {"name"}
+        for name, value in section.items():
+            if name not in allowed:
+                raise _At((name,), f"unknown {section['name']} {key} key {name!r}{did_you_mean(name, allowed)}")
+            if name != "name" and not _numeric(value):
+                raise _At((name,), f"{key}.{name} must be a number or a list of numbers, got {value!r}")
+        return section
+
+    @field_validator("schedule")
+    @classmethod
+    def _base_lr(cls, schedule: dict[str, Any]) -> dict[str, Any]:
+        if schedule.get("base_lr", 0) <= 0:
+            raise ValueError(f"schedule: base_lr must be positive, got {schedule.get('base_lr')}")
+        return schedule
+
+    @field_validator("epochs", "batch_size")
+    @classmethod
+    def _at_least_one(cls, value: int, info: ValidationInfo) -> int:
+        if value < 1:
+            raise ValueError(f"{info.field_name}: must be at least 1, got {value}")
+        return value
+
+    @field_validator("eval_batch_size")
+    @classmethod
+    def _eval_batch_size(cls, value: int | None) -> int | None:
+        if value is not None and value < 1:
+            raise ValueError(f"eval_batch_size: must be at least 1, got {value}")
+        return value
+
+    @field_validator("max_steps")
+    @classmethod
+    def _max_steps(cls, value: int | None) -> int | None:
+        if value is not None and value < 1:
+            raise ValueError(f"max_steps: must be a positive integer or null, got {value!r}")
+        return value
+
+    @field_validator("num_workers")
+    @classmethod
+    def _num_workers(cls, value: int) -> int:
+        if value < 0:
+            raise ValueError(f"num_workers: must be 0 or more, got {value}")
+        return value
+
+    @field_validator("grad_clip")
+    @classmethod
+    def _grad_clip(cls, value: float | None) -> float | None:
+        if value is not None and value <= 0:
+            raise ValueError(f"grad_clip: must be positive or null, got {value}")
+        return value
+
+    @field_validator("precision")
+    @classmethod
+    def _precision(cls, value: str) -> str:
+        if value not in PRECISIONS:
+            raise ValueError(f"precision: must be one of {', '.join(PRECISIONS)}, got {value!r}")
+        return value
+
+    @field_validator("loss")
+    @classmethod
+    def _loss(cls, value: str) -> str:
+        if value not in LOSSES:  # read at each use: a loss added to the table counts at once
+            raise ValueError(f"loss: must be one of {', '.join(LOSSES)}, got {value!r}")
+        return value
+
+    @field_validator("train_splits")
+    @classmethod
+    def _no_test_split(cls, splits: tuple[str, ...]) -> tuple[str, ...]:
+        if any("test" in s for s in splits):
+            raise ValueError(f"train_splits {list(splits)} names a test split; nothing is trained or chosen on test")
+        return splits
+
+    @field_validator("description", mode="before")
+    @classmethod
+    def _description(cls, value: Any) -> str:
+        return str(value).strip()
+
+
+# what a type error says, by field (range errors say their own)
+_EXPECTED = {
+    "epochs": "an integer",
+    "batch_size": "an integer",
+    "eval_batch_size": "an integer",
+    "num_workers": "an integer",
+    "seed": "an integer",
+    "max_steps": "a positive integer or null",
+    "grad_clip": "a number or null",
+    "loss": "a loss name",
+    "precision": "one of " + ", ".join(PRECISIONS),
+    "train_splits": "a list of split names",
 }
-_REQUIRED = ("optimizer", "schedule", "epochs", "batch_size", "loss")
+
+
+def _problem(exc: ValidationError) -> tuple[tuple, str]:
+    """The first problem pydantic found, as (key path, one line): unknown keys first, then missing ones."""
+    errors = sorted(exc.errors(), key=lambda e: {"extra_forbidden": 0, "missing": 1}.get(e["type"], 2))
+    error = errors[0]
+    key = error["loc"][0] if error["loc"] else None
+    if error["type"] == "extra_forbidden":
+        return (key,), f"unknown recipe key {key!r}{did_you_mean(key, RecipeFields.model_fields)}"
+    if error["type"] == "missing":
+        return (), f"recipe is missing {key!r}"
+    cause = (error.get("ctx") or {}).get("error")
+    if isinstance(cause, _At):
+        return (key, *cause.path), str(cause)
+    if isinstance(cause, ValueError):
+        return (key,), str(cause)
+    return tuple(error["loc"]), f"{key} must be {_EXPECTED.get(key, 'valid')}, got {error['input']!r}"
 
 
 @dataclass(frozen=True)
 class Recipe:
+    """A validated recipe (every field through `RecipeFields`, when it is made and when it is replaced)."""
+
     name: str
     optimizer: dict[str, Any]  # {name: adam, betas: [..], eps: .., weight_decay: ..}
     schedule: dict[str, Any]  # {name: mcan, base_lr: .., ...}; see repro.train.schedule
@@ -81,14 +223,21 @@ class Recipe:
     description: str = ""
     path: Path | None = field(default=None, compare=False)
 
+    def __post_init__(self) -> None:
+        values = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name not in ("name", "path")}
+        try:
+            checked = RecipeFields.model_validate(values)
+        except ValidationError as exc:
+            raise ReproError(_problem(exc)[1]) from None
+        for name, value in checked:  # as validated: grad_clip a float, train_splits a tuple
+            object.__setattr__(self, name, value)
+
     def replace(self, **changes: Any) -> "Recipe":
         """A copy with some fields changed (e.g. a smoke scale's epochs and batch size), validated again."""
         unknown = sorted(set(changes) - {f.name for f in dataclasses.fields(self)})
         if unknown:
             raise ReproError(f"recipe {self.name}: unknown field(s) {', '.join(unknown)}")
-        new = dataclasses.replace(self, **changes)
-        _check_values(new)
-        return new
+        return dataclasses.replace(self, **changes)
 
     def to_json(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
@@ -111,88 +260,15 @@ def parse_recipe(path: Path, name: str) -> Recipe:
     data, loc = read_yaml(path, "recipe")
     if not isinstance(data, dict):
         raise loc.error((), "a recipe must be a mapping")
-    unknown_keys(loc, (), data, _KEYS, "recipe")
-    for key in _REQUIRED:
-        if key not in data:
-            raise loc.error((), f"recipe is missing {key!r}")
-    _section(loc, data, "optimizer", OPTIMIZERS)
-    _section(loc, data, "schedule", SCHEDULES)
-    for key in ("epochs", "batch_size", "eval_batch_size", "num_workers", "seed"):
-        if key in data and data[key] is not None and (isinstance(data[key], bool) or not isinstance(data[key], int)):
-            raise loc.error((key,), f"{key} must be an integer, got {data[key]!r}")
-    if data.get("grad_clip") is not None and (
-        isinstance(data["grad_clip"], bool) or not isinstance(data["grad_clip"], (int, float))
-    ):
-        raise loc.error(("grad_clip",), f"grad_clip must be a number or null, got {data['grad_clip']!r}")
-    splits = data.get("train_splits", [])
-    if not isinstance(splits, list) or not all(isinstance(s, str) for s in splits):
-        raise loc.error(("train_splits",), "train_splits must be a list of split names")
-    if any("test" in s for s in splits):
-        raise loc.error(
-            ("train_splits",), f"train_splits {splits} names a test split; nothing is trained or chosen on test"
-        )
-    recipe = Recipe(
-        name=name,
-        optimizer=data["optimizer"],
-        schedule=data["schedule"],
-        epochs=data["epochs"],
-        batch_size=data["batch_size"],
-        loss=data["loss"],
-        eval_batch_size=data.get("eval_batch_size"),
-        grad_clip=None if data.get("grad_clip") is None else float(data["grad_clip"]),
-        precision=data.get("precision", "auto"),
-        seed=data.get("seed", 0),
-        train_splits=tuple(splits),
-        num_workers=data.get("num_workers", 0),
-        max_steps=data.get("max_steps"),
-        description=str(data.get("description", "")).strip(),
-        path=path,
-    )
     try:
-        _check_values(recipe)
-    except ReproError as exc:
-        key = str(exc).split(":", 1)[0]
-        raise loc.error((key,) if key in data else (), str(exc)) from None
-    return recipe
-
-
-def _section(loc: Located, data: dict, key: str, kinds: Mapping[str, frozenset[str]]) -> None:
-    section = data[key]
-    if not isinstance(section, dict) or "name" not in section:
-        raise loc.error((key,), f"{key} must be a mapping with a 'name' ({', '.join(kinds)})")
-    if section["name"] not in kinds:
-        raise loc.error((key, "name"), f"unknown {key} {section['name']!r}; one of {', '.join(kinds)}")
-    unknown_keys(loc, (key,), section, kinds[section["name"]] | {"name"}, f"{section['name']} {key}")
-    for name, value in section.items():
-        if name != "name" and not _numeric(value):
-            raise loc.error((key, name), f"{key}.{name} must be a number or a list of numbers, got {value!r}")
+        fields = RecipeFields.model_validate(data)
+    except ValidationError as exc:
+        where, message = _problem(exc)
+        raise loc.error(where, message) from None
+    return Recipe(name=name, path=path, **dict(fields))
 
 
 def _numeric(value: Any) -> bool:
     if isinstance(value, list):
         return all(_numeric(v) for v in value)
     return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
-def _check_values(r: Recipe) -> None:
-    """Range checks; messages start with the field name so the YAML loader can point at its line."""
-    if r.epochs < 1:
-        raise ReproError(f"epochs: must be at least 1, got {r.epochs}")
-    if r.batch_size < 1:
-        raise ReproError(f"batch_size: must be at least 1, got {r.batch_size}")
-    if r.eval_batch_size is not None and r.eval_batch_size < 1:
-        raise ReproError(f"eval_batch_size: must be at least 1, got {r.eval_batch_size}")
-    if r.precision not in PRECISIONS:
-        raise ReproError(f"precision: must be one of {', '.join(PRECISIONS)}, got {r.precision!r}")
-    if r.loss not in LOSSES:
-        raise ReproError(f"loss: must be one of {', '.join(LOSSES)}, got {r.loss!r}")
-    if r.grad_clip is not None and r.grad_clip <= 0:
-        raise ReproError(f"grad_clip: must be positive or null, got {r.grad_clip}")
-    if r.max_steps is not None and (
-        isinstance(r.max_steps, bool) or not isinstance(r.max_steps, int) or r.max_steps < 1
-    ):
-        raise ReproError(f"max_steps: must be a positive integer or null, got {r.max_steps!r}")
-    if r.num_workers < 0:
-        raise ReproError(f"num_workers: must be 0 or more, got {r.num_workers}")
-    if r.schedule.get("base_lr", 0) <= 0:
-        raise ReproError(f"schedule: base_lr must be positive, got {r.schedule.get('base_lr')}")
