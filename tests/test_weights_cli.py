@@ -8,12 +8,23 @@ from repro.cli import app
 from tests.golden import fixture
 
 
-def test_ls_lists_released_checkpoints(runner):
+def test_ls_lists_released_checkpoints(runner, sandbox):
     result = runner.invoke(app, ["weights", "ls", "--format", "json"])
     assert result.exit_code == 0, result.output
     rows = json.loads(result.output)
     assert {"ALBEF.pth", "flickr30k.pth"} <= {r["name"] for r in rows}
-    assert all(r["sha256"] is None for r in rows)  # none is published
+    by_name = {r["name"]: r for r in rows}
+    # a sha256 only where published (mmf's zoo pins its archives); the rest download with none
+    assert [r["name"] for r in rows if r["sha256"]] == ["m4c"] and by_name["m4c"]["sha256_from"].startswith("published")
+    assert by_name["flickr30k.pth"]["dataset"] == "albef-checkpoints" and by_name["flickr30k.pth"]["url"].endswith(
+        "/ALBEF/flickr30k.pth"
+    )
+    assert by_name["mcan-small"]["url"] is None and "OneDrive" in by_name["mcan-small"]["manual"]
+    assert {r["on_disk"] for r in rows} == {"missing"}
+    cells = by_name["mscoco.pth"]["cells"]
+    assert cells == [{"spec": "ace-rpe-table3-sota", "row": "ALBEF (14M)", "columns": "coco-retrieval"}]
+    result = runner.invoke(app, ["weights", "ls"], env={"COLUMNS": "300"})
+    assert result.exit_code == 0 and "albef-checkpoints/flickr30k.pth" in result.output and "missing" in result.output
 
 
 def test_convert_mcan_fixture_writes_our_state_and_the_report(runner, tmp_path):
