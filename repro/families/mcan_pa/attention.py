@@ -74,7 +74,8 @@ def attention(ctx: RunContext, question_id: int) -> AttentionMaps:
         [maps[f"decoder.{i}.self_att"][0, :, :n, :n].mean(dim=1).cpu().numpy() for i in range(layers)]
     )  # [layers, heads, n]
     questions = json.loads(data["val_questions"].read_text())["questions"]
-    question = next((q["question"] for q in questions if q["question_id"] == question_id), "?")
+    asked = next((q for q in questions if q["question_id"] == question_id), {})
+    question = asked.get("question", "?")
     gold = read_annotations(data["val_annotations"]).get(question_id, {}).get("multiple_choice_answer")
     return AttentionMaps(
         question=question,
@@ -82,7 +83,7 @@ def attention(ctx: RunContext, question_id: int) -> AttentionMaps:
         gold=gold,
         image_size=tuple(float(v) for v in item["image_size"]),
         boxes=item["boxes"][:n].numpy(),
-        box_labels=[f"#{k + 1}" for k in range(n)],
+        box_labels=box_labels(ctx.settings, asked.get("image_id"), item["boxes"][:n].numpy()),
         over_boxes={
             "decoder self-attention": received,
             "image pooling": pooled["weights"][0, :n].cpu().numpy()[None, None, :],
@@ -90,3 +91,21 @@ def attention(ctx: RunContext, question_id: int) -> AttentionMaps:
         raw={name.replace(".", "_"): m[0].cpu().numpy() for name, m in maps.items()}
         | {"image_pooling": pooled["weights"][0].cpu().numpy()},
     )
+
+
+def box_labels(settings: dict, image_id: int | None, boxes) -> list[str]:
+    """`#k colour class` per box: the generator, replayed, knows each region's object; `#k` alone when its
+    replayed boxes are not these (a data folder made by another generator)."""
+    import numpy as np
+
+    from repro.families.mcan_pa.synthetic import GeneratorConfig, scene_objects
+
+    plain = [f"#{k + 1}" for k in range(len(boxes))]
+    try:
+        objects = scene_objects(GeneratorConfig.from_mapping(settings.get("generator")), int(image_id))
+    except (KeyError, TypeError, ValueError):
+        return plain
+    drawn = np.asarray([o.box for o in objects], dtype=np.float32)
+    if drawn.shape != np.shape(boxes) or not np.allclose(drawn, boxes, atol=0.5):
+        return plain
+    return [f"{label} {o.name}" for label, o in zip(plain, objects)]

@@ -208,6 +208,33 @@ def _annotator_answers(rng, answer: str, answer_type: str, error: float) -> list
     return [str(rng.choice(pool)) if rng.random() < error else answer for _ in range(10)]
 
 
+def _draws(cfg: GeneratorConfig):
+    """The generator's draws in the order it makes them: per image (train first, then val) its split, image id,
+    scene, region features and questions with their annotators' answers. `generate` writes them; `scene_objects`
+    replays them, so what a scene holds need not be stored beside the features."""
+    rng = np.random.default_rng(cfg.seed)
+    projection = rng.standard_normal((len(CLASSES) + len(COLOURS), cfg.feature_dim)).astype(np.float32)
+    image_id = 0
+    for split in SPLITS:
+        for _ in range(cfg.train_images if split == "train" else cfg.val_images):
+            image_id += 1
+            scene = make_scene(rng, cfg)
+            features = object_features(rng, scene, projection, cfg.feature_noise)
+            made = [
+                (*q, _annotator_answers(rng, q[1], q[2], cfg.annotator_error))
+                for q in make_questions(rng, scene, cfg.questions_per_image)
+            ]
+            yield split, image_id, scene, features, made
+
+
+def scene_objects(cfg: GeneratorConfig, image_id: int) -> list[SceneObject]:
+    """The objects of one generated image, in the order of its boxes (the generator replayed up to it)."""
+    for _, at, scene, _, _ in _draws(cfg):
+        if at == image_id:
+            return scene.objects
+    raise KeyError(image_id)
+
+
 def generate(out_dir: Path, cfg: GeneratorConfig) -> dict[str, Path]:
     """Write questions, annotations and a feature store for train and val into `out_dir`.
 
@@ -230,9 +257,8 @@ def generate(out_dir: Path, cfg: GeneratorConfig) -> dict[str, Path]:
     if manifest.exists() and json.loads(manifest.read_text()).get("config") == asdict(cfg):
         return paths
 
-    rng = np.random.default_rng(cfg.seed)
-    projection = rng.standard_normal((len(CLASSES) + len(COLOURS), cfg.feature_dim)).astype(np.float32)
-    next_image, next_question = 1, 1
+    next_question = 1
+    draws = _draws(cfg)
     for split, name in SPLITS.items():
         n_images = cfg.train_images if split == "train" else cfg.val_images
         questions, annotations = [], []
@@ -240,22 +266,13 @@ def generate(out_dir: Path, cfg: GeneratorConfig) -> dict[str, Path]:
             paths[f"{split}_features"], num_images=n_images, max_boxes=cfg.max_objects, dim=cfg.feature_dim
         ) as store:
             for _ in range(n_images):
-                image_id = next_image
-                next_image += 1
-                scene = make_scene(rng, cfg)
+                _, image_id, scene, features, made = next(draws)
                 boxes = np.asarray([o.box for o in scene.objects], dtype=np.float32)
-                store.add(
-                    image_id,
-                    object_features(rng, scene, projection, cfg.feature_noise),
-                    boxes,
-                    scene.width,
-                    scene.height,
-                )
-                for question, answer, answer_type, question_type in make_questions(rng, scene, cfg.questions_per_image):
+                store.add(image_id, features, boxes, scene.width, scene.height)
+                for question, answer, answer_type, question_type, answers in made:
                     qid = next_question
                     next_question += 1
                     questions.append({"image_id": image_id, "question": question, "question_id": qid})
-                    answers = _annotator_answers(rng, answer, answer_type, cfg.annotator_error)
                     annotations.append(
                         {
                             "question_id": qid,
