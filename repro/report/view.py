@@ -143,10 +143,18 @@ def weights_results(spec: Spec, scale: str) -> list[Result]:
 
 
 def weights_source_words(result: Result) -> str:
-    """ "released weights" or "weights FILE", with the checkpoint's name and digest: the source of a number."""
+    """ "released weights" or "weights FILE", with the checkpoint's name and digest (each checkpoint's, with the
+    columns it fills, where a row has one per data set; those left empty named): the source of a number."""
     weights = result.weights or {}
     source = "released weights" if weights.get("weights") == "released" else f"weights {weights.get('weights')}"
-    return f"{source} ({weights.get('checkpoint')}, sha256 {str(weights.get('sha256', ''))[:12]}…)"
+    if "checkpoints" not in weights:
+        return f"{source} ({weights.get('checkpoint')}, sha256 {str(weights.get('sha256', ''))[:12]}…)"
+    each = [
+        f"{c.get('checkpoint')} for {c.get('columns')}, sha256 {str(c.get('sha256', ''))[:12]}…"
+        for c in weights["checkpoints"]
+    ]
+    each += [f"no checkpoint for {part}: empty" for part in weights.get("empty", [])]
+    return f"{source} ({'; '.join(each)})"
 
 
 # --- formatting helpers ---------------------------------------------------------------------------
