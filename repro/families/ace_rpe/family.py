@@ -38,6 +38,7 @@ from repro.families.ace_rpe.build import (
 from repro.families.ace_rpe.columns import column_dataset, downstream_names, has_tasks, recall_datasets
 from repro.families.ace_rpe.config import ALBEFConfig
 from repro.families.ace_rpe.keymap import albef_initialisation, load_albef, read_checkpoint, transfer
+from repro.families.ace_rpe.released import evaluation_hours
 from repro.families.ace_rpe.retrieval import score_matrices
 from repro.families.ace_rpe.sources import (
     paper_sources,
@@ -95,6 +96,10 @@ def run_row(ctx: RunContext) -> RowRun:
     from repro.train import fit
     from repro.train.trainer import seed_everything
 
+    if ctx.weights is not None:  # `repro run --weights`: ALBEF's fine-tuned checkpoints evaluated, not trained
+        from repro.families.ace_rpe.released import run_weights
+
+        return run_weights(ctx)
     settings = ctx.settings
     datasets = recall_datasets(ctx.spec)
     data: dict[str, Path] = ctx.data or {}  # `prepare_data`'s, once per run (paper scale: the row's own sources)
@@ -216,4 +221,6 @@ HOOKS = Hooks(
     resources=resources,
     weight_layouts=("albef",),
     convert_weights=convert_weights,
+    supports_weights=True,  # --weights: ALBEF's retrieval checkpoints, one per data set (released.py)
+    evaluation_hours=evaluation_hours,
 )
