@@ -3,7 +3,8 @@ line per running unit (row, seed, epoch, step, loss), whichever process trains i
 
 Progress is read from each unit's `train.jsonl` (the trainer appends a line per step with epoch of
 epochs and step of steps), so worker processes need no channel back to the parent. In a terminal
-the bars are live; in a pipe or a CI log a status line is printed every `heartbeat_s` seconds.
+the bars are live; in a pipe or a CI log a status line is printed every `heartbeat_s` seconds. When
+other work loads the machine (`repro.load`), the estimate says so and by about how much it is stretched.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -18,6 +20,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
+from repro import load as machine
 from repro.paths import shown
 
 
@@ -65,11 +68,14 @@ def describe(line: dict) -> str:
     return text + (f", loss {loss:.4g}" if isinstance(loss, (int, float)) else "")
 
 
-def eta(elapsed: float, done: float, total: int) -> str:
-    if done <= 0 or total <= 0:
-        return "ETA –"
-    seconds = elapsed / done * (total - done)
-    return f"ETA {_clock(seconds)}"
+def eta(elapsed: float, done: float, total: int, load: machine.Load | None = None) -> str:
+    """`ETA 0:11:45` from the rate so far; on a busy machine also the load and how much it stretches the time."""
+    text = "ETA –" if done <= 0 or total <= 0 else f"ETA {_clock(elapsed / done * (total - done))}"
+    return text + (f" ({busy_words(load)})" if load is not None and load.busy else "")
+
+
+def busy_words(load: machine.Load) -> str:
+    return f"machine busy: {load.words()}, so about {load.stretch:.1f}× an idle machine's time"
 
 
 def _clock(seconds: float) -> str:
@@ -81,8 +87,16 @@ def _clock(seconds: float) -> str:
 class RunMonitor:
     """Context manager around the execution of a plan's units; `finished(key, text)` prints a unit's line."""
 
-    def __init__(self, console: Console, units: dict[tuple[str, int], Unit], heartbeat_s: float = 60.0):
+    def __init__(
+        self,
+        console: Console,
+        units: dict[tuple[str, int], Unit],
+        heartbeat_s: float = 60.0,
+        load: Callable[[], machine.Load | None] = machine.current,
+    ):
         self.console = console
+        self.load_source = load  # the machine's load, read at each refresh (a fake one in tests)
+        self.load: machine.Load | None = None
         self.units = units
         self.total = len(units)
         self.completed = 0
@@ -104,6 +118,14 @@ class RunMonitor:
         self._lock = threading.Lock()
 
     def __enter__(self) -> RunMonitor:
+        self.load = self.load_source()
+        if self.load is not None and self.load.busy:
+            self.console.print(
+                f"note: this machine is busy ({self.load.words()}): training on the CPU takes about "
+                f"{self.load.stretch:.1f}× an idle machine's time while that lasts, and the ETA says so",
+                highlight=False,
+                soft_wrap=True,
+            )
         self.progress.start()
         self.overall = self.progress.add_task("units", total=self.total, status="")
         self._thread.start()
@@ -156,14 +178,16 @@ class RunMonitor:
                 self.progress.update(unit.task, completed=unit.last.get("step", 0), status=escape(describe(unit.last)))
         progress = self.completed + running
         elapsed = time.time() - self.started
-        self.progress.update(self.overall, completed=self.completed, status=f"{eta(elapsed, progress, self.total)}")
+        self.load = self.load_source()
+        status = eta(elapsed, progress, self.total, self.load)
+        self.progress.update(self.overall, completed=self.completed, status=escape(status))
         self.fraction_done = progress
 
     def status_line(self) -> str:
         elapsed = time.time() - self.started
         running = [f"{u.label}: {describe(u.last)}" for u in self.units.values() if not u.done and u.last]
         head = f"[{self.completed}/{self.total} units, {_clock(elapsed)} elapsed, "
-        head += eta(elapsed, getattr(self, "fraction_done", 0.0), self.total) + "]"
+        head += eta(elapsed, getattr(self, "fraction_done", 0.0), self.total, self.load) + "]"
         return " ".join([head, "; ".join(running)]).strip()
 
 

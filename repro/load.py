@@ -1,0 +1,50 @@
+"""Whether this machine is busy with other work, for the estimate `repro run` prints.
+
+A run on the CPU keeps each core it may use about once busy (the trainer's threads are the cores, split
+between `-j` workers), so its own share of the 1-minute load average is about the core count. Above
+that, other processes compete for the same cores: with a load L on C cores the run gets about C/L of
+them, and takes about L/C times as long as on an idle machine.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+BUSY_FROM = 1.5  # load per core from which the machine counts as busy (the run alone: about 1)
+
+
+@dataclass(frozen=True)
+class Load:
+    average: float  # the 1-minute load average (runnable and waiting processes)
+    cores: int  # the cores this process may run on
+
+    @property
+    def stretch(self) -> float:
+        """About how many times an idle machine's time a CPU-bound run takes under this load (at least 1)."""
+        return max(1.0, self.average / max(self.cores, 1))
+
+    @property
+    def busy(self) -> bool:
+        return self.stretch >= BUSY_FROM
+
+    def words(self) -> str:
+        """`load 7.6 on 2 cores`."""
+        return f"load {self.average:.1f} on {self.cores} core{'s' if self.cores != 1 else ''}"
+
+
+def cores() -> int:
+    """The cores this process may use (its CPU affinity where the system has one, else all of them)."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def current() -> Load | None:
+    """This machine's load now; None where the system has no load average (Windows)."""
+    try:
+        average = os.getloadavg()[0]
+    except (AttributeError, OSError):
+        return None
+    return Load(average, cores())
