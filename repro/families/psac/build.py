@@ -14,7 +14,7 @@ from torch import nn
 from repro.errors import ReproError
 from repro.families import as_typed
 from repro.families.base import DataNeed, ModelInfo
-from repro.families.psac.config import PSACConfig
+from repro.families.psac.config import PSACConfig, for_scale
 from repro.specs import Spec
 
 ARCHS = ("psac",)
@@ -27,6 +27,13 @@ PAPER_NUM_CHARS = 40  # a-z, 0-9 and specials; the table is left out of the comp
 # lixiangpengcs/PSAC: the official model's trainable parameters without the word/char tables, by part.
 OFFICIAL_VIDEO_ENCODER = 19_514_416
 OFFICIAL_QUESTION_PATH = 6_113_282  # question encoder, co-attention and pooling convolution
+# The same per part, as `parts` names them (video_proj is the co-attention's weight-normed projection in the code).
+OFFICIAL_PARTS = {
+    "video_encoder": OFFICIAL_VIDEO_ENCODER,  # position table 36 x 300, its projection, one layer
+    "question_encoder": 4_013_569,  # embedding (char convolution, 1x1 fusion, highway) and the encoder block
+    "video_proj": 1_049_600,  # weight_norm(Linear(2048, 512)): v, g, bias
+    "co_attention": 1_050_113,  # w4V, w4Q, w4mlu, bias and the 1x1 convolution 2048 -> 512 (W_f)
+}
 
 
 def official_parameters(task: str) -> int:
@@ -65,6 +72,13 @@ def paper_sizes(config: PSACConfig | None = None) -> dict[str, Any]:
     return sizes
 
 
+def network_of(config: PSACConfig | dict) -> PSACConfig:
+    """The config with its network decided as at paper scale when unset (official); the runner decides it by the
+    row's scale first (`config.for_scale`), so the generated scales build the paper's."""
+    config = as_config(config)
+    return for_scale(config, "paper") if config.network is None else config
+
+
 def build_model(
     config: PSACConfig | dict,
     sizes: dict | None = None,
@@ -75,8 +89,9 @@ def build_model(
     num_answers: int | None = None,
     word_vectors: torch.Tensor | None = None,
 ) -> nn.Module:
-    """The PSAC model of one task (`task` or the config's); `sizes` overrides the paper's sizes."""
-    config = as_config(config)
+    """The PSAC model of one task (`task` or the config's) and network (unset: official, see `network_of`);
+    `sizes` overrides the paper's sizes."""
+    config = network_of(config)
     task = task or config.task or "action"
     if task not in TASKS:
         raise ReproError(f"unknown TGIF-QA task {task!r}; one of {', '.join(TASKS)}")
@@ -105,6 +120,7 @@ def build_model(
         num_chars=num_chars,
         num_answers=num_answers,
         word_vectors=word_vectors,
+        network=config.network,
     )
 
 
@@ -151,8 +167,9 @@ def parts(model: nn.Module) -> list[tuple[str, int]]:
 
 
 def describe(config: PSACConfig | dict, spec: Spec | None = None) -> list[ModelInfo]:
-    """One model per task at the paper's sizes and the official vocabularies (see PAPER_NUM_ANSWERS)."""
-    config = as_config(config)
+    """One model per task at the paper's sizes and the official vocabularies (see PAPER_NUM_ANSWERS), of the
+    network the paper scale builds (unset: official)."""
+    config = network_of(config)
     tasks = (config.task,) if config.task else TASKS
     out = []
     for task in tasks:
@@ -161,7 +178,7 @@ def describe(config: PSACConfig | dict, spec: Spec | None = None) -> list[ModelI
         total = sum(p.numel() for p in model.parameters())  # with the frozen word table
         out.append(
             ModelInfo(
-                name=f"psac-{task}",
+                name=f"psac-{task} ({config.network} network)",
                 task=task,
                 trainable_params=_trainable(model),
                 total_params=total,

@@ -3,6 +3,11 @@
 Defaults are the paper's full model, PSAC(R) of Table 2 (one VPSA block, character embedding, full
 video-question co-attention), with sizes from Sec. 4.3 and, where the paper gives none, from the
 official code lixiangpengcs/PSAC (lixiangpengcs/PSAC).
+
+`network` picks between the two networks the paper's numbers could mean: `official`, the released code's
+(the network that produced them), or `paper`, the network as Sec. 3 writes it. Left unset it follows the
+scale (`for_scale`): official at paper scale, paper at the generated scales, whose committed numbers were
+trained with it; unset, it stays out of the config hash, so those records keep their hashes.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 Task = Literal["action", "transition", "frameqa", "count"]
 CoAttention = Literal["q2v", "v2q"]
+Network = Literal["official", "paper"]
 
 # Fields that choose data, not the network: the frame features fed to the model.
 DATA_EVAL_FIELDS = frozenset({"video_features", "num_frames"})
@@ -31,6 +37,15 @@ class PSACConfig(BaseModel):
         "Eq. 17). None in a spec row: the runner builds one model per task column.",
     )
 
+    network: Network | None = Field(
+        None,
+        exclude_if=lambda value: value is None,
+        description="official: the released code's network (position added before attention, the code's QANet "
+        "question block, weight-normed projection and classifier, B = S_q S_v^T V_o, 36 frames, dropout 0.1); "
+        "paper: the network as Sec. 3 writes it (Eq. 2-14, 35 frames). Unset: official at paper scale, paper at "
+        "the generated scales (`for_scale`).",
+    )
+
     # --- video side (Sec. 3.2) ---
     video_features: Literal["resnet", "c3d"] = Field(
         "resnet",
@@ -38,7 +53,10 @@ class PSACConfig(BaseModel):
         "C3D (4096-d, an option of the official code).",
     )
     num_frames: int = Field(
-        35, ge=1, description="Data setting: N equally spaced frames per clip (Sec. 4.3; the official code uses 36)."
+        35,
+        ge=1,
+        description="Data setting: N equally spaced frames per clip (Sec. 4.3: 35); with network official the "
+        "code's 36 unless set.",
     )
     video_encoder: Literal["vpsa", "bilstm", "none"] = Field(
         "vpsa",
@@ -81,7 +99,12 @@ class PSACConfig(BaseModel):
         description="Directions of the video-question co-attention (Sec. 3.4, Eq. 13-14): v2q gives "
         "A = S_q Q_o, q2v gives B; both = full VQ-Co, () = none (Table 6).",
     )
-    dropout: float = Field(0.2, ge=0.0, lt=1.0, description="Dropout of the CNN layers (Sec. 4.3).")
+    dropout: float = Field(
+        0.2,
+        ge=0.0,
+        lt=1.0,
+        description="Dropout of the CNN layers (Sec. 4.3: 0.2); with network official the code's 0.1 unless set.",
+    )
 
     @field_validator("co_attention")
     @classmethod
@@ -96,6 +119,15 @@ class PSACConfig(BaseModel):
         # vpsa_layers defaults to the full model's 1; a row that swaps VPSA out need not also say 0.
         if isinstance(data, dict) and data.get("video_encoder", "vpsa") != "vpsa" and "vpsa_layers" not in data:
             data = {**data, "vpsa_layers": 0}
+        return data
+
+    @model_validator(mode="before")
+    @classmethod
+    def _official_defaults(cls, data):
+        # The official network's data and dropout defaults are its code's: 36 frames (main*.py num_frame), dropout
+        # 0.1 (models/model_utils.py); a value the row sets is kept.
+        if isinstance(data, dict) and data.get("network") == "official":
+            data = {**OFFICIAL_DEFAULTS, **data}
         return data
 
     @model_validator(mode="after")
@@ -114,6 +146,19 @@ class PSACConfig(BaseModel):
         if not self.char_embedding and {"char_dim", "max_word_chars"} & self.model_fields_set:
             raise ValueError("char_dim / max_word_chars are set but char_embedding is false")
         return self
+
+
+OFFICIAL_DEFAULTS = {"num_frames": 36, "dropout": 0.1}  # lixiangpengcs/PSAC: main*.py num_frame, model_utils dropout
+
+
+def for_scale(config: PSACConfig, scale: str) -> PSACConfig:
+    """The config with its network decided: an unset `network` is the official one at paper scale (the network
+    that produced the paper's numbers) and the paper-as-written one at the generated scales (the network their
+    committed numbers were trained with); a set one is kept."""
+    if config.network is not None:
+        return config
+    network = "official" if scale == "paper" else "paper"
+    return PSACConfig.model_validate({**config.model_dump(exclude_unset=True), "network": network})
 
 
 CONFIGS = (PSACConfig,)
