@@ -15,6 +15,7 @@ and Table 4's timing `tasks.py`'s.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +31,7 @@ from repro.families.psac.build import (
     gpu_hours,
     paper_data,
 )
+from repro.families.psac.config import for_scale
 from repro.families.psac.statistics import statistics
 from repro.families.psac.tasks import epoch_seconds, run_task
 from repro.paths import data_dir
@@ -88,7 +90,9 @@ def run_row(ctx: RunContext) -> RowRun:
 
 def run_ensemble(ctxs: list[RunContext]) -> list[RowRun]:
     """A row's seeds, each task's model trained for every seed together (`repro.train.ensemble`; one seed: alone,
-    `repro.train.fit`), scored as a lone run scores it; `ensemble: true` in a generated scale's settings."""
+    `repro.train.fit`), scored as a lone run scores it; `ensemble: true` in a generated scale's settings. An unset
+    `network` is decided by the scale (`config.for_scale`: official at paper scale, paper at the generated ones)."""
+    ctxs = [replace(c, config=for_scale(c.config, c.scale)) for c in ctxs]
     ctx = ctxs[0]
     timed_columns = [c.name for c in ctx.spec.columns if c.metric == "time" and c.key in TASKS]
     if timed_columns and ctx.generated and "timing" not in ctx.settings:
@@ -114,10 +118,19 @@ def run_ensemble(ctxs: list[RunContext]) -> list[RowRun]:
             elif col.key in tasks:  # paper scale: the training run's own epochs
                 m[col.name] = tasks[col.key]["train_seconds_per_epoch"]
         training = {"steps": sum(t["steps"] for t in tasks.values()), "per_task": tasks}
+        if not c.generated:  # the network the scale decided, beside the row's config in the record
+            training["model"] = c.config.model_dump(mode="json")
         extra = {"epoch_time": timed} if timed else {}
         split = "test (generated)" if c.generated else "test"
         runs.append(RowRun(metrics=m, split=split, training=training, extra=extra))
     return runs
+
+
+def convert_weights(path: Path, layout: str, option: str | None = None):
+    """`repro weights convert`: a state dict the official code saved into this project's official network."""
+    from repro.families.psac.keymap import convert_checkpoint
+
+    return convert_checkpoint(path, layout, option)
 
 
 COMPUTE_TASKS = {"statistics": statistics}  # `compute: {task: ...}` rows -> what runs them
@@ -134,5 +147,7 @@ HOOKS = Hooks(
     compute_tasks=COMPUTE_TASKS,
     example_batch=example_batch,
     paper_data=paper_data,
+    weight_layouts=("psac",),  # the official train.py's model.state_dict() (keymap.py); nothing is released
+    convert_weights=convert_weights,
     supports_limit=True,  # --limit N: the first N questions of each task's Train and Test at paper scale
 )
