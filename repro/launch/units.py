@@ -214,9 +214,11 @@ def store_unit(
 
 
 def execute_weights(plan: Plan, workdir: Path, sources: dict[str, Any], force: bool = False) -> list[tuple[Any, Path]]:
-    """`repro run --weights`: each row of the plan evaluated once from its checkpoint (`sources`: row name ->
-    repro.weights.WeightsSource), no training; its record (seed 0) goes under results/weights/<source>/ with the
-    source, the checkpoint's name and sha256, never beside the numbers trained here; (row record, its root) each."""
+    """`repro run --weights`: each row of the plan evaluated once from its checkpoint, or one per group of its
+    columns (`sources`: row name -> repro.weights.WeightsSource), no training; every checkpoint is read and hashed
+    before any row runs; a row's record (seed 0) goes under results/weights/<source>/ with the source, each
+    checkpoint's name and sha256 (and the columns left empty), never beside the numbers trained here; (row record,
+    its root) each."""
     from repro.run import resolved_config
 
     for step in plan.steps:
