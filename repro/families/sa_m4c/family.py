@@ -289,6 +289,7 @@ HOOKS = Hooks(
     compute_tasks=COMPUTE_TASKS,
     example_batch=example_batch,
     paper_data=paper_data,
+    supports_limit=True,  # --limit N: the first N questions of each split at paper scale (splits.datasets)
     supports_weights=True,  # --weights: an mmf M4C or sam-textvqa SA-M4C checkpoint, scored on val, test answered
     evaluation_hours=evaluation_hours,
     weight_layouts=("mmf", "sam-textvqa"),

@@ -35,6 +35,7 @@ def read_splits(ctx: RunContext) -> Splits:
 
         root = row_root(ctx.spec, config, ctx.data)
         inputs, bert = paper_inputs(config, root, ctx.data), ctx.data["bert"]
+        inputs["sizes"] = ctx.settings.get("sizes", {})  # `sizes.*` overrides (a variant) hold here too
     sets, vocab, sizes = datasets(ctx, config, inputs)
     return Splits(sets["train"], sets["val"], sets["test"], vocab, sizes, bert)
 
@@ -89,7 +90,7 @@ def datasets(ctx: RunContext, config, inputs: dict[str, Any]) -> tuple[dict[str,
             derived.update(obj_dim=objects.dim, ocr_app_dim=regions.dim)
             sizes = model_sizes(config, {**inputs["sizes"], **derived})
         sets[split] = TextVQADataset(
-            where["questions"],
+            where["questions"][: ctx.limit],  # `repro run --limit N`: the first N questions of each split
             Features(objects, regions, read_ocr(where["ocr"]), words),
             tokenizer,
             vocab,
