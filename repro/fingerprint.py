@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from repro.errors import ReproError
-from repro.paths import results_dir
+from repro.paths import results_dir, results_read_dir
 from repro.specs import Row, Spec
 from repro.utils import write_json_atomic
 
@@ -74,7 +74,8 @@ def settings(spec: Spec, scale: str) -> dict[str, Any] | None:
 
 
 def path_for(spec: Spec, scale: str, root: Path | None = None) -> Path:
-    return (root or results_dir()) / spec.paper / spec.id / "fingerprints" / f"{scale}.json"
+    """The stored fingerprint of a spec at a scale (no `root`: where `repro check` reads that scale's records)."""
+    return (root or results_read_dir(scale)) / spec.paper / spec.id / "fingerprints" / f"{scale}.json"
 
 
 def trajectory(spec: Spec, row: Row, scale: str, steps: int, seed: int = 0, stage: str = "") -> list[float]:
@@ -168,7 +169,7 @@ def write(spec: Spec, scale: str, root: Path | None = None, on_row=None) -> Path
         stored[row.name] = {"steps": config["steps"], "seed": 0, "loss": losses, "probe": probe}
         if on_row:
             on_row(row.name)
-    out = path_for(spec, scale, root)
+    out = path_for(spec, scale, root or results_dir(scale))
     write_json_atomic(out, {"spec": spec.id, "scale": scale, "rows": stored})
     return out
 

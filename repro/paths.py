@@ -3,12 +3,20 @@
 The lookup rule, in a checkout and in an installed package alike:
   specs    REPRO_EXPERIMENTS, else the checkout's `experiments/`, else the specs shipped in the package
            (`repro/experiments`, the same files)
-  results  REPRO_RESULTS, else the checkout's `results/`, else `./results` in the current folder
+  results  REPRO_RESULTS (every record, whatever its scale, as the tests and Slurm jobs set it); else
+           paper and synthetic records in the checkout's `results/`, else `./results` in the current
+           folder; smoke-scale and variant records (scratch: never committed) in REPRO_SCRATCH, else
+           `$XDG_CACHE_HOME/repro/results` (`~/.cache/repro/results`)
   data     REPRO_DATA_DIR, else `$XDG_CACHE_HOME/repro/data` (`~/.cache/repro/data`)
+
+Reading is writing's folder, with one fallback: an installed package with neither REPRO_RESULTS nor
+`./results` reads the committed results shipped inside it (`repro/results`, read-only: a run writes
+`./results`, and from then on that folder is what is read).
 
 How a result record stores a path, so that a record written on one machine reads on another
 (`portable` writes it, `resolve` reads it back; older records' absolute paths still resolve):
-  under the results root in use   relative to it: `ace-rpe/ace-rpe-table2-pe/predictions/X.json`
+  under the results root in use   relative to it: `ace-rpe/ace-rpe-table2-pe/predictions/X.json` (the root
+                                  the record lives in: the results folder, the scratch folder, a variant's)
   under the data dir              `$REPRO_DATA_DIR/runs/...` (the variable, whatever the folder is)
   anything else                   as it is (only a command line's words go further: `command_words`)
 """
@@ -36,11 +44,60 @@ def experiments_dir() -> Path:
     return REPO_DIR / "experiments" if in_checkout() else PACKAGE_DIR / "experiments"
 
 
-def results_dir() -> Path:
-    """`REPRO_RESULTS`, the checkout's `results/`, or `./results` (never inside site-packages); absolute."""
+SCRATCH_SCALES = frozenset({"smoke"})  # scales whose records are scratch: they prove a pipeline, no number
+
+
+def results_dir(scale: str | None = None) -> Path:
+    """Where a run writes the records of `scale` (None: paper and synthetic): `REPRO_RESULTS` for every
+    scale; else the scratch folder for smoke, the checkout's `results/` or `./results` for the others
+    (never inside site-packages); absolute."""
     if os.environ.get("REPRO_RESULTS"):
         return Path(os.environ["REPRO_RESULTS"]).absolute()
+    if scale in SCRATCH_SCALES:
+        return scratch_dir()
     return REPO_DIR / "results" if in_checkout() else Path.cwd() / "results"
+
+
+def scratch_dir() -> Path:
+    """Where smoke-scale and variant records go: `REPRO_RESULTS` when it is set (everything goes there),
+    else `REPRO_SCRATCH`, else `$XDG_CACHE_HOME/repro/results` (`~/.cache/repro/results`); absolute."""
+    if os.environ.get("REPRO_RESULTS"):
+        return Path(os.environ["REPRO_RESULTS"]).absolute()
+    if os.environ.get("REPRO_SCRATCH"):
+        return Path(os.environ["REPRO_SCRATCH"]).absolute()
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache").absolute() / "repro" / "results"
+
+
+def shipped_results_dir() -> Path:
+    """The committed results an installed package carries (`repro/results`; in a checkout, a link to results/)."""
+    return PACKAGE_DIR / "results"
+
+
+def results_read_dir(scale: str | None = None) -> Path:
+    """Where the records of `scale` are read: `results_dir(scale)`, except from an installed package with
+    neither `REPRO_RESULTS` nor `./results`, which reads the committed results shipped in it (read-only)."""
+    written = results_dir(scale)
+    if (
+        os.environ.get("REPRO_RESULTS")
+        or scale in SCRATCH_SCALES
+        or in_checkout()
+        or written.is_dir()
+        or not shipped_results_dir().is_dir()
+    ):
+        return written
+    return shipped_results_dir()
+
+
+def results_read_roots() -> list[tuple[Path, bool | None]]:
+    """The folders a reader of every scale looks in, each with which records it reads there: None every
+    scale (REPRO_RESULTS set), False all but the scratch scales (the results folder), True only those."""
+    main, scratch = results_read_dir(), scratch_dir()
+    return [(main, None)] if main == scratch else [(main, False), (scratch, True)]
+
+
+def read_here(scale: str, scratch: bool | None) -> bool:
+    """Whether a record of `scale` is read from a folder of `results_read_roots` marked `scratch`."""
+    return scratch is None or (scale in SCRATCH_SCALES) == scratch
 
 
 def data_dir() -> Path:

@@ -1,15 +1,20 @@
 """Result records, written atomically, read tolerantly.
 
-- `results/<paper>/<table-id>/seeds/<row>[.<scale>].seed<N>.json`: one (row, scale, seed) unit, written
+- `<paper>/<table-id>/seeds/<row>[.<scale>].seed<N>.json`: one (row, scale, seed) unit, written
   as soon as it finishes: metrics, the resolved configuration and its hash, the environment (package
   versions, CPU kernels, GPU, torch's collect_env, git commit and dirty files, command line, data
   manifests), start and end time.
-- `results/<paper>/<table-id>/<row>[.<scale>].json`: the row's record, the mean and standard deviation
+- `<paper>/<table-id>/<row>[.<scale>].json`: the row's record, the mean and standard deviation
   over every seed present, rebuilt after each unit. It says what produced it (spec id, row, scale,
   split, metrics keyed by the spec's column names, config hash, git commit, seeds, hardware, wall
   time, date) and carries a `reference`: the mean over the same seeds of each seed's first metrics,
   kept when a seed is run again, so `repro check` can tell when a change moves a number that is not
   compared with the paper (other scales, and columns with an explained deviation from the paper).
+
+Both under the root of their scale (`repro.paths.results_dir`): the checkout's `results/` for paper and
+synthetic, the scratch folder for smoke (or REPRO_RESULTS for every scale), a variant's own folder. A
+function given no `root` takes that of the scale: where a run writes (`results_dir`) for what a run reads
+back (its seeds, to resume and aggregate), where tables read (`results_read_dir`) for `read_results`.
 
 Paths in a record are portable (`repro.paths`): the files a run wrote relative to the results root, the
 data dir as `$REPRO_DATA_DIR/...`, the command as `repro ...`; `repro.paths.resolve` reads them back.
@@ -31,7 +36,16 @@ from typing import Any
 
 from repro import __version__
 from repro.errors import ReproError
-from repro.paths import REPO_DIR, command_words, in_checkout, portable_value, results_dir
+from repro.paths import (
+    REPO_DIR,
+    command_words,
+    in_checkout,
+    portable_value,
+    read_here,
+    results_dir,
+    results_read_dir,
+    results_read_roots,
+)
 from repro.specs import Row, Spec, row_slug
 from repro.utils import write_json_atomic
 
@@ -82,7 +96,7 @@ class CorruptResult(UserWarning):
 def result_path(spec: Spec, row: Row | str, scale: str, root: Path | None = None) -> Path:
     name = row_slug(row if isinstance(row, str) else row.name)
     suffix = "" if scale == "paper" else f".{scale}"
-    return (root or results_dir()) / spec.paper / spec.id / f"{name}{suffix}.json"
+    return (root or results_dir(scale)) / spec.paper / spec.id / f"{name}{suffix}.json"
 
 
 @dataclass
@@ -141,7 +155,7 @@ def _check_metrics(metrics: Any) -> None:
 def seed_path(spec: Spec, row: Row | str, scale: str, seed: int, root: Path | None = None) -> Path:
     name = row_slug(row if isinstance(row, str) else row.name)
     suffix = "" if scale == "paper" else f".{scale}"
-    return (root or results_dir()) / spec.paper / spec.id / "seeds" / f"{name}{suffix}.seed{seed}.json"
+    return (root or results_dir(scale)) / spec.paper / spec.id / "seeds" / f"{name}{suffix}.seed{seed}.json"
 
 
 def read_seed_results(spec: Spec, row: Row, scale: str, root: Path | None = None) -> dict[int, SeedResult]:
@@ -208,6 +222,7 @@ class CorruptResultError(ReproError):
 
 def write_seed_result(spec: Spec, seed_result: SeedResult, root: Path | None = None, rebaseline: bool = False) -> Path:
     """Store one unit, keeping the reference of an earlier run of the same seed unless `rebaseline`."""
+    root = root or results_dir(seed_result.scale)
     path = seed_path(spec, seed_result.row, seed_result.scale, seed_result.seed, root)
     previous = read_seed_results(spec, spec.row(seed_result.row), seed_result.scale, root).get(seed_result.seed)
     if previous is not None and previous.reference and not rebaseline:
@@ -282,6 +297,7 @@ def _std(runs: list[dict[str, float]]) -> dict[str, float]:
 def write_result(result: Result, spec: Spec, root: Path | None = None, rebaseline: bool = False) -> Path:
     """Store a row's record (`aggregate` rebuilds it from its seeds, reference included). A record given
     without a reference keeps the stored one unless `rebaseline`, or takes its own metrics."""
+    root = root or results_dir(result.scale)
     path = result_path(spec, result.row, result.scale, root)
     if result.reference is None:
         previous = _read_one(path) if path.exists() and not rebaseline else None
@@ -311,18 +327,31 @@ def _split_stem(stem: str, slugs) -> tuple[str, str]:
 
 
 def read_results(spec: Spec, scale: str | None = None, root: Path | None = None) -> dict[tuple[str, str], Result]:
-    """Results of one spec as {(row name, scale): Result}; corrupt files are warned about and skipped."""
-    folder = (root or results_dir()) / spec.paper / spec.id
+    """Results of one spec as {(row name, scale): Result}; corrupt files are warned about and skipped. Without
+    a `root`, each scale's records are read where they live (`repro.paths.results_read_roots`)."""
+    if root is not None:
+        roots: list[tuple[Path, bool | None]] = [(root, None)]
+    elif scale is not None:
+        roots = [(results_read_dir(scale), None)]
+    else:
+        roots = results_read_roots()
+    found: dict[tuple[str, str], Result] = {}
+    for folder, scratch in roots:
+        found.update(_read_folder(spec, folder / spec.paper / spec.id, scale, scratch))
+    return found
+
+
+def _read_folder(spec: Spec, folder: Path, scale: str | None, scratch: bool | None) -> dict[tuple[str, str], Result]:
     by_slug = {r.slug: r.name for r in spec.rows}
     found: dict[tuple[str, str], Result] = {}
     if not folder.is_dir():
         return found
     for path in sorted(folder.glob("*.json")):
         slug, file_scale = _split_stem(path.name[: -len(".json")], by_slug)
-        if scale is not None and file_scale != scale:
+        if (scale is not None and file_scale != scale) or not read_here(file_scale, scratch):
             continue
         if slug not in by_slug:
-            warnings.warn(f"{path}: no row {slug!r} in {spec.id}; skipped", CorruptResult, stacklevel=2)
+            warnings.warn(f"{path}: no row {slug!r} in {spec.id}; skipped", CorruptResult, stacklevel=3)
             continue
         result = _read_one(path)
         if result is not None:

@@ -1,13 +1,14 @@
 """Runs that are not the committed spec as written: `key=value` overrides, `--limit`, a spec file by path.
 
-The rule. Results of a spec exactly as it is committed live in `results/<paper>/<id>/`, and only
-there do `repro table ID`, `repro list` and `repro check` look. A run that changes anything — a
-`key=value` override, `--limit N`, or a spec given as a file outside the experiments folder (`repro
-cp` makes one) — is a *variant*: its records go to `results/variants/<name>/<paper>/<id>/`, where
-the name says what changed (`recipe.epochs=2`, `limit=500`, `my@1a2b3c4d`), and they carry that
-change (`variant`) and a configuration hash that covers it. So an overridden run never overwrites
-or mixes into the committed results; `repro table ID key=value …` (the same words as the run) shows
-the variant's table, and its caption says what changed.
+The rule. Results of a spec exactly as it is committed live in `results/<paper>/<id>/` (smoke-scale
+ones in the scratch folder, `repro.paths`), and only there do `repro table ID`, `repro list` and `repro
+check` look. A run that changes anything — a `key=value` override, `--limit N`, or a spec given as a
+file outside the experiments folder (`repro cp` makes one) — is a *variant*: its records go to
+`variants/<name>/<paper>/<id>/` in the scratch folder (`~/.cache/repro/results`, or `REPRO_RESULTS`
+when that is set; never the checkout's `results/`), where the name says what changed (`recipe.epochs=2`,
+`limit=500`, `my@1a2b3c4d`), and they carry that change (`variant`) and a configuration hash that
+covers it. So an overridden run never overwrites or mixes into the committed results; `repro table ID
+key=value …` (the same words as the run) shows the variant's table, and its caption says what changed.
 
 Override keys (validated before anything runs, one line naming the key when one is wrong):
   recipe.<field>            a training recipe field: epochs, batch_size, grad_clip, precision, ...
@@ -32,7 +33,7 @@ from typing import Any
 import yaml
 
 from repro.errors import ReproError
-from repro.paths import experiments_dir, results_dir
+from repro.paths import experiments_dir, scratch_dir
 from repro.specs import Row, Spec
 
 SECTIONS = ("recipe", "sizes", "generator", "model")
@@ -87,8 +88,9 @@ class Variant:
         }
 
     def results_root(self) -> Path | None:
-        """Where this variant's records go (None: the committed results folder)."""
-        return None if self.empty else results_dir() / VARIANTS_FOLDER / self.name
+        """Where this variant's records go, every scale's (None: the spec's own folder for the scale): under
+        the scratch folder, never the committed results (`repro.paths.scratch_dir`)."""
+        return None if self.empty else scratch_dir() / VARIANTS_FOLDER / self.name
 
 
 def _text(value: Any) -> str:

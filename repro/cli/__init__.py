@@ -64,7 +64,8 @@ def _root(
         None,
         "--results",
         envvar="REPRO_RESULTS",
-        help="Result records (default: the checkout's results/, else ./results).",
+        help="Result records of every scale (default: the checkout's results/, else ./results; smoke and "
+        "variant records in REPRO_SCRATCH, default ~/.cache/repro/results).",
     ),
     experiments: Path | None = typer.Option(
         None,

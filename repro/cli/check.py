@@ -38,15 +38,15 @@ def check_command(
 
     Example: [bold]repro check mcan-pa-table5-ablation --rerun[/]
     """
-    from repro.paths import results_dir
+    from repro.paths import results_read_dir
     from repro.report import check_spec
     from repro.report.check import check_records
     from repro.results import CorruptResult
     from repro.specs import broken_specs, load_all, resolve
 
-    if not results_dir().is_dir():
+    if not results_read_dir().is_dir():
         raise ReproError(
-            f"{results_dir()}: no such results folder (REPRO_RESULTS or the checkout's results/); "
+            f"{results_read_dir()}: no such results folder (REPRO_RESULTS or the checkout's results/); "
             f"nothing to check is not a pass"
         )
     specs = [resolve(i) for i in idents] if idents else list(load_all())

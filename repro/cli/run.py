@@ -167,6 +167,10 @@ def run_command(
 ) -> None:
     """Train and evaluate every runnable row of a table, write results, print the table.
 
+    Paper and synthetic records go to the checkout's results/ (installed: ./results); smoke and variant
+    records to the scratch folder, ~/.cache/repro/results (REPRO_SCRATCH), never into results/. With
+    REPRO_RESULTS (or --results) set, every record goes there. The run's last lines say where.
+
     Example: [bold]repro run mcan-pa-table5-ablation --scale smoke --rows MCAN --seeds 0 recipe.epochs=2[/]
 
     On a Slurm cluster: [bold]repro run mcan-pa-table5-ablation --launcher slurm --partition gpu[/], then
@@ -281,7 +285,7 @@ def cp_command(
         handle.write(spec.path.read_text(encoding="utf-8"))
     console.print(
         f"wrote {escape(str(dest))} (a copy of {spec.id}); edit it, then `repro run {escape(str(dest))} --scale ...`: "
-        f"its results go to results/variants/, never over {spec.id}'s",
+        f"its results go to variants/ in the scratch folder, never over {spec.id}'s",
         highlight=False,
         soft_wrap=True,
     )
@@ -339,6 +343,19 @@ def run_request(request: RunRequest) -> None:
         _run_here(plan, root, request)
 
 
+def records_line(plan) -> str:
+    """Where the run's records went; smoke and variant runs say they are scratch, kept out of results/."""
+    import os
+
+    from repro.paths import SCRATCH_SCALES, results_dir, shown
+
+    folder = (plan.results_root or results_dir(plan.scale)) / plan.spec.paper / plan.spec.id
+    line = f"records: {escape(shown(folder))}/"
+    if not os.environ.get("REPRO_RESULTS") and (plan.scale in SCRATCH_SCALES or not plan.variant.empty):
+        line += " (smoke and variant runs are scratch: kept out of results/; REPRO_SCRATCH or REPRO_RESULTS moves them)"
+    return line
+
+
 def _run_here(plan, root: Path, request: RunRequest) -> None:
     """Train the plan's units in this machine's processes, then print the table, the claims and what to submit."""
     from repro.launch.local import execute
@@ -363,6 +380,7 @@ def _run_here(plan, root: Path, request: RunRequest) -> None:
         console.print(claims)
     for line in submit_hints(results, plan, target_for(plan.spec.datasets) if results else None):
         console.print(line, highlight=False, soft_wrap=True)
+    console.print(records_line(plan), highlight=False, soft_wrap=True)
     if not plan.variant.empty:
         words = " ".join(quoted(w) for w in [request.ident, *request.overrides])
         console.print(

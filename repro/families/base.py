@@ -83,7 +83,7 @@ class RunContext:
     resume: bool = False
     progress: bool = True
     limit: int | None = None  # --limit N: use the first N questions of each split (families with supports_limit)
-    results_root: Path | None = None  # where this run's files go; None: the results folder (a variant has its own)
+    results_root: Path | None = None  # where this run's files go; None: its scale's (repro.paths.results_dir)
     data: Any = None  # what the family's `prepare_data` returned: called once per run, before any unit
     device: str | None = None  # `--device`: auto (None), cpu, cuda or cuda:N; the trainer moves models and batches
     # `repro run --weights`: no training; the row's model is built from this checkpoint (a repro.weights.WeightsSource,
@@ -112,7 +112,7 @@ class RunContext:
         scale = "" if self.scale == "paper" else f".{self.scale}"
         partial = ".partial" if self.limit else ""
         name = f"{self.row.slug}{scale}.seed{self.seed}.{split}{partial}.json"
-        return (self.results_root or results_dir()) / self.spec.paper / self.spec.id / "predictions" / name
+        return (self.results_root or results_dir(self.scale)) / self.spec.paper / self.spec.id / "predictions" / name
 
     def workdir_of(self, row: Row) -> Path:
         """The work folder of another row's unit with this seed (`repro.launch.units.unit_dir`'s layout)."""

@@ -382,10 +382,10 @@ def submit(
         raise ReproError(f"already submitted and not finished: {', '.join(busy)}; `scancel` them or wait")
     if not units:
         return []
-    results_root = Path(plan.results_root or results_dir()).absolute()
-    environ = {
+    results_root = Path(plan.results_root or results_dir(scale)).absolute()
+    environ = {  # a job writes one scale's records: its folder is the job's REPRO_RESULTS (smoke: the scratch one)
         "REPRO_DATA_DIR": str(data_dir().absolute()),
-        "REPRO_RESULTS": str(results_dir().absolute()),
+        "REPRO_RESULTS": str(results_dir(scale).absolute()),
         "REPRO_EXPERIMENTS": str(experiments_dir().absolute()),
     }
     configs = {s.row.name: resolved_config(spec, s.row, scale, settings, plan.variant) for s in plan.steps}

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from repro.paths import results_dir
+from repro.paths import read_here, results_read_dir, results_read_roots
 from repro.results import (
     CorruptResult,
     Result,
@@ -100,13 +100,20 @@ def check_records(spec: Spec, results_root: Path | None = None) -> RecordCheck:
     by an older version are noted), its `metrics` their mean and its `std` their sample standard
     deviation (ddof 1), with finite values; every seed record of a (row, scale) must be in its row record,
     and its config hash among the row record's (rows whose seeds ran under several configs are noted,
-    with the seeds of each, as the table's footnote says).
+    with the seeds of each, as the table's footnote says). Without `results_root`, each scale's records where
+    they live (`repro.paths.results_read_roots`: the results folder, the scratch folder of smoke runs).
     """
-    root = results_root or results_dir()
-    folder = root / spec.paper / spec.id
     out = RecordCheck()
+    for root, scratch in [(results_root, None)] if results_root else results_read_roots():
+        _check_root(spec, root, scratch, out)
+    return out
+
+
+def _check_root(spec: Spec, root: Path, scratch: bool | None, out: RecordCheck) -> None:
+    """`check_records` in one folder, of the scales read there (`repro.paths.read_here`), into `out`."""
+    folder = root / spec.paper / spec.id
     if not folder.is_dir():
-        return out
+        return
 
     def fail(path: Path, message: str) -> None:
         out.problems.append(RecordProblem(spec.id, str(path), message))
@@ -119,12 +126,12 @@ def check_records(spec: Spec, results_root: Path | None = None) -> RecordCheck:
     elif seeds_dir.is_dir():
         for path in sorted(seeds_dir.iterdir()):
             found = _seed_record(spec, path, slugs, root, fail)
-            if found is not None:
+            if found is not None and read_here(found.scale, scratch):
                 by_unit.setdefault((found.row, found.scale), {})[found.seed] = (path, found)
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", CorruptResult)  # `repro check` reports unreadable row records itself
-        results = read_results(spec, root=root)
+        results = {k: r for k, r in read_results(spec, root=root).items() if read_here(k[1], scratch)}
     for (row, scale), result in sorted(results.items()):
         path = result_path(spec, row, scale, root)
         out.rows += 1
@@ -176,7 +183,6 @@ def check_records(spec: Spec, results_root: Path | None = None) -> RecordCheck:
     for (row, scale), files in sorted(by_unit.items()):
         for seed_file, _ in sorted(files.values()):
             fail(seed_file, f"seed record of {row!r} at scale {scale!r} with no row record: no table shows it")
-    return out
 
 
 def config_seeds(result: Result, records: dict[int, SeedResult]) -> dict[str, list[int]]:
@@ -201,7 +207,8 @@ def _seed_list(seeds: list[int]) -> str:
 
 
 def read_seed_files(spec: Spec, row: str, scale: str, root: Path | None = None) -> dict[int, SeedResult]:
-    """The readable seed records of one (row, scale), from their files only."""
+    """The readable seed records of one (row, scale), from their files only (where tables read them)."""
+    root = root or results_read_dir(scale)
     out = {}
     for seed_file in sorted(seed_path(spec, row, scale, 0, root).parent.glob("*.json")):
         match = _SEED_NAME.match(seed_file.name)

@@ -78,6 +78,11 @@ def cost_lines(plan: Plan) -> list[str]:
     per_row = "/".join(map(str, planned))
     gaps = f"; no estimate for {', '.join(unknown)}" if unknown else ""
     lines = [f"estimated GPU-hours (paper schedule): {gpu_hours(plan):.1f} for {per_row} seed(s) per row{gaps}"]
+    limit, whole = plan.variant.limit, [s.row.name for s in trained if not s.limited]
+    if limit is not None:  # the family's share of the questions trained on, the epochs unchanged
+        lines[0] += f"; --limit {limit}: " + (
+            f"the whole splits for {', '.join(whole)} (no estimate of the share)" if whole else "the first N counted"
+        )
     need = claim_seeds(plan.spec)
     if planned != [need]:
         what = "judging the claims needs" if plan.spec.claims else "a mean and spread need"
@@ -105,9 +110,9 @@ def submit_hints(results: list[Result], plan: Plan, target: str | None) -> list[
     """One line per test-set prediction file of `results`: the commands that submit it to `target` (the
     server of the spec's dataset), or those the family gave for it (extra["submit"]: per seed, {file:
     [command, ...]})."""
-    from repro.paths import resolve, resolve_command, shown
+    from repro.paths import resolve, resolve_command, results_dir, shown
 
-    root: Path | None = plan.results_root
+    root: Path = plan.results_root or results_dir(plan.scale)  # where the records, and their relative paths, are
     what = f"only the server scores {plan.spec.split}" if plan.scale == "paper" else "a test file for the server"
     lines = []
     for result in results:

@@ -130,10 +130,10 @@ def build_view(
 
 def weights_results(spec: Spec, scale: str) -> list[Result]:
     """The spec's records at `scale` evaluated from released or given weights (results/weights/<source>/)."""
-    from repro.paths import results_dir
+    from repro.paths import results_read_dir
     from repro.weights import WEIGHTS_FOLDER
 
-    folder = results_dir() / WEIGHTS_FOLDER
+    folder = results_read_dir() / WEIGHTS_FOLDER
     if not folder.is_dir():
         return []
     out = []
