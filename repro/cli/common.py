@@ -37,6 +37,17 @@ ClickException = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "Cl
 MARKUP = re.compile(r"(?<!\\)\[(?!(?:/|/?(?:bold|dim|italic)(?: [a-z]+)?)\])")
 
 
+def logger_option():
+    """`--logger tensorboard|wandb` (repeated, or a comma list): experiment loggers beside train.jsonl."""
+    return typer.Option(
+        None,
+        "--logger",
+        metavar="tensorboard|wandb",
+        help="Also log each unit's training to TensorBoard or Weights & Biases, beside train.jsonl (repeat it, or a "
+        "comma list; the extras repro[tensorboard], repro[wandb]). Sets REPRO_LOGGERS for the run's processes.",
+    )
+
+
 def help_text(text: str | None) -> str | None:
     """Help as rich shows it: square brackets kept (`repro[plot]`, `model.positional=[pwa]`; only the
     [bold]/[dim]/[italic] tags of the examples are markup), and the lines of a paragraph joined, so the

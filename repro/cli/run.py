@@ -18,6 +18,7 @@ from repro.cli.common import (
     SCALES,
     command,
     console,
+    logger_option,
     overrides_argument,
     quoted,
     target_and_variant,
@@ -57,6 +58,7 @@ class RunRequest:
     wait: bool = False  # slurm: follow the jobs to the end
     fmt: str = "rich"  # of --status
     device: str | None = None  # auto (None), cpu, cuda or cuda:N: where the units train and evaluate
+    loggers: tuple[str, ...] = ()  # --logger: experiment loggers beside train.jsonl (repro.train.loggers)
     # ("released",), or checkpoint files (FILE, or PART=FILE per column group): evaluate, no training (repro.weights)
     weights: tuple[str, ...] | None = None
 
@@ -155,6 +157,7 @@ def run_command(
     device: str | None = typer.Option(
         None, "--device", help="auto (a GPU when there is one), cpu, cuda or cuda:N: where units train and evaluate."
     ),
+    logger: list[str] | None = logger_option(),
     weights: list[str] | None = typer.Option(
         None,
         "--weights",
@@ -210,6 +213,7 @@ def run_command(
         fmt=fmt,
         device=device,
         weights=tuple(weights) if weights else None,
+        loggers=tuple(logger or ()),
     )
     run_request(request)
 
@@ -236,6 +240,7 @@ def train_command(
     device: str | None = typer.Option(
         None, "--device", help="auto (a GPU when there is one), cpu, cuda or cuda:N: where units train and evaluate."
     ),
+    logger: list[str] | None = logger_option(),
 ) -> None:
     """Train and evaluate one row of a table.
 
@@ -254,6 +259,7 @@ def train_command(
             resume=resume,
             force=force,
             device=device,
+            loggers=tuple(logger or ()),
         )
     )
 
@@ -298,6 +304,12 @@ def run_request(request: RunRequest) -> None:
     from repro.run import make_plan
     from repro.train.distributed import check_device, parse_device
 
+    if request.loggers:  # checked before anything runs; every process the run starts reads REPRO_LOGGERS
+        import os
+
+        from repro.train.loggers import LOGGERS_ENV, parse_loggers
+
+        os.environ[LOGGERS_ENV] = ",".join(parse_loggers(request.loggers))
     # the form always; that the GPU exists only where the units run here (a Slurm job's node has its own)
     device = (parse_device if request.launcher == "slurm" or request.status else check_device)(request.device)
     spec, variant = target_and_variant(request.ident, request.overrides, request.limit)

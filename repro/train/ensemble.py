@@ -30,12 +30,11 @@ CPU and single-GPU only (no torchrun), fp32 or bf16.
 from __future__ import annotations
 
 import copy
-import json
 import math
 import signal
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from contextlib import contextmanager
 from pathlib import Path
 from types import SimpleNamespace
@@ -48,6 +47,7 @@ from torch.utils.data import DataLoader, Dataset
 from repro.errors import ReproError
 from repro.train import checkpoint as ckpt
 from repro.train import distributed as dist_utils
+from repro.train.loggers import MetricLoggers, open_loggers
 from repro.train.recipe import Recipe
 from repro.train.schedule import learning_rate
 from repro.train.trainer import (
@@ -223,9 +223,11 @@ def fit_ensemble(
     collate_fn: Callable | None = None,
     on_step: Callable[[int], None] | None = None,
     loss_step: LossStep | None = None,
+    loggers: Iterable[str] | None = None,
 ) -> list[TrainState]:
     """Train `models[k]` on `train_dataset` by `recipes[k]` together; each ends with its trained weights and
-    writes its checkpoint and logs to `workdirs[k]`. Returns one TrainState per seed."""
+    writes its checkpoint and logs to `workdirs[k]` (train.jsonl, and the experiment loggers `loggers`, default
+    those REPRO_LOGGERS names, each seed its own). Returns one TrainState per seed."""
     from torch.func import functional_call, stack_module_state, vmap
 
     workdirs = [Path(w) for w in workdirs]
@@ -303,8 +305,11 @@ def fit_ensemble(
 
     flag = _StopFlag()
     total_steps = steps_per_epoch * recipe.epochs
-    logs = [open(w / LOG_NAME, "a", encoding="utf-8") for w in workdirs]
+    logs: list[MetricLoggers] = []
     try:
+        for r, w in zip(recipes, workdirs):
+            resume_step = step if resumed_from else None
+            logs.append(open_loggers(w, w / LOG_NAME, loggers, config=r.to_json(), resume_step=resume_step))
         with _batched_kernels(), matmul_precision(precision), _catch_signals(flag), _progress(progress) as bar:
             task = bar.add_task(
                 f"{recipe.name} ×{seeds}", total=total_steps, completed=step, loss="–", lr="–", rate="–"
@@ -344,8 +349,7 @@ def fit_ensemble(
                         line = {"epoch": epoch + 1, "epochs": recipe.epochs, "step": step}
                         line |= {"steps": min(total_steps, recipe.max_steps or total_steps), "loss": value, "lr": lr}
                         line |= {"samples_per_s": round(rate, 3), "elapsed_s": round(now - started, 3)}
-                        log.write(json.dumps(line) + "\n")
-                        log.flush()
+                        log.log_dict(line, step)
                     mean = sum(losses) / seeds
                     bar.update(task, advance=1, loss=f"{mean:.4g}", lr=f"{lr:.3g}", rate=f"{rate:.1f}")
                     if on_step is not None:

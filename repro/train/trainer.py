@@ -3,7 +3,8 @@
 fit(model, dataset, recipe, workdir) writes into `workdir`:
   last.pt      checkpoint after every epoch and on SIGINT/SIGTERM (see repro.train.checkpoint)
   train.jsonl  one line per optimisation step: epoch (of epochs), step (of steps), loss, lr, samples/s,
-               elapsed seconds (`repro run` shows progress from it, whatever process trains)
+               elapsed seconds (`repro run` shows progress from it, whatever process trains); the same
+               metrics also to TensorBoard and W&B when chosen (`--logger`, repro.train.loggers)
   state.json   the returned TrainState once training ends
   run.log      the run's log messages, debug included: how it started, each epoch, how it ended (repro.log)
 `resume=True` continues from last.pt (mid-epoch too: the sample order of an epoch is a function of
@@ -23,7 +24,7 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager, nullcontext
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -37,6 +38,7 @@ from repro.errors import ReproError
 from repro.log import file_only, run_log
 from repro.train import checkpoint as ckpt
 from repro.train import distributed as dist_utils
+from repro.train.loggers import open_loggers
 from repro.train.losses import compute_loss, is_summed
 from repro.train.optimizers import OPTIMIZERS
 from repro.train.recipe import Recipe
@@ -234,11 +236,13 @@ def fit(
     collate_fn: Callable | None = None,
     on_step: Callable[[int], None] | None = None,
     loss_step: LossStep | None = None,
+    loggers: Iterable[str] | None = None,
 ) -> TrainState:
     """Train `model` on `train_dataset` by `recipe`; checkpoints and logs go to `workdir`.
 
     Runs as one process, or as one rank of a torchrun job (DDP, per-process batch = global / world).
-    `on_step(step)` is called after every optimisation step (hooks for tests and tools).
+    `on_step(step)` is called after every optimisation step (hooks for tests and tools). `loggers`: the
+    experiment loggers beside train.jsonl (tensorboard, wandb; default: those REPRO_LOGGERS names).
     """
     workdir = Path(workdir)
     env = dist_utils.init_from_env()
@@ -302,7 +306,13 @@ def fit(
         matmul_precision(precision),
         _catch_signals(flag),
         _progress(progress and env.is_main) as bar,
-        open(log_path, "a", encoding="utf-8") if env.is_main else nullcontext() as log,
+        (
+            open_loggers(
+                workdir, log_path, loggers, config=recipe.to_json(), resume_step=step if resumed_from else None
+            )
+            if env.is_main
+            else nullcontext()
+        ) as log,
         run_log(
             workdir,
             append=resumed_from is not None,
@@ -355,22 +365,19 @@ def fit(
                 rate = recipe.batch_size / max(now - tick, 1e-9)
                 tick = now
                 if log is not None and (step % log_every == 0 or i + 1 == steps_per_epoch):
-                    log.write(
-                        json.dumps(
-                            {
-                                "epoch": epoch + 1,
-                                "epochs": recipe.epochs,
-                                "step": step,
-                                "steps": min(total_steps, recipe.max_steps or total_steps),
-                                "loss": last_loss,
-                                "lr": lr,
-                                "samples_per_s": round(rate, 3),
-                                "elapsed_s": round(now - started, 3),
-                            }
-                        )
-                        + "\n"
+                    log.log_dict(
+                        {
+                            "epoch": epoch + 1,
+                            "epochs": recipe.epochs,
+                            "step": step,
+                            "steps": min(total_steps, recipe.max_steps or total_steps),
+                            "loss": last_loss,
+                            "lr": lr,
+                            "samples_per_s": round(rate, 3),
+                            "elapsed_s": round(now - started, 3),
+                        },
+                        step,
                     )
-                    log.flush()
                 bar.update(task, advance=1, loss=f"{last_loss:.4g}", lr=f"{lr:.3g}", rate=f"{rate:.1f}")
                 if on_step is not None:
                     on_step(step)
