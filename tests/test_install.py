@@ -1,5 +1,6 @@
-"""A non-editable install works: the wheel carries the 32 specs, results go to ./results, the record's commit
-says it is an installed copy.
+"""A non-editable install works: the wheel carries the 32 specs and the committed results (read from outside
+the checkout while there is no ./results), results go to ./results, the record's commit says it is an
+installed copy.
 
 How, honestly and quickly (about 5 s): the source is copied (so the build writes nothing into the checkout),
 a wheel is built with the running interpreter's setuptools (`pip wheel --no-deps --no-build-isolation`),
@@ -69,3 +70,13 @@ def test_a_wheel_installed_elsewhere_lists_32_experiments_and_shows_a_table(tmp_
     table = repro("table", "table5-ablation")
     assert "MCAN+PA (ours)" in table and "86.99" in table
     assert not (tmp_path / "site" / "results").exists()
+
+    # the committed synthetic numbers, shipped in the wheel, read from outside the checkout
+    committed = REPO_DIR / "results" / "mcan-pa" / "mcan-pa-table5-ablation"
+    means = [json.loads(p.read_text())["metrics"]["Y/N"] for p in sorted(committed.glob("*.synthetic.json"))]
+    assert len(means) == 10
+    synthetic = repro("table", "mcan-pa-table5-ablation", "--scale", "synthetic")
+    assert "n = 6 seeds" in synthetic and all(f"{m:.2f}" in synthetic for m in means), synthetic
+    checked = " ".join(repro("check", "mcan-pa-table5-ablation").split())  # the same records, verified
+    assert "10 row records" in checked and "30 seed records" in checked, checked
+    assert not (work / "results").exists()  # reading the shipped copy writes nothing
