@@ -47,6 +47,7 @@ class Step:
     # paper scale: the download and prepare commands of what the row reads that is not on disk ([]: all there)
     missing: list[str] = field(default_factory=list)
     unsupported: str | None = None  # paper scale: why the row does not run there (its family's refusal)
+    limited: bool = False  # --limit N: gpu_hours counts only the first N questions of each split (the family's share)
 
 
 @dataclass
@@ -235,6 +236,8 @@ def make_plan(
             step.stages = hooks.stages(row.config, spec)
             if step.stages:
                 step.gpu_hours = None if any(h is None for *_, h in step.stages) else sum(h for *_, h in step.stages)
+            elif variant.limit is not None and hooks.limited_hours is not None and gpu is not None:
+                step.gpu_hours, step.limited = hooks.limited_hours(row.config, variant.limit), True
             _paper_needs(step, spec, hooks, plan, seen)
         plan.steps.append(step)
     if scale == "paper" and any(r.model for r in rows):

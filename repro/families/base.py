@@ -232,6 +232,9 @@ class Hooks:
     compute_tasks: Mapping[str, Callable[[RunContext], RowRun]] = field(default_factory=dict)
     # `run_row` honours `ctx.limit` (`repro run --limit N`: the first N questions of each split at paper scale)
     supports_limit: bool = False
+    # (config, N) -> paper-scale GPU-hours of a run on the first N questions of each split (`--limit N`); None: the
+    # plan says its estimate is for the whole splits
+    limited_hours: Callable[[Any, int], float | None] | None = None
     # the generator config class a scale's `generator:` mapping is read with (checks `generator.<key>=`)
     generator_settings: Callable[[dict[str, Any]], type] | None = None
     # (ctx, question_id) -> AttentionMaps for `repro attention`; None: the family draws none

@@ -80,8 +80,10 @@ def cost_lines(plan: Plan) -> list[str]:
     lines = [f"estimated GPU-hours (paper schedule): {gpu_hours(plan):.1f} for {per_row} seed(s) per row{gaps}"]
     limit, whole = plan.variant.limit, [s.row.name for s in trained if not s.limited]
     if limit is not None:  # the family's share of the questions trained on, the epochs unchanged
-        lines[0] += f"; --limit {limit}: " + (
-            f"the whole splits for {', '.join(whole)} (no estimate of the share)" if whole else "the first N counted"
+        lines[0] += (
+            f"; --limit {limit} not counted for {', '.join(whole)}: the estimate is for the whole splits"
+            if whole
+            else f"; --limit {limit}: the first {limit} questions of each split, the epochs unchanged"
         )
     need = claim_seeds(plan.spec)
     if planned != [need]:

@@ -135,6 +135,20 @@ def convert_weights(path: Path, layout: str, option: str | None = None):
 
 COMPUTE_TASKS = {"statistics": statistics}  # `compute: {task: ...}` rows -> what runs them
 
+# Train QA pairs of each task (Table 1 as printed; the released Action and Count files have 4 fewer)
+TRAIN_QUESTIONS = {"action": 20_475, "transition": 52_704, "frameqa": 39_392, "count": 26_843}
+
+
+def limited_hours(config, limit: int) -> float | None:
+    """`--limit N`: each task's GPU-hours (`gpu_hours`: seconds per epoch times the official epochs) times the
+    share of its Train questions a run on the first N trains on; the epochs stay the same."""
+    config = as_config(config)
+    tasks = (config.task,) if config.task else TASKS
+    hours = [gpu_hours(config.model_copy(update={"task": t})) for t in tasks]
+    if any(h is None for h in hours):
+        return None
+    return sum(h * min(1.0, limit / TRAIN_QUESTIONS[t]) for h, t in zip(hours, tasks))
+
 
 HOOKS = Hooks(
     archs=ARCHS,
@@ -150,4 +164,5 @@ HOOKS = Hooks(
     weight_layouts=("psac",),  # the official train.py's model.state_dict() (keymap.py); nothing is released
     convert_weights=convert_weights,
     supports_limit=True,  # --limit N: the first N questions of each task's Train and Test at paper scale
+    limited_hours=limited_hours,
 )

@@ -278,6 +278,16 @@ def evaluation_hours(config, spec: Spec) -> float | None:
     return hours / (TRAIN_UPDATES * TRAIN_BATCH * 3) * EVAL_QUESTIONS * steps
 
 
+TRAIN_QUESTIONS = 34_602  # TextVQA 0.5.1's train questions
+
+
+def limited_hours(config, limit: int) -> float | None:
+    """`--limit N`: the training estimate (`gpu_hours`: the recipe's epochs over the train questions) times the
+    share of the train questions a run on the first N trains on; the epochs stay the same."""
+    hours = gpu_hours(config)
+    return None if hours is None else hours * min(1.0, limit / TRAIN_QUESTIONS)
+
+
 HOOKS = Hooks(
     archs=ARCHS,
     build_model=build_model,
@@ -290,6 +300,7 @@ HOOKS = Hooks(
     example_batch=example_batch,
     paper_data=paper_data,
     supports_limit=True,  # --limit N: the first N questions of each split at paper scale (splits.datasets)
+    limited_hours=limited_hours,
     supports_weights=True,  # --weights: an mmf M4C or sam-textvqa SA-M4C checkpoint, scored on val, test answered
     evaluation_hours=evaluation_hours,
     weight_layouts=("mmf", "sam-textvqa"),
