@@ -91,7 +91,7 @@ def test_albef_vqa_reproduces_official_outputs():
     # ALBEF's model_vqa.py fixes the answer decoder at 6 layers (ALBEF's fusion layers at full size, as
     # TaskALBEF builds it); the fixture's 2 fusion layers differ, so the decoder takes the checkpoint's depth
     layers = layer_count(state, "text_decoder.bert.encoder.layer")
-    assert layers == 6 != model.sizes["fusion_layers"]
+    assert layers == 6  # model_vqa.py's num_hidden_layers for the decoder, whatever the set's sizes
     for name in ("text_decoder", "text_decoder_m"):
         setattr(model, name, BertLMHeadModel(bert_config(model.sizes, layers, cross=True)).eval())
     report = load_albef(model, state, new_key_allowed)
@@ -149,9 +149,9 @@ def test_albef_nlvr2_reproduces_official_outputs():
     # fusion_layer 6, where that is every pair, as PairFusion ties them); at the fixture's fusion_layer 2 the
     # pairs below layer 6 stay apart, and the strict load refuses to put their two keys into one tensor
     untied = [k for k in range(sizes["fusion_layers"]) if text_layers + 2 * k < 6]
-    assert untied
-    with pytest.raises(ReproError, match=r"crossattention\.self\.(key|value)\.(weight|bias) differ.*\(tied\)"):
-        load_albef(model, state, new_key_allowed)
+    if untied:  # a set made at fusion_layer 6 has none
+        with pytest.raises(ReproError, match=r"crossattention\.self\.(key|value)\.(weight|bias) differ.*\(tied\)"):
+            load_albef(model, state, new_key_allowed)
     for k in untied:
         first, second = model.fusion.layer[2 * k].crossattention.self, model.fusion.layer[2 * k + 1].crossattention.self
         first.key, first.value = copy.deepcopy(second.key), copy.deepcopy(second.value)
