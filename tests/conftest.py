@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import textwrap
 from pathlib import Path
 
@@ -44,6 +45,19 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if not torch.cuda.is_available():
         for item in gpu:
             item.add_marker(pytest.mark.skip(reason="needs a CUDA device (marked gpu)"))
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _scratch_folder(tmp_path_factory: pytest.TempPathFactory):
+    """Smoke and variant records of a test that leaves REPRO_RESULTS unset go to a folder of this session, never
+    to (nor read from) the user's ~/.cache/repro/results (repro.paths.scratch_dir)."""
+    before = os.environ.get("REPRO_SCRATCH")
+    os.environ["REPRO_SCRATCH"] = str(tmp_path_factory.mktemp("scratch"))
+    yield
+    if before is None:
+        os.environ.pop("REPRO_SCRATCH", None)
+    else:
+        os.environ["REPRO_SCRATCH"] = before
 
 
 @pytest.fixture
