@@ -49,10 +49,20 @@ def synthetic_root(settings: dict[str, Any]) -> Path:
 
 def prepare_data(spec: Spec, scale: str, settings: dict[str, Any]) -> dict[str, Path]:
     """Once per run: {"root": the question files}, generated with their frame features at the synthetic and
-    smoke scales; at paper scale the TGIF-QA folder (a row's frame store is its own: `frame_store`)."""
+    smoke scales; at paper scale the TGIF-QA folder, checked for the Train and Test files of the spec's tasks before
+    any unit starts (a row's frame store is its own: `frame_store`)."""
     if scale == "paper":
-        from repro.datasets.tgif import tgif_dir
+        from repro.datasets.tgif import file_name, tgif_dir
 
+        tasks = [c.key for c in spec.columns if c.key in TASKS and c.metric in ("accuracy", "mse")]
+        absent = [
+            file_name(s, t) for t in tasks for s in ("Train", "Test") if not (tgif_dir() / file_name(s, t)).is_file()
+        ]
+        if absent:
+            raise ReproError(
+                f"{spec.id}: paper scale needs the TGIF-QA question files {', '.join(absent)} in {tgif_dir()}; "
+                f"run `repro download tgif-qa` (or set REPRO_TGIF_DIR to the folder that has them)"
+            )
         return {"root": tgif_dir()}
     from repro.families.psac.synthetic import GeneratorConfig, generate
 
