@@ -660,10 +660,7 @@ def plan_lines(plan, sources: dict[str, WeightsSource]) -> list[str]:
     )
     target = target_for(plan.spec.datasets)
     if target is not None:
-        lines.append(
-            f"then: `repro submit {target} --predictions FILE` for the test-set files it writes (the run prints each "
-            "file's command)"
-        )
+        lines.append(f"then: `repro submit` of each test-set file it writes to {target} (the run prints each command)")
     else:
         lines.append(f"then: nothing to submit: the {plan.spec.split} split is scored here")
     return lines

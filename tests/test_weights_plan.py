@@ -16,8 +16,8 @@ from repro.weights import RELEASED, released_cells, with_weights_rows
 
 CELLS = sorted({(spec, row) for r in RELEASED for spec, row, _ in r.cells})
 SUBMIT = {
-    "mcan-pa-table3-vqa2": "then: `repro submit vqa2-test-dev --predictions FILE`",
-    "sa-m4c-table1-textvqa": "then: `repro submit textvqa-test --predictions FILE`",
+    "mcan-pa-table3-vqa2": "then: `repro submit` of each test-set file it writes to vqa2-test-dev",
+    "sa-m4c-table1-textvqa": "then: `repro submit` of each test-set file it writes to textvqa-test",
     "ace-rpe-table3-sota": "then: nothing to submit: the test split is scored here",
 }
 
