@@ -359,7 +359,7 @@ def not_paper_scale(path: Path) -> str | None:
     if re.search(r"\.seed[0-9]+\..+\.partial\.json$", name):
         return "a run cut short by --limit (.partial)"
     if "variants" in Path(path).absolute().parts:
-        return "a variant (overrides, --limit or a spec file of its own: results/variants/)"
+        return "a variant (overrides, --limit or a spec file of its own: a variants/ folder)"
     return None
 
 
