@@ -265,11 +265,12 @@ class Released:
     def file_name(self) -> str:
         return self.file or self.name
 
-    def catalog(self):
-        """(the catalog's dataset entry, its file entry) this checkpoint downloads with."""
+    def catalog(self, catalog: dict | None = None):
+        """(the catalog's dataset entry, its file entry) this checkpoint downloads with (`catalog`: one already
+        loaded, for many look-ups)."""
         from repro.data.catalog import get_dataset, load_catalog
 
-        entry = get_dataset(self.dataset, load_catalog())
+        entry = get_dataset(self.dataset, load_catalog() if catalog is None else catalog)
         for f in entry.files:
             if f.name == self.file_name:
                 return entry, f
@@ -381,12 +382,12 @@ def released_for(spec_id: str, row: str) -> Released | None:
     return cells[0][0] if cells else None
 
 
-def released_path(released: Released) -> Path:
+def released_path(released: Released, catalog: dict | None = None) -> Path:
     """Where a released checkpoint is read from: its catalog file under `$REPRO_DATA_DIR/<dataset>/`, or for an
     archive the one checkpoint it unpacked there (a folder named after the archive while it is not unpacked)."""
     from repro.paths import data_dir
 
-    _, entry = released.catalog()
+    _, entry = released.catalog(catalog)
     folder = data_dir() / released.dataset
     if not entry.extract:
         return folder / entry.name
@@ -403,14 +404,14 @@ def released_path(released: Released) -> Path:
     return found[0] if found else folder / re.sub(r"(\.tar\.gz|\.tgz|\.tar|\.zip)$", "", entry.name)
 
 
-def released_state(released: Released) -> str:
+def released_state(released: Released, catalog: dict | None = None) -> str:
     """What is on disk of a released checkpoint: verified, present, partial (a download under way) or missing."""
     from repro.data.download import dataset_status
     from repro.paths import data_dir
 
-    entry, f = released.catalog()
+    entry, f = released.catalog(catalog)
     status = dataset_status(dataclasses.replace(entry, files=(f,)), data_dir())[0].state
-    if f.extract and status in ("verified", "present") and not released_path(released).is_file():
+    if f.extract and status in ("verified", "present") and not released_path(released, catalog).is_file():
         return "downloaded, not unpacked"
     return status
 

@@ -34,11 +34,13 @@ def _boundary(fn):
 def released_rows() -> list[dict]:
     """Each released checkpoint as `repro weights ls` shows it: what it fills, where it downloads from (the
     catalog's entry and file, url or by hand), its size and sha256 where known, and what is on disk."""
+    from repro.data.catalog import load_catalog
     from repro.weights import RELEASED, released_path, released_state
 
+    catalog = load_catalog()
     rows = []
     for r in RELEASED:
-        entry, f = r.catalog()
+        entry, f = r.catalog(catalog)
         rows.append(
             {
                 "name": r.name,
@@ -54,8 +56,8 @@ def released_rows() -> list[dict]:
                 "size_hint": f.size_hint,
                 "sha256": f.sha256,
                 "sha256_from": f.sha256_from or None,
-                "on_disk": released_state(r),
-                "path": str(released_path(r)),
+                "on_disk": released_state(r, catalog),
+                "path": str(released_path(r, catalog)),
                 "note": r.note or None,
             }
         )
