@@ -237,7 +237,7 @@ def sizes_from_state(state: dict[str, torch.Tensor], heads: int) -> dict[str, in
     """The sizes of the network an ALBEF checkpoint's shapes define (the pre-training, retrieval or VQA layout):
     hidden size, vocabulary, positions, text and fusion layers (the fusion layers are those with cross-attention),
     the ViT's blocks, patch and resolution (its position table: 577 = 1 + 24 x 24 patches of 16, 384 px), the
-    projection and queue sizes. The head count is not in the shapes: `heads` (ALBEF's 12)."""
+    projection and queue sizes where it has them. The head count is not in the shapes: `heads` (ALBEF's 12)."""
     bert = "text_encoder.bert." if "text_encoder.bert.embeddings.word_embeddings.weight" in state else "text_encoder."
 
     def tensor(key: str) -> torch.Tensor:
@@ -270,8 +270,9 @@ def sizes_from_state(state: dict[str, torch.Tensor], heads: int) -> dict[str, in
         "patch_size": patch,
         "vocab_size": vocab,
         "max_positions": tensor(bert + "embeddings.position_embeddings.weight").shape[0],
-        "embed_dim": tensor("vision_proj.weight").shape[0],
     }
+    if "vision_proj.weight" in state:  # ITC's projections (pre-training, retrieval; not VQA's model)
+        sizes["embed_dim"] = state["vision_proj.weight"].shape[0]
     if "image_queue" in state:
         sizes["queue_size"] = state["image_queue"].shape[1]
     return sizes

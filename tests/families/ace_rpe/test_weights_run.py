@@ -187,3 +187,20 @@ def test_a_row_with_a_position_embedding_is_refused(table3, runner):
     assert out.exit_code == 2 and "Traceback" not in out.output
     assert "ALBEF's released layout is ALBEF without a cross-modal position embedding" in " ".join(out.output.split())
     assert not list(table3.glob("results/**/*.json"))
+
+
+def test_sizes_from_state_are_the_official_configs():
+    """The network an official checkpoint's shapes define is the one its config.json builds (golden fixtures)."""
+    from repro.errors import ReproError
+    from repro.families.ace_rpe.keymap import read_checkpoint
+    from tests.families.ace_rpe.test_golden import albef_sizes
+    from tests.golden import config, fixture
+
+    for name in ("albef-retrieval", "albef-vqa"):
+        folder = fixture(name)
+        cfg = config(folder)
+        got = sizes_from_state(read_checkpoint(folder / "checkpoint.pth"), cfg["bert_config"]["num_attention_heads"])
+        want = albef_sizes(cfg)
+        assert got == {key: want[key] for key in got} and len(got) >= 10
+    with pytest.raises(ReproError, match=r"^not an ALBEF checkpoint: no text_encoder\.embeddings\.word_embeddings"):
+        sizes_from_state({"model.weight": torch.zeros(1)}, 12)
