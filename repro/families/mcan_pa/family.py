@@ -26,7 +26,7 @@ from repro.families.base import Hooks, RowRun, RunContext, train_units
 from repro.families.mcan_pa import build
 from repro.families.mcan_pa import data as mcan_data
 from repro.families.mcan_pa.attention import attention
-from repro.families.mcan_pa.config import McanConfig
+from repro.families.mcan_pa.config import McanConfig, VlBertConfig
 from repro.specs import Spec
 
 
@@ -156,16 +156,23 @@ def _run_release(ctx: RunContext) -> RowRun:
 
 
 def _load_weights(ctx: RunContext, model):
-    """An mcan-vqa checkpoint into the row's MCAN (keymap.py: the strict load), the key report printed; the model
-    on the unit's device, in eval mode. The checkpoint's token and answer tables must be the prepared data's."""
-    from repro.families.mcan_pa.keymap import load_mcan, read_checkpoint
+    """An mcan-vqa checkpoint into the row's MCAN (keymap.py), or a VL-BERT VQA checkpoint into the row's VL-BERT
+    (vlbert_keymap.py): the strict load, the key report printed; the model on the unit's device, in eval mode. The
+    checkpoint's token and answer tables must be the prepared data's."""
+    from repro.families.mcan_pa import keymap, vlbert_keymap
     from repro.train.distributed import DistEnv, device_for
     from repro.weights import render_report
 
     config = build.as_config(ctx.config)
-    if not isinstance(config, McanConfig) or config.positional or config.position_embedding != "none":
+    path = ctx.weights.path
+    if isinstance(config, VlBertConfig):
+        if config.positional:
+            raise ReproError(f"row {ctx.row.name!r}: VL-BERT's layout is VL-BERT without PA")
+        report = vlbert_keymap.load_vlbert(model, vlbert_keymap.read_checkpoint(path), str(path))
+    elif config.positional or config.position_embedding != "none":
         raise ReproError(f"row {ctx.row.name!r}: mcan-vqa's released layout is MCAN without PE/PA")
-    report = load_mcan(model, read_checkpoint(ctx.weights.path), str(ctx.weights.path))
+    else:
+        report = keymap.load_mcan(model, keymap.read_checkpoint(path), str(path))
     render_report(report, show_placed=False)
     model.to(device_for(DistEnv())).eval()
     return report
@@ -213,10 +220,12 @@ def _cocoqa_columns(spec: Spec, prepared: Path, ids: list[int], predicted: list[
 
 
 def convert_weights(path: Path, layout: str, option: str | None = None):
-    """`repro weights convert`: a released checkpoint in an official layout into this project's model (keymap.py)."""
-    from repro.families.mcan_pa.keymap import convert_checkpoint
+    """`repro weights convert`: a checkpoint in an official layout into this project's model (keymap.py for
+    mcan-vqa, vlbert_keymap.py for VL-BERT)."""
+    from repro.families.mcan_pa import keymap, vlbert_keymap
 
-    return convert_checkpoint(path, layout, option)
+    module = vlbert_keymap if layout in vlbert_keymap.LAYOUTS else keymap
+    return module.convert_checkpoint(path, layout, option)
 
 
 HOOKS = Hooks(
@@ -228,12 +237,12 @@ HOOKS = Hooks(
     run_row=run_row,
     run_ensemble=run_ensemble,
     supports_limit=True,  # --limit N: the first N questions of each split at paper scale
-    supports_weights=True,  # --weights: an mcan-vqa checkpoint evaluated by the release protocol (MCAN rows)
+    supports_weights=True,  # --weights: an mcan-vqa (MCAN rows) or VL-BERT (VL-BERT rows) checkpoint, evaluated
     evaluation_hours=evaluation_hours,
     generator_settings=mcan_data.generator_settings,
     attention=attention,
     example_batch=build.example_batch,
     paper_data=build.paper_data,
-    weight_layouts=("mcan-vqa",),
+    weight_layouts=("mcan-vqa", "vl-bert"),
     convert_weights=convert_weights,
 )
