@@ -231,8 +231,11 @@ def _forest(ax, view: TableView, claims) -> None:
         fontsize=8,
     )
     ax.set_title(
-        "the paper's claims, judged at the Holm-adjusted level within the table "
-        "(green: holds, red: reversed, blue: equivalent, underpowered or not judged)",
+        _wrap(
+            "the paper's claims, judged at the Holm-adjusted level within the table "
+            "(green: holds, red: reversed, blue: equivalent, underpowered or not judged)",
+            100,
+        ),
         fontsize=10,
     )
     ax.grid(axis="x", alpha=0.3)
@@ -271,8 +274,11 @@ def _curves(ax, curves: dict[str, dict[int, list]], colours: dict[str, str]) -> 
     ax.set_xlabel("step", fontsize=8)
     ax.set_ylabel("training loss", fontsize=8)
     ax.set_title(
-        "training curves of the runs on this machine (each unit's train.jsonl, one line per seed; faint: each "
-        f"step, bold: moving average {SMOOTHING}), not the committed records above",
+        _wrap(
+            "training curves of the runs on this machine (each unit's train.jsonl, one line per seed; faint: each "
+            f"step, bold: moving average {SMOOTHING}), not the committed records above",
+            100,
+        ),
         fontsize=10,
     )
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
