@@ -13,7 +13,7 @@ from repro.cli.common import RICH_OR_JSON, app, console, fail, one_line
 from repro.errors import ReproError
 
 weights_app = typer.Typer(
-    name="weights", help="Released checkpoints: what there is, and conversion.", no_args_is_help=True
+    name="weights", help="Released checkpoints: what there is, download and conversion.", no_args_is_help=True
 )
 
 
