@@ -156,19 +156,22 @@ def _run_release(ctx: RunContext) -> RowRun:
 
 
 def _load_weights(ctx: RunContext, model):
-    """An mcan-vqa checkpoint into the row's MCAN (keymap.py), or a VL-BERT VQA checkpoint into the row's VL-BERT
-    (vlbert_keymap.py): the strict load, the key report printed; the model on the unit's device, in eval mode. The
-    checkpoint's token and answer tables must be the prepared data's."""
-    from repro.families.mcan_pa import keymap, vlbert_keymap
+    """An mcan-vqa checkpoint into the row's MCAN (keymap.py): the strict load, the key report printed; the model on
+    the unit's device, in eval mode. The checkpoint's token and answer tables must be the prepared data's."""
+    from repro.families.mcan_pa import keymap
     from repro.train.distributed import DistEnv, device_for
     from repro.weights import render_report
 
     config = build.as_config(ctx.config)
     path = ctx.weights.path
     if isinstance(config, VlBertConfig):
-        if config.positional:
-            raise ReproError(f"row {ctx.row.name!r}: VL-BERT's layout is VL-BERT without PA")
-        report = vlbert_keymap.load_vlbert(model, vlbert_keymap.read_checkpoint(path), str(path))
+        # The key map is complete, but this VL-BERT computes another function than VL-BERT's code (no [END]
+        # element, no answer segment, another box embedding: vlbert_keymap's docstring), so a number evaluated
+        # from a VL-BERT checkpoint would not be VL-BERT's; `repro weights convert --layout vl-bert` reads it.
+        raise ReproError(
+            f"row {ctx.row.name!r}: a VL-BERT checkpoint loads (repro weights convert --family mcan-pa --layout "
+            "vl-bert), but this VL-BERT is not VL-BERT's own network, so --weights does not evaluate it"
+        )
     elif config.positional or config.position_embedding != "none":
         raise ReproError(f"row {ctx.row.name!r}: mcan-vqa's released layout is MCAN without PE/PA")
     else:
@@ -237,7 +240,7 @@ HOOKS = Hooks(
     run_row=run_row,
     run_ensemble=run_ensemble,
     supports_limit=True,  # --limit N: the first N questions of each split at paper scale
-    supports_weights=True,  # --weights: an mcan-vqa (MCAN rows) or VL-BERT (VL-BERT rows) checkpoint, evaluated
+    supports_weights=True,  # --weights: an mcan-vqa checkpoint (MCAN rows), evaluated
     evaluation_hours=evaluation_hours,
     generator_settings=mcan_data.generator_settings,
     attention=attention,

@@ -111,3 +111,21 @@ def test_weights_file_is_evaluated_recorded_apart_and_submittable(sandbox, runne
 
     again = runner.invoke(app, ["run", SPEC, "--rows", "MCAN", "--scale", "smoke", "--weights", str(path)])
     assert again.exit_code == 2 and "--force" in again.output
+
+
+def test_a_vl_bert_checkpoint_is_not_evaluated_as_vl_bert(sandbox, runner, tmp_path):
+    """The VL-BERT key map is complete (test_vlbert_keymap.py), but this VL-BERT computes another function than
+    VL-BERT's code, so `--weights` on a VL-BERT row stops in one line before writing anything."""
+    folder = sandbox / "experiments" / "mcan-pa"
+    folder.mkdir(parents=True)
+    shutil.copy(REPO_DIR / "experiments" / "mcan-pa" / "mcan-pa-table4-pretraining.yaml", folder)
+    specs.clear_cache()
+    path = tmp_path / "vlbert.pth"
+    torch.save({"state_dict": {}}, path)
+    row = "VL-BERT_BASE† (baseline)"
+    out = runner.invoke(
+        app, ["run", "mcan-pa-table4-pretraining", "--rows", row, "--scale", "smoke", "--weights", str(path)]
+    )
+    assert out.exit_code == 2 and "Traceback" not in out.output, out.output
+    assert "is not VL-BERT's own network, so --weights does not evaluate it" in " ".join(out.output.split())
+    assert not (sandbox / "results" / "weights").exists()
