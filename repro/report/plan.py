@@ -96,16 +96,22 @@ def cost_lines(plan: Plan) -> list[str]:
 
 
 def precision_line(plan: Plan) -> str | None:
-    """The precision the plan's training runs in: the recipe's (with the scale's overrides), `auto` named as
-    what it means (fp32, the official code's), and how to trade exactness for speed."""
+    """The precision the plan's training runs in: the recipe's `precision:` (what the paper's official code trains
+    with), or the scale's or an override's with the recipe's beside it (`auto`, a recipe's own: fp32)."""
     from repro.families import load_recipe
 
     if not plan.spec.recipe or not any(s.kind == "train" for s in plan.steps):
         return None
-    precision = load_recipe(plan.spec.recipe).replace(**plan.settings.get("recipe", {})).precision
-    if precision == "auto":
-        return "precision: fp32 (as the papers' official code trains; `recipe.precision=tf32` or bf16 on a GPU)"
-    return f"precision: {precision} (the recipe's or an override's; the papers' official code trains in fp32)"
+    recipe = load_recipe(plan.spec.recipe)
+    own = "fp32" if recipe.precision == "auto" else recipe.precision
+    chosen = recipe.replace(**plan.settings.get("recipe", {})).precision
+    precision = "fp32" if chosen == "auto" else chosen
+    if precision == own:
+        return (
+            f"precision: {own} (recipe {recipe.name}: what the official code trains with; "
+            f"`recipe.precision=tf32` or bf16 trades exactness for speed on a GPU)"
+        )
+    return f"precision: {precision} (an override; recipe {recipe.name} says {own}, what the official code trains with)"
 
 
 def submit_hints(results: list[Result], plan: Plan, target: str | None) -> list[str]:

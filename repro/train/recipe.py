@@ -213,8 +213,9 @@ class Recipe:
     loss: str
     eval_batch_size: int | None = None
     grad_clip: float | None = None  # max L2 norm of all gradients; None = no clipping
-    # auto: fp32, what the official code of all five papers trains with; tf32 (TF32 matmuls on an Ampere or newer
-    # GPU), bf16 and fp16 (autocast) trade exactness for speed and are chosen explicitly (`recipe.precision=bf16`)
+    # what the paper's official code trains with, stated by each recipe file (all five papers: fp32); tf32 (TF32
+    # matmuls on an Ampere or newer GPU), bf16 and fp16 (autocast) trade exactness for speed and are chosen
+    # explicitly (`recipe.precision=bf16`). `auto` is the recipe's own value (a file that says auto, or none: fp32)
     precision: str = "auto"
     seed: int = 0
     train_splits: tuple[str, ...] = ()
@@ -233,10 +234,13 @@ class Recipe:
             object.__setattr__(self, name, value)
 
     def replace(self, **changes: Any) -> "Recipe":
-        """A copy with some fields changed (e.g. a smoke scale's epochs and batch size), validated again."""
+        """A copy with some fields changed (e.g. a smoke scale's epochs and batch size), validated again;
+        `precision="auto"` keeps the recipe's own precision."""
         unknown = sorted(set(changes) - {f.name for f in dataclasses.fields(self)})
         if unknown:
             raise ReproError(f"recipe {self.name}: unknown field(s) {', '.join(unknown)}")
+        if changes.get("precision") == "auto":
+            changes = {k: v for k, v in changes.items() if k != "precision"}
         return dataclasses.replace(self, **changes)
 
     def to_json(self) -> dict[str, Any]:

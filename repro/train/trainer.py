@@ -108,8 +108,9 @@ def build_optimizer(recipe: Recipe, params) -> torch.optim.Optimizer:
 
 
 def resolve_precision(precision: str, device: torch.device) -> str:
-    """auto -> fp32 on every device: the official code of all five papers trains in fp32, so a reproduction does
-    too unless a recipe or `recipe.precision=` asks for tf32, bf16 or fp16. tf32 is fp32 on a CPU."""
+    """The precision a recipe trains in on `device`. Every family's recipe states its official code's (all five
+    papers: fp32); `auto`, left only by a recipe that states none, is fp32 too. tf32, bf16 or fp16 are chosen by a
+    recipe or `recipe.precision=`. tf32 is fp32 on a CPU."""
     if precision == "auto":
         return "fp32"
     if precision == "fp16" and device.type != "cuda":
