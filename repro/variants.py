@@ -12,7 +12,8 @@ key=value …` (the same words as the run) shows the variant's table, and its ca
 
 Override keys (validated before anything runs, one line naming the key when one is wrong):
   recipe.<field>            a training recipe field: epochs, batch_size, grad_clip, precision, ...
-  recipe.schedule.<key>     recipe.optimizer.<key>: a key of the recipe's schedule / optimiser
+  recipe.schedule.<key>     recipe.optimizer.<key>: a key of the recipe's schedule / optimiser; `name` switches
+                            to another one (`recipe.optimizer.name=sgd`), keeping the keys it shares
   sizes.<key>               a model size (d_model, layers, heads, ...): the family builds the model to check it
   generator.<key>           a synthetic generator setting (not at paper scale)
   model.<field>             a field of each selected row's typed model config (positional, fusion, ...)
@@ -243,6 +244,12 @@ def _recipe(spec: Spec, rows: list[Row], settings: dict[str, Any], path: list[st
             raise ReproError(f"name one key of the {path[0]}, e.g. recipe.{path[0]}.{example}")
         section = dict(getattr(current, path[0]))
         kinds = SCHEDULES if path[0] == "schedule" else OPTIMIZERS
+        if path[1] == "name":  # another optimiser or schedule: the keys it shares with the recipe's are kept
+            if value not in kinds:
+                raise ReproError(f"no {path[0]} {value!r}; one of {', '.join(sorted(kinds))}")
+            changes[path[0]] = {"name": value, **{k: v for k, v in section.items() if k in kinds[value]}}
+            base.replace(**changes)
+            return
         allowed = kinds[section["name"]]
         if path[1] not in allowed:
             raise ReproError(f"the {section['name']} {path[0]} has no {path[1]!r}; one of {', '.join(sorted(allowed))}")

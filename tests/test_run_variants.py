@@ -59,6 +59,7 @@ def test_an_overridden_run_is_a_variant_kept_apart_and_its_record_holds_the_over
         ("recipe.epochs=0", "epochs: must be at least 1"),
         ("recipe.seed=3", "use --seeds"),
         ("recipe.schedule.base_lrr=1", "has no 'base_lrr'"),
+        ("recipe.optimizer.name=lbfgs", "no optimizer 'lbfgs'; one of adam, adamax, adamw, sgd"),
         ("sizes.d_modle=32", "model size 'd_modle'"),
         ("sizes.d_model=33", "not divisible by heads"),
         ("model.positional=[pwx]", "row 'MCAN': positional.0"),
@@ -84,6 +85,19 @@ def test_values_are_yaml_and_exponents_are_numbers():
     assert dict(parse_overrides(["recipe.precision=bf16", "recipe.grad_clip=null"])) == {
         "recipe.grad_clip": None,
         "recipe.precision": "bf16",
+    }
+
+
+def test_an_override_switches_the_optimiser_and_the_schedule_keeping_the_keys_they_share():
+    from repro import specs
+    from repro.variants import apply
+
+    spec = specs.resolve("mcan-pa-table5-ablation")
+    names = ["recipe.optimizer.name=sgd", "recipe.schedule.name=constant", "recipe.schedule.base_lr=0.5"]
+    settings, _ = apply(spec, "paper", {}, list(spec.rows), parse_overrides(names))
+    assert settings["recipe"] == {
+        "optimizer": {"name": "sgd", "weight_decay": 0.0},  # Adam's betas and eps dropped, SGD has no momentum
+        "schedule": {"name": "constant", "base_lr": 0.5},
     }
 
 
