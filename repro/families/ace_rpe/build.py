@@ -6,6 +6,7 @@ and the training step they share.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import torch
@@ -154,13 +155,17 @@ def stages(config: ALBEFConfig | dict, spec: Spec) -> list[tuple[str, str, float
         flops = recipe.epochs * cost.PAIRS[dataset] * cost.finetune_flops_per_pair(sizes)
         what = f"{recipe.name}: {recipe.epochs} epochs, batch {recipe.batch_size}, 384 px; test k = {K_TEST[dataset]}"
         out.append((f"fine-tune {dataset}", what, cost.gpu_hours(flops)))
-    for task in spec_tasks(spec):  # the downstream heads: no estimate (cost.py models ITC + ITM passes only)
+    for task in spec_tasks(spec):  # the downstream heads, fine-tuned and evaluated (`cost.head_flops`)
         if task == "retrieval":
             continue
         for name in (["nlvr2-assign"] if task == "nlvr2" else []) + [task]:
             recipe = load_recipe(TASK_RECIPES[name])
             what = f"{recipe.name}: {recipe.epochs} epochs, batch {recipe.batch_size}"
-            out.append((f"fine-tune {name}", what, None))
+            what += ", 256 px" if name == "nlvr2-assign" else ", 384 px"
+            what += {"vqa": "; test2015 ranked with k = 128", "grounding": "; Grad-CAM on val, testA, testB"}.get(
+                name, ""
+            )
+            out.append((f"fine-tune {name}", what, cost.gpu_hours(cost.head_flops(name, sizes, recipe.epochs))))
     return out
 
 
@@ -187,12 +192,18 @@ def resources(config: ALBEFConfig | dict, scale: str) -> Resources:
 def data_notes(spec: Spec) -> list[str]:
     """Where the paper scale reads what no catalog entry downloads: the images; what it does not run."""
     root = data_dir()
+    notes = []
     if has_tasks(spec):
-        skipped = ", ".join(downstream_names(spec))
-        note = "refused" if not recall_datasets(spec) else "left empty (pre-training and retrieval run)"
-        notes = [f"paper scale: the {skipped} columns are {note}: their heads run at the smoke and synthetic scales"]
-    else:
-        notes = []
+        notes.append(
+            f"downstream heads ({', '.join(downstream_names(spec))}): ALBEF's json files (`repro download albef-data`) "
+            f"name their images relative to: COCO {root / 'coco-images'} (VQA's train2014/, val2014/, test2015/; "
+            f"RefCOCO+'s train2014/), Visual Genome {root / 'vg-images'} (vg_qa.json), Flickr30K "
+            f"{root / 'flickr30k' / 'flickr30k-images'} (SNLI-VE: <id>.jpg), NLVR2 {root / 'nlvr2'} (nlvr_*.json); "
+            f"VQA's test set is every test2015 question of `repro download vqa2` (ALBEF's vqa_test.json holds "
+            f"test-dev only), its test-dev and test-std scores come from the server (`repro submit vqa2-test-dev`); "
+            f"NLVR2's text-assignment step reads the 4M pre-training json files; RefCOCO+'s refer annotations "
+            f"from `repro download refcoco-plus` ({root / 'refcoco-plus' / 'refcoco+'})"
+        )
     return notes + [
         f"images (not downloadable here; put them in place yourself): Flickr30K under {root / 'flickr30k'} "
         f"(flickr30k-images/), COCO 2014 under {root / 'coco-images'} (train2014/, val2014/), as ALBEF's "
@@ -226,16 +237,14 @@ def predict_step(model: nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tens
 
 
 def paper_data(spec: Spec, row) -> list[DataNeed]:
-    """What a paper-scale row reads, in the order `sources.paper_sources` checks it: BERT's vocabulary (and
-    weights), DeiT-B/16 where the row pre-trains (ALBEF's checkpoint where it starts from it), ALBEF's json
-    files, and the images of each retrieval data set. A ReproError for a spec of downstream columns only."""
+    """What a paper-scale row reads, in the order `sources.paper_sources` and `sources.paper_task_files` check
+    it: BERT's vocabulary (and weights), DeiT-B/16 where the row pre-trains (ALBEF's checkpoint where it starts
+    from it), ALBEF's json files, the images of each retrieval data set, then what each downstream head reads
+    (VQA v2's test2015 questions, COCO, Visual Genome, Flickr30K, NLVR2's images, RefCOCO+'s refer annotations),
+    each ready when the first image its json file names is in place."""
     from repro.families.ace_rpe.sources import DEIT_FILE, IMAGE_FOLDERS, PRETRAIN_FILES
     from repro.families.ace_rpe.synthetic import RETRIEVAL_NAMES
 
-    if has_tasks(spec) and not recall_datasets(spec):
-        raise ReproError(
-            f"the {', '.join(downstream_names(spec))} heads run at the smoke and synthetic scales only (README)"
-        )
     config = as_config(row.config)
     root = data_dir()
     bert = root / "bert-base-uncased"
@@ -252,9 +261,70 @@ def paper_data(spec: Spec, row) -> list[DataNeed]:
     files = [albef / name for name in ([] if config.init == "albef" else PRETRAIN_FILES[config.pretrain])]
     for dataset in recall_datasets(spec):
         files += [albef / f"{RETRIEVAL_NAMES[dataset]}_{part}.json" for part in ("train", "test")]
+    heads = task_data(spec)
+    files += [albef / name for name, _ in heads["albef-data"]]
     needs.append(DataNeed("albef-data", ready=lambda: all(f.is_file() for f in files)))
     images = {"flickr30k": ("flickr30k-images",), "coco-images": ("train2014", "val2014")}
     for dataset in recall_datasets(spec):
         folder = IMAGE_FOLDERS[dataset]
         needs.append(DataNeed(folder, ready=lambda f=folder: all((root / f / s).is_dir() for s in images[f])))
+    for dataset, checks in heads.items():
+        if dataset != "albef-data":
+            needs.append(DataNeed(dataset, ready=lambda c=checks: all(check() for _, check in c)))
     return needs
+
+
+def task_data(spec: Spec) -> dict[str, list[tuple[str, Any]]]:
+    """What the spec's downstream heads read at paper scale, by catalog entry, in the order the run checks it:
+    {dataset: [(what, ready)]}; "albef-data" lists json names (ready: the file is there), the others the first
+    image a json file names (ready: the image is there) or a file (the test2015 questions, the refer files)."""
+    from repro.datasets.vqa_server import question_file
+    from repro.families.ace_rpe.sources import PRETRAIN_FILES, REFER_FOLDER, TASK_FILES, TASK_IMAGES
+    from repro.families.ace_rpe.tasks import spec_heads
+
+    root = data_dir()
+    albef = root / "albef-data" / "data"
+    out: dict[str, list[tuple[str, Any]]] = {}
+
+    def add(dataset: str, what: str, ready) -> None:
+        out.setdefault(dataset, []).append((what, ready))
+
+    def first_image(name: str, folder: str, key=None):
+        def ready() -> bool:
+            try:
+                entries = json.loads((albef / name).read_text())
+                entry = entries[0]
+                image = key(entry) if key else entry["image"]
+            except (OSError, ValueError, LookupError, TypeError):
+                return False
+            return (root / folder / image).is_file()
+
+        return ready
+
+    heads = spec_heads(spec)
+    for head in heads:
+        for name in TASK_FILES[head]:
+            add("albef-data", name, (albef / name).is_file)
+        if head == "nlvr2":
+            for name in PRETRAIN_FILES["4m"]:
+                add("albef-data", name, (albef / name).is_file)
+    if "vqa" in heads:
+        add("vqa2", "test2015 questions", question_file(root, "vqa2", "test").is_file)
+        for name in ("vqa_train.json", "vqa_val.json"):
+            add("coco-images", name, first_image(name, TASK_IMAGES["vqa"]))
+        add("coco-images", "test2015", (root / TASK_IMAGES["vqa"] / "test2015").is_dir)
+        add("vg-images", "vg_qa.json", first_image("vg_qa.json", TASK_IMAGES["vg"]))
+    if "snli-ve" in heads:
+        add(
+            "flickr30k",
+            "ve_train.json",
+            first_image("ve_train.json", TASK_IMAGES["snli-ve"], lambda e: f"{e['image']}.jpg"),
+        )
+    if "nlvr2" in heads:
+        add("nlvr2", "nlvr_train.json", first_image("nlvr_train.json", TASK_IMAGES["nlvr2"], lambda e: e["images"][0]))
+    if "grounding" in heads:
+        for name in ("refs(unc).p", "instances.json"):
+            add("refcoco-plus", name, (root / REFER_FOLDER / name).is_file)
+        add("coco-images", "refcoco+_train.json", first_image("refcoco+_train.json", TASK_IMAGES["grounding"]))
+    out.setdefault("albef-data", [])
+    return out

@@ -60,3 +60,41 @@ def finetune_flops_per_pair(sizes: dict[str, Any]) -> float:
 
 def gpu_hours(flops: float) -> float:
     return flops / A100_SUSTAINED / 3600
+
+
+# The downstream heads (`tasks.py`): items per epoch and evaluated, as the data sets' papers count them
+# (VQA v2 train 443,757 + val 214,354 questions, test2015 447,793; SNLI-VE 529,527 / 17,858 / 17,901;
+# NLVR2 86,373 / 6,982 / 6,967 (test-P); RefCOCO+ (unc) 120,624 expressions / 10,758 + 5,726 + 4,889).
+# ALBEF's vg_qa.json adds Visual Genome questions to VQA's training; their count is not published, so they
+# are left out (an underestimate). NLVR2's text assignment is one epoch of the 4M pre-training pairs.
+HEAD_ITEMS = {
+    "vqa": (443_757 + 214_354, 447_793),
+    "snli-ve": (529_527, 17_858 + 17_901),
+    "nlvr2": (86_373, 6_982 + 6_967),
+    "nlvr2-assign": (PAIRS["4m"], 0),
+    "grounding": (120_624, 10_758 + 5_726 + 4_889),
+}
+ANSWER_TOKENS = 5  # an answer of ALBEF's list with [CLS] and [SEP]
+ANSWERS_PER_QUESTION = 3  # distinct annotator answers a training question carries, about
+
+
+def head_flops(task: str, sizes: dict[str, Any], epochs: int, k_test: int = 128) -> float:
+    """Training (`epochs` over the items, the momentum model's forward for distillation) and evaluation of a
+    head at 384 px (the text assignment at 256): VQA's decoder over each answer (training) and the k answers it
+    ranks (test); NLVR2's two images and doubled fusion layers; grounding as retrieval plus a Grad-CAM backward."""
+    train_items, test_items = HEAD_ITEMS[task]
+    f = pass_flops(sizes, 256 if task == "nlvr2-assign" else 384)
+    d = sizes["hidden_size"]
+    one = f["image"] + f["text"] + f["fusion"]
+    if task == "vqa":
+        decoder = fusion_flops(sizes["fusion_layers"], ANSWER_TOKENS, TEXT_TOKENS, d)
+        train = (TRAIN + 1) * (one + ANSWERS_PER_QUESTION * decoder)
+        test = one + k_test * decoder
+    elif task in ("nlvr2", "nlvr2-assign"):
+        pair = 2 * f["image"] + f["text"] + 2 * f["fusion"]
+        train, test = (TRAIN if task == "nlvr2-assign" else TRAIN + 1) * pair, pair
+    elif task == "grounding":
+        train, test = finetune_flops_per_pair(sizes), TRAIN * one
+    else:
+        train, test = (TRAIN + 1) * one, one
+    return epochs * train_items * train + test_items * test

@@ -144,12 +144,15 @@ def _rand_augment(img, rng: random.Random, n: int = 2, magnitude: int = 7):
 
 
 def augment(img, size: int, scale_min: float, rng: random.Random | None = None):
-    """ALBEF's training transform of a PIL image, before normalisation: random resized crop, horizontal
-    flip (probability 0.5), RandomAugment(2, 7)."""
+    """ALBEF's training transform of a PIL image, before normalisation: random resized crop (a `scale_min` of 1:
+    the whole image resized, as its grounding transform), horizontal flip (probability 0.5), RandomAugment(2, 7)."""
     from PIL import Image
 
     rng = rng or random.Random(random.getrandbits(64))
-    img = _random_resized_crop(img, size, scale_min, rng)
+    if scale_min >= 1.0:  # ALBEF's grounding transform: the whole image resized, no crop
+        img = img.resize((size, size), Image.BICUBIC)
+    else:
+        img = _random_resized_crop(img, size, scale_min, rng)
     if rng.random() < 0.5:
         img = img.transpose(Image.FLIP_LEFT_RIGHT)
     return _rand_augment(img, rng)

@@ -6,7 +6,9 @@ ITC similarity for all pairs, the top k of each query re-scored by the ITM head 
 Flickr30K, 256 for COCO; at most the gallery), TR/IR R@1/5/10 by `repro.metrics.retrieval`.
 At the smoke (and synthetic) scale the data is generated (`synthetic.py`) in ALBEF's json layout and
 read by the same code as the real files (`data.py`); at paper scale the json files, the BERT
-vocabulary and the user's images are read from the data folder.
+vocabulary and the user's images are read from the data folder. The downstream columns (VQA v2,
+SNLI-VE, NLVR2, RefCOCO+ grounding) are fine-tuned from the row's pre-trained weights after that,
+on generated files or, at paper scale, on ALBEF's (`tasks.py`, `sources.paper_task_files`).
 
 Here: the hooks and the row's protocol. The models are `build.py`'s, what the columns ask for
 `columns.py`'s, the files `sources.py`'s, the downstream heads' runs `tasks.py`'s.
@@ -19,7 +21,6 @@ from typing import Any
 
 import torch
 
-from repro.errors import ReproError
 from repro.families.ace_rpe.build import (
     ARCHS,
     FINETUNE_RECIPES,
@@ -35,13 +36,14 @@ from repro.families.ace_rpe.build import (
     resources,
     stages,
 )
-from repro.families.ace_rpe.columns import column_dataset, downstream_names, has_tasks, recall_datasets
+from repro.families.ace_rpe.columns import column_dataset, has_tasks, recall_datasets
 from repro.families.ace_rpe.config import ALBEFConfig
 from repro.families.ace_rpe.keymap import albef_initialisation, load_albef, read_checkpoint, transfer
 from repro.families.ace_rpe.released import evaluation_hours
 from repro.families.ace_rpe.retrieval import score_matrices
 from repro.families.ace_rpe.sources import (
     paper_sources,
+    paper_task_files,
     read_split,
     released_checkpoint,
     synthetic_root,
@@ -49,7 +51,7 @@ from repro.families.ace_rpe.sources import (
     tasks_root,
 )
 from repro.families.ace_rpe.synthetic import RETRIEVAL_NAMES
-from repro.families.ace_rpe.tasks import run_tasks
+from repro.families.ace_rpe.tasks import run_tasks, spec_heads
 from repro.families.base import Hooks, RowRun, RunContext
 from repro.paths import data_dir
 from repro.specs import Spec
@@ -60,16 +62,12 @@ from repro.specs import Spec
 def prepare_data(spec: Spec, scale: str, settings: dict[str, Any]) -> dict[str, Path]:
     """Once per run: the generated data at the smoke and synthetic scales, {"root": retrieval and pre-training
     files, "tasks": the downstream files where the spec has such columns and the scale a `task_generator`};
-    at paper scale the files every row needs, checked, and a refusal for a spec of downstream columns only."""
+    at paper scale the files every row needs, checked (the downstream heads' json files, question file and
+    refer annotations too; each head checks its first images when it starts)."""
     if scale == "paper":
-        if has_tasks(spec) and not recall_datasets(spec):  # refused before any GPU-hour is spent
-            raise ReproError(
-                f"{spec.id}: the {', '.join(downstream_names(spec))} heads run at the smoke and synthetic scales "
-                "only; at paper scale pre-training and retrieval run (Tables 1, 3, 6-9): "
-                "repro/families/ace_rpe/README.md says what is missing"
-            )
         # the files every row needs; a row that pre-trains checks its corpus when it starts (run_row)
         sources = paper_sources(ALBEFConfig(arch="albef", init="albef"), recall_datasets(spec))
+        paper_task_files(spec_heads(spec))
         return {"root": data_dir(), "vocab": sources.vocab}
     from repro.families.ace_rpe.synthetic import GeneratorConfig, generate
 
@@ -191,8 +189,13 @@ def run_row(ctx: RunContext) -> RowRun:
         del model
     split = "test" if ctx.scale == "paper" else "test (generated)"
     run = RowRun(metrics=metrics, split=split, training=training, extra=extra)
-    if "tasks" in data:
+    done = None
+    if ctx.scale == "paper" and has_tasks(ctx.spec):  # ALBEF's files; text assignment at the pre-training size
+        files = paper_task_files(spec_heads(ctx.spec), ctx.limit)
+        done = run_tasks(ctx, files, None, weights, sizes, tok, size, max_tokens, assign_size=pretrain_size)
+    elif "tasks" in data:
         done = run_tasks(ctx, data["tasks"], data["root"], weights, sizes, tok, size, max_tokens)
+    if done is not None:
         run.metrics.update(done["metrics"])
         run.training.update(done["training"])
         run.extra.update(done["extra"])

@@ -268,13 +268,34 @@ def pair_from_pretrained(weights: dict[str, torch.Tensor]) -> dict[str, torch.Te
     return out
 
 
+def resolution_dependent(key: str) -> bool:
+    """A table whose size follows the image resolution: the ViT position embeddings, APE's and RPE's patch tables."""
+    vit = key.startswith("visual_encoder") and key.endswith("embeddings.position_embeddings")
+    return vit or key.endswith(("image_absolute.weight", "image_relative.weight"))
+
+
+def load_resized(model: nn.Module, weights: dict[str, torch.Tensor]) -> None:
+    """The keys `model` shares with `weights` loaded: equal shapes as they are, the resolution-dependent tables
+    resized bicubically (pre-training at 256 px, fine-tuning at 384: `keymap.transfer`), the rest left."""
+    from repro.families.ace_rpe.keymap import transfer
+
+    own = model.state_dict()
+    kept = {}
+    for key, value in weights.items():
+        if key in own and (
+            own[key].shape == value.shape or (resolution_dependent(key) and own[key].dim() == value.dim())
+        ):
+            kept[key] = value
+    transfer(kept, model)
+
+
 def load_pretrained(model: TaskALBEF, weights: dict[str, torch.Tensor]) -> None:
-    """Start a task model from a pre-trained ALBEF's state dict (the keys they share, as ALBEF's loaders)."""
+    """Start a task model from a pre-trained ALBEF's state dict (the keys they share, as ALBEF's loaders; the
+    resolution-dependent tables resized to the model's images)."""
     weights = dict(weights)
     if model.task == "vqa":
         weights.update(decoder_from_pretrained(weights))
     if model.task == "nlvr2":
         weights = pair_from_pretrained(weights)
-    own = model.state_dict()
-    model.load_state_dict({k: v for k, v in weights.items() if k in own and own[k].shape == v.shape}, strict=False)
+    load_resized(model, weights)
     model.copy_params()  # the momentum copies start as the loaded weights

@@ -105,3 +105,113 @@ def read_split(path: Path, kind: str, image_root: Path, limit: int | None = None
 def synthetic_sources(root: Path, datasets: list[str]) -> Sources:
     retrieval = {d: (root / f"{n}_train.json", root / f"{n}_test.json", root) for d, n in RETRIEVAL_NAMES.items()}
     return Sources(vocab=root / "vocab", pretrain=((root / "pretrain.json", root),), retrieval=retrieval)
+
+
+# --- the downstream heads (`tasks.py`) ------------------------------------------------------------
+
+TASK_FILES = {  # ALBEF's configs/{VQA,VE,NLVR,Grounding}.yaml: train_file, val_file, test_file (data/)
+    "vqa": ("vqa_train.json", "vqa_val.json", "vg_qa.json", "answer_list.json"),
+    "snli-ve": ("ve_train.json", "ve_dev.json", "ve_test.json"),
+    "nlvr2": ("nlvr_train.json", "nlvr_dev.json", "nlvr_test.json"),
+    "grounding": ("refcoco+_train.json", "refcoco+_val.json", "refcoco+_test.json", "refcoco+/dets.json"),
+}
+TASK_IMAGES = {  # the image folder of each task's json files, under the data folder (ALBEF's *_root)
+    "vqa": "coco-images",  # vqa_root: train2014/, val2014/, test2015/
+    "vg": "vg-images",  # vg_root: the Visual Genome images as vg_qa.json names them
+    "snli-ve": "flickr30k/flickr30k-images",  # image_root: <Flickr30K id>.jpg
+    "nlvr2": "nlvr2",  # image_root: the NLVR2 images as nlvr_*.json name them
+    "grounding": "coco-images",  # image_root: train2014/ (RefCOCO+ is on COCO train2014)
+}
+REFER_FOLDER = "refcoco-plus/refcoco+"  # `repro download refcoco-plus`: refs(unc).p, instances.json
+
+
+@dataclass(frozen=True)
+class TaskFiles:
+    """Where the downstream heads read: ALBEF's json files (`json`: name -> path), each task's image folder
+    (`images`: "vqa", "vg", "snli-ve", "nlvr2", "grounding"), the server's test2015 question file (VQA's test
+    set, ALBEF's `vqa_test.json` holding test-dev only), the refer annotations' folder, the NLVR2
+    text-assignment pairs (ALBEF's configs/NLVR_pretrain.yaml: the 4M corpus with their image folder), whether
+    they are ALBEF's files (paper scale: its training augmentations, its test batch sizes) and --limit."""
+
+    json: dict[str, Path]
+    images: dict[str, Path]
+    questions: Path
+    refer: Path
+    assign: tuple[tuple[Path, Path], ...]
+    paper: bool = False
+    limit: int | None = None  # --limit N: the first N entries of each file
+
+
+def generated_task_files(root: Path, pretrain_root: Path | None = None) -> TaskFiles:
+    """The generated downstream files (`synthetic_tasks.py`): every json and image under `root`."""
+    names = [name for files in TASK_FILES.values() for name in files] + ["vqa_test.json", "vqa_test_answers.json"]
+    root = Path(root)
+    pretrain = pretrain_root or root
+    return TaskFiles(
+        json={name: root / name for name in names},
+        images={task: root for task in TASK_IMAGES},
+        questions=root / "vqa2" / "v2_OpenEnded_mscoco_test2015_questions.json",
+        refer=root / "refcoco+",
+        assign=((pretrain / "pretrain.json", pretrain),),
+    )
+
+
+def task_commands(task: str) -> list[tuple[str, str]]:
+    """What a paper-scale head reads, as (what, the command that gets it), in the order it is checked."""
+    if task == "vqa":
+        return [
+            ("albef-data", "repro download albef-data"),
+            ("vqa2", "repro download vqa2"),
+            ("coco-images", "repro download coco-images"),
+            ("vg-images", "repro download vg-images"),
+        ]
+    if task == "snli-ve":
+        return [("albef-data", "repro download albef-data"), ("flickr30k", "repro download flickr30k")]
+    if task == "nlvr2":
+        return [("albef-data", "repro download albef-data"), ("nlvr2", "repro download nlvr2")]
+    return [
+        ("albef-data", "repro download albef-data"),
+        ("refcoco-plus", "repro download refcoco-plus"),
+        ("coco-images", "repro download coco-images"),
+    ]
+
+
+def paper_task_files(tasks: list[str], limit: int | None = None) -> TaskFiles:
+    """The paper-scale files of the heads `tasks` under the data folder, checked before any training: the
+    first missing json file, question file or image folder is named with the command that gets it. The
+    first image each json file names is checked too (the first `limit` entries are what a --limit run reads)."""
+    from repro.datasets.vqa_server import question_file
+
+    root = data_dir()
+    albef = root / "albef-data" / "data"
+    names = [name for files in TASK_FILES.values() for name in files]
+    files = TaskFiles(
+        json={name: albef / name for name in names},
+        images={task: root / folder for task, folder in TASK_IMAGES.items()},
+        questions=question_file(root, "vqa2", "test"),
+        refer=root / REFER_FOLDER,
+        assign=tuple((albef / name, root / "albef-data" / "images") for name in PRETRAIN_FILES["4m"]),
+        paper=True,
+        limit=limit,
+    )
+    for task in tasks:
+        need = [(files.json[name], "repro download albef-data") for name in TASK_FILES[task]]
+        if task == "vqa":
+            need.append((files.questions, "repro download vqa2"))
+        elif task == "nlvr2":  # the text-assignment step reads the 4M pre-training corpus (NLVR_pretrain.yaml)
+            need += [(path, "repro download albef-data") for path, _ in files.assign]
+        elif task == "grounding":
+            need += [(files.refer / name, "repro download refcoco-plus") for name in ("refs(unc).p", "instances.json")]
+        for path, command in need:
+            if not path.is_file():
+                raise ReproError(f"{path} is missing: get it with `{command}`")
+    return files
+
+
+def check_first_image(path: Path, image: Path, command: str | None = None) -> None:
+    """The first image a json file names, before any training: missing, one line saying where it goes."""
+    if not image.is_file():
+        how = f"get it with `{command}`" if command else "the images are yours to put in place"
+        raise ReproError(
+            f"{image} is missing (the first image of {path.name}): {how} (`repro run ... --dry-run` says where)"
+        )

@@ -1,33 +1,57 @@
 """ace-rpe's downstream runs after pre-training: VQA, SNLI-VE, NLVR2 (`heads.py`) and weakly supervised
 grounding on RefCOCO+ (Grad-CAM, Table 5), each fine-tuned from the row's pre-trained weights and
-scored per column split. At the generated scales the data comes from `synthetic_tasks.py`, read by the
-same readers as ALBEF's files (`tasks_data.py`).
+scored per column split. At the generated scales the data comes from `synthetic_tasks.py`; at paper
+scale from ALBEF's json files and the images of each data set (`sources.paper_task_files`); the same
+readers take both (`tasks_data.py`).
 
-- VQA writes its test2015 predictions in the server's format (`repro submit vqa2-test-dev` checks
-  them); at the generated scales the file is scored here as the server would, test-dev and test-std
-  apart, from the generated answers;
+As ALBEF's task scripts (salesforce/ALBEF `VQA.py`, `VE.py`, `NLVR.py`, `Pretrain_nlvr.py`, `Grounding.py`):
+
+- VQA trains on vqa_train, vqa_val and vg_qa (the recipe's `train_splits`), ALBEF's training
+  augmentations at paper scale; it ranks ALBEF's answer list for every test2015 question (the top
+  k = 128 by first-token probability re-ranked) and writes them in the server's format (`repro submit
+  vqa2-test-dev`, `vqa2-test-std` check them); at the generated scales the file is scored here as the
+  server would, test-dev and test-std apart, from the generated answers. val is scored (VQA accuracy)
+  only where the recipe leaves it out of training (ALBEF trains on it);
+- SNLI-VE and NLVR2: accuracy on dev and test (NLVR2's test-P); NLVR2 after ALBEF's text-assignment
+  step on the 4M pre-training pairs (256 px at paper scale, as ALBEF's NLVR_pretrain.yaml);
 - grounding (ALBEF `Grounding.py`, `--gradcam_mode itm`): the ITM positive logit is backpropagated to
   the cross-attention map of one fusion layer (ALBEF's `--block_num 8`, the third); the map times its
   clamped-positive gradient, averaged over heads and text tokens, is the heat map on the patch grid;
   bicubically resized to the image, it ranks the detector proposals (`metrics.grounding.select_boxes`).
+
+The evaluation of one head is a plain function of a model, its data and a device (`evaluate_vqa`,
+`evaluate_accuracy`; their data from `vqa_eval_data`, `classify_eval_data`), so a model from elsewhere
+(ALBEF's released vqa.pth, snli_ve.pth, nlvr.pth) is scored by the same code.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
 import torch.nn.functional as F
-from torch.utils.data import DataLoader
+from torch.utils.data import DataLoader, Dataset
 
+from repro.errors import ReproError
 from repro.families.ace_rpe.build import TASK_RECIPES, build_model
 from repro.families.ace_rpe.columns import TASK_OF_DATASET
+from repro.families.ace_rpe.sources import TaskFiles, check_first_image, generated_task_files
 from repro.families.base import RunContext
 
 K_TEST = 128  # ALBEF configs/VQA.yaml k_test
 GRADCAM_LAYER = 2  # ALBEF --block_num 8: BERT layer 8, the third fusion layer
 SPLIT_FILES = {"snli-ve": {"dev": "ve_dev", "test": "ve_test"}, "nlvr2": {"dev": "nlvr_dev", "test-p": "nlvr_test"}}
+EVAL_BATCH = {"vqa": 16, "snli-ve": 64, "nlvr2": 16, "grounding": 32}  # ALBEF's test batch per GPU (paper scale)
+GENERATED_EVAL_BATCH = 32
+VQA_TRAIN_FILES = {"train": "vqa_train.json", "val": "vqa_val.json", "vg": "vg_qa.json"}  # ALBEF's train_file
+CROP_SCALE = 0.5  # ALBEF's fine-tuning RandomResizedCrop scale (0.5, 1)
+
+
+def _files(root: Path | TaskFiles, pretrain_root: Path | None = None) -> TaskFiles:
+    """A generated folder (the tasks' files, `synthetic_tasks.py`) or the paper-scale files as they are."""
+    return root if isinstance(root, TaskFiles) else generated_task_files(root, pretrain_root)
 
 
 def _fit(ctx: RunContext, model, dataset, recipe_name: str, name: str, collate):
@@ -51,7 +75,7 @@ def _fit(ctx: RunContext, model, dataset, recipe_name: str, name: str, collate):
     return {"steps": state.step, "final_loss": state.final_loss}
 
 
-def _loader(dataset, collate, batch_size: int = 32):
+def _loader(dataset, collate, batch_size: int = GENERATED_EVAL_BATCH):
     return DataLoader(dataset, batch_size=batch_size, shuffle=False, collate_fn=collate)
 
 
@@ -61,6 +85,13 @@ def _on_model(model, batch: dict[str, Any]) -> dict[str, Any]:
     from repro.train.trainer import to_device
 
     return to_device(batch, model_device(model))
+
+
+def _placed(model, device):
+    """The model on `device` (None: where it is), in evaluation mode."""
+    if device is not None:
+        model.to(torch.device(device))
+    return model.eval()
 
 
 def _model(ctx: RunContext, task: str, sizes, weights):
@@ -73,72 +104,199 @@ def _model(ctx: RunContext, task: str, sizes, weights):
     return model
 
 
+def _first_images(files: TaskFiles, pairs) -> None:
+    """At paper scale, the first image of each json file before any training (`(json, image path)` pairs)."""
+    if files.paper:
+        for path, image in pairs:
+            check_first_image(Path(path), Path(image))
+
+
+# --- the evaluation of one head: (model, data, device) -> metrics / predictions ---------------------
+
+
+@dataclass
+class ClassifyEval:
+    """What scoring SNLI-VE or NLVR2 on a split takes: its items (`VEData`, `NLVRData`) and their batches."""
+
+    items: Dataset
+    collate: Any
+    batch_size: int = GENERATED_EVAL_BATCH
+
+
+@dataclass
+class VQAEval:
+    """What answering a VQA split takes: its questions (`VQATest`), their batches, ALBEF's answer list and k."""
+
+    questions: Any
+    collate: Any
+    answers: list[str]
+    k: int = K_TEST
+    batch_size: int = GENERATED_EVAL_BATCH
+
+
 @torch.no_grad()
-def _accuracy(model, dataset, collate) -> float:
-    model.eval()
+def evaluate_accuracy(model, data: ClassifyEval, device: str | torch.device | None = None) -> float:
+    """ALBEF's SNLI-VE / NLVR2 evaluation: the argmax of the head's logits against the labels, in percent; the
+    batches on the model's device (`device`: moved there first)."""
+    model = _placed(model, device)
     right = total = 0
-    for batch in _loader(dataset, collate):
+    for batch in _loader(data.items, data.collate, data.batch_size):
         right += int((model.logits(_on_model(model, batch)).argmax(1).cpu() == batch["label"]).sum())
         total += len(batch["label"])
     return 100.0 * right / total
 
 
-def classify(ctx: RunContext, task: str, root: Path, pretrain_root: Path, weights, sizes, collate, size: int):
-    """SNLI-VE or NLVR2 (after its text-assignment step): fine-tune, accuracy on each split."""
-    from repro.families.ace_rpe.tasks_data import NLVRData, VEData
+@torch.no_grad()
+def evaluate_vqa(model, data: VQAEval, device: str | torch.device | None = None) -> dict[str, Any]:
+    """ALBEF's VQA evaluation: per question the answer of the list ranked first (`TaskALBEF.rank_answers`, k);
+    {"predictions": {question_id: answer}, "scores": VQA accuracy (`overall`, per answer type) where the
+    questions carry their annotators' answers (val), else {}}; the batches on the model's device."""
+    from repro.families.ace_rpe.tasks_data import EOS, tokenize_answers
+    from repro.train.distributed import model_device
+
+    model = _placed(model, device)
+    answer_ids, answer_mask = tokenize_answers(data.collate.tok, [a + EOS for a in data.answers])
+    where = model_device(model)
+    answer_ids, answer_mask = answer_ids.to(where), answer_mask.to(where)
+    predicted: dict[Any, str] = {}
+    for batch in _loader(data.questions, data.collate, data.batch_size):
+        picked = model.rank_answers(_on_model(model, batch), answer_ids, answer_mask, k=data.k)
+        predicted.update({q: data.answers[i] for q, i in zip(batch["question_id"], picked.cpu().tolist())})
+    scores: dict[str, float] = {}
+    gold = getattr(data.questions, "gold", None)
+    if gold:
+        from repro.metrics import vqa as vqa_metric
+
+        ids = list(predicted)
+        result = vqa_metric.evaluate([gold[q] for q in ids], [predicted[q] for q in ids], ids)
+        scores = {k: float(v) for k, v in result.aggregate.items() if isinstance(v, (int, float))}
+    return {"predictions": predicted, "scores": scores}
+
+
+def classify_eval_data(files: TaskFiles, task: str, split: str, tok, size: int, max_tokens: int = 30) -> ClassifyEval:
+    """SNLI-VE's (`dev`, `test`) or NLVR2's (`dev`, `test-p`) split of `files`, ALBEF's test transform."""
+    from repro.families.ace_rpe.tasks_data import NLVRData, TaskCollate, VEData
 
     reader = VEData if task == "snli-ve" else NLVRData
+    root = files.images[task]
+    items = reader(files.json[f"{SPLIT_FILES[task][split]}.json"], root, size, limit=files.limit)
+    _first_images(files, [(files.json[f"{SPLIT_FILES[task][split]}.json"], items.image_path(items.entries[0]))])
+    batch = EVAL_BATCH[task] if files.paper else GENERATED_EVAL_BATCH
+    return ClassifyEval(items, TaskCollate(tok, max_tokens), batch)
+
+
+def vqa_eval_data(files: TaskFiles, split: str, tok, size: int, max_tokens: int = 30, k: int = K_TEST) -> VQAEval:
+    """VQA v2's `test` (every test2015 question, for both server phases: the server's question file at paper
+    scale, the generated vqa_test.json otherwise) or `val` (vqa_val.json, with its answers) of `files`."""
+    from repro.families.ace_rpe.tasks_data import TaskCollate, VQATest, read_answer_list, test2015_entries
+
+    root = files.images["vqa"]
+    if split == "test" and files.paper:
+        questions = VQATest(None, root, size, entries=test2015_entries(files.questions), limit=files.limit)
+        source = files.questions
+    else:
+        source = files.json["vqa_test.json" if split == "test" else "vqa_val.json"]
+        questions = VQATest(source, root, size, limit=files.limit)
+    _first_images(files, [(source, root / questions.entries[0]["image"])])
+    answers = read_answer_list(files.json["answer_list.json"])
+    batch = EVAL_BATCH["vqa"] if files.paper else GENERATED_EVAL_BATCH
+    return VQAEval(questions, TaskCollate(tok, max_tokens), answers, k, batch)
+
+
+# --- the heads' runs ---------------------------------------------------------------------------------
+
+
+def classify(
+    ctx: RunContext,
+    task: str,
+    root,
+    pretrain_root: Path,
+    weights,
+    sizes,
+    collate,
+    size: int,
+    assign_size: int | None = None,
+):
+    """SNLI-VE or NLVR2 (after its text-assignment step, at `assign_size` px where given): fine-tune, accuracy
+    on each split."""
+    from repro.families.ace_rpe.tasks_data import NLVRData, VEData
+
+    files = _files(root, pretrain_root)
+    reader = VEData if task == "snli-ve" else NLVRData
+    prefix = "ve" if task == "snli-ve" else "nlvr"
+    train_json = files.json[f"{prefix}_train.json"]
+    train = reader(train_json, files.images[task], size, CROP_SCALE if files.paper else None, limit=files.limit)
+    _first_images(files, [(train_json, train.image_path(train.entries[0]))])
+    evals = {
+        split: classify_eval_data(files, task, split, collate.tok, size, collate.max_tokens)
+        for split in SPLIT_FILES[task]
+    }
     training = {}
     model = _model(ctx, task, sizes, weights)
     if task == "nlvr2":  # ALBEF's text-assignment step on the pre-training pairs, then NLVR2 from its weights
-        from repro.families.ace_rpe.data import Collate, PairDataset, read_annotations
-        from repro.families.ace_rpe.heads import TaskALBEF
-
-        assign = TaskALBEF(model.config, model.sizes, task, assign=True)
-        assign.load_state_dict(model.state_dict(), strict=False)
-        assign.vision_proj.load_state_dict(
-            {"weight": weights["vision_proj.weight"], "bias": weights["vision_proj.bias"]}
-        )
-        pairs = PairDataset(read_annotations(pretrain_root / "pretrain.json", "pretrain"), pretrain_root, size)
-        plain = Collate(collate.tok, collate.max_tokens)
-        training["nlvr2_assign"] = _fit(ctx, assign, pairs, TASK_RECIPES["nlvr2-assign"], "nlvr2_assign", plain)
-        model.load_state_dict({k: v for k, v in assign.state_dict().items() if k in model.state_dict()}, strict=False)
-        model.copy_params()
-        del assign
-    prefix = "ve" if task == "snli-ve" else "nlvr"
-    train = reader(root / f"{prefix}_train.json", root, size)
+        training["nlvr2_assign"] = _assign(ctx, model, files, weights, collate, assign_size or size)
     training[task] = _fit(ctx, model, train, TASK_RECIPES[task], task, collate)
-    scores = {
-        split: _accuracy(model, reader(root / f"{name}.json", root, size), collate)
-        for split, name in SPLIT_FILES[task].items()
-    }
+    scores = {split: evaluate_accuracy(model, data) for split, data in evals.items()}
     return scores, training
 
 
-def vqa(ctx: RunContext, root: Path, weights, sizes, collate, size: int, tok):
+def _assign(ctx: RunContext, model, files: TaskFiles, weights, collate, size: int) -> dict[str, Any]:
+    """ALBEF's NLVR2 text-assignment pre-training (`Pretrain_nlvr.py`) of `model`'s encoders and paired fusion
+    layers on the pre-training pairs at `size` px, its weights then loaded back into `model` (resized)."""
+    from repro.families.ace_rpe.data import Collate, PairDataset, read_annotations
+    from repro.families.ace_rpe.heads import TaskALBEF, load_pretrained, load_resized
+
+    same = size == model.sizes["image_size"]
+    assign = TaskALBEF(model.config, {**model.sizes, "image_size": size}, "nlvr2", assign=True)
+    if same:
+        assign.load_state_dict(model.state_dict(), strict=False)
+    else:
+        load_pretrained(assign, weights)
+    assign.vision_proj.load_state_dict({"weight": weights["vision_proj.weight"], "bias": weights["vision_proj.bias"]})
+    parts = []
+    for path, image_root in files.assign:
+        entries = read_annotations(path, "pretrain")[: files.limit]
+        _first_images(files, [(path, Path(image_root) / entries[0]["image"])])
+        parts.append(PairDataset(entries, image_root, size, crop_scale=0.2 if files.paper else None))
+    pairs = parts[0] if len(parts) == 1 else torch.utils.data.ConcatDataset(parts)
+    plain = Collate(collate.tok, collate.max_tokens)
+    done = _fit(ctx, assign, pairs, TASK_RECIPES["nlvr2-assign"], "nlvr2_assign", plain)
+    if same:
+        model.load_state_dict({k: v for k, v in assign.state_dict().items() if k in model.state_dict()}, strict=False)
+    else:
+        load_resized(model, assign.state_dict())
+    model.copy_params()
+    return done
+
+
+def vqa(ctx: RunContext, root, weights, sizes, collate, size: int, tok):
     """VQA: fine-tune the answer decoder, rank the answer list for every test2015 question, write the
-    server's file; at the generated scales score it as the server does."""
+    server's file; at the generated scales score it as the server does; val where it is not trained on."""
     from repro.datasets import vqa_server
     from repro.datasets.vqa_server import PHASES
-    from repro.families.ace_rpe.tasks_data import EOS, VQATest, VQATrain, read_answer_list, tokenize_answers
+    from repro.families.ace_rpe.tasks_data import VQATrain
 
-    model = _model(ctx, "vqa", sizes, weights)
-    train = VQATrain(root / "vqa_train.json", root, size)
-    training = {"vqa": _fit(ctx, model, train, TASK_RECIPES["vqa"], "vqa", collate)}
-    answers = read_answer_list(root / "answer_list.json")
-    answer_ids, answer_mask = tokenize_answers(tok, [a + EOS for a in answers])
+    files = _files(root)
+    splits = ["train"]  # the generated files: vqa_train.json alone
+    if files.paper:
+        splits = list(ctx.recipe(name=TASK_RECIPES["vqa"], overrides=ctx.settings.get("task_recipe", {})).train_splits)
+    unknown = [s for s in splits if s not in VQA_TRAIN_FILES]
+    if unknown:
+        raise ReproError(f"VQA trains on {', '.join(VQA_TRAIN_FILES)} (ALBEF's files), not {', '.join(unknown)}")
+    train_files = [files.json[VQA_TRAIN_FILES[s]] for s in splits]
+    roots = {"vqa": files.images["vqa"], "vg": files.images["vg"]}
+    train = VQATrain(train_files, roots, size, CROP_SCALE if files.paper else None, limit=files.limit)
+    _first_images(files, [(path, train.image_path(entry)) for path, entry in train.firsts])
     k = int(ctx.settings.get("k_test", {}).get("vqa2", K_TEST))
-    model.eval()
-    device = next(model.parameters()).device
-    answer_ids, answer_mask = answer_ids.to(device), answer_mask.to(device)
-    predicted: dict[int, str] = {}
-    for batch in _loader(VQATest(root / "vqa_test.json", root, size), collate):
-        picked = model.rank_answers(_on_model(model, batch), answer_ids, answer_mask, k=k)
-        predicted.update({q: answers[i] for q, i in zip(batch["question_id"], picked.tolist())})
+    test = vqa_eval_data(files, "test", tok, size, collate.max_tokens, k)
+    held_out = files.paper and "val" not in splits
+    val = vqa_eval_data(files, "val", tok, size, collate.max_tokens, k) if held_out else None
+    model = _model(ctx, "vqa", sizes, weights)
+    training = {"vqa": _fit(ctx, model, train, TASK_RECIPES["vqa"], "vqa", collate)}
+    predicted = evaluate_vqa(model, test)["predictions"]
     out = ctx.predictions_file("test2015")
-    questions = root / "vqa2" / "v2_OpenEnded_mscoco_test2015_questions.json"
     targets = vqa_server.TEST_FILES["vqa2"][("test", "test2015")]  # all of test2015, for either phase
-    commands = {str(out): vqa_server.write_test_file(out, predicted, targets, questions)}
+    commands = {str(out): vqa_server.write_test_file(out, predicted, targets, None if files.paper else files.questions)}
     writer = {  # which model wrote the file (the record keeps it next to the file's name)
         str(out): {
             "model": f"albef-{ctx.config.position_embedding}-vqa",
@@ -149,16 +307,21 @@ def vqa(ctx: RunContext, root: Path, weights, sizes, collate, size: int, tok):
             "k_test": k,
         }
     }
+    extra: dict[str, Any] = {"submit": commands, "vqa_model": writer}
+    if files.paper:  # ALBEF's train_file
+        extra["vqa_train_files"] = [p.name for p in train_files]
+    if val is not None:
+        extra["vqa2_val"] = evaluate_vqa(model, val)["scores"]
     scores = {}
-    gold_file = root / "vqa_test_answers.json"
-    if gold_file.is_file():  # generated data: scored as the server scores test-dev and test-std
+    gold_file = files.json["vqa_test_answers.json"] if "vqa_test_answers.json" in files.json else None
+    if gold_file is not None and gold_file.is_file():  # generated data: scored as the server scores both phases
         from repro.families.ace_rpe.tasks_data import read_json_list
 
         gold = read_json_list(gold_file, {"question_id": int, "answer": list, "split": str})
         phases = {p: {g["question_id"]: predicted[g["question_id"]] for g in gold if g["split"] == p} for p in PHASES}
         annotations = {g["question_id"]: {"answers": [{"answer": a} for a in g["answer"]]} for g in gold}
         scores = {p: a["overall"] for p, a in vqa_server.server_scores(phases, annotations).items()}
-    return scores, training, str(out), {"submit": commands, "vqa_model": writer}
+    return scores, training, str(out), extra
 
 
 def gradcam(model, batch, layer: int) -> torch.Tensor:
@@ -199,31 +362,40 @@ def score_heatmaps(grids, ref_ids, refer, dets):
     return metric.evaluate(gold, metric.select_boxes(heatmaps, proposals), splits=splits, ref_ids=list(ref_ids))
 
 
-def grounding(ctx: RunContext, root: Path, weights, sizes, collate, size: int):
+def grounding(ctx: RunContext, root, weights, sizes, collate, size: int):
     """Weakly supervised grounding: ITC + ITM fine-tuning on expressions, then Grad-CAM box selection;
     the `grounding` metric on each refer split (val, testA, testB)."""
     from repro.families.ace_rpe.data import PairDataset, load_image, pre_caption
+    from repro.families.ace_rpe.heads import load_resized
     from repro.families.ace_rpe.tasks_data import Refer, grounding_entries, read_dets
     from repro.train.trainer import seed_everything
 
+    files = _files(root)
+    image_root = files.images["grounding"]
+    train_json = files.json["refcoco+_train.json"]
+    expressions = grounding_entries(train_json)[: files.limit]
+    tests = [grounding_entries(files.json[f"refcoco+_{s}.json"])[: files.limit] for s in ("val", "test")]
+    _first_images(files, [(train_json, image_root / expressions[0]["image"])])
+    refer, dets = Refer(files.refer), read_dets(files.json["refcoco+/dets.json"])
     seed_everything(ctx.seed)
     model = build_model(ctx.config, sizes, task="retrieval")
-    model.load_state_dict({k: v for k, v in weights.items() if k in model.state_dict()}, strict=False)
-    train = [
-        {"image": e["image"], "caption": e["text"], "image_id": e["image"].split("/")[-1]}
-        for e in grounding_entries(root / "refcoco+_train.json")
-    ]
-    pairs = PairDataset(train, root, size)
+    if files.paper:  # pre-trained at 256 px: the resolution-dependent tables resized
+        load_resized(model, weights)
+    else:
+        model.load_state_dict({k: v for k, v in weights.items() if k in model.state_dict()}, strict=False)
+    train = [{"image": e["image"], "caption": e["text"], "image_id": e["image"].split("/")[-1]} for e in expressions]
+    pairs = PairDataset(train, image_root, size, crop_scale=1.0 if files.paper else None)  # ALBEF: resize, no crop
     training = {"grounding": _fit(ctx, model, pairs, TASK_RECIPES["grounding"], "grounding", collate)}
-    refer, dets = Refer(root / "refcoco+"), read_dets(root / "refcoco+" / "dets.json")
     layer = min(int(ctx.settings.get("gradcam_layer", GRADCAM_LAYER)), len(model.fusion.layer) - 1)
     model.eval()
-    entries = grounding_entries(root / "refcoco+_val.json") + grounding_entries(root / "refcoco+_test.json")
+    entries = tests[0] + tests[1]
+    step = EVAL_BATCH["grounding"] if files.paper else GENERATED_EVAL_BATCH
     grids = []
-    for start in range(0, len(entries), 32):
-        chunk = entries[start : start + 32]
+    for start in range(0, len(entries), step):
+        chunk = entries[start : start + step]
         items = [
-            {"image": load_image(root / e["image"], size), "caption": pre_caption(e["text"]), "idx": 0} for e in chunk
+            {"image": load_image(image_root / e["image"], size), "caption": pre_caption(e["text"]), "idx": 0}
+            for e in chunk
         ]
         grids += list(gradcam(model, _on_model(model, collate(items)), layer).cpu())
     result = score_heatmaps(grids, [e["ref_id"] for e in entries], refer, dets)
@@ -231,31 +403,46 @@ def grounding(ctx: RunContext, root: Path, weights, sizes, collate, size: int):
 
 
 def run_tasks(
-    ctx: RunContext, root: Path, pretrain_root: Path, weights: dict, sizes: dict, tok, size: int, max_tokens: int
+    ctx: RunContext,
+    root,
+    pretrain_root: Path | None,
+    weights: dict,
+    sizes: dict,
+    tok,
+    size: int,
+    max_tokens: int,
+    assign_size: int | None = None,
 ) -> dict[str, Any]:
     """Every downstream column of the spec, from the row's pre-trained `weights`: {"metrics",
-    "training", "extra", "predictions"}; `root` holds the tasks' files, `pretrain_root` the pre-training pairs."""
+    "training", "extra", "predictions"}; `root` holds the tasks' files (a generated folder, whose pre-training
+    pairs are under `pretrain_root`, or the paper-scale `TaskFiles`)."""
     from repro.families.ace_rpe.data import Collate
     from repro.families.ace_rpe.tasks_data import TaskCollate
 
-    columns = ctx.spec.columns
-    wanted = list(dict.fromkeys(TASK_OF_DATASET[c.dataset] for c in columns if c.dataset in TASK_OF_DATASET))
-    if any(c.metric == "grounding" for c in columns):
-        wanted.append("grounding")
+    files = _files(root, pretrain_root)
     collate = TaskCollate(tok, max_tokens)
     out: dict[str, Any] = {"metrics": {}, "training": {}, "extra": {}, "predictions": []}
-    for task in wanted:
+    for task in spec_heads(ctx.spec):
         if task == "vqa":
-            scores, training, file, extra = vqa(ctx, root, weights, sizes, collate, size, tok)
+            scores, training, file, extra = vqa(ctx, files, weights, sizes, collate, size, tok)
             out["predictions"].append(file)
             out["extra"].update(extra)
         elif task == "grounding":
-            scores, training = grounding(ctx, root, weights, sizes, Collate(tok, max_tokens), size)
+            scores, training = grounding(ctx, files, weights, sizes, Collate(tok, max_tokens), size)
         else:
-            scores, training = classify(ctx, task, root, pretrain_root, weights, sizes, collate, size)
+            scores, training = classify(ctx, task, files, pretrain_root, weights, sizes, collate, size, assign_size)
         out["training"].update(training)
-        for col in columns:
+        for col in ctx.spec.columns:
             mine = TASK_OF_DATASET.get(col.dataset or "") == task or (task == "grounding" and col.metric == "grounding")
             if mine and col.split in scores:
                 out["metrics"][col.name] = float(scores[col.split])
     return out
+
+
+def spec_heads(spec) -> list[str]:
+    """The heads a spec's columns ask for, in column order (VQA, SNLI-VE, NLVR2), then grounding."""
+    columns = spec.columns
+    wanted = list(dict.fromkeys(TASK_OF_DATASET[c.dataset] for c in columns if c.dataset in TASK_OF_DATASET))
+    if any(c.metric == "grounding" for c in columns):
+        wanted.append("grounding")
+    return wanted

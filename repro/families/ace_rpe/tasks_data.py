@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import pickle
 from collections import Counter
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -52,28 +53,78 @@ def pre_question(question: str, max_words: int = 30) -> str:
 
 
 class VQATrain(Dataset):
-    def __init__(self, path: Path, image_root: Path, size: int) -> None:
-        self.entries = read_json_list(path, {"question_id": int, "question": str, "image": str, "answer": list})
-        self.root, self.size = Path(image_root), size
+    """ALBEF's VQA training entries of one or more files (its `train_file`: vqa_train, vqa_val, vg_qa): a VQA
+    entry's answers weighted by their share of the annotators, a Visual Genome one's single answer by 0.5;
+    each image under its data set's root (`roots`: "vqa", "vg"); with `crop_scale`, ALBEF's augmentations."""
+
+    def __init__(
+        self,
+        paths: Path | Sequence[Path],
+        roots: Path | Mapping[str, Path],
+        size: int,
+        crop_scale: float | None = None,
+        limit: int | None = None,
+    ) -> None:
+        paths = [paths] if isinstance(paths, (str, Path)) else list(paths)
+        self.entries: list[dict[str, Any]] = []
+        self.firsts: list[tuple[Path, dict[str, Any]]] = []  # each file's first entry (its image checked first)
+        for path in paths:
+            entries = read_json_list(path, {"question_id": (int, str), "question": str, "image": str})[:limit]
+            for i, entry in enumerate(entries):
+                source = entry.get("dataset", "vqa")
+                answer = entry.get("answer")
+                if source not in ("vqa", "vg") or not (
+                    isinstance(answer, str) if source == "vg" else isinstance(answer, list) and answer
+                ):
+                    raise ReproError(
+                        f"{path}: entry {i} is not an ALBEF VQA training entry (dataset vqa with a list of answers, "
+                        f"or vg with one): {str(entry)[:120]}"
+                    )
+            self.entries += entries
+            self.firsts.append((Path(path), entries[0]))
+        self.roots = {"vqa": Path(roots), "vg": Path(roots)} if isinstance(roots, (str, Path)) else dict(roots)
+        self.size, self.crop_scale = size, crop_scale
+
+    def image_path(self, entry: dict[str, Any]) -> Path:
+        return self.roots[entry.get("dataset", "vqa")] / entry["image"]
 
     def __len__(self) -> int:
         return len(self.entries)
 
     def __getitem__(self, i: int) -> dict[str, Any]:
         entry = self.entries[i]
-        counts = Counter(entry["answer"])
+        if entry.get("dataset", "vqa") == "vg":
+            answers, weights = [entry["answer"]], [0.5]
+        else:
+            counts = Counter(entry["answer"])
+            answers, weights = list(counts), [c / len(entry["answer"]) for c in counts.values()]
         return {
-            "image": load_image(self.root / entry["image"], self.size),
+            "image": load_image(self.image_path(entry), self.size, self.crop_scale),
             "caption": pre_question(entry["question"]),
-            "answers": [a + EOS for a in counts],
-            "weights": [c / len(entry["answer"]) for c in counts.values()],
+            "answers": [a + EOS for a in answers],
+            "weights": weights,
         }
 
 
 class VQATest(Dataset):
-    def __init__(self, path: Path, image_root: Path, size: int) -> None:
-        self.entries = read_json_list(path, {"question_id": int, "question": str, "image": str})
+    """ALBEF's VQA test entries ({question_id, question, image}, from a file or given), questions of up to 50
+    words (ALBEF's test split); `gold`: each question's annotator answers where the file has them (val)."""
+
+    def __init__(
+        self,
+        path: Path | None,
+        image_root: Path,
+        size: int,
+        entries: list[dict[str, Any]] | None = None,
+        limit: int | None = None,
+    ) -> None:
+        if entries is None:
+            entries = read_json_list(path, {"question_id": (int, str), "question": str, "image": str})
+        self.entries = entries[:limit]
         self.root, self.size = Path(image_root), size
+        self.gold = {e["question_id"]: e["answer"] for e in self.entries if isinstance(e.get("answer"), list)}
+        if len(self.gold) != len(self.entries):
+            self.gold = None
 
     def __len__(self) -> int:
         return len(self.entries)
@@ -81,7 +132,26 @@ class VQATest(Dataset):
     def __getitem__(self, i: int) -> dict[str, Any]:
         entry = self.entries[i]
         image = load_image(self.root / entry["image"], self.size)
-        return {"image": image, "caption": pre_question(entry["question"]), "question_id": entry["question_id"]}
+        return {"image": image, "caption": pre_question(entry["question"], 50), "question_id": entry["question_id"]}
+
+
+def test2015_entries(path: Path) -> list[dict[str, Any]]:
+    """The server's test2015 question file (`{"questions": [{question_id, image_id, question}]}`) as ALBEF's
+    test entries, the image named as in COCO's test2015 folder: VQA v2's test set for both phases (ALBEF's
+    `vqa_test.json` holds test-dev only, which the server no longer takes)."""
+    try:
+        questions = json.loads(Path(path).read_text())["questions"]
+        return [
+            {
+                "question_id": q["question_id"],
+                "question": q["question"],
+                "image": f"test2015/COCO_test2015_{int(q['image_id']):012d}.jpg",
+                "dataset": "vqa",
+            }
+            for q in questions
+        ]
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+        raise ReproError(f"{path}: not VQA v2's test2015 question file ({exc!r})") from None
 
 
 def read_answer_list(path: Path) -> list[str]:
@@ -103,36 +173,46 @@ def tokenize_answers(tok, answers: list[str]) -> tuple[torch.Tensor, torch.Tenso
 
 
 class VEData(Dataset):
-    def __init__(self, path: Path, image_root: Path, size: int) -> None:
-        self.entries = read_json_list(path, {"image": str, "sentence": str, "label": str})
+    def __init__(
+        self, path: Path, image_root: Path, size: int, crop_scale: float | None = None, limit: int | None = None
+    ) -> None:
+        self.entries = read_json_list(path, {"image": str, "sentence": str, "label": str})[:limit]
         for i, entry in enumerate(self.entries):
             if entry["label"] not in VE_LABELS:
                 raise ReproError(f"{path}: entry {i}: label {entry['label']!r} is not one of {', '.join(VE_LABELS)}")
-        self.root, self.size = Path(image_root), size
+        self.root, self.size, self.crop_scale = Path(image_root), size, crop_scale
+
+    def image_path(self, entry: dict[str, Any]) -> Path:
+        return self.root / f"{entry['image']}.jpg"
 
     def __len__(self) -> int:
         return len(self.entries)
 
     def __getitem__(self, i: int) -> dict[str, Any]:
         entry = self.entries[i]
-        image = load_image(self.root / f"{entry['image']}.jpg", self.size)
+        image = load_image(self.image_path(entry), self.size, self.crop_scale)
         return {"image": image, "caption": pre_caption(entry["sentence"]), "label": VE_LABELS[entry["label"]]}
 
 
 class NLVRData(Dataset):
-    def __init__(self, path: Path, image_root: Path, size: int) -> None:
-        self.entries = read_json_list(path, {"images": list, "sentence": str, "label": str})
+    def __init__(
+        self, path: Path, image_root: Path, size: int, crop_scale: float | None = None, limit: int | None = None
+    ) -> None:
+        self.entries = read_json_list(path, {"images": list, "sentence": str, "label": str})[:limit]
         for i, entry in enumerate(self.entries):
             if len(entry["images"]) != 2 or entry["label"] not in ("True", "False"):
                 raise ReproError(f"{path}: entry {i} needs two images and label True or False: {str(entry)[:120]}")
-        self.root, self.size = Path(image_root), size
+        self.root, self.size, self.crop_scale = Path(image_root), size, crop_scale
+
+    def image_path(self, entry: dict[str, Any]) -> Path:
+        return self.root / entry["images"][0]
 
     def __len__(self) -> int:
         return len(self.entries)
 
     def __getitem__(self, i: int) -> dict[str, Any]:
         entry = self.entries[i]
-        left, right = (load_image(self.root / p, self.size) for p in entry["images"])
+        left, right = (load_image(self.root / p, self.size, self.crop_scale) for p in entry["images"])
         return {
             "image": (left, right),
             "caption": pre_caption(entry["sentence"]),

@@ -212,17 +212,26 @@ def test_albef_augmentations_crop_flip_and_randaugment_with_pil():
     assert any(left_red) and not all(left_red)  # flipped (or cropped) in some draws only
 
 
-def test_paper_scale_refuses_the_downstream_heads_before_any_training(runner, sandbox):
-    """The downstream heads run at the generated scales only: a paper-scale Table 2 or 5 stops in one line
-    before pre-training; a table with retrieval columns too says in its plan which columns stay empty."""
+def test_paper_scale_downstream_heads_name_what_is_missing_before_any_training(runner, sandbox):
+    """Tables 2 and 5 run at paper scale: on an empty data folder each stops in one line, before pre-training,
+    naming the first missing file and the command that gets it; then the heads' own files (ALBEF's json files,
+    VQA v2's test2015 questions, RefCOCO+'s refer annotations); the plan no longer leaves columns empty."""
     env = {"COLUMNS": "300", "REPRO_EXPERIMENTS": str(REPO_DIR / "experiments")}
     specs.clear_cache()
-    for ident, names in (("ace-rpe-table2-pe", "VQA v2, SNLI-VE, NLVR2"), ("ace-rpe-table5-grounding", "RefCOCO+")):
-        out = runner.invoke(app, ["run", ident, "--rows", "ACE-RPE + Lace" if "2" in ident else "ACE-RPE(4M)"], env=env)
+
+    def run(ident: str, row: str) -> str:
+        out = runner.invoke(app, ["run", ident, "--rows", row], env=env)
         assert out.exit_code == 2 and "Traceback" not in out.output, out.output
-        assert f"{ident}: the {names} heads run at the smoke and synthetic scales only" in " ".join(out.output.split())
+        return " ".join(out.output.split())
+
+    for ident, row in (("ace-rpe-table2-pe", "ACE-RPE + Lace"), ("ace-rpe-table5-grounding", "ACE-RPE(4M)")):
+        assert "bert-base-uncased/vocab.txt is missing: get it with `repro download bert-base-uncased`" in run(
+            ident, row
+        )
+    write_albef_files(sandbox / "data", jsons=False, images=False)
+    text = run("ace-rpe-table2-pe", "ACE-RPE + Lace")
+    assert "albef-data/data/vqa_train.json is missing: get it with `repro download albef-data`" in text
+    assert "albef-data/data/refcoco+_train.json is missing" in run("ace-rpe-table5-grounding", "ACE-RPE(4M)")
     out = runner.invoke(app, ["run", "ace-rpe-table8-mode", "--dry-run"], env=env)
     text = " ".join(out.output.split())
-    assert (
-        out.exit_code == 0 and "paper scale: the NLVR2 columns are left empty (pre-training and retrieval run)" in text
-    )
+    assert out.exit_code == 0 and "left empty" not in text and "`repro download nlvr2`" in text
