@@ -156,26 +156,6 @@ def generated_task_files(root: Path, pretrain_root: Path | None = None) -> TaskF
     )
 
 
-def task_commands(task: str) -> list[tuple[str, str]]:
-    """What a paper-scale head reads, as (what, the command that gets it), in the order it is checked."""
-    if task == "vqa":
-        return [
-            ("albef-data", "repro download albef-data"),
-            ("vqa2", "repro download vqa2"),
-            ("coco-images", "repro download coco-images"),
-            ("vg-images", "repro download vg-images"),
-        ]
-    if task == "snli-ve":
-        return [("albef-data", "repro download albef-data"), ("flickr30k", "repro download flickr30k")]
-    if task == "nlvr2":
-        return [("albef-data", "repro download albef-data"), ("nlvr2", "repro download nlvr2")]
-    return [
-        ("albef-data", "repro download albef-data"),
-        ("refcoco-plus", "repro download refcoco-plus"),
-        ("coco-images", "repro download coco-images"),
-    ]
-
-
 def paper_task_files(tasks: list[str], limit: int | None = None) -> TaskFiles:
     """The paper-scale files of the heads `tasks` under the data folder, checked before any training: the
     first missing json file, question file or image folder is named with the command that gets it. The
