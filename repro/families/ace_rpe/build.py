@@ -14,7 +14,7 @@ from torch import nn
 
 from repro.errors import ReproError
 from repro.families import as_typed
-from repro.families.ace_rpe.columns import downstream_names, has_tasks, recall_datasets, spec_tasks
+from repro.families.ace_rpe.columns import downstream_names, has_tasks, recall_datasets, spec_heads, spec_tasks
 from repro.families.ace_rpe.config import CONFIGS, ALBEFConfig
 from repro.families.ace_rpe.sources import RELEASED
 from repro.families.base import DataNeed, ModelInfo, Resources, default_resources
@@ -280,7 +280,6 @@ def task_data(spec: Spec) -> dict[str, list[tuple[str, Any]]]:
     image a json file names (ready: the image is there) or a file (the test2015 questions, the refer files)."""
     from repro.datasets.vqa_server import question_file
     from repro.families.ace_rpe.sources import PRETRAIN_FILES, REFER_FOLDER, TASK_FILES, TASK_IMAGES
-    from repro.families.ace_rpe.tasks import spec_heads
 
     root = data_dir()
     albef = root / "albef-data" / "data"

@@ -48,3 +48,12 @@ def downstream_names(spec: Spec) -> list[str]:
     names = {"vqa2": "VQA v2", "snli-ve": "SNLI-VE", "nlvr2": "NLVR2"}
     out = [names[c.dataset] if c.dataset in names else "RefCOCO+" for c in spec.columns if downstream(c)]
     return list(dict.fromkeys(out))
+
+
+def spec_heads(spec: Spec) -> list[str]:
+    """The heads a spec's columns ask for, in column order (VQA, SNLI-VE, NLVR2), then grounding."""
+    columns = spec.columns
+    wanted = list(dict.fromkeys(TASK_OF_DATASET[c.dataset] for c in columns if c.dataset in TASK_OF_DATASET))
+    if any(c.metric == "grounding" for c in columns):
+        wanted.append("grounding")
+    return wanted

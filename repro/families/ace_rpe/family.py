@@ -36,7 +36,7 @@ from repro.families.ace_rpe.build import (
     resources,
     stages,
 )
-from repro.families.ace_rpe.columns import column_dataset, has_tasks, recall_datasets
+from repro.families.ace_rpe.columns import column_dataset, has_tasks, recall_datasets, spec_heads
 from repro.families.ace_rpe.config import ALBEFConfig
 from repro.families.ace_rpe.keymap import albef_initialisation, load_albef, read_checkpoint, transfer
 from repro.families.ace_rpe.released import evaluation_hours
@@ -51,7 +51,7 @@ from repro.families.ace_rpe.sources import (
     tasks_root,
 )
 from repro.families.ace_rpe.synthetic import RETRIEVAL_NAMES
-from repro.families.ace_rpe.tasks import run_tasks, spec_heads
+from repro.families.ace_rpe.tasks import run_tasks
 from repro.families.base import Hooks, RowRun, RunContext
 from repro.paths import data_dir
 from repro.specs import Spec

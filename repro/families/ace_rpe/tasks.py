@@ -36,7 +36,7 @@ from torch.utils.data import DataLoader, Dataset
 
 from repro.errors import ReproError
 from repro.families.ace_rpe.build import TASK_RECIPES, build_model
-from repro.families.ace_rpe.columns import TASK_OF_DATASET
+from repro.families.ace_rpe.columns import TASK_OF_DATASET, spec_heads
 from repro.families.ace_rpe.sources import TaskFiles, check_first_image, generated_task_files
 from repro.families.base import RunContext
 
@@ -437,12 +437,3 @@ def run_tasks(
             if mine and col.split in scores:
                 out["metrics"][col.name] = float(scores[col.split])
     return out
-
-
-def spec_heads(spec) -> list[str]:
-    """The heads a spec's columns ask for, in column order (VQA, SNLI-VE, NLVR2), then grounding."""
-    columns = spec.columns
-    wanted = list(dict.fromkeys(TASK_OF_DATASET[c.dataset] for c in columns if c.dataset in TASK_OF_DATASET))
-    if any(c.metric == "grounding" for c in columns):
-        wanted.append("grounding")
-    return wanted
