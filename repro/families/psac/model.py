@@ -561,6 +561,9 @@ class PSAC(nn.Module):
             raise ValueError(f"network {network!r} is not one of {', '.join(NETWORKS)}")
         self.task, self.sizes, self.network = task, dict(sizes), network
         official = network == "official"
+        # the official question block's `unused_bias` gets no gradient: DDP must not wait for it (under torchrun it
+        # would skip the gradients' all-reduce at the first step and stop at the second)
+        self.find_unused_parameters = official
         if video_encoder == "vpsa":
             self.video_encoder: nn.Module | None = (
                 OfficialVPSA(sizes, vpsa_layers) if official else VPSA(sizes, vpsa_layers)
