@@ -137,10 +137,16 @@ def _write_fasttext(folder: Path, words: list[str], dim: int) -> None:
 
     folder.mkdir(parents=True, exist_ok=True)
     corpus = folder / "corpus.txt"
-    corpus.write_text(" ".join(words * 20) + "\n", encoding="utf-8")
-    model = fasttext.train_unsupervised(
-        str(corpus), dim=dim, minCount=1, epoch=1, thread=1, bucket=2000, minn=2, maxn=4, verbose=0
-    )
+    corpus.write_text("\n".join(" ".join(words) for _ in range(3000)) + "\n", encoding="utf-8")
+    for attempt in range(3):  # fastText ends in "Encountered NaN" now and then on a corpus this small (~1 in 100)
+        try:
+            model = fasttext.train_unsupervised(
+                str(corpus), dim=dim, minCount=1, epoch=1, lr=0.01, thread=1, bucket=2000, minn=2, maxn=4, verbose=0
+            )
+            break
+        except RuntimeError:
+            if attempt == 2:
+                raise
     model.save_model(str(folder / "wiki.en.bin"))
     corpus.unlink()
 
