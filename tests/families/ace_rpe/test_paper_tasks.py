@@ -185,3 +185,21 @@ def test_vqa_val_is_scored_by_the_vqa_accuracy_where_it_is_held_out(paper_data):
     gold = data.questions.gold
     expected = sum(min(1.0, gold[q].count(a) / 3) for q, a in done["predictions"].items()) / 2 * 100
     assert done["scores"]["overall"] == pytest.approx(expected, abs=1.0)
+
+
+def test_the_plan_marks_a_heads_row_ready_once_its_files_and_first_images_are_in_place(paper_data):
+    from repro.run import make_plan
+
+    def missing() -> list[str]:
+        plan = make_plan(specs.resolve("ace-rpe-table2-pe"), "paper", ["ACE-RPE + Lace"])
+        (step,) = [s for s in plan.steps if s.kind == "train"]
+        assert step.unsupported is None
+        return step.missing
+
+    before = missing()
+    assert {"repro download vqa2", "repro download vg-images", "repro download nlvr2"} <= set(before)
+    write_albef_files(paper_data)
+    write_task_files(paper_data)
+    assert missing() == []
+    (paper_data / "vg-images" / "image" / "0.jpg").unlink()  # the first image vg_qa.json names
+    assert missing() == ["repro download vg-images"]
