@@ -304,6 +304,16 @@ def resolved_config(
     }
 
 
+def hashed_config(config: dict[str, Any]) -> dict[str, Any]:
+    """What `config_hash` hashes of a `resolved_config`: all of it, except that a recipe's `precision: fp32` is
+    hashed as `auto`, the value every recipe gave before the recipes stated their paper's precision (`auto` has
+    meant fp32 on every device since), so the units trained before keep their hash and new seeds pool with them."""
+    recipe = config.get("recipe")
+    if isinstance(recipe, dict) and recipe.get("precision") == "fp32":
+        return {**config, "recipe": {**recipe, "precision": "auto"}}
+    return config
+
+
 def format_hours(hours: float | None) -> str:
     if hours is None or math.isnan(hours):
         return "?"

@@ -23,7 +23,7 @@ from repro.results import (
     write_result,
     write_seed_result,
 )
-from repro.run import Plan, Step, compute_task
+from repro.run import Plan, Step, compute_task, hashed_config
 from repro.specs import Row, Spec
 from repro.utils import now_iso
 from repro.variants import Variant
@@ -194,7 +194,7 @@ def store_unit(
                 split=run.split,
                 metrics=run.metrics,
                 config=config,
-                config_hash=config_hash(config),
+                config_hash=config_hash(hashed_config(config)),
                 environment=environment(),
                 training=run.training,
                 extra=run.extra,
