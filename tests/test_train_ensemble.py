@@ -171,3 +171,36 @@ def test_an_op_without_a_batching_rule_runs_per_seed_without_torchs_note(tmp_pat
         loss, torch.stack([torch.nn.functional.multi_margin_loss(s, t) for s, t in zip(scores, target)])
     )
     assert not [w for w in caught if "performance drop" in str(w.message)]
+
+
+class WeightNormed(torch.nn.Module):
+    """A layer weight-normed with one scale for the whole matrix (`dim=None`, as PSAC's official classifier): a
+    0-dim parameter, one number per seed once the seeds are stacked."""
+
+    def __init__(self, seed):
+        super().__init__()
+        torch.manual_seed(seed)
+        self.proj = torch.nn.utils.parametrizations.weight_norm(torch.nn.Linear(3, 2), dim=None)
+
+    def forward(self, batch):
+        return self.proj(batch["x"])
+
+
+def test_gradient_clipping_per_seed_takes_a_scalar_parameter(tmp_path):
+    path = tmp_path / "clip.yaml"
+    path.write_text(
+        "optimizer: {name: sgd}\nschedule: {name: constant, base_lr: 0.5}\nepochs: 2\nbatch_size: 4\n"
+        "loss: bce-mean\ngrad_clip: 0.01\n"
+    )
+    recipes = [load_recipe(str(path)).replace(seed=s) for s in (1, 2)]
+    g = torch.Generator().manual_seed(0)
+    data = [
+        {"x": torch.randn(3, generator=g), "target": torch.rand(2, generator=g), "question_id": i} for i in range(8)
+    ]
+    lone = [WeightNormed(r.seed) for r in recipes]
+    for m, r in zip(lone, recipes):
+        fit(m, data, r, tmp_path / f"lone{r.seed}", progress=False)
+    together = [WeightNormed(r.seed) for r in recipes]
+    fit_ensemble(together, data, recipes, [tmp_path / f"seed{r.seed}" for r in recipes], progress=False)
+    for alone, joint in zip(lone, together):
+        assert torch.allclose(weights(joint), weights(alone), atol=1e-6)

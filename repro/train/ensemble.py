@@ -181,7 +181,7 @@ def _clip_per_seed(params: list[torch.Tensor], max_norm: float) -> None:
     grads = [p.grad for p in params if p.grad is not None]
     if not grads:
         return
-    norms = torch.stack([g.pow(2).flatten(1).sum(1) for g in grads]).sum(0).sqrt()  # [seeds]
+    norms = torch.stack([g.pow(2).reshape(g.shape[0], -1).sum(1) for g in grads]).sum(0).sqrt()  # [seeds]
     coef = (max_norm / (norms + 1e-6)).clamp(max=1.0)
     for g in grads:
         g.mul_(coef.view(-1, *[1] * (g.dim() - 1)))
