@@ -162,10 +162,12 @@ def write_sa_m4c_paper_fixtures(
     bert_heads: int = 12,
     bert_ff: int = 48,
     bert_layers: int = 2,
+    models: bool = True,
     seed: int = 0,
 ) -> SaM4CPaperFixtures:
     """The released TextVQA files of M4C (MMF) and SA-M4C under the data folder `root`: `images` images per split
-    (default train 4, val 2, test 2) with `questions_per_image` questions each, region features `dim` wide."""
+    (default train 4, val 2, test 2) with `questions_per_image` questions each, region features `dim` wide; with
+    `models`, BERT and FastText too (a run reads them, the conversion of the released files does not)."""
     rng = np.random.default_rng(seed)
     root = Path(root)
     counts = images or {"train": 4, "val": 2, "test": 2}
@@ -250,6 +252,7 @@ def write_sa_m4c_paper_fixtures(
     vocabs.mkdir(parents=True, exist_ok=True)
     (vocabs / "fixed_answer_vocab_textvqa_5k.txt").write_text("\n".join(info.answer_vocab) + "\n", encoding="utf-8")
     words = {w for q in QUESTIONS for w in q.rstrip("?").split()} | set(WORDS) | set(NUMBERS)
-    _write_bert(root / "bert-base-uncased", words, bert_hidden, bert_heads, bert_ff, bert_layers)
-    _write_fasttext(root / "fasttext-wiki-en", [*WORDS, *NUMBERS, "unanswerable"], fasttext_dim)
+    if models:
+        _write_bert(root / "bert-base-uncased", words, bert_hidden, bert_heads, bert_ff, bert_layers)
+        _write_fasttext(root / "fasttext-wiki-en", [*WORDS, *NUMBERS, "unanswerable"], fasttext_dim)
     return info
