@@ -342,7 +342,7 @@ def run_request(request: RunRequest) -> None:
         )
     console.print(render_plan(plan))
     for item in plan.data:
-        console.print(f"data: {item}", highlight=False)
+        console.print(f"data: {item}", highlight=False, soft_wrap=True)  # a command never split
     precision = precision_line(plan)
     if precision:
         console.print(precision, highlight=False, soft_wrap=True)
@@ -435,7 +435,7 @@ def _run_weights(plan, root: Path, request: RunRequest) -> None:
     for line in plan_lines(plan, sources):
         console.print(line, highlight=False, soft_wrap=True)
     for item in plan.data:
-        console.print(f"data: {item}", highlight=False)
+        console.print(f"data: {item}", highlight=False, soft_wrap=True)  # a command never split
     if request.dry_run:
         return
     done = execute_weights(plan, root, sources, force=request.force)
