@@ -310,7 +310,16 @@ RELEASED: tuple[Released, ...] = (
         model=_ALBEF_14M,
         note=_FINE_TUNED,
     ),
-    Released("vqa.pth", "ace-rpe", "albef", "ALBEF VQA", "albef-checkpoints", note=_FINE_TUNED),
+    Released(
+        "vqa.pth",
+        "ace-rpe",
+        "albef",
+        "ace-rpe Table 4 ALBEF (14M), VQA columns (no SNLI-VE or NLVR2 fine-tuned checkpoint is released)",
+        "albef-checkpoints",
+        cells=(("ace-rpe-table4-sota", "ALBEF (14M)", "vqa2"),),
+        model=_ALBEF_14M,
+        note=_FINE_TUNED,
+    ),
     Released("refcoco.pth", "ace-rpe", "albef", "ALBEF RefCOCO+ grounding", "albef-checkpoints"),
     Released(
         "pretrain_model_nlvr.pth",

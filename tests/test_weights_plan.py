@@ -19,12 +19,14 @@ SUBMIT = {
     "mcan-pa-table3-vqa2": "then: `repro submit` of each test-set file it writes to vqa2-test-dev",
     "sa-m4c-table1-textvqa": "then: `repro submit` of each test-set file it writes to textvqa-test",
     "ace-rpe-table3-sota": "then: nothing to submit: the test split is scored here",
+    "ace-rpe-table4-sota": "then: `repro submit` of each test-set file it writes to vqa2-test-dev",
 }
 
 
 def test_every_cell_is_planned():
     assert CELLS == [
         ("ace-rpe-table3-sota", "ALBEF (14M)"),
+        ("ace-rpe-table4-sota", "ALBEF (14M)"),
         ("mcan-pa-table3-vqa2", "MCAN"),
         ("sa-m4c-table1-textvqa", "12 SA-M4C (ours)"),
         ("sa-m4c-table1-textvqa", "4 M4C"),

@@ -233,7 +233,7 @@ def execute_weights(plan: Plan, workdir: Path, sources: dict[str, Any], force: b
                 f"{root}: {plan.spec.id} row {step.row.name!r} at scale {plan.scale} already has a result of these "
                 "weights; pass --force to replace it"
             )
-    prepared = prepare_data(plan)
+    prepared = prepare_data(_filled(plan, checked))
     runs = []
     for step in plan.steps:
         source = checked[step.row.name]
@@ -245,3 +245,13 @@ def execute_weights(plan: Plan, workdir: Path, sources: dict[str, Any], force: b
         seeds = read_seed_results(plan.spec, step.row, plan.scale, ctx.results_root)
         runs.append((aggregate(plan.spec, step.row, plan.scale, seeds), ctx.results_root))
     return runs
+
+
+def _filled(plan: Plan, sources: dict[str, Any]) -> Plan:
+    """The plan as its data is prepared for `--weights`: only the columns some checkpoint fills (a column of a data
+    set that no row has a checkpoint for reads no files, so none are asked for)."""
+    parts = {c.part for source in sources.values() for c in source.checkpoints}
+    if "" in parts:
+        return plan
+    columns = tuple(c for c in plan.spec.columns if c.dataset in parts)
+    return dataclasses.replace(plan, spec=dataclasses.replace(plan.spec, columns=columns))

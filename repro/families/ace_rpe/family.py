@@ -224,6 +224,6 @@ HOOKS = Hooks(
     resources=resources,
     weight_layouts=("albef",),
     convert_weights=convert_weights,
-    supports_weights=True,  # --weights: ALBEF's retrieval checkpoints, one per data set (released.py)
+    supports_weights=True,  # --weights: ALBEF's retrieval and VQA checkpoints, one per data set (released.py)
     evaluation_hours=evaluation_hours,
 )

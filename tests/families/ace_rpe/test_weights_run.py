@@ -2,13 +2,16 @@
 data set evaluated at paper scale from its own checkpoint in ALBEF's retrieval layout (`flickr30k.pth`,
 `mscoco.pth`), on data in ALBEF's layout (`test_paper_scale.write_albef_files`); the record (under
 results/weights/) names each checkpoint with its sha256; a data set without one keeps its columns empty, and the
-plan says so. `repro table` shows the row as its own source."""
+plan says so. `repro table` shows the row as its own source. Table 4's ALBEF (14M) row likewise from `vqa.pth`
+(ALBEF's VQA layout, `task_fixtures.write_task_files`): the test2015 answers written for `repro submit`, the SNLI-VE
+and NLVR2 columns empty (ALBEF released no such checkpoint)."""
 
 from __future__ import annotations
 
 import hashlib
 import json
 import re
+from pathlib import Path
 
 import pytest
 import torch
@@ -48,9 +51,10 @@ _VIT = {  # this project's ViT names -> ALBEF's (timm's VisionTransformer, model
 _BLOCK = {"layernorm_before": "norm1", "layernorm_after": "norm2", "attention.o_proj": "attn.proj", "mlp": "mlp"}
 
 
-def albef_retrieval_layout(model, text_layers: int) -> dict[str, torch.Tensor]:
-    """Our retrieval model's state dict as ALBEF's Retrieval.py saves it: keymap.py's map read backwards (the ViT's
-    q, k, v joined into qkv, the fusion layers numbered on from the text layers, the position_ids buffer)."""
+def albef_layout(model, text_layers: int) -> dict[str, torch.Tensor]:
+    """Our retrieval (or VQA) model's state dict as ALBEF's Retrieval.py (VQA.py) saves it: keymap.py's map read
+    backwards (the ViT's q, k, v joined into qkv, the fusion layers numbered on from the text layers, the
+    position_ids buffer; the answer decoder has transformers' names already)."""
     out: dict[str, torch.Tensor] = {}
     qkv: dict[str, list] = {}
     for key, value in model.state_dict().items():
@@ -79,12 +83,15 @@ def albef_retrieval_layout(model, text_layers: int) -> dict[str, torch.Tensor]:
     return out
 
 
-def _checkpoint(path, vocab: int, seed: int) -> None:
+def _checkpoint(path, vocab: int, seed: int, task: str = "retrieval") -> None:
     torch.manual_seed(seed)
-    model = build_model({"arch": "albef", "position_embedding": "none"}, {**SIZES, "vocab_size": vocab}, "retrieval")
-    state = albef_retrieval_layout(model, SIZES["text_layers"])
+    model = build_model({"arch": "albef", "position_embedding": "none"}, {**SIZES, "vocab_size": vocab}, task)
+    state = albef_layout(model, SIZES["text_layers"])
     assert set(convert(state, model.state_dict(), SIZES["text_layers"]).state()) == set(model.state_dict())
-    assert sizes_from_state(state, 12) == {**SIZES, "vocab_size": vocab}  # the network its shapes define
+    shapes = {**SIZES, "vocab_size": vocab}
+    if task == "vqa":  # no ITC projections or queues in ALBEF's VQA model
+        shapes = {k: v for k, v in shapes.items() if k not in ("embed_dim", "queue_size")}
+    assert sizes_from_state(state, 12) == shapes  # the network its shapes define
     path.parent.mkdir(parents=True, exist_ok=True)
     torch.save({"model": state, "epoch": 9}, path)  # ALBEF's save_obj keeps the state dict under "model"
 
@@ -204,3 +211,44 @@ def test_sizes_from_state_are_the_official_configs():
         assert got == {key: want[key] for key in got} and len(got) >= 10
     with pytest.raises(ReproError, match=r"^not an ALBEF checkpoint: no text_encoder\.embeddings\.word_embeddings"):
         sizes_from_state({"model.weight": torch.zeros(1)}, 12)
+
+
+def test_released_vqa_checkpoint_fills_table4_vqa_columns_and_leaves_the_rest_empty(sandbox, runner):
+    from tests.families.ace_rpe.task_fixtures import write_task_files
+
+    spec_id = "ace-rpe-table4-sota"
+    folder = sandbox / "experiments" / "ace-rpe"
+    folder.mkdir(parents=True)
+    (folder / f"{spec_id}.yaml").write_text((REPO_DIR / "experiments" / "ace-rpe" / f"{spec_id}.yaml").read_text())
+    specs.clear_cache()
+    write_albef_files(sandbox / "data")
+    write_task_files(sandbox / "data")  # no NLVR2 or SNLI-VE checkpoint: their files are not asked for
+    args = ["run", spec_id, "--rows", ROW, "--weights", "released"]
+    plan = runner.invoke(app, [*args, "--dry-run"], env={"COLUMNS": "400"})
+    assert plan.exit_code == 0, plan.output
+    text = " ".join(plan.output.split())
+    assert "weights released vqa.pth for the vqa2 columns: download: `repro weights download vqa.pth`" in text
+    assert "no checkpoint for the snli-ve columns: they stay empty" in text
+    assert "no checkpoint for the nlvr2 columns: they stay empty" in text
+    assert re.search(r"no training; evaluation ~[\d.]+ GPU-hours", text) and "repro submit` of each" in text
+
+    path = released_path(released_named("vqa.pth"))
+    _checkpoint(path, _vocab(sandbox), 4, task="vqa")
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    out = runner.invoke(app, args, env={"COLUMNS": "400"})
+    assert out.exit_code == 0, out.output
+    assert "key report" in out.output
+    results = sandbox / "results" / "weights" / "released" / "ace-rpe" / spec_id
+    record = json.loads(next(results.glob("*.json")).read_text())
+    assert record["weights"] == {
+        "weights": "released",
+        "checkpoints": [{"columns": "vqa2", "checkpoint": "vqa.pth", "sha256": digest}],
+        "empty": ["snli-ve", "nlvr2"],
+    }
+    assert record["metrics"] == {}  # at paper scale only the server scores VQA test-dev and test-std
+    commands = [c for c in re.findall(r"`(repro submit [^`]+)`", out.output) if "--predictions" in c]
+    assert sorted(c.split()[2] for c in commands) == ["vqa2-test-dev", "vqa2-test-std"], out.output
+    answers = json.loads(Path(commands[0].split()[4]).read_text())
+    assert len(answers) == 3 and {a["question_id"] for a in answers} == {900001, 900002, 900003}
+    done = runner.invoke(app, [*commands[0].split()[1:], "--dry-run"])
+    assert done.exit_code == 0 and "passed every check" in done.output, done.output
