@@ -89,7 +89,7 @@ def _checkpoint(path, vocab: int, seed: int, task: str = "retrieval") -> None:
     state = albef_layout(model, SIZES["text_layers"])
     assert set(convert(state, model.state_dict(), SIZES["text_layers"]).state()) == set(model.state_dict())
     shapes = {**SIZES, "vocab_size": vocab}
-    if task == "vqa":  # no ITC projections or queues in ALBEF's VQA model
+    if task != "retrieval":  # no ITC projections or queues in ALBEF's VQA and SNLI-VE models
         shapes = {k: v for k, v in shapes.items() if k not in ("embed_dim", "queue_size")}
     assert sizes_from_state(state, 12) == shapes  # the network its shapes define
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -252,3 +252,29 @@ def test_released_vqa_checkpoint_fills_table4_vqa_columns_and_leaves_the_rest_em
     assert len(answers) == 3 and {a["question_id"] for a in answers} == {900001, 900002, 900003}
     done = runner.invoke(app, [*commands[0].split()[1:], "--dry-run"])
     assert done.exit_code == 0 and "passed every check" in done.output, done.output
+
+
+def test_a_snli_ve_file_is_scored_and_an_nlvr2_file_refused(sandbox, runner):
+    from tests.families.ace_rpe.task_fixtures import write_task_files
+
+    spec_id = "ace-rpe-table4-sota"
+    folder = sandbox / "experiments" / "ace-rpe"
+    folder.mkdir(parents=True)
+    (folder / f"{spec_id}.yaml").write_text((REPO_DIR / "experiments" / "ace-rpe" / f"{spec_id}.yaml").read_text())
+    specs.clear_cache()
+    write_albef_files(sandbox / "data")
+    write_task_files(sandbox / "data")
+    path = sandbox / "mine" / "ve.pth"
+    _checkpoint(path, _vocab(sandbox), 5, task="snli-ve")
+    args = ["run", spec_id, "--rows", ROW, "--weights"]
+    out = runner.invoke(app, [*args, f"snli={path}"], env={"COLUMNS": "400"})
+    assert out.exit_code == 0, out.output
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    results = sandbox / "results" / "weights" / f"ve@{digest[:8]}" / "ace-rpe" / spec_id
+    record = json.loads(next(results.glob("*.json")).read_text())
+    assert sorted(record["metrics"]) == ["SNLI-VE dev", "SNLI-VE test"], record["metrics"]
+    assert all(0.0 <= v <= 100.0 for v in record["metrics"].values())
+    assert record["weights"]["empty"] == ["vqa2", "nlvr2"]
+    out = runner.invoke(app, [*args, f"nlvr2={path}", "--force"], env={"COLUMNS": "400"})
+    assert out.exit_code == 2 and "Traceback" not in out.output
+    assert "a nlvr2 checkpoint is not read here" in " ".join(out.output.split())
