@@ -8,38 +8,134 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from rich.table import Table
-
     from repro.results import Result
     from repro.run import Plan
 
 
-def render_plan(plan: Plan) -> Table:
-    """One line per step of the plan (row, kind, seeds, what it trains, GPU-hours at paper scale, whether
-    its family implements it), each stage of a step indented below it."""
-    from rich.table import Table
+class PlanView:
+    """The plan's steps, one line each, in the block layout of `repro table`'s listings: rich boxes in a terminal,
+    plain text in pipes; the row, its status and GPU-hours never cut, the model's settings (`what`) cut or left
+    out at narrow widths. Notes below it: why rows do not run, how the memory is estimated."""
 
+    def __init__(self, plan: Plan):
+        self.plan = plan
+
+    def __rich_console__(self, console, options):
+        from rich.text import Text
+
+        from repro.report.layout import _wrap, listing_grid, plain_listing, rich_listing
+
+        plan, width = self.plan, options.max_width
+        label, cols, what, notes = plan_grid(plan)
+        title = f"plan: {plan.spec.id} at scale {plan.scale}"
+        grid = listing_grid(label, cols, width, console.is_terminal, what)
+        shown = grid.groups[-1][0].cells if len(grid.groups) > len(cols) else []
+        if shown != what.cells and any(c.strip() for c in what.cells):  # left out or cut
+            notes.append(f"each row's model: `repro show {plan.spec.id}` (or a wider terminal)")
+        if console.is_terminal:
+            yield from rich_listing(grid, width, title=title, title_justify="left")
+        else:
+            yield Text("\n".join([title, *plain_listing(grid, width)]), no_wrap=True, overflow="ignore")
+        for note in notes:
+            yield Text("\n".join(_wrap(note, width, "  ")), no_wrap=True, overflow="ignore")
+
+
+def render_plan(plan: Plan) -> PlanView:
+    """One line per step of the plan (row, kind, seeds, GPU-hours at paper scale, the estimated memory per GPU,
+    whether it runs now, what it trains), each stage of a step indented below it, and notes under it."""
+    return PlanView(plan)
+
+
+def plan_grid(plan: Plan):
+    """(row-name column, the columns never cut, `what` (cut or left out), notes) of the plan's table."""
+    from repro.report.layout import Col
     from repro.run import format_hours
 
-    steps = Table(title=f"plan: {plan.spec.id} at scale {plan.scale}")
-    for name in ("row", "step", "seeds", "what", "GPU-hours", "status"):
-        steps.add_column(name, overflow="fold")
+    paper = plan.scale == "paper"
+    memory, notes = plan_memory(plan) if paper else ({}, [])
+    reasons: list[str] = []
+    names, kinds, seeds, hours, gib, states, styles, whats = ([] for _ in range(8))
+    archs = {s.row.config.arch for s in plan.steps if s.kind == "train" and s.row.config is not None}
     for step in plan.steps:
-        steps.add_row(
-            step.row.name,
-            step.kind,
-            ",".join(map(str, step.seeds)),
-            step.detail,
-            row_hours(step) if plan.scale == "paper" else "CPU",
-            status(step, plan.scale),
-        )
-        for name, what, hours in step.stages:
-            steps.add_row("", f"└ {name}", "", what, format_hours(hours), "")
-    return steps
+        text = status(step, plan.scale, plan)
+        if step.unsupported and step.ready:
+            why = f"unsupported at scale {plan.scale}: {step.unsupported}"
+            reasons += [why] if why not in reasons else []
+            text = f"unsupported: note {reasons.index(why) + 1}"
+        names.append(step.row.name)
+        kinds.append(step.kind)
+        seeds.append(",".join(map(str, step.seeds)))
+        hours.append(row_hours(step) if paper else "CPU")
+        gib.append(memory.get(step.row.name, ""))
+        states.append(_plain(text))
+        styles.append("red" if step.missing else "yellow" if step.unsupported or not step.ready else None)
+        whats.append(compact_what(step, len(archs) > 1))
+        for name, what, stage_hours in step.stages:  # below its row, in the row column: never cut
+            for column, cell in zip(
+                (names, kinds, seeds, hours, gib, states, whats),
+                (f"  └ {name}", "", "", format_hours(stage_hours), "", "", what),
+                strict=True,
+            ):
+                column.append(cell)
+            styles.append(None)
+    cols = [
+        *([Col("step", kinds, justify="left")] if any(k != "train" for k in kinds if k) else []),
+        Col("seeds", seeds, justify="left"),
+        Col("GPU-hours", hours),
+        *([Col("GiB/GPU", gib)] if paper and any(gib) else []),
+        Col("status", states, styles, justify="left"),
+    ]
+    notes = [f"note {i}: {why}" for i, why in enumerate(reasons, 1)] + notes
+    return Col("row", names, justify="left"), cols, Col("what", whats, justify="left"), notes
 
 
-def status(step, scale: str) -> str:
-    """`ready`, or why the step would not run now: not implemented, not at this scale, or what is not on disk."""
+def _plain(markup: str) -> str:
+    from rich.text import Text
+
+    return Text.from_markup(markup).plain
+
+
+def compact_what(step, arch: bool = True) -> str:
+    """The model's settings that differ from its defaults, `positional=pwa,poa fusion=eq8` (`arch=` only where
+    the plan's rows have several), or `defaults`; a compute step's task. The recipe is the precision line's."""
+    if step.kind != "train" or step.row.config is None:
+        return step.detail
+    settings = step.row.config.model_dump(mode="json", exclude_defaults=True)
+    words = [
+        f"{k}={','.join(map(str, v)) or 'none' if isinstance(v, list) else v}"
+        for k, v in settings.items()
+        if arch or k != "arch"
+    ]
+    return " ".join(words) or "defaults"
+
+
+def data_numbers(step, plan: Plan) -> list[int] | None:
+    """The numbers of the plan's `data:` lines that make what `step` lacks (None: a command no line lists)."""
+    from repro.run import need_commands
+
+    numbers = []
+    for command in step.missing:
+        line = next((i for i, need in enumerate(plan.needs, 1) if command in need_commands(need)), None)
+        if line is None:
+            return None
+        numbers += [line] if line not in numbers else []
+    return sorted(numbers)
+
+
+def number_ranges(numbers: list[int]) -> str:
+    """[1, 2, 3, 5] -> `1–3, 5`."""
+    runs: list[list[int]] = []
+    for n in numbers:
+        if runs and n == runs[-1][-1] + 1:
+            runs[-1].append(n)
+        else:
+            runs.append([n])
+    return ", ".join(f"{r[0]}–{r[-1]}" if len(r) > 2 else ", ".join(map(str, r)) for r in runs)
+
+
+def status(step, scale: str, plan: Plan | None = None) -> str:
+    """`ready`, or why the step would not run now: not implemented, not at this scale, or what is not on disk
+    (with `plan`: the numbers of its `data:` lines, `missing: data 1–3`; without: the commands themselves)."""
     from rich.markup import escape
 
     if not step.ready:
@@ -47,8 +143,74 @@ def status(step, scale: str) -> str:
     if step.unsupported:
         return f"[yellow]unsupported at scale {scale}:[/] {escape(step.unsupported)}"
     if step.missing:
+        numbers = data_numbers(step, plan) if plan is not None else None
+        if numbers:
+            return f"[red]missing:[/] data {number_ranges(numbers)}"
         return "[red]missing:[/] " + escape(", ".join(f"`{c}`" for c in step.missing))
     return "ready"
+
+
+def plan_memory(plan: Plan) -> tuple[dict[str, str], list[str]]:
+    """Each paper-scale training row's estimated peak memory per GPU (`repro.memory`), as text (`?` where it
+    cannot be estimated), one measurement per distinct model, recipe and GPU count; and the notes that say
+    what the estimate is and which rows have none, and why."""
+    from repro import families
+    from repro.memory import ALLOWANCE_GIB, row_estimate
+
+    cells: dict[str, str] = {}
+    unknown: dict[str, list[str]] = {}
+    measured: dict[tuple, str] = {}
+    gpu_counts: set[int] = set()
+    trained = [s for s in plan.steps if s.kind == "train" and s.ready and not s.unsupported]
+    recipe = None
+    if plan.spec.recipe and trained:
+        recipe = families.load_recipe(plan.spec.recipe).replace(**plan.settings.get("recipe", {}))
+    for step in trained:
+        hooks = families.for_row(step.row)
+        if recipe is None:
+            why = "the spec names no recipe of its own (its stages train with theirs)"
+        elif hooks.example_batch is None:
+            why = f"family {step.row.family} has no example batch"
+        else:
+            gpus = hooks.unit_resources(step.row.config, "paper").gpus
+            gpu_counts.add(gpus)
+            key = (step.row.config.model_dump_json(), gpus)
+            if key not in measured:
+                try:
+                    measured[key] = f"{row_estimate(hooks, step.row.config, recipe, gpus).gib:.1f}"
+                except Exception as exc:  # a model that does not build or run on `meta`: the plan goes on
+                    measured[key] = f"? ({type(exc).__name__}: {exc})"
+            cells[step.row.name], _, failure = measured[key].partition(" ")
+            if not failure:
+                continue
+            why = f"its model does not run on the meta device {failure}"
+        cells[step.row.name] = "?"
+        unknown.setdefault(why, []).append(step.row.name)
+    notes = []
+    if any(c != "?" for c in cells.values()):
+        over = f"{gpu_counts.pop()} GPU(s)" if len(gpu_counts) == 1 else "each row's GPUs"
+        batch = f"the global {recipe.batch_size} over {over}"
+        notes.append(
+            f"GiB/GPU: an estimate of training's peak memory per GPU: weights, gradients and {recipe_states(recipe)} "
+            f"at {precision_of(recipe)}, the activations saved for backward at the per-GPU batch ({batch}), "
+            f"+ {ALLOWANCE_GIB} GiB for the CUDA context; the allocator's overhead and transient buffers not counted"
+        )
+    for why, rows in unknown.items():
+        notes.append(f"GiB/GPU ? for {', '.join(rows)}: {why}")
+    return cells, notes
+
+
+def recipe_states(recipe) -> str:
+    from repro.memory import optimizer_states
+
+    if recipe is None:
+        return "the optimiser's states"
+    n = optimizer_states(recipe.optimizer)
+    return f"{recipe.optimizer.get('name', 'the optimiser')}'s {n} state(s) per parameter"
+
+
+def precision_of(recipe) -> str:
+    return "fp32" if recipe is None or recipe.precision == "auto" else recipe.precision
 
 
 def row_hours(step) -> str:
