@@ -102,6 +102,7 @@ def test_a_row_is_ready_only_when_its_data_is_on_disk(empty_data, monkeypatch):
     plan = make_plan(spec, "paper")
     assert plan.steps[0].missing == [
         "repro download tgif-qa",
+        "repro download glove-6b",
         "repro download tgif-qa-features",
         "repro prepare tgif-qa",
     ]
@@ -114,10 +115,13 @@ def test_a_row_is_ready_only_when_its_data_is_on_disk(empty_data, monkeypatch):
             (empty_data / "questions" / file_name(split, task)).write_text("x")
     store.mkdir(parents=True)
     (store / "meta.json").write_text("{}")
+    assert make_plan(spec, "paper").steps[0].missing == ["repro download glove-6b"]
+    (empty_data / "glove-6b").mkdir()
+    (empty_data / "glove-6b" / "glove.6B.300d.txt").write_text("the 0.1 0.2\n")
     plan = make_plan(spec, "paper")
     assert plan.steps[0].missing == []
     assert _status(plan.steps[0]) == "ready"
-    assert all(line.endswith(": ready") for line in plan.data[:2])
+    assert all(line.endswith(": ready") for line in plan.data[:3])
 
 
 def test_generic_readiness_needs_every_catalog_file_and_the_prepared_output(empty_data, monkeypatch):

@@ -242,15 +242,20 @@ def score(task: str, outputs: torch.Tensor, targets: torch.Tensor) -> float:
 
 
 def paper_data(spec: Spec, row) -> list[DataNeed]:
-    """What a paper-scale row reads, in the order of its commands: the TGIF-QA question files, then the PSAC
-    authors' HDF5 frame features of the row's `video_features` (placed by hand: Google Drive), prepared
-    into a frame store by `repro prepare tgif-qa`."""
+    """What a paper-scale row reads, in the order of its commands: the TGIF-QA question files, GloVe 6B (the frozen
+    word table), then the PSAC authors' HDF5 frame features of the row's `video_features` (placed by hand: Google
+    Drive), prepared into a frame store by `repro prepare tgif-qa`."""
     from repro.datasets.prepare import feature_store_dir
     from repro.datasets.tgif import SPLITS, TASKS, file_name, tgif_dir
+    from repro.families.psac.data import glove_file
 
     def questions() -> bool:
         return all((tgif_dir() / file_name(s, t)).is_file() for s in SPLITS if s != "Total" for t in TASKS)
 
-    kind = as_config(row.config).video_features
-    store = feature_store_dir("tgif-qa") / f"{kind}.store" / "meta.json"
-    return [DataNeed("tgif-qa", ready=questions), DataNeed("tgif-qa-features", "tgif-qa", store.is_file)]
+    config = as_config(row.config)
+    store = feature_store_dir("tgif-qa") / f"{config.video_features}.store" / "meta.json"
+    return [
+        DataNeed("tgif-qa", ready=questions),
+        DataNeed("glove-6b", ready=lambda: glove_file(config.word_dim) is not None),
+        DataNeed("tgif-qa-features", "tgif-qa", store.is_file),
+    ]

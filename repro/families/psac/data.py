@@ -25,6 +25,7 @@ from repro.datasets.tgif_features import sample_frames
 from repro.errors import ReproError
 
 PAD, UNK = 0, 1
+GLOVE_FILE = "glove.6B.{dim}d.txt"  # the official code's frozen word vectors, GloVe 6B (`repro download glove-6b`)
 
 
 @dataclass
@@ -49,6 +50,36 @@ def build_vocab(task: str, questions: list[Question]) -> Vocab:
         for q in questions:
             answers.setdefault(q.answer, len(answers))
     return Vocab(words, chars, answers)
+
+
+def glove_file(dim: int) -> Path | None:
+    """`glove.6B.<dim>d.txt` in the `glove-6b` data folder (or below it, where the archive unpacked it), or None."""
+    from repro.paths import data_dir
+
+    folder, name = data_dir() / "glove-6b", GLOVE_FILE.format(dim=dim)
+    if (folder / name).is_file():
+        return folder / name
+    return next(iter(sorted(folder.rglob(name))), None) if folder.is_dir() else None
+
+
+def glove_table(words: dict[str, int], dim: int) -> torch.Tensor:
+    """The frozen word table of a vocabulary at paper scale, [V, dim] rows of GloVe 6B (the official code's
+    `from_pretrained(..., freeze=True)`); <pad>, <unk> and words GloVe lacks get zero rows."""
+    from repro.datasets.vqa_text import load_glove
+
+    path = glove_file(dim)
+    if path is None:
+        raise ReproError(
+            f"no {GLOVE_FILE.format(dim=dim)} (GloVe 6B) for psac's word table; run `repro download glove-6b`"
+        )
+    found, got = load_glove(path, [w for w in words if not w.startswith("<")])
+    if got != dim:
+        raise ReproError(f"{path}: {got}-d vectors, psac's word_dim is {dim}")
+    table = torch.zeros(len(words), dim)
+    for word, i in words.items():
+        if word in found:
+            table[i] = torch.from_numpy(found[word])
+    return table
 
 
 def encode_text(tokens: list[str], vocab: Vocab, max_words: int, max_chars: int) -> tuple[np.ndarray, np.ndarray]:

@@ -53,6 +53,7 @@ def prepare_data(spec: Spec, scale: str, settings: dict[str, Any]) -> dict[str, 
     any unit starts (a row's frame store is its own: `frame_store`)."""
     if scale == "paper":
         from repro.datasets.tgif import file_name, tgif_dir
+        from repro.families.psac.data import GLOVE_FILE, glove_file
 
         tasks = [c.key for c in spec.columns if c.key in TASKS and c.metric in ("accuracy", "mse")]
         absent = [
@@ -62,6 +63,13 @@ def prepare_data(spec: Spec, scale: str, settings: dict[str, Any]) -> dict[str, 
             raise ReproError(
                 f"{spec.id}: paper scale needs the TGIF-QA question files {', '.join(absent)} in {tgif_dir()}; "
                 f"run `repro download tgif-qa` (or set REPRO_TGIF_DIR to the folder that has them)"
+            )
+        dims = sorted({as_config(r.config).word_dim for r in spec.runnable_rows if r.config is not None})
+        absent = [GLOVE_FILE.format(dim=d) for d in dims if glove_file(d) is None]
+        if absent:
+            raise ReproError(
+                f"{spec.id}: paper scale needs GloVe 6B's {', '.join(absent)} (the frozen word table) in "
+                f"{data_dir() / 'glove-6b'}; run `repro download glove-6b`"
             )
         return {"root": tgif_dir()}
     from repro.families.psac.synthetic import GeneratorConfig, generate

@@ -72,8 +72,9 @@ def recipe_overrides(ctx: RunContext, task: str) -> dict[str, Any]:
 
 
 def task_inputs(ctxs: list[RunContext], task: str, root: Path, store: Path | None = None):
-    """A task's splits, and per seed its recipe and its model built after seeding (its own stand-in word vectors)."""
-    from repro.families.psac.data import load_task
+    """A task's splits, and per seed its recipe and its model built after seeding: the frozen word table GloVe 6B at
+    paper scale (as the official code), at the generated scales a random stand-in of its own."""
+    from repro.families.psac.data import glove_table, load_task
     from repro.train.trainer import seed_everything
 
     ctx = ctxs[0]
@@ -82,12 +83,16 @@ def task_inputs(ctxs: list[RunContext], task: str, root: Path, store: Path | Non
     full.update(sizes)
     vocab, data = load_task(root, task, full, store=store, limit=ctx.limit)
     recipes = [c.recipe(overrides=recipe_overrides(ctx, task), loss="per-task") for c in ctxs]
+    glove = None if ctx.generated else glove_table(vocab.words, full["word_dim"])
     models = []
     for c in ctxs:
         seed_everything(c.seed)
-        g = torch.Generator().manual_seed(c.seed)
-        vectors = torch.randn(len(vocab.words), full["word_dim"], generator=g)  # frozen stand-in for GloVe
-        vectors[0] = 0
+        if glove is not None:
+            vectors = glove.clone()
+        else:
+            g = torch.Generator().manual_seed(c.seed)
+            vectors = torch.randn(len(vocab.words), full["word_dim"], generator=g)  # frozen stand-in for GloVe
+            vectors[0] = 0
         models.append(
             build_model(
                 c.config,

@@ -6,7 +6,9 @@
   with a header row despite the name, in each task's official columns (repro.datasets.tgif.COLUMNS);
 - `tgif-qa-features/TGIF_RESNET_pool5.hdf5` (and `TGIF_C3D_pool5.hdf5` with `c3d=True`): PSAC's released
   frame features, one dataset per video named `str(key)`, float (frames, 2048 or 4096), clips both
-  longer and shorter than the model's frames.
+  longer and shorter than the model's frames;
+- `glove-6b/glove.6B.300d.txt`: GloVe's text layout (a word, then 300 numbers, per line) for the words of the
+  questions and candidates, except `NOT_IN_GLOVE` (a word the table must leave at zero), plus a few others.
 
 Nothing here is a real question; the words and answers are made up so that every task has a few questions
 per split. Keys are sparse (not 0..n-1), as the real files' are.
@@ -15,6 +17,7 @@ per split. Keys are sparse (not 0..n-1), as the real files' are.
 from __future__ import annotations
 
 import csv
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -33,6 +36,8 @@ ACTIONS = ("wave hand", "nod head", "jump", "blink eyes", "shake head", "clap ha
 OBJECTS = ("cup", "hat", "guitar", "phone", "ball", "car")
 COLOURS = ("red", "blue", "black", "white")
 PLACES = ("stage", "kitchen", "street", "beach")
+NOT_IN_GLOVE = "blink"
+GLOVE_DIM = 300
 DIMS = {"resnet": ("TGIF_RESNET_pool5.hdf5", 2048), "c3d": ("TGIF_C3D_pool5.hdf5", 4096)}
 
 
@@ -46,6 +51,7 @@ class PsacPaperFixtures:
     features: Path
     keys: list[int]
     counts: dict[tuple[str, str], int] = field(default_factory=dict)
+    glove: dict[str, np.ndarray] = field(default_factory=dict)  # the vectors written, by word
 
 
 def _rows(task: str, split: str, keys: list[int], n: int, rng: np.random.Generator) -> list[dict[str, str]]:
@@ -112,6 +118,16 @@ def write_psac_paper_fixtures(
         for split, rows in split_rows.items():
             _write_tsv(questions / f"{split}_{task}_question.csv", task, rows)
             info.counts[(split, task)] = len(rows)
+    words = set()
+    for path in sorted(questions.glob("Total_*_question.csv")):
+        text = path.read_text(encoding="utf-8").split("\n", 1)[1]
+        words |= set(re.findall(r"[a-z0-9]+", text.lower()))
+    glove = root / "glove-6b"
+    glove.mkdir(parents=True, exist_ok=True)
+    with open(glove / f"glove.6B.{GLOVE_DIM}d.txt", "w", encoding="utf-8") as fh:
+        for word in sorted(words - {NOT_IN_GLOVE}) + ["zebra", "umbrella"]:
+            info.glove[word] = rng.normal(size=GLOVE_DIM).round(5).astype(np.float32)
+            fh.write(word + " " + " ".join(f"{v:.5f}" for v in info.glove[word]) + "\n")
     lengths = [40, 3, 36, 12, 50, 1, 35, 20]  # longer than the 35 frames read (sampled), shorter (padded)
     for kind in ("resnet", "c3d") if c3d else ("resnet",):
         name, dim = DIMS[kind]

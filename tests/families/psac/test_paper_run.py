@@ -8,6 +8,7 @@ import json
 import math
 import shutil
 
+import numpy as np
 import pytest
 
 from repro import specs
@@ -86,3 +87,23 @@ def test_the_limit_keeps_the_first_questions_of_each_split_and_the_whole_files_v
             assert limited[split].questions == read_questions(info.questions / f"{split}_{task}_question.csv")[:3]
             item = limited[split][2]
             assert item["video"].shape == (sizes["frames"], 2048) and item["video"].abs().sum() > 0
+
+
+def test_the_word_table_at_paper_scale_is_glove_6b(sandbox):
+    """The official code's frozen word table: each vocabulary word's GloVe 6B vector, zeros for <pad>, <unk> and a
+    word GloVe lacks; without the file, one line naming the download."""
+    from repro.datasets.tgif import read_questions
+    from repro.errors import ReproError
+    from repro.families.psac.data import build_vocab, glove_table
+    from tests.families.psac.paper_fixtures import NOT_IN_GLOVE
+
+    info = write_psac_paper_fixtures(sandbox / "data")
+    vocab = build_vocab("action", read_questions(info.questions / "Total_action_question.csv"))
+    table = glove_table(vocab.words, 300)
+    assert table.shape == (len(vocab.words), 300)
+    assert NOT_IN_GLOVE in vocab.words and table[vocab.words[NOT_IN_GLOVE]].abs().sum() == 0
+    assert table[0].abs().sum() == 0 and table[1].abs().sum() == 0  # <pad>, <unk>
+    np.testing.assert_allclose(table[vocab.words["the"]].numpy(), info.glove["the"], atol=1e-5)
+    (info.root / "glove-6b" / "glove.6B.300d.txt").unlink()
+    with pytest.raises(ReproError, match="repro download glove-6b"):
+        glove_table(vocab.words, 300)
