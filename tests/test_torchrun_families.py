@@ -1,4 +1,4 @@
-"""One paper-scale row of each family on files in the official layouts, run by `repro run` as one process and as two
+"""One paper-scale row of four families on files in the official layouts, run by `repro run` as one process and as two
 gloo ranks of a torchrun job (`python -m torch.distributed.run --standalone --nproc_per_node=2 -m repro run ...`,
 watched by `tests.torchrun_ranks`), on the same global batch: after the same SGD step from the same weights both
 end with the same weights (so the same gradients), and the two ranks with identical ones.
@@ -14,6 +14,12 @@ A step moves a weight by lr * g; we allow 1e-5 of the model's largest move (lr *
 scales with its largest terms, not with each tensor's own), plus 4 ulps of the tensor's largest weight (the rounding
 of w - lr g itself), and check that the step moved some weight by more than 0.01, so a gradient off by a factor (a
 loss averaged over the local batch instead of the global one, a gradient left out of the all-reduce) fails.
+
+ace-rpe is not here: its paper-scale sizes and pre-training settings come from the scale's settings, which a spec
+cannot set for `paper` and overrides reach only in part, so a tiny ALBEF is not reachable from `repro run`; its
+paper-scale `run_row` runs as two torchrun ranks in tests/families/ace_rpe/test_paper_scale.py, and its heads'
+gradients are compared with one process's in tests/test_train_ddp.py (as in ALBEF's code, ITC's in-batch negatives
+and ITM's hard negatives come from each rank's half of the batch, so its pre-training is not one process's anyway).
 """
 
 from __future__ import annotations
@@ -31,7 +37,7 @@ import torch
 
 from repro.paths import REPO_DIR
 
-pytestmark = pytest.mark.slow  # five pairs of runs, about a minute and a half on an idle 2-core machine
+pytestmark = pytest.mark.slow  # four pairs of runs: 4.5 min on a loaded 2-core machine, about 100 s idle
 
 SGD = ["recipe.optimizer.name=sgd", "recipe.schedule.name=constant", "recipe.schedule.base_lr=0.5"]
 TIMINGS: dict[str, float] = {}
@@ -82,6 +88,8 @@ def _pair(root: Path, spec: str, row: str, args: list[str], single: bool = True)
         torch.load(root / f"dump-{n}" / f"rank{r}.pt") if single or n == "two" else None
         for n, r in (("one", 0), ("two", 0), ("two", 1))
     )
+    logs = list((root / "work-two").rglob("run.log"))  # each training says how many processes took part
+    assert logs and all("fp32, 2 process(es)" in log.read_text() for log in logs)
     [record] = (root / "results-two").rglob("seeds/*.seed0.json")
     assert not list((root / "results-two").rglob("*.seed1.json"))
     return one, ranks[0], ranks[1], json.loads(record.read_text())
@@ -147,7 +155,7 @@ def test_mcan_pa(tmp_path):
         ["--limit", "2", *tiny, "recipe.batch_size=4", "recipe.max_steps=1"],
     )
     print("mcan-pa", _same_step(one, rank0, rank1), TIMINGS)
-    assert record["extra"]["train"][0]["world_size"] == 2
+    assert record["training"]["steps"] == 1 and record["training"]["global_batch"] == 4
 
 
 def test_dsganet(tmp_path):
@@ -176,7 +184,7 @@ def test_dsganet(tmp_path):
         tmp_path, "dsganet-table6-relations", "4", ["--limit", "8", *TINY, "model.dropout=0.0"]
     )
     print("dsganet", _same_step(one, rank0, rank1), TIMINGS)
-    assert record["training"]["world_size"] == 2 and record["training"]["steps"] == 1
+    assert record["training"]["steps"] == 1
 
 
 def test_psac(tmp_path):
@@ -202,7 +210,7 @@ def test_psac(tmp_path):
         assert all(torch.equal(w, c["final"][k]) for k, w in b["final"].items())
     try:
         print("psac", _same_step(one, rank0, rank1), TIMINGS)
-    except AssertionError as exc:  # a known gap, not yet explained: see the module's docstring
+    except AssertionError as exc:  # a known gap: the losses before the step already differ (0.7935 and 0.7909)
         pytest.xfail(f"psac: two ranks' step differs from one process's on the same global batch: {exc}")
     assert len(one) == 4 and all(run["steps"] == 1 for run in record["training"]["per_task"].values())
 
@@ -221,36 +229,4 @@ def test_sa_m4c(tmp_path):
         tmp_path, "sa-m4c-table1-textvqa", "6 M4C†", ["--limit", "4", *quick(info), "sizes.dropout=0.0"]
     )
     print("sa-m4c", _same_step(one, rank0, rank1), TIMINGS)
-    assert record["training"]["world_size"] == 2 and record["training"]["steps"] == 1
-
-
-def test_ace_rpe_ranks_agree(tmp_path):
-    """Table 1's row None at paper scale (pre-training from DeiT-B/16 and BERT's files, then Flickr30K and COCO
-    retrieval fine-tuning) on ALBEF's json files and images, as two ranks: the ranks train identical weights and rank
-    0 alone writes the record. Not compared with one process: as in ALBEF's code, ITC's in-batch negatives and ITM's
-    hard negatives are drawn from each rank's own half of the batch, and the augmentations and MLM masks from each
-    process's own random stream, so two ranks compute another loss than one process by design (the SNLI-VE head's
-    gradients are compared with one process's in tests/test_train_ddp.py)."""
-    import yaml
-
-    from tests.families.ace_rpe.paper_worker import SETTINGS
-    from tests.families.ace_rpe.test_paper_scale import write_albef_files
-
-    _spec(tmp_path, "ace-rpe", "ace-rpe-table1-pe")
-    path = tmp_path / "experiments" / "ace-rpe" / "ace-rpe-table1-pe.yaml"
-    spec = yaml.safe_load(path.read_text())
-    spec["scales"]["paper"] = {**SETTINGS, "sizes": {**SETTINGS["sizes"], "dropout": 0.0}}
-    path.write_text(yaml.safe_dump(spec, allow_unicode=True))
-    write_albef_files(tmp_path / "data")
-    _, rank0, rank1, record = _pair(tmp_path, "ace-rpe-table1-pe", "None", [], single=False)
-    assert len(rank0) == len(rank1) == 3  # pre-training, Flickr30K, COCO
-    for b, c in zip(rank0, rank1):
-        for key, w in b["final"].items():
-            assert torch.equal(w, c["final"][key]), key
-        assert any(not torch.equal(w, b["initial"][k]) for k, w in b["final"].items())
-    assert {part: record["training"][part]["world_size"] for part in record["training"]} == {
-        "pretrain": 2,
-        "flickr30k": 2,
-        "coco": 2,
-    }
-    print("ace-rpe", TIMINGS)
+    assert record["training"]["steps"] == 1
