@@ -28,6 +28,8 @@ import re
 from pathlib import Path
 from typing import Any
 
+from repro.errors import ReproError
+
 PACKAGE_DIR = Path(__file__).resolve().parent
 REPO_DIR = PACKAGE_DIR.parent
 
@@ -51,8 +53,8 @@ def results_dir(scale: str | None = None) -> Path:
     """Where a run writes the records of `scale` (None: paper and synthetic): `REPRO_RESULTS` for every
     scale; else the scratch folder for smoke, the checkout's `results/` or `./results` for the others
     (never inside site-packages); absolute."""
-    if os.environ.get("REPRO_RESULTS"):
-        return Path(os.environ["REPRO_RESULTS"]).absolute()
+    if given := env_folder("REPRO_RESULTS"):
+        return given
     if scale in SCRATCH_SCALES:
         return scratch_dir()
     return REPO_DIR / "results" if in_checkout() else Path.cwd() / "results"
@@ -61,11 +63,24 @@ def results_dir(scale: str | None = None) -> Path:
 def scratch_dir() -> Path:
     """Where smoke-scale and variant records go: `REPRO_RESULTS` when it is set (everything goes there),
     else `REPRO_SCRATCH`, else `$XDG_CACHE_HOME/repro/results` (`~/.cache/repro/results`); absolute."""
-    if os.environ.get("REPRO_RESULTS"):
-        return Path(os.environ["REPRO_RESULTS"]).absolute()
-    if os.environ.get("REPRO_SCRATCH"):
-        return Path(os.environ["REPRO_SCRATCH"]).absolute()
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache").absolute() / "repro" / "results"
+    return env_folder("REPRO_RESULTS") or env_folder("REPRO_SCRATCH") or cache_home() / "repro" / "results"
+
+
+def env_folder(name: str) -> Path | None:
+    """The folder the environment variable `name` names, absolute; None when it is unset or empty. One line when
+    it names something that is not a folder (a file), before anything is read or trained."""
+    value = os.environ.get(name)
+    if not value:
+        return None
+    path = Path(value).absolute()
+    if path.exists() and not path.is_dir():
+        raise ReproError(f"{name}={value}: not a folder; point it at a folder (it is made when missing) or unset it")
+    return path
+
+
+def cache_home() -> Path:
+    """`$XDG_CACHE_HOME` (unset or empty: `~/.cache`), absolute: the parent of the data and scratch folders."""
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache").absolute()
 
 
 def shipped_results_dir() -> Path:
@@ -102,8 +117,7 @@ def read_here(scale: str, scratch: bool | None) -> bool:
 
 def data_dir() -> Path:
     """`REPRO_DATA_DIR` or `~/.cache/repro/data`; absolute (a record names what lies under it portably)."""
-    default = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "repro" / "data"
-    return Path(os.environ.get("REPRO_DATA_DIR", default)).absolute()
+    return env_folder("REPRO_DATA_DIR") or cache_home() / "repro" / "data"
 
 
 # --- paths in result records ---------------------------------------------------------------------

@@ -17,6 +17,7 @@ import pytest
 
 from repro import paths
 from repro.cli import app
+from repro.errors import ReproError
 from repro.paths import REPO_DIR, resolve, results_dir, results_read_dir, scratch_dir
 from repro.results import SeedResult, read_results, write_seed_result
 from repro.specs import resolve as resolve_spec
@@ -145,3 +146,37 @@ def test_an_installed_package_reads_its_shipped_results_until_there_is_a_results
     assert results_read_dir() == work / "results" and read_results(spec) == {}
     monkeypatch.setenv("REPRO_RESULTS", str(tmp_path / "mine"))
     assert results_read_dir("synthetic") == tmp_path / "mine"
+
+
+def test_a_folder_variable_naming_a_file_is_one_line_before_anything_runs(defaults, runner, tmp_path, monkeypatch):
+    a_file = tmp_path / "notes.txt"
+    a_file.write_text("")
+    monkeypatch.setenv("REPRO_SCRATCH", str(a_file))
+    run = runner.invoke(app, ["run", "toy-table1", "--scale", "smoke", "--rows", "Sighted"], env={"COLUMNS": "200"})
+    assert run.exit_code == 2 and "Traceback" not in run.output, run.output
+    assert (
+        run.output.strip().splitlines()[-1] == f"error: REPRO_SCRATCH={a_file}: not a folder; point it at a folder "
+        "(it is made when missing) or unset it"
+    )
+    assert "done [" not in run.output  # refused before the unit trained
+    table = runner.invoke(app, ["table", "toy-table1", "--scale", "smoke"])
+    assert table.exit_code == 2 and "REPRO_SCRATCH" in table.output
+    monkeypatch.delenv("REPRO_SCRATCH")
+    for name in ("REPRO_RESULTS", "REPRO_DATA_DIR"):
+        monkeypatch.setenv(name, str(a_file))
+        with pytest.raises(ReproError, match=f"^{name}=.*: not a folder"):
+            results_dir("smoke") if name == "REPRO_RESULTS" else paths.data_dir()
+        monkeypatch.delenv(name)
+
+
+def test_empty_folder_variables_mean_their_defaults(defaults, tmp_path, monkeypatch):
+    for name in ("REPRO_SCRATCH", "REPRO_DATA_DIR", "REPRO_RESULTS"):
+        monkeypatch.setenv(name, "")
+    assert scratch_dir() == tmp_path / "cache" / "repro" / "results"
+    assert paths.data_dir() == tmp_path / "cache" / "repro" / "data"  # not the current folder
+    assert results_dir("synthetic") == defaults / "results"
+    monkeypatch.setenv("XDG_CACHE_HOME", "")
+    assert (
+        paths.data_dir() == Path.home() / ".cache" / "repro" / "data"
+        and scratch_dir().parent.parent == paths.data_dir().parent.parent
+    )
