@@ -75,6 +75,12 @@ def test_bad_recipes_point_at_their_line(tmp_path, change, line, word):
         (GOOD + "train_splits:\n- train\n- 3\n", 8, "train_splits must be a list of split names, got 3"),
         (GOOD.replace("batch_size: 4\n", ""), 1, "recipe is missing 'batch_size'"),
         (GOOD + "precision: fp8\n", 6, "precision: must be one of auto, fp32, tf32, bf16, fp16, got 'fp8'"),
+        (
+            GOOD.replace("base_lr: 0.001", "base_lr: [0.001]"),
+            2,
+            "schedule: base_lr must be a positive number, got [0.001]",
+        ),
+        (GOOD.replace("base_lr: 0.001", "base_lr: 0"), 2, "schedule: base_lr must be a positive number, got 0"),
     ],
 )
 def test_recipes_are_validated_by_pydantic_with_one_line_errors(tmp_path, change, line, message):

@@ -103,8 +103,9 @@ class RecipeFields(BaseModel):
     @field_validator("schedule")
     @classmethod
     def _base_lr(cls, schedule: dict[str, Any]) -> dict[str, Any]:
-        if schedule.get("base_lr", 0) <= 0:
-            raise ValueError(f"schedule: base_lr must be positive, got {schedule.get('base_lr')}")
+        base_lr = schedule.get("base_lr")
+        if not isinstance(base_lr, (int, float)) or isinstance(base_lr, bool) or base_lr <= 0:
+            raise ValueError(f"schedule: base_lr must be a positive number, got {base_lr!r}")
         return schedule
 
     @field_validator("epochs", "batch_size")
