@@ -3,6 +3,7 @@ test-set prediction file the run wrote (only a server scores a test split)."""
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -283,7 +284,6 @@ def submit_hints(results: list[Result], plan: Plan, target: str | None) -> list[
     from repro.paths import resolve, resolve_command, results_dir, shown
 
     root: Path = plan.results_root or results_dir(plan.scale)  # where the records, and their relative paths, are
-    what = f"only the server scores {plan.spec.split}" if plan.scale == "paper" else "a test file for the server"
     lines = []
     for result in results:
         commands = {}
@@ -293,8 +293,9 @@ def submit_hints(results: list[Result], plan: Plan, target: str | None) -> list[
         for path in files:  # as the record stores them (repro.paths): shown as this checkout's files
             submit = [resolve_command(c, files, root) for c in commands.get(path, [])]
             submit = submit or [f"repro submit {target or 'TARGET'} --predictions {shown(resolve(path, root))}"]
-            what = (
-                f"only the server scores {plan.spec.split}" if plan.scale == "paper" else "a test file for the server"
-            )
+            # the file's split from its name (`RunContext.predictions_file`), not the spec's (sa-m4c reports val)
+            split = re.search(r"\.seed[0-9]+\.([^.]+)(\.partial)?\.json$", str(path))
+            split_name = split.group(1) if split else plan.spec.split
+            what = f"only the server scores {split_name}" if plan.scale == "paper" else "a test file for the server"
             lines.append(f"{result.row}: {what}; submit with " + " or ".join(f"`{c}`" for c in submit))
     return lines
