@@ -58,9 +58,7 @@ def test_the_progress_line_follows_the_load_as_it_changes(tmp_path):
 def test_an_idle_machine_or_one_without_a_load_average_gets_no_note(tmp_path):
     for source in (lambda: Load(1.9, 2), lambda: None):
         console = Console(record=True, width=300, force_terminal=False)
-        with RunMonitor(
-            console, _unit(tmp_path / str(id(source))) if False else {}, heartbeat_s=3600, load=source
-        ) as m:
+        with RunMonitor(console, {}, heartbeat_s=3600, load=source) as m:
             m._refresh()
             assert "busy" not in m.status_line()
         assert "busy" not in console.export_text()
