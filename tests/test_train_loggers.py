@@ -155,3 +155,11 @@ def test_the_jsonl_logger_is_the_metric_logger_shape(tmp_path):
         {"step": 1, "loss": 0.5},
         {"step": 2, "lr": 0.01},
     ]
+
+
+def test_a_wrong_repro_loggers_is_one_line_naming_it_before_anything_runs(runner, monkeypatch):
+    monkeypatch.setenv(loggers.LOGGERS_ENV, "tensorbord")
+    out = runner.invoke(app, ["run", "table5-ablation", "--scale", "smoke", "--rows", "MCAN", "--dry-run"])
+    assert out.exit_code == 2 and "Traceback" not in out.output, out.output
+    assert "error: REPRO_LOGGERS=tensorbord: unknown logger 'tensorbord' (did you mean 'tensorboard'?)" in out.output
+    assert "plan:" not in out.output  # refused before the plan

@@ -304,12 +304,16 @@ def run_request(request: RunRequest) -> None:
     from repro.run import make_plan
     from repro.train.distributed import check_device, parse_device
 
-    if request.loggers:  # checked before anything runs; every process the run starts reads REPRO_LOGGERS
+    # the loggers checked before anything runs (--logger, else REPRO_LOGGERS); every process the run starts reads
+    # REPRO_LOGGERS
+    from repro.train.loggers import LOGGERS_ENV, parse_loggers, selected
+
+    if request.loggers:
         import os
 
-        from repro.train.loggers import LOGGERS_ENV, parse_loggers
-
         os.environ[LOGGERS_ENV] = ",".join(parse_loggers(request.loggers))
+    else:
+        selected()
     # the form always; that the GPU exists only where the units run here (a Slurm job's node has its own)
     device = (parse_device if request.launcher == "slurm" or request.status else check_device)(request.device)
     spec, variant = target_and_variant(request.ident, request.overrides, request.limit)

@@ -172,8 +172,13 @@ def require(names: Iterable[str]) -> None:
 
 
 def selected() -> tuple[str, ...]:
-    """The loggers REPRO_LOGGERS names (set by `--logger`); none when it is unset."""
-    return parse_loggers([os.environ.get(LOGGERS_ENV, "")])
+    """The loggers REPRO_LOGGERS names (set by `--logger`); none when it is unset. A wrong one is one line
+    naming the variable."""
+    value = os.environ.get(LOGGERS_ENV, "")
+    try:
+        return parse_loggers([value])
+    except ReproError as exc:
+        raise ReproError(f"{LOGGERS_ENV}={value}: {exc}") from None
 
 
 def open_loggers(
