@@ -11,7 +11,8 @@
   questions and candidates, except `NOT_IN_GLOVE` (a word the table must leave at zero), plus a few others.
 
 Nothing here is a real question; the words and answers are made up so that every task has a few questions
-per split. Keys are sparse (not 0..n-1), as the real files' are.
+per split. Keys are sparse (not 0..n-1), as the real files' are. A run reads the frames from the store that
+`repro prepare tgif-qa` makes of the HDF5 file (with `REPRO_DATA_DIR` = `root`), as a user's run does.
 """
 
 from __future__ import annotations
