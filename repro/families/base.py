@@ -258,6 +258,9 @@ class Hooks:
     # (config, spec) -> GPU-hours of evaluating one row from given weights (the `--weights` plan); None: unknown
     evaluation_hours: Callable[[Any, Spec], float | None] | None = None
     convert_weights: Callable[[Path, str, str | None], tuple[Any, Any]] | None = None
+    # (ctx, column) -> the row's optimisation step at the timing sizes, a repro.nn.paired_timing.TimedStep, for
+    # a time column's claims (`repro run ID --timing`: two rows' steps interleaved, repro.timing); None: not timed
+    timed_step: Callable[[RunContext, Any], Any] | None = None
 
     def unit_resources(self, config: Any, scale: str) -> Resources:
         if self.resources is not None:
