@@ -530,10 +530,11 @@ class WeightsSource:
         names = "+".join(f"{c.path.stem}@{c.sha256[:8]}" for c in self.checkpoints)
         return re.sub(r"[^A-Za-z0-9._@+-]+", "_", names)
 
-    def results_root(self) -> Path:
+    def results_root(self, scale: str | None = None) -> Path:
+        """`<results>/weights/<source>/`, in the folder of `scale`'s records (smoke: the scratch folder)."""
         from repro.paths import results_dir
 
-        return results_dir() / WEIGHTS_FOLDER / self.folder()
+        return results_dir(scale) / WEIGHTS_FOLDER / self.folder()
 
     def with_digest(self) -> WeightsSource:
         return WeightsSource(tuple(c.with_digest() for c in self.checkpoints), self.empty)

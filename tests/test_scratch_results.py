@@ -180,3 +180,15 @@ def test_empty_folder_variables_mean_their_defaults(defaults, tmp_path, monkeypa
         paths.data_dir() == Path.home() / ".cache" / "repro" / "data"
         and scratch_dir().parent.parent == paths.data_dir().parent.parent
     )
+
+
+def test_numbers_from_given_weights_go_where_their_scale_goes(defaults, tmp_path, monkeypatch):
+    """`repro run --weights` at the smoke scale (a pipeline check) is scratch too; at paper scale its numbers sit
+    under the results folder's weights/ beside, never among, the numbers trained here."""
+    from repro.weights import Checkpoint, WeightsSource
+
+    monkeypatch.setenv("REPRO_SCRATCH", str(tmp_path / "scratch"))
+    source = WeightsSource((Checkpoint(tmp_path / "mine.pth", sha256="ab" * 32),))
+    assert source.results_root("smoke") == tmp_path / "scratch" / "weights" / "mine@abababab"
+    assert source.results_root("paper") == results_dir("paper") / "weights" / "mine@abababab"
+    assert source.results_root("paper").parent.parent != scratch_dir()

@@ -227,7 +227,7 @@ def execute_weights(plan: Plan, workdir: Path, sources: dict[str, Any], force: b
             raise ReproError(f"{plan.spec.id} row {step.row.name!r}: its family evaluates no given weights (--weights)")
     checked = {name: source.with_digest() for name, source in sources.items()}
     for step in plan.steps:
-        root = checked[step.row.name].results_root()
+        root = checked[step.row.name].results_root(plan.scale)
         if 0 in read_seed_results(plan.spec, step.row, plan.scale, root) and not force:
             raise ReproError(
                 f"{root}: {plan.spec.id} row {step.row.name!r} at scale {plan.scale} already has a result of these "
@@ -238,7 +238,7 @@ def execute_weights(plan: Plan, workdir: Path, sources: dict[str, Any], force: b
     for step in plan.steps:
         source = checked[step.row.name]
         ctx = unit_context(plan, workdir, step, 0, resume=False, progress=True, data=prepared.get(step.row.name))
-        ctx = dataclasses.replace(ctx, weights=source, results_root=source.results_root())
+        ctx = dataclasses.replace(ctx, weights=source, results_root=source.results_root(plan.scale))
         outcome = run_unit(ctx)
         config = {**resolved_config(plan.spec, step.row, plan.scale, plan.settings), "weights": source.record()}
         store_unit(plan.spec, step.row, plan.scale, 0, outcome, config, None, ctx.results_root, weights=source.record())

@@ -133,7 +133,7 @@ def weights_results(spec: Spec, scale: str) -> list[Result]:
     from repro.paths import results_read_dir
     from repro.weights import WEIGHTS_FOLDER
 
-    folder = results_read_dir() / WEIGHTS_FOLDER
+    folder = results_read_dir(scale) / WEIGHTS_FOLDER
     if not folder.is_dir():
         return []
     out = []
