@@ -121,7 +121,7 @@ class RunMonitor:
         self.load = self.load_source()
         if self.load is not None and self.load.busy:
             self.console.print(
-                f"note: this machine is busy ({self.load.words()}): training on the CPU takes about "
+                f"note: this machine is busy ({self.load.words()}): CPU work takes about "
                 f"{self.load.stretch:.1f}× an idle machine's time while that lasts, and the ETA says so",
                 highlight=False,
                 soft_wrap=True,

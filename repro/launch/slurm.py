@@ -387,6 +387,7 @@ def submit(
         "REPRO_DATA_DIR": str(data_dir().absolute()),
         "REPRO_RESULTS": str(results_dir(scale).absolute()),
         "REPRO_EXPERIMENTS": str(experiments_dir().absolute()),
+        **{k: os.environ[k] for k in ("REPRO_LOGGERS",) if os.environ.get(k)},  # --logger: the jobs' writers too
     }
     configs = {s.row.name: resolved_config(spec, s.row, scale, settings, plan.variant) for s in plan.steps}
     planned = [(group, group_resources(group[0][0], scale, options, len(group))) for group in groups(plan, units)]

@@ -167,7 +167,7 @@ class RecipeFields(BaseModel):
     @field_validator("description", mode="before")
     @classmethod
     def _description(cls, value: Any) -> str:
-        return str(value).strip()
+        return "" if value is None else str(value).strip()
 
 
 # what a type error says, by field (range errors say their own)
