@@ -78,3 +78,13 @@ def test_convert_refuses_a_truncated_file_in_one_line_and_writes_nothing(runner,
         app, ["weights", "convert", str(bad), "--family", "mcan-pa", "--layout", "mmf", "-o", str(out)]
     )
     assert result.exit_code == 2 and "--layout 'mmf' for mcan-pa" in result.output
+
+
+def test_ls_reads_at_80_columns_and_never_cuts_a_url(runner):
+    rows = json.loads(runner.invoke(app, ["weights", "ls", "--format", "json"]).output)
+    result = runner.invoke(app, ["weights", "ls"], env={"COLUMNS": "80"})
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert len(lines) <= 45 and all(len(line) <= 80 for line in lines if "from " not in line)
+    for r in rows:
+        assert f"{r['name']}: {r['dataset']}/{r['file']} from {r['url'] or 'by hand'}" in result.output

@@ -74,30 +74,46 @@ def _size(row: dict) -> str:
 def ls_command(fmt: str = typer.Option("rich", "--format", "-f", help="Output format: rich or json.")) -> None:
     """What is released for which rows: where each downloads from (`repro weights download NAME`), its size and
     sha256 where published (? where not), and whether it is on disk."""
-    from rich.table import Table
-
     if fmt not in RICH_OR_JSON:
         raise ReproError(f"--format {fmt!r}: one of {', '.join(RICH_OR_JSON)}")
     rows = released_rows()
     if fmt == "json":
         typer.echo(json.dumps(rows, indent=2))
         return
-    table = Table(title="released checkpoints")
-    for column in ("name", "layout", "fills", "download", "size", "sha256", "on disk"):
-        table.add_column(column)
-    for r in rows:
-        where = r["url"] or "by hand (`repro weights download` says how)"
-        table.add_row(
-            r["name"],
-            f"{r['family']} {r['layout']}",
-            r["rows"],
-            f"{r['dataset']}/{r['file']}: {where}",
-            _size(r),
-            (r["sha256"][:12] + "…") if r["sha256"] else "-",
-            r["on_disk"],
-        )
-    console.print(table)
+    console.print(ReleasedView(rows))
+    for r in rows:  # a line each, never cut: a command or a URL to copy
+        where = r["url"] or "by hand: `repro weights download` says how"
+        console.print(f"{r['name']}: {r['dataset']}/{r['file']} from {where}", soft_wrap=True, highlight=False)
     console.print("size ?: not published; sha256 -: none published (the download records the one it finds)")
+
+
+class ReleasedView:
+    """`repro weights ls` in the block layout of `repro list`: one line per checkpoint (name, size, sha256, on disk
+    never cut; the cells it fills cut at narrow widths), then where each downloads from, one wrapped line each."""
+
+    def __init__(self, rows: list[dict]):
+        self.rows = rows
+
+    def __rich_console__(self, console, options):
+        from rich.text import Text
+
+        from repro.report.layout import Col, _wrap, listing_grid, plain_listing, rich_listing
+
+        rows, width = self.rows, options.max_width
+        label = Col("name", [r["name"] for r in rows], justify="left")
+        cols = [
+            Col("size", [_size(r) for r in rows]),
+            Col("sha256", [(r["sha256"][:12] + "…") if r["sha256"] else "-" for r in rows], justify="left"),
+            Col("on disk", [r["on_disk"] for r in rows], justify="left"),
+        ]
+        grid = listing_grid(label, cols, width, console.is_terminal)
+        title = "released checkpoints"
+        if console.is_terminal:
+            yield from rich_listing(grid, width, title=title, title_justify="left")
+        else:
+            yield Text("\n".join([title, *plain_listing(grid, width)]), no_wrap=True, overflow="ignore")
+        for r in rows:  # what each fills, wrapped (where it downloads from: `ls_command`, never cut)
+            yield Text("\n".join(_wrap(f"{r['name']} ({r['family']} {r['layout']}): {r['rows']}", width, "  ")))
 
 
 @weights_app.command("download")
