@@ -33,7 +33,7 @@ from repro.families.psac.build import (
 )
 from repro.families.psac.config import for_scale
 from repro.families.psac.statistics import statistics
-from repro.families.psac.tasks import epoch_seconds, run_task
+from repro.families.psac.tasks import column_step, epoch_seconds, run_task
 from repro.paths import data_dir
 from repro.specs import Spec
 
@@ -183,4 +183,5 @@ HOOKS = Hooks(
     convert_weights=convert_weights,
     supports_limit=True,  # --limit N: the first N questions of each task's Train and Test at paper scale
     limited_hours=limited_hours,
+    timed_step=column_step,  # Table 4's claims on s/epoch: the two rows' steps interleaved (repro.timing)
 )

@@ -107,23 +107,24 @@ def task_inputs(ctxs: list[RunContext], task: str, root: Path, store: Path | Non
     return data, recipes, models
 
 
-def epoch_seconds(ctx: RunContext, task: str) -> dict[str, Any]:
-    """Table 4's s/epoch of one task's model, measured at the timing sizes (the paper's unless the scale's
-    `timing.sizes` says otherwise): the median of `timing.steps` optimisation steps of the recipe (after
-    `timing.warmup`) on a batch of the recipe's paper batch size, times the steps of one epoch over
-    `timing.train_questions[task]` questions (the real train split). Random inputs of the paper's shapes:
-    step time does not depend on the values. Timed on the unit's device (`ctx.device`, the trainer's choice
-    when unset), CUDA synchronised around every step."""
-    from repro.nn.measure import train_step_time
+def timed_step(ctx: RunContext, task: str):
+    """One optimisation step of the recipe (the paper's: batch 32, Adamax, clipping 0.25; `timing.batch_size`
+    overrides the batch) of one task's model at the timing sizes (the paper's unless the scale's `timing.sizes`
+    says otherwise), on random inputs of the paper's shapes (step time does not depend on the values), on the
+    unit's device (`ctx.device`, the trainer's choice when unset): a repro.nn.paired_timing.TimedStep whose
+    `info` has the batch size and the steps of one epoch over `timing.train_questions[task]` (the real train
+    split)."""
+    from repro.families.psac.config import for_scale
+    from repro.nn.paired_timing import TimedStep
     from repro.train.distributed import DistEnv, device_for
     from repro.train.trainer import build_optimizer
 
-    timing = ctx.settings["timing"]
-    recipe = ctx.recipe(overrides={})  # the paper's recipe: batch 32, Adamax, clipping 0.25
+    timing = ctx.settings.get("timing") or {}
+    recipe = ctx.recipe(overrides={})
     batch_size = int(timing.get("batch_size", recipe.batch_size))
     sizes = timing.get("sizes") or {}
     torch.manual_seed(ctx.seed)
-    model = build_model(ctx.config, sizes, task=task)
+    model = build_model(for_scale(ctx.config, ctx.scale), sizes, task=task)
     batch = example_batch(batch_size, sizes, seed=ctx.seed, task=task)
     g = torch.Generator().manual_seed(ctx.seed)
     if task in ("action", "transition"):
@@ -136,22 +137,42 @@ def epoch_seconds(ctx: RunContext, task: str) -> dict[str, Any]:
     model.to(device)
     batch = {k: v.to(device) for k, v in batch.items()}
     optimizer = build_optimizer(recipe, [p for p in model.parameters() if p.requires_grad])
-    step = train_step_time(
-        model,
-        batch,
-        loss_step(task),
-        optimizer,
+    questions = timing.get("train_questions", {}).get(task)
+    info = {"batch_size": batch_size, "train_questions": questions}
+    if questions is not None:
+        info["steps_per_epoch"] = math.ceil(int(questions) / batch_size)
+    return TimedStep(model, batch, loss_step(task), optimizer, recipe.grad_clip, info)
+
+
+def column_step(ctx: RunContext, column):
+    """`Hooks.timed_step`: a time column's step is that of the task its key names."""
+    return timed_step(ctx, column.key)
+
+
+def epoch_seconds(ctx: RunContext, task: str) -> dict[str, Any]:
+    """Table 4's s/epoch of one task's model alone (`timed_step`): the median of `timing.steps` steps after
+    `timing.warmup`, times the steps of one epoch. CUDA synchronised around every step. A claim on these
+    columns is judged from `repro run ID --timing`'s interleaved ratios (repro.timing), not from these."""
+    from repro.nn.measure import train_step_time
+
+    timing = ctx.settings["timing"]
+    step = timed_step(ctx, task)
+    seconds = train_step_time(
+        step.model,
+        step.batch,
+        step.loss_fn,
+        step.optimizer,
         steps=int(timing.get("steps", 3)),
         warmup=int(timing.get("warmup", 1)),
-        grad_clip=recipe.grad_clip,
+        grad_clip=step.grad_clip,
     )
     questions = int(timing["train_questions"][task])
-    steps_per_epoch = math.ceil(questions / batch_size)
+    steps_per_epoch = step.info["steps_per_epoch"]
     return {
-        "seconds_per_step": step,
+        "seconds_per_step": seconds,
         "steps_per_epoch": steps_per_epoch,
-        "seconds_per_epoch": step * steps_per_epoch,
-        "batch_size": batch_size,
+        "seconds_per_epoch": seconds * steps_per_epoch,
+        "batch_size": step.info["batch_size"],
         "train_questions": questions,
         "timed_steps": int(timing.get("steps", 3)),
         "threads": torch.get_num_threads(),
