@@ -167,6 +167,12 @@ def run_command(
         "repeated: --weights flickr30k=A.pth --weights coco=B.pth (columns without one stay empty). Records go "
         "to results/weights/, shown apart by `repro table`.",
     ),
+    timing: bool = typer.Option(
+        False,
+        "--timing",
+        help="No training: time the two rows of each claim on a time column against each other, their steps "
+        "interleaved in one process (the scale's `timing` settings); the claims are judged from these ratios.",
+    ),
 ) -> None:
     """Train and evaluate every runnable row of a table, write results, print the table.
 
@@ -179,6 +185,9 @@ def run_command(
     On a Slurm cluster: [bold]repro run mcan-pa-table5-ablation --launcher slurm --partition gpu[/], then
     [bold]repro run mcan-pa-table5-ablation --status[/].
     """
+    if timing:
+        run_timing_command(ident, scale, overrides, limit, device)
+        return
     slurm_words = [w for w, v in (("--partition", partition), ("--account", account), ("--qos", qos)) if v]
     slurm_words += ["--slurm-opt"] * bool(slurm_opt)
     if launcher != "slurm" and slurm_words:
@@ -216,6 +225,17 @@ def run_command(
         loggers=tuple(logger or ()),
     )
     run_request(request)
+
+
+def run_timing_command(ident: str, scale: str, overrides, limit: int | None, device: str | None) -> None:
+    """`repro run ID --timing`: the interleaved timing records of the table's time claims (repro.timing)."""
+    from repro.run import scale_settings
+    from repro.timing import run_timing
+
+    spec, variant = target_and_variant(ident, overrides, limit)
+    if not variant.empty:
+        raise ReproError("--timing times the committed spec at a scale: no overrides, --limit or spec file")
+    run_timing(spec, scale, scale_settings(spec, scale), device, echo=lambda text: console.print(text, highlight=False))
 
 
 @command("train")

@@ -11,6 +11,14 @@ the exact noncentral t). An exact permutation test of the mean difference (n <= 
 beside Welch, and a verdict the two disagree on is flagged. Rows without spread give no verdict from a
 difference below the metric's resolution.
 
+Claims on a time column ("row trains faster than over") are judged from their interleaved timing record
+(repro.timing: K ratios t_row / t_over, both rows' steps alternated in one process), never from the rows'
+per-seed times: the statistic is the geometric mean ratio, with a CONFIDENCE interval from the t
+distribution of the log ratios; the test is an exact sign-flip permutation test of the mean log ratio,
+one-sided in the claimed direction (all 2^K sign patterns, K <= SIGN_FLIP_MAX_K; a t-test on the log ratios
+above), Holm-adjusted with the table's other claims; "equivalent" is TOST by the same sign-flip test against
+|log ratio| < log(1 + δ), δ the scale's `timing.equivalence` (default 5%). Without a record: not judged.
+
 This module holds only the statistics: a claim is judged from the spec and the records of one scale, with
 no table view involved; how the verdicts are shown is repro.report.layout's (text cells) and export's (JSON).
 """
@@ -22,6 +30,7 @@ import math
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from repro.metrics import METRICS
 from repro.results import Result
@@ -33,6 +42,7 @@ ALPHA = 0.05  # level of the one-sided tests a claim is judged with, Holm-adjust
 CONFIDENCE = 1 - 2 * ALPHA
 POWER = 0.8  # the power at which the smallest detectable effect of an underpowered claim is given
 PERMUTATION_MAX_N = 10  # the exact permutation test is run up to this many seeds per row
+SIGN_FLIP_MAX_K = 20  # time claims: the exact sign-flip test up to this many ratios, a t-test on the logs above
 
 VERDICTS = ("holds", "reversed", "equivalent", "underpowered", "not judged")
 
@@ -68,6 +78,11 @@ class ClaimView:
     m: int = 1  # claims judged in the table (Holm's family size)
     resolution: float | None = None
     test: Welch | None = field(default=None, repr=False)
+    # how it was judged: "welch" (two rows' seeds) or "interleaved ratio" (a time claim's timing record)
+    method: str = "welch"
+    pairs: int | None = None  # time claims: K, the interleaved ratios judged
+    ratio_ci_low: float | None = None  # time claims: CONFIDENCE interval of the geometric mean ratio row / over
+    ratio_ci_high: float | None = None
 
 
 @dataclass(frozen=True)
@@ -90,9 +105,12 @@ class Welch:
     ci_high: float
 
 
-def judge_claims(spec: Spec, results: Mapping[str, Result | None]) -> list[ClaimView]:
-    """Every claim of a table, with Holm's adjustment over the table's judged claims (see the module)."""
-    views = [_measure(spec, claim, results) for claim in spec.claims]
+def judge_claims(
+    spec: Spec, results: Mapping[str, Result | None], scale: str | None = None, root: Path | None = None
+) -> list[ClaimView]:
+    """Every claim of a table, with Holm's adjustment over the table's judged claims (see the module); `scale`
+    (default: the records') and `root` say where time claims' timing records are read (repro.timing)."""
+    views = [_measure(spec, claim, results, scale, root) for claim in spec.claims]
     judged = [v for v in views if v.p_value is not None]
     for key in ("p_value", "p_reversed", "p_equivalence"):
         adjusted = holm([getattr(v, key) for v in judged])
@@ -104,11 +122,13 @@ def judge_claims(spec: Spec, results: Mapping[str, Result | None]) -> list[Claim
     return views
 
 
-def judge_claim(spec: Spec, claim: Claim, results: Mapping[str, Result | None]) -> ClaimView:
+def judge_claim(
+    spec: Spec, claim: Claim, results: Mapping[str, Result | None], scale: str | None = None, root: Path | None = None
+) -> ClaimView:
     """Does `claim.row` beat `claim.over` on `claim.column`? In the paper (the spec's reported values), and
     at a scale (`results`: row name -> that scale's record, None or absent when the row has none), judged
     alone (a family of one: no adjustment; `judge_claims` judges a table's claims together)."""
-    view = _measure(spec, claim, results)
+    view = _measure(spec, claim, results, scale, root)
     if view.p_value is not None:
         view.p_adjusted, view.p_reversed_adjusted = view.p_value, view.p_reversed
         view.p_equivalence_adjusted = view.p_equivalence
@@ -127,7 +147,9 @@ def holm(p_values: Sequence[float]) -> list[float]:
     return adjusted
 
 
-def _measure(spec: Spec, claim: Claim, results: Mapping[str, Result | None]) -> ClaimView:
+def _measure(
+    spec: Spec, claim: Claim, results: Mapping[str, Result | None], scale: str | None = None, root: Path | None = None
+) -> ClaimView:
     """A claim's statistics before any verdict that depends on the other claims of its table."""
     column = spec.column(claim.column)
     sign = -1.0 if column.better == "lower" else 1.0
@@ -140,6 +162,9 @@ def _measure(spec: Spec, claim: Claim, results: Mapping[str, Result | None]) -> 
     if column.metric == "time":
         ratios["ratio_paper"] = _ratio(reported_a, reported_b)
         ratios["ratio"] = _ratio(reproduced_a, reproduced_b)
+        if scale is None:
+            scale = next((r.scale for r in (result_a, result_b) if r is not None), None)
+        return _measure_time(spec, claim, scale, root, paper, sign, ratios)
     if reproduced_a is None or reproduced_b is None:
         return ClaimView(claim.text, paper, "not judged (no results)", **ratios)
     sample_a = seed_sample(result_a, claim.column)
@@ -170,6 +195,64 @@ def _measure(spec: Spec, claim: Claim, results: Mapping[str, Result | None]) -> 
     return view
 
 
+def _measure_time(
+    spec: Spec, claim: Claim, scale: str | None, root: Path | None, paper: bool | None, sign: float, ratios: dict
+) -> ClaimView:
+    """A time claim from its interleaved ratios (see the module): margin = sign * mean log ratio (positive:
+    `row` better, i.e. faster for a lower-is-better time), its test and interval, TOST against log(1 + δ)."""
+    from scipy import stats
+
+    from repro.timing import read_timing
+
+    record = None if scale is None else read_timing(spec, claim, scale, root)
+    if record is None:
+        return ClaimView(
+            claim.text,
+            paper,
+            f"not judged (no interleaved timing record: repro run {spec.id} --scale {scale or '…'} --timing)",
+            method="interleaved ratio",
+            **ratios,
+        )
+    logs = [math.log(r) for r in record["ratios"]]
+    x = [sign * v for v in logs]
+    k = len(x)
+    mean = statistics.fmean(logs)
+    margin = sign * mean
+    sd = statistics.stdev(x) if k > 1 else 0.0
+    se, df = sd / math.sqrt(k), k - 1
+    half = float(stats.t.ppf(0.5 + CONFIDENCE / 2, df)) * se if se > 0 else 0.0
+    test = Welch(margin, se, df, log_ratio_p(x), margin - half, margin + half)
+    view = ClaimView(claim.text, paper, "", margin, None, test.p_value, test.ci_low, test.ci_high, (k, k))
+    view.ratio, view.ratio_paper = math.exp(mean), ratios["ratio_paper"]
+    view.ratio_ci_low, view.ratio_ci_high = math.exp(mean - half), math.exp(mean + half)
+    view.method, view.pairs, view.test = "interleaved ratio", k, test
+    view.p_reversed = log_ratio_p([-v for v in x])
+    equivalence = float(record.get("equivalence", 0.05))
+    view.delta, view.delta_source = math.log1p(equivalence), f"timing.equivalence ({equivalence:.0%}, log ratio)"
+    view.p_equivalence = max(log_ratio_p([v + view.delta for v in x]), log_ratio_p([view.delta - v for v in x]))
+    return view
+
+
+def log_ratio_p(x: Sequence[float]) -> float:
+    """One-sided p of "mean(x) > 0" for log ratios `x`: the exact sign-flip permutation test (the share of the 2^K
+    sign patterns whose mean is at least the observed one, the observed included) up to SIGN_FLIP_MAX_K values,
+    a one-sample t-test above."""
+    import numpy as np
+    from scipy import stats
+
+    values = np.asarray(x, dtype=float)
+    k = len(values)
+    if k > SIGN_FLIP_MAX_K:
+        sd = float(values.std(ddof=1))
+        if sd == 0.0:
+            return 0.0 if values.mean() > 0 else 1.0
+        return float(stats.t.sf(values.mean() / (sd / math.sqrt(k)), k - 1))
+    signs = 1 - 2 * ((np.arange(2**k)[:, None] >> np.arange(k)) & 1)  # every sign pattern, the observed first
+    means = (signs * values).mean(axis=1)
+    tolerance = 1e-12 * max(1.0, float(np.abs(values).max()))
+    return float(np.mean(means >= values.mean() - tolerance))
+
+
 def _decide(v: ClaimView) -> None:
     """The verdict from the Holm-adjusted p-values (v.m claims in the family)."""
     if v.p_adjusted < ALPHA and v.margin > 0:
@@ -177,11 +260,15 @@ def _decide(v: ClaimView) -> None:
     elif v.p_reversed_adjusted < ALPHA and v.margin < 0:
         v.kind, v.verdict = "reversed", "reversed"
     elif v.p_equivalence_adjusted is not None and v.p_equivalence_adjusted < ALPHA:
-        v.kind, v.verdict = "equivalent", f"equivalent within δ = {v.delta:.3g}"
+        within = f"±{math.expm1(v.delta):.0%} (ratio)" if v.method == "interleaved ratio" else f"δ = {v.delta:.3g}"
+        v.kind, v.verdict = "equivalent", f"equivalent within {within}"
     else:
         v.detectable = None if v.test is None else detectable_effect(v.test, ALPHA / v.m)
         words = "–" if v.detectable is None else f"{v.detectable:.3g}"
-        v.kind, v.verdict = "underpowered", f"underpowered (the smallest effect these seeds could detect: {words})"
+        what = "seeds"
+        if v.method == "interleaved ratio":  # the detectable log ratio, as a relative difference
+            words, what = ("–" if v.detectable is None else f"{math.expm1(v.detectable):.1%}"), f"{v.pairs} ratios"
+        v.kind, v.verdict = "underpowered", f"underpowered (the smallest effect these {what} could detect: {words})"
     if v.p_permutation is not None:
         welch_says = min(v.p_value, v.p_reversed) < ALPHA
         permutation_says = min(v.p_permutation, v.p_permutation_reversed) < ALPHA

@@ -372,6 +372,12 @@ def claim_to_json(c: ClaimView) -> dict:
         "n": None if c.n is None else list(c.n),
         "ratio": c.ratio,
         "ratio_paper": c.ratio_paper,
+        # how it was judged: "welch" (the rows' seeds) or "interleaved ratio" (a time claim's timing record,
+        # repro.timing: ratio = geometric mean of its `pairs` ratios, with its interval)
+        "test": c.method,
+        "pairs": c.pairs,
+        "ratio_ci_low": c.ratio_ci_low,
+        "ratio_ci_high": c.ratio_ci_high,
     }
 
 

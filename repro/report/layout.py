@@ -129,7 +129,10 @@ def claims_caption() -> str:
         "and Holm's first level α/m (exact noncentral t); perm. p = exact permutation test of the mean "
         "difference (up to 10 seeds per row), ⚑ where it and Welch disagree at α; rows without spread give no "
         "verdict from a difference below the metric's resolution; n = seeds of the row and of the row it is "
-        "compared with; ratio = row / compared row (time claims)."
+        "compared with; ratio = row / compared row (time claims). Time claims are judged from K ratios of the two "
+        "rows' steps interleaved in one process (`repro run ID --timing`), never from seeds: ratio = their geometric "
+        "mean, margin = the mean log ratio in the claimed direction, p = exact sign-flip test, equivalent = within "
+        "±δ (the scale's timing.equivalence) of ratio 1, n = K; without a timing record, not judged."
     )
 
 

@@ -118,7 +118,7 @@ def build_view(
                 deviation=row.deviation.get(col.name),
             )
         view.rows.append(RowView(name=row.name, cited=row.cited, runnable=row.runnable, cells=cells, result=result))
-    view.claims = judge_claims(spec, {r.name: r.result for r in view.rows})
+    view.claims = judge_claims(spec, {r.name: r.result for r in view.rows}, scale, results_root)
     view.config_notes = [
         n for r in view.rows if r.result is not None for n in [config_note(spec, r.result, results_root)] if n
     ]
