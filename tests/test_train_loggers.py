@@ -14,23 +14,16 @@ from repro.errors import ReproError
 from repro.families import load_recipe
 from repro.train import fit, loggers
 from repro.train.ensemble import fit_ensemble
+from tests.test_train_resume import RECIPE
 from tests.tiny_vqa import NUM_ANSWERS, TINY_SIZES, TinyVQA
-
-RECIPE = """\
-optimizer: {name: adam, betas: [0.9, 0.98], eps: 1.0e-9}
-schedule: {name: mcan, base_lr: 0.001, warmup_epochs: 1, decay_epochs: [2], decay_rate: 0.2}
-epochs: 2
-batch_size: 8
-loss: bce-sum
-seed: 5
-"""
 
 
 @pytest.fixture
 def recipe(tmp_path):
+    """The trainer's resume-test recipe (tests/test_train_resume.py) over two epochs."""
     path = tmp_path / "tiny.yaml"
     path.write_text(RECIPE)
-    return load_recipe(str(path))
+    return load_recipe(str(path)).replace(epochs=2)
 
 
 @pytest.fixture(autouse=True)
