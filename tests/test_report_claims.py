@@ -135,7 +135,9 @@ def test_a_time_claim_shows_the_ratio_beside_the_papers(sandbox):
     _write(spec, "Ours*", [30.0])
     _write(spec, "Cited", [40.0])
     claim = build_view(spec, "synthetic").claims[0]
-    assert claim.verdict == "not judged (1 seed)" and claim.margin == pytest.approx(10.0)
+    # judged from interleaved ratios (repro.timing), never from the rows' seeds: without a timing record, not judged
+    assert claim.verdict.startswith("not judged (no interleaved timing record") and claim.margin is None
+    assert claim.kind == "not judged" and claim.method == "interleaved ratio"
     assert claim.ratio == pytest.approx(0.75) and claim.ratio_paper == pytest.approx(54.86 / 80.0)
     md = re.sub(r" +", " ", render_markdown(build_view(spec, "synthetic")))
     assert "| ratio |" in md and "0.75 (paper 0.69)" in md
