@@ -143,6 +143,7 @@ def test_psac_times_its_epoch_on_the_units_device(monkeypatch):
     settings = spec.scales["smoke"]
     ctx = SimpleNamespace(
         config=row.config,
+        scale="smoke",
         seed=0,
         device=torch.device("meta"),
         settings=settings,
