@@ -1,6 +1,6 @@
 """`repro run ID --scale paper --limit N --dry-run`: the GPU-hours count the share of the questions a partial run
-trains on where the family can say it (psac, sa-m4c: same epochs over the first N questions), and say plainly that
-the estimate is for the whole splits where it cannot."""
+trains on where the family can say it (psac, sa-m4c, mcan-pa, dsganet: same epochs over the first N questions), and
+say plainly that the estimate is for the whole splits where it cannot (ace-rpe)."""
 
 from __future__ import annotations
 
@@ -39,13 +39,24 @@ def test_sa_m4c_counts_its_share_of_textvqa_train():
     assert limited == pytest.approx(full * 3_460 / 34_602)
 
 
-def test_a_family_without_a_share_says_the_estimate_is_for_the_whole_splits():
-    hooks = implementation(by_paper("mcan-pa"))
-    if hooks.limited_hours is not None:
-        pytest.skip("mcan-pa counts --limit now")
+def test_mcan_pa_counts_the_share_of_vqa_v2s_train_and_val_questions_of_its_three_splits():
+    _, full = _hours("mcan-pa-table5-ablation", "MCAN", None)
     plan, limited = _hours("mcan-pa-table5-ablation", "MCAN", 500)
-    assert limited == _hours("mcan-pa-table5-ablation", "MCAN", None)[1]
-    assert "--limit 500 not counted for MCAN: the estimate is for the whole splits" in cost_lines(plan)[0]
+    assert limited == pytest.approx(full * 3 * 500 / (443_757 + 214_354)) and plan.steps[0].limited
+    assert _hours("mcan-pa-table5-ablation", "MCAN", 500_000)[1] == pytest.approx(full)
+
+
+def test_dsganet_counts_its_share_of_vqa_v2_train():
+    _, full = _hours("dsganet-table6-relations", "1", None)
+    _, limited = _hours("dsganet-table6-relations", "1", 4_437)
+    assert full is not None and limited == pytest.approx(full * 4_437 / 443_757)
+
+
+def test_a_family_without_a_share_says_the_estimate_is_for_the_whole_splits():
+    assert implementation(by_paper("ace-rpe")).limited_hours is None  # pre-training and heads: several splits
+    plan, limited = _hours("ace-rpe-table1-pe", "APE", 500)
+    assert limited == _hours("ace-rpe-table1-pe", "APE", None)[1]
+    assert "--limit 500 not counted for APE: the estimate is for the whole splits" in cost_lines(plan)[0]
 
 
 def test_the_dry_run_prints_the_limited_estimate(runner):

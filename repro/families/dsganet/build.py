@@ -190,6 +190,13 @@ def gpu_hours(config: DSGANetConfig | dict) -> float | None:
     return flops / (SUSTAINED_TFLOPS * 1e12) / 3600
 
 
+def limited_hours(config: DSGANetConfig | dict, limit: int) -> float | None:
+    """`--limit N`: the training estimate times the share of VQA v2's train questions the first N are; the
+    epochs stay the same."""
+    hours = gpu_hours(config)
+    return None if hours is None else hours * min(1.0, limit / TRAIN_QUESTIONS)
+
+
 DEPTH_KEYS = ("depth_hist", "depth_peak", "depth_mean", "depth_mode")
 
 

@@ -116,6 +116,7 @@ HOOKS = Hooks(
     run_ensemble=run_ensemble,
     compute_tasks=COMPUTE_TASKS,
     supports_limit=True,  # --limit N: the first N questions of each split at paper scale
+    limited_hours=build.limited_hours,
     example_batch=build.example_batch,
     paper_data=build.paper_data,
 )

@@ -168,6 +168,18 @@ def gpu_hours(config: McanConfig | dict) -> float | None:
     return EPOCH_SECONDS["mcan+pa" if config.positional else "mcan"] * EPOCHS / 3600
 
 
+# VQA v2's train and val questions (the paper's §IV-A: 443,757 and 214,354), two of the three splits a paper-scale
+# row trains on; the third, Visual Genome's QA, has no count in the paper and is left out, so a share errs high.
+TRAIN_VAL_QUESTIONS = 443_757 + 214_354
+
+
+def limited_hours(config: McanConfig | dict, limit: int) -> float | None:
+    """`--limit N`: the training estimate times the share of the questions the first N of each training split
+    (train, val, vg) are; the epochs stay the same."""
+    hours = gpu_hours(config)
+    return None if hours is None else hours * min(1.0, 3 * limit / TRAIN_VAL_QUESTIONS)
+
+
 def paper_data(spec: Spec, row) -> list[DataNeed]:
     """What a paper-scale row reads, in the order of its commands: GloVe (and Visual Genome's QA, where the
     spec trains with it) before `repro prepare` of the questions reads them, the bottom-up features (36

@@ -240,6 +240,7 @@ HOOKS = Hooks(
     run_row=run_row,
     run_ensemble=run_ensemble,
     supports_limit=True,  # --limit N: the first N questions of each split at paper scale
+    limited_hours=build.limited_hours,
     supports_weights=True,  # --weights: an mcan-vqa checkpoint (MCAN rows), evaluated
     evaluation_hours=evaluation_hours,
     generator_settings=mcan_data.generator_settings,
