@@ -287,47 +287,38 @@ _FINE_TUNED = (
     "ALBEF's README does not say which pre-training its fine-tuned files start from; they fill the 14M row, the "
     "setting of ALBEF's best reported numbers"
 )
+
+
+def _albef(name: str, rows: str, cell: tuple[str, str, str] | None = None) -> Released:
+    """One of ALBEF's seven released files (catalog entry albef-checkpoints); a fine-tuned one fills `cell` of the
+    ALBEF (14M) row."""
+    if cell is None:
+        return Released(name, "ace-rpe", "albef", rows, "albef-checkpoints")
+    return Released(
+        name, "ace-rpe", "albef", rows, "albef-checkpoints", cells=(cell,), model=_ALBEF_14M, note=_FINE_TUNED
+    )
+
+
 RELEASED: tuple[Released, ...] = (
-    Released("ALBEF_4M.pth", "ace-rpe", "albef", "ALBEF rows, init: albef (4M pre-training)", "albef-checkpoints"),
-    Released("ALBEF.pth", "ace-rpe", "albef", "ALBEF rows, init: albef (14M pre-training)", "albef-checkpoints"),
-    Released(
+    _albef("ALBEF_4M.pth", "ALBEF rows, init: albef (4M pre-training)"),
+    _albef("ALBEF.pth", "ALBEF rows, init: albef (14M pre-training)"),
+    _albef(
         "flickr30k.pth",
-        "ace-rpe",
-        "albef",
         "ace-rpe Table 3 ALBEF (14M), Flickr30K columns",
-        "albef-checkpoints",
-        cells=(("ace-rpe-table3-sota", "ALBEF (14M)", "flickr30k"),),
-        model=_ALBEF_14M,
-        note=_FINE_TUNED,
+        ("ace-rpe-table3-sota", "ALBEF (14M)", "flickr30k"),
     ),
-    Released(
+    _albef(
         "mscoco.pth",
-        "ace-rpe",
-        "albef",
         "ace-rpe Table 3 ALBEF (14M), MS-COCO columns",
-        "albef-checkpoints",
-        cells=(("ace-rpe-table3-sota", "ALBEF (14M)", "coco-retrieval"),),
-        model=_ALBEF_14M,
-        note=_FINE_TUNED,
+        ("ace-rpe-table3-sota", "ALBEF (14M)", "coco-retrieval"),
     ),
-    Released(
+    _albef(
         "vqa.pth",
-        "ace-rpe",
-        "albef",
         "ace-rpe Table 4 ALBEF (14M), VQA columns (no SNLI-VE or NLVR2 fine-tuned checkpoint is released)",
-        "albef-checkpoints",
-        cells=(("ace-rpe-table4-sota", "ALBEF (14M)", "vqa2"),),
-        model=_ALBEF_14M,
-        note=_FINE_TUNED,
+        ("ace-rpe-table4-sota", "ALBEF (14M)", "vqa2"),
     ),
-    Released("refcoco.pth", "ace-rpe", "albef", "ALBEF RefCOCO+ grounding", "albef-checkpoints"),
-    Released(
-        "pretrain_model_nlvr.pth",
-        "ace-rpe",
-        "albef",
-        "ALBEF NLVR2 (TA pre-training, before NLVR2 fine-tuning)",
-        "albef-checkpoints",
-    ),
+    _albef("refcoco.pth", "ALBEF RefCOCO+ grounding"),
+    _albef("pretrain_model_nlvr.pth", "ALBEF NLVR2 (TA pre-training, before NLVR2 fine-tuning)"),
     Released(  # mcan-vqa's README: ckpts/ckpt_small/epoch13.pkl behind interactive share links
         "mcan-small",
         "mcan-pa",
