@@ -69,6 +69,7 @@ def attention(ctx: RunContext, question_id: int) -> AttentionMaps:
         logits = model(batch)
     handle.remove()
     n = int(item["box_count"])
+    boxes = item["boxes"][:n].numpy()  # the dataset's item: on the CPU (only `batch` moved)
     layers = len(model.decoder)
     received = np.stack(
         [maps[f"decoder.{i}.self_att"][0, :, :n, :n].mean(dim=1).cpu().numpy() for i in range(layers)]
@@ -82,8 +83,8 @@ def attention(ctx: RunContext, question_id: int) -> AttentionMaps:
         answer=val.answer_vocab[int(logits.argmax(dim=1))],
         gold=gold,
         image_size=tuple(float(v) for v in item["image_size"]),
-        boxes=item["boxes"][:n].numpy(),
-        box_labels=box_labels(ctx.settings, asked.get("image_id"), item["boxes"][:n].numpy()),
+        boxes=boxes,
+        box_labels=box_labels(ctx.settings, asked.get("image_id"), boxes),
         over_boxes={
             "decoder self-attention": received,
             "image pooling": pooled["weights"][0, :n].cpu().numpy()[None, None, :],
