@@ -132,23 +132,27 @@ def _write_bert(folder: Path, words: set[str], hidden: int, heads: int, ff: int,
     torch.save(old, folder / "pytorch_model.bin")
 
 
-def _write_fasttext(folder: Path, words: list[str], dim: int) -> None:
+def write_fasttext_model(folder: Path, words: list[str], dim: int, *, lines: int = 3000) -> Path:
+    """Train a tiny fastText model on `words` and save it as `folder/wiki.en.bin`, FastText's official format."""
     import fasttext
 
     folder.mkdir(parents=True, exist_ok=True)
     corpus = folder / "corpus.txt"
-    corpus.write_text("\n".join(" ".join(words) for _ in range(3000)) + "\n", encoding="utf-8")
-    for attempt in range(3):  # fastText ends in "Encountered NaN" now and then on a corpus this small (~1 in 100)
+    corpus.write_text("\n".join(" ".join(words) for _ in range(lines)) + "\n", encoding="utf-8")
+    attempts = 5  # fastText now and then ends in "Encountered NaN" on a corpus this small, more often on some CPUs
+    for attempt in range(attempts):
         try:
             model = fasttext.train_unsupervised(
                 str(corpus), dim=dim, minCount=1, epoch=1, lr=0.01, thread=1, bucket=2000, minn=2, maxn=4, verbose=0
             )
             break
         except RuntimeError:
-            if attempt == 2:
+            if attempt == attempts - 1:
                 raise
-    model.save_model(str(folder / "wiki.en.bin"))
     corpus.unlink()
+    path = folder / "wiki.en.bin"
+    model.save_model(str(path))
+    return path
 
 
 def write_sa_m4c_paper_fixtures(
@@ -254,5 +258,5 @@ def write_sa_m4c_paper_fixtures(
     words = {w for q in QUESTIONS for w in q.rstrip("?").split()} | set(WORDS) | set(NUMBERS)
     if models:
         _write_bert(root / "bert-base-uncased", words, bert_hidden, bert_heads, bert_ff, bert_layers)
-        _write_fasttext(root / "fasttext-wiki-en", [*WORDS, *NUMBERS, "unanswerable"], fasttext_dim)
+        write_fasttext_model(root / "fasttext-wiki-en", [*WORDS, *NUMBERS, "unanswerable"], fasttext_dim)
     return info

@@ -15,6 +15,7 @@ from repro.errors import ReproError
 from repro.families.sa_m4c.data import image_key, read_ocr
 from repro.families.sa_m4c.prepare import imdb_ocr, missing_input, read_imdb, store_from_lmdb, write_ocr_json
 from repro.paths import REPO_DIR
+from tests.families.sa_m4c.paper_fixtures import write_fasttext_model
 
 RECORD = {
     "image_id": "003a8ae2ef43b901",
@@ -74,14 +75,10 @@ def test_lmdb_features_become_a_feature_store(tmp_path):
 
 
 def test_fasttext_vectors_from_a_model_the_package_trained(tmp_path):
-    fasttext = pytest.importorskip("fasttext")
+    pytest.importorskip("fasttext")
     from repro.families.sa_m4c.data import FastTextVectors
 
-    corpus = tmp_path / "corpus.txt"
-    corpus.write_text(" ".join(["stop sign exit door open closed"] * 200) + "\n")
-    model = fasttext.train_unsupervised(str(corpus), dim=8, minCount=1, epoch=1, thread=1, verbose=0)
-    model.save_model(str(tmp_path / "wiki.en.bin"))
-    vectors = FastTextVectors(tmp_path / "wiki.en.bin")
+    vectors = FastTextVectors(write_fasttext_model(tmp_path, "stop sign exit door open closed".split(), dim=8))
     assert vectors.dim == 8 and vectors("stop").shape == (8,)
     assert np.abs(vectors("stopp")).sum() > 0  # subwords give unseen OCR tokens a vector, as FastText does
     with pytest.raises(ReproError, match="missing"):
