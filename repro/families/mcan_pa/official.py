@@ -80,7 +80,7 @@ def generate_official(root: Path, dataset: str, cfg: OfficialConfig) -> Path:
 
 
 def _scenes(
-    rng, cfg: OfficialConfig, store_path: Path, n: int, first_id: int, projection
+    rng, cfg: OfficialConfig, store_path: Path, n: int, first_id: int, projection, position
 ) -> list[tuple[int, syn.Scene]]:
     """`n` scenes with image ids from `first_id`, their features written to one store."""
     from repro.data.store import FeatureStoreWriter
@@ -90,7 +90,7 @@ def _scenes(
         for k in range(n):
             scene = syn.make_scene(rng, cfg)
             boxes = np.asarray([o.box for o in scene.objects], dtype=np.float32)
-            features = syn.object_features(rng, scene, projection, cfg.feature_noise)
+            features = syn.object_features(rng, scene, projection, cfg.feature_noise, position)
             store.add(first_id + k, features, boxes, scene.width, scene.height)
             out.append((first_id + k, scene))
     return out
@@ -143,11 +143,11 @@ def _write_vqa(root: Path, dataset: str, cfg: OfficialConfig) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     features.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(cfg.seed)
-    projection = _projection(rng, cfg)
+    projection, position = _projection(rng, cfg), syn.noisy_position(cfg)
     counts = {"train2014": cfg.train_images, "val2014": cfg.val_images, "test2015": cfg.test_images}
     next_image, next_question, scenes = 1, 1, {}
     for name, n in counts.items():
-        scenes[name] = _scenes(rng, cfg, features / f"{name}.store", n, next_image, projection)
+        scenes[name] = _scenes(rng, cfg, features / f"{name}.store", n, next_image, projection, position)
         next_image += n
     for name in ("train2014", "val2014", "test2015"):
         questions, annotations, next_question = _vqa_records(rng, cfg, scenes[name], next_question)
@@ -220,12 +220,12 @@ def _write_cocoqa(root: Path, cfg: OfficialConfig) -> None:
     features = root / "features"
     features.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(cfg.seed)
-    projection = _projection(rng, cfg)
+    projection, position = _projection(rng, cfg), syn.noisy_position(cfg)
     # COCO-QA train questions are about COCO train2014 images, test questions about val2014 images
     splits = {"train": ("train2014", cfg.train_images, 1), "test": ("val2014", cfg.val_images, 1 + cfg.train_images)}
     for split, (store, n, first) in splits.items():
         rows = []
-        for image_id, scene in _scenes(rng, cfg, features / f"{store}.store", n, first, projection):
+        for image_id, scene in _scenes(rng, cfg, features / f"{store}.store", n, first, projection, position):
             rows += [(image_id, *made) for made in cocoqa_questions(rng, scene, cfg.questions_per_image)]
         folder = root / "coco-qa" / split
         for name, column in (("img_ids.txt", 0), ("questions.txt", 1), ("answers.txt", 2), ("types.txt", 3)):

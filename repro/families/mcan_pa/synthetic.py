@@ -1,9 +1,11 @@
 """Synthetic scenes for `mcan-pa`: a task on which positional attention can matter, small enough for a CPU.
 
 Each image is a scene of objects with a class and a colour. An object's region feature encodes its
-class and colour (plus noise) and nothing about where it is: position reaches a model only through
-the boxes, as with bottom-up-attention features and the POA/PMA modules. Questions come in four
-families, each in the three VQA v2 answer types:
+class and colour (plus noise) and, with `position_noise` set, a noisy copy of its box: real region
+features carry some position implicitly, so every row can learn where an object is from its features,
+and POA/PMA make it explicit by reading the exact boxes. Without `position_noise` the features say
+nothing about where an object is and position reaches a model only through the boxes. Questions come
+in four families, each in the three VQA v2 answer types:
 
 - position-free controls: "what color is the cube?", "how many spheres are there?", "is there a red cone?"
 - relative position: "what is left of the red cube?", "is the red cube left of the blue cone?"
@@ -24,6 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
+from repro.errors import ReproError
 from repro.families.base import GeneratorSettings
 
 CLASSES = ("cube", "sphere", "cylinder", "cone", "circle", "ring")
@@ -54,6 +57,14 @@ class GeneratorConfig(GeneratorSettings):
     feature_noise: float = 0.3
     stack_probability: float = 0.5  # chance that a scene has one object resting on another
     annotator_error: float = 0.1  # chance that one of the 10 annotators gives another answer
+    # The standard deviation, in fractions of the image's width and height, of the noise on the box the region
+    # features carry (x1, y1, x2, y2); None: the features carry no position. Its draws come from their own
+    # stream, so scenes, questions and the class/colour part of the features are the same either way.
+    position_noise: float | None = None
+
+    def check(self) -> None:
+        if self.position_noise is not None and not self.position_noise >= 0:
+            raise ReproError(f"generator position_noise must be >= 0 or null, got {self.position_noise}")
 
 
 @dataclass
@@ -192,15 +203,42 @@ def _on_top(rng, scene):
     return None
 
 
-def object_features(rng: np.random.Generator, scene: Scene, projection: np.ndarray, noise: float) -> np.ndarray:
-    """Class and colour, projected to feature_dim, plus noise. No position: that is in the boxes only."""
+def object_features(
+    rng: np.random.Generator, scene: Scene, projection: np.ndarray, noise: float, position: NoisyPosition | None = None
+) -> np.ndarray:
+    """Class and colour, projected to feature_dim, plus noise; with `position`, plus a noisy box projected the same
+    way. Without it no position: that is in the boxes only."""
     onehot = np.zeros((len(scene.objects), len(CLASSES) + len(COLOURS)), dtype=np.float32)
     for k, o in enumerate(scene.objects):
         onehot[k, CLASSES.index(o.cls)] = 1.0
         onehot[k, len(CLASSES) + COLOURS.index(o.colour)] = 1.0
     features = onehot @ projection
     features += noise * rng.standard_normal(features.shape).astype(np.float32)
+    if position is not None:
+        features += position(scene)
     return np.maximum(features, 0.0) + 1e-3  # non-negative like ReLU region features, never an all-zero row
+
+
+class NoisyPosition:
+    """The position part of the region features: each box as fractions of the image, plus Gaussian noise of
+    `noise` (a fraction of the width or height), mapped to [-1, 1] and projected to feature_dim. Its projection
+    and noise come from a stream of their own (seed, 1), so the scenes are those of the position-free data."""
+
+    def __init__(self, seed: int, noise: float, feature_dim: int):
+        self.rng = np.random.default_rng([seed, 1])
+        self.projection = self.rng.standard_normal((4, feature_dim)).astype(np.float32)
+        self.noise = noise
+
+    def __call__(self, scene: Scene) -> np.ndarray:
+        size = np.asarray([scene.width, scene.height, scene.width, scene.height], dtype=np.float32)
+        boxes = np.asarray([o.box for o in scene.objects], dtype=np.float32) / size
+        boxes += self.noise * self.rng.standard_normal(boxes.shape).astype(np.float32)
+        return (2.0 * boxes - 1.0) @ self.projection
+
+
+def noisy_position(cfg: GeneratorConfig) -> NoisyPosition | None:
+    """The position part of a generated data set's features, or None where its config sets no `position_noise`."""
+    return None if cfg.position_noise is None else NoisyPosition(cfg.seed, cfg.position_noise, cfg.feature_dim)
 
 
 def _annotator_answers(rng, answer: str, answer_type: str, error: float) -> list[str]:
@@ -214,12 +252,13 @@ def _draws(cfg: GeneratorConfig):
     replays them, so what a scene holds need not be stored beside the features."""
     rng = np.random.default_rng(cfg.seed)
     projection = rng.standard_normal((len(CLASSES) + len(COLOURS), cfg.feature_dim)).astype(np.float32)
+    position = noisy_position(cfg)
     image_id = 0
     for split in SPLITS:
         for _ in range(cfg.train_images if split == "train" else cfg.val_images):
             image_id += 1
             scene = make_scene(rng, cfg)
-            features = object_features(rng, scene, projection, cfg.feature_noise)
+            features = object_features(rng, scene, projection, cfg.feature_noise, position)
             made = [
                 (*q, _annotator_answers(rng, q[1], q[2], cfg.annotator_error))
                 for q in make_questions(rng, scene, cfg.questions_per_image)
