@@ -163,7 +163,18 @@ def test_json_output_lists_the_problems(runner, copied):
     assert code == 1 and data["records"]["problems"][0]["path"].endswith(f"{ROW}.weird.json")
 
 
+OTHER_CONFIG = "32966c29c94ba0a6"
+
+
+def _seeds_3_to_5_under_another_config(copied: Path, row: str) -> None:
+    """Seeds 3-5 of `row` recorded as run under OTHER_CONFIG, and the row record naming both configs."""
+    for seed in (3, 4, 5):
+        _edit(copied / "seeds" / f"{row}.seed{seed}.json", lambda d: d.update(config_hash=OTHER_CONFIG))
+    _edit(copied / f"{row}.json", lambda d: d.update(config_hash=f"{d['config_hash']},{OTHER_CONFIG}"))
+
+
 def test_mixed_configs_are_named_with_their_seeds(copied):
+    _seeds_3_to_5_under_another_config(copied, ROW)
     notes = check_records(resolve(TABLE)).notes
     mixed = [n for n in notes if "MCAN+PA (ours) (synthetic): seeds ran under several configs" in n]
     assert mixed and "for seeds 3, 4, 5" in mixed[0] and "for seeds 0, 1, 2" in mixed[0]
@@ -173,7 +184,7 @@ def test_the_table_says_which_seeds_ran_under_which_config(copied):
     from repro.report import build_view
     from repro.report.view import footnotes
 
+    _seeds_3_to_5_under_another_config(copied, "MCAN+PE.synthetic")
     notes = " ".join(footnotes(build_view(resolve(TABLE), "synthetic")))
-    assert (
-        "Seeds pooled from several configs" in notes and "MCAN+PE: config 32966c29c94ba0a6 for seeds 3, 4, 5" in notes
-    )
+    assert "Seeds pooled from several configs: MCAN+PE: config " in notes
+    assert f"for seeds 0, 1, 2; config {OTHER_CONFIG} for seeds 3, 4, 5" in notes
