@@ -105,8 +105,9 @@ def test_list_json_keeps_scales_with_results_and_adds_the_runnable_scales(runner
     import json
 
     entries = {e["id"]: e for e in json.loads(runner.invoke(app, ["list", "-f", "json"]).output)}
-    table1 = entries["mcan-pa-table1-cocoqa"]
-    assert table1["runnable_scales"] == ["smoke", "synthetic", "paper"] and table1["scales"] == []
+    table2 = entries["mcan-pa-table2-vqa1"]
+    assert table2["runnable_scales"] == ["smoke", "paper"] and table2["scales"] == []
+    assert entries["mcan-pa-table1-cocoqa"]["runnable_scales"] == ["smoke", "synthetic", "paper"]
     assert entries["mcan-pa-table5-ablation"]["scales"] == ["synthetic"]
     assert all(e["runnable_scales"] == [] for e in entries.values() if e["implemented"] == 0)
 

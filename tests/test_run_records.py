@@ -4,6 +4,7 @@ every record able to rebuild its run."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -96,12 +97,18 @@ def test_repeated_or_out_of_range_seeds_are_refused(toy_family, runner):
         assert out.exit_code == 2 and message in out.output and "Traceback" not in out.output
 
 
-def test_older_records_that_kept_only_per_seed_metrics_are_read_as_seeds():
+def test_older_records_that_kept_only_per_seed_metrics_are_read_as_seeds(tmp_path):
+    import shutil
+
     from repro.paths import REPO_DIR
     from repro.results import read_seed_results
 
+    table = Path("mcan-pa") / "mcan-pa-table5-ablation"
+    shutil.copytree(REPO_DIR / "results" / table, tmp_path / table)
+    for seed in (0, 1, 2):  # as an older version left them: in the row's record only, no seed record
+        (tmp_path / table / "seeds" / f"MCAN.synthetic.seed{seed}.json").unlink()
     spec = resolve("table5-ablation", REPO_DIR / "experiments")
-    seeds = read_seed_results(spec, spec.row("MCAN"), "synthetic", REPO_DIR / "results")
+    seeds = read_seed_results(spec, spec.row("MCAN"), "synthetic", tmp_path)
     # seeds 0-2 ran before records were kept per seed: they are read back from the row's record
     assert sorted(seeds) == [0, 1, 2, 3, 4, 5] and [s.seed for s in seeds.values() if s.legacy] == [0, 1, 2]
     assert all(s.extra["per_question_type"] for s in seeds.values())
