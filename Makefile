@@ -45,9 +45,8 @@ demo: $(VENV)/.installed $(VENV)/.plot
 	$(REPRO) plot mcan-pa-table5-ablation --scale synthetic -o $(DEMO_PLOT)
 	@echo "== repro: the figure of Table V at the synthetic scale (reported vs reproduced, claims, curves) is $(DEMO_PLOT)"
 
-# `make test` runs every test, the slow ones included, in TEST_WORKERS processes (pytest-xdist, an idle worker takes
-# tests queued for a busy one; GPU tests skip
-# without CUDA). TEST_WORKERS=0 runs them in this one process.
+# `make test` runs every test, the slow ones included, in TEST_WORKERS processes (pytest-xdist; an idle worker takes
+# tests queued for a busy one). TEST_WORKERS=0 runs them in this one process. GPU tests skip without CUDA.
 TEST_WORKERS ?= 2
 test: $(VENV)/.installed $(VENV)/.plot wordnet lint
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist worksteal

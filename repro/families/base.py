@@ -69,6 +69,12 @@ def default_resources(scale: str, gpu_hours: float | None) -> Resources:
     return Resources(hours=24.0 if gpu_hours is None else max(1.0, math.ceil(1.25 * gpu_hours)))
 
 
+def share_of_hours(hours: float | None, share: float) -> float | None:
+    """A `limited_hours` estimate: the whole run's GPU-hours times the share of its training questions a run on
+    the first N trains on (at most all of them); the epochs stay the same. None stays None."""
+    return None if hours is None else hours * min(1.0, share)
+
+
 @dataclass(frozen=True)
 class RunContext:
     """Everything one (row, seed) unit needs; built by `repro.run`, the same in every process."""

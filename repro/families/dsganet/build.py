@@ -14,7 +14,7 @@ from torch import nn
 from repro.datasets.wordpiece import BERT_FOLDER
 from repro.errors import ReproError
 from repro.families import as_typed
-from repro.families.base import DataNeed, ModelInfo
+from repro.families.base import DataNeed, ModelInfo, share_of_hours
 from repro.families.dsganet.config import DSGANetConfig
 from repro.paths import data_dir
 from repro.specs import Spec
@@ -193,8 +193,7 @@ def gpu_hours(config: DSGANetConfig | dict) -> float | None:
 def limited_hours(config: DSGANetConfig | dict, limit: int) -> float | None:
     """`--limit N`: the training estimate times the share of VQA v2's train questions the first N are; the
     epochs stay the same."""
-    hours = gpu_hours(config)
-    return None if hours is None else hours * min(1.0, limit / TRAIN_QUESTIONS)
+    return share_of_hours(gpu_hours(config), limit / TRAIN_QUESTIONS)
 
 
 DEPTH_KEYS = ("depth_hist", "depth_peak", "depth_mean", "depth_mode")

@@ -14,7 +14,7 @@ from torch import nn
 from repro.datasets.wordpiece import BERT_FOLDER
 from repro.errors import ReproError
 from repro.families import as_typed
-from repro.families.base import DataNeed, ModelInfo
+from repro.families.base import DataNeed, ModelInfo, share_of_hours
 from repro.families.mcan_pa.config import CONFIGS, McanConfig, VlBertConfig
 from repro.paths import data_dir
 from repro.specs import Spec
@@ -176,8 +176,7 @@ TRAIN_VAL_QUESTIONS = 443_757 + 214_354
 def limited_hours(config: McanConfig | dict, limit: int) -> float | None:
     """`--limit N`: the training estimate times the share of the questions the first N of each training split
     (train, val, vg) are; the epochs stay the same."""
-    hours = gpu_hours(config)
-    return None if hours is None else hours * min(1.0, 3 * limit / TRAIN_VAL_QUESTIONS)
+    return share_of_hours(gpu_hours(config), 3 * limit / TRAIN_VAL_QUESTIONS)
 
 
 def paper_data(spec: Spec, row) -> list[DataNeed]:

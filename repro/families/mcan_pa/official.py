@@ -55,6 +55,7 @@ class OfficialConfig(syn.GeneratorConfig):
     vg_questions_per_image: int = 0  # VQA samples of Visual Genome, asked about the train images
 
     def check(self) -> None:
+        super().check()
         if min(self.train_images, self.val_images, self.test_images) < 1:
             raise ReproError("official-layout generator needs at least one train, val and test image")
         if not 0 < self.test_dev_fraction <= 1:

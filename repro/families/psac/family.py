@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from repro.errors import ReproError
-from repro.families.base import Hooks, RowRun, RunContext
+from repro.families.base import Hooks, RowRun, RunContext, share_of_hours
 from repro.families.psac.build import (
     ARCHS,
     TASKS,
@@ -162,10 +162,10 @@ def limited_hours(config, limit: int) -> float | None:
     share of its Train questions a run on the first N trains on; the epochs stay the same."""
     config = as_config(config)
     tasks = (config.task,) if config.task else TASKS
-    hours = [gpu_hours(config.model_copy(update={"task": t})) for t in tasks]
-    if any(h is None for h in hours):
-        return None
-    return sum(h * min(1.0, limit / TRAIN_QUESTIONS[t]) for h, t in zip(hours, tasks))
+    hours = [
+        share_of_hours(gpu_hours(config.model_copy(update={"task": t})), limit / TRAIN_QUESTIONS[t]) for t in tasks
+    ]
+    return None if any(h is None for h in hours) else sum(hours)
 
 
 HOOKS = Hooks(

@@ -17,7 +17,7 @@ import torch
 from torch import nn
 
 from repro.errors import ReproError
-from repro.families.base import Hooks, RowRun, RunContext, train_units
+from repro.families.base import Hooks, RowRun, RunContext, share_of_hours, train_units
 from repro.families.sa_m4c.build import ARCHS, as_config, build_model, describe, example_batch, gpu_hours, paper_data
 from repro.families.sa_m4c.model import decoding_bce
 from repro.families.sa_m4c.splits import Splits, read_splits
@@ -284,8 +284,7 @@ TRAIN_QUESTIONS = 34_602  # TextVQA 0.5.1's train questions
 def limited_hours(config, limit: int) -> float | None:
     """`--limit N`: the training estimate (`gpu_hours`: the recipe's epochs over the train questions) times the
     share of the train questions a run on the first N trains on; the epochs stay the same."""
-    hours = gpu_hours(config)
-    return None if hours is None else hours * min(1.0, limit / TRAIN_QUESTIONS)
+    return share_of_hours(gpu_hours(config), limit / TRAIN_QUESTIONS)
 
 
 HOOKS = Hooks(

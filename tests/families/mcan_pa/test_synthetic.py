@@ -11,6 +11,7 @@ import pytest
 from repro.data.store import FeatureStore
 from repro.errors import ReproError
 from repro.families.mcan_pa import synthetic
+from repro.families.mcan_pa.official import OfficialConfig
 from repro.families.mcan_pa.synthetic import CLASSES, GeneratorConfig, Scene, SceneObject, generate
 
 SMALL = GeneratorConfig(seed=3, train_images=40, val_images=10, questions_per_image=6)
@@ -154,9 +155,10 @@ def test_position_noise_keeps_the_scenes_and_questions(tmp_path):
     assert not np.allclose(a.get(first)["features"], b.get(first)["features"])
 
 
-def test_a_negative_position_noise_is_refused():
+@pytest.mark.parametrize("config", [GeneratorConfig, OfficialConfig])  # the official layouts' generator too
+def test_a_negative_position_noise_is_refused(config):
     with pytest.raises(ReproError, match="position_noise"):
-        GeneratorConfig.from_mapping({"position_noise": -0.1})
+        config.from_mapping({"position_noise": -0.1})
 
 
 def test_generation_is_skipped_when_already_done(tmp_path):
