@@ -12,11 +12,20 @@ from repro.families import load_recipe
 from repro.families.mcan_pa.build import build_model
 from repro.train import TrainingInterrupted, fit
 from repro.train.checkpoint import load_checkpoint
+from repro.train.distributed import use_device
 from repro.train.ensemble import fit_ensemble
 from tests.test_train_resume import RECIPE  # the tiny recipe the trainer's resume tests use
 from tests.tiny_vqa import NUM_ANSWERS, NUM_TOKENS, TABLE5_CONFIGS, TINY_SIZES, TinyVQA
 
 NO_DROPOUT = {**TINY_SIZES, "dropout": 0.0}
+
+
+@pytest.fixture(autouse=True)
+def _on_the_cpu():
+    """These tests hold seeds trained together to their lone runs' arithmetic on the CPU, wherever they run (on a
+    GPU tests/test_gpu_runs.py trains seeds together)."""
+    with use_device("cpu"):
+        yield
 
 
 @pytest.fixture
@@ -59,6 +68,22 @@ def test_each_seed_ends_where_its_lone_run_does(tmp_path, recipe):
     saved = load_checkpoint(dirs[1] / "last.pt")  # a lone run's checkpoint: `fit(..., resume=True)` reads it
     assert saved["epoch"] == 2 and saved["optimizer"]["state"][0]["exp_avg"].shape == next(lone[1].parameters()).shape
     assert len((dirs[1] / "train.jsonl").read_text().splitlines()) == 4
+
+
+def test_the_stateless_copy_never_packs_its_lstm_weights(tmp_path, recipe, monkeypatch):
+    # On a GPU nn.LSTM packs its weights for cuDNN whenever they change, reading their data pointers, and vmap's
+    # stacked weights have none: "Cannot access data pointer of Tensor that doesn't have storage". A CPU returns
+    # before reading them, so here packing reads them on every device, as it does on a GPU.
+    models = [new_model(s) for s in (1, 2)]
+
+    def packing(self):
+        for weight in self._flat_weights:
+            weight.data_ptr()
+
+    monkeypatch.setattr(torch.nn.RNNBase, "flatten_parameters", packing)
+    recipes = [recipe.replace(seed=s, epochs=1) for s in (1, 2)]
+    out = fit_ensemble(models, TinyVQA(8), recipes, [tmp_path / "a", tmp_path / "b"], progress=False)
+    assert [state.step for state in out] == [1, 1]
 
 
 def test_each_seed_draws_its_own_dropout_masks(tmp_path, recipe):

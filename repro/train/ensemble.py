@@ -87,6 +87,8 @@ def _batched_kernels():
             # an op without a batching rule (PSAC's F.multi_margin_loss) runs once per seed, which is what it costs
             # alone; torch's advice to file an issue about it is not the user's to act on
             warnings.filterwarnings("ignore", message="There is a performance drop because we have not yet")
+            # cuDNN's note that each seed's RNN weights are copied into one buffer (`_no_weight_flattening`)
+            warnings.filterwarnings("ignore", message="RNN module weights are not part of single contiguous chunk")
             yield
     finally:
         library._destroy()
@@ -143,6 +145,16 @@ def _swap_dropout(model: nn.Module) -> None:
             setattr(model, name, _Dropout(child.p))
         else:
             _swap_dropout(child)
+
+
+def _no_weight_flattening(model: nn.Module) -> None:
+    """nn.LSTM and nn.GRU re-pack their weights into one cuDNN buffer whenever they change, reading each weight's
+    data pointer; the stateless copy's weights are vmap's stacked tensors, which have none ("Cannot access data
+    pointer of Tensor that doesn't have storage" on a GPU; a CPU never packs). Each seed's slice reaches the fused
+    kernel unpacked instead (`_per_seed`), which copies it, as it does for any RNN whose weights are not packed."""
+    for module in model.modules():
+        if isinstance(module, nn.RNNBase):
+            module.flatten_parameters = lambda: None
 
 
 def _check(models: list[nn.Module], recipes: list[Recipe], workdirs: list[Path], precision: str) -> None:
@@ -247,6 +259,7 @@ def fit_ensemble(
     params = {name: p.detach().requires_grad_(name not in frozen) for name, p in params.items()}
     base = copy.deepcopy(models[0]).to("meta")
     _swap_dropout(base)  # the seeds' dropout masks drawn at about half the cost (`_Dropout`)
+    _no_weight_flattening(base)
     optimizer = build_optimizer(recipe, _param_groups(models[0], params))
     samplers = [dist_utils.sampler(train_dataset, env, seed=r.seed) for r in recipes]
     steps_per_epoch = math.ceil(len(samplers[0]) / recipe.batch_size)
