@@ -10,8 +10,9 @@ import torch
 from repro.errors import ReproError
 from repro.families import load_recipe
 from repro.families.mcan_pa.build import build_model
-from repro.train import TrainingInterrupted, fit, predict
+from repro.train import TrainingInterrupted, checkpoint, fit, predict
 from repro.train.checkpoint import load_checkpoint
+from repro.train.distributed import use_device
 from tests.tiny_vqa import NUM_ANSWERS, NUM_TOKENS, TABLE5_CONFIGS, TINY_SIZES, TinyVQA
 
 RECIPE = """\
@@ -22,6 +23,13 @@ batch_size: 8
 loss: bce-sum
 seed: 5
 """
+
+
+@pytest.fixture(autouse=True)
+def _on_the_cpu():
+    """The trainer's arithmetic and records on the CPU, wherever these run (tests/test_gpu_runs.py resumes on a GPU)."""
+    with use_device("cpu"):
+        yield
 
 
 @pytest.fixture
@@ -98,6 +106,25 @@ def test_resume_of_a_finished_run_trains_nothing_more(tmp_path, recipe):
     # what the record keeps of training is the same as the uninterrupted run's, the final loss included
     assert state.summary() == {k: first[k] for k in ("final_loss", "global_batch")} | {"steps": 1, "gpus": 0}
     assert state.final_loss is not None
+
+
+def test_generator_states_loaded_onto_a_gpu_are_restored_from_the_cpu(monkeypatch):
+    # load_checkpoint(map_location=cuda) moves the saved byte tensors to the GPU; torch's generators take the CPU's
+    class OnTheGPU(torch.Tensor):
+        def cpu(self, *args, **kwargs):
+            return self.as_subclass(torch.Tensor)
+
+    def cpu_only(state):
+        if isinstance(state, OnTheGPU):
+            raise TypeError("RNG state must be a torch.ByteTensor")  # torch's answer to a CUDA tensor
+        real(state)
+
+    real = torch.set_rng_state
+    saved = checkpoint.rng_state()
+    monkeypatch.setattr(torch, "set_rng_state", cpu_only)
+    expected = torch.rand(3)
+    checkpoint.set_rng_state({**saved, "torch": saved["torch"].as_subclass(OnTheGPU)})
+    assert torch.equal(torch.rand(3), expected)
 
 
 def test_resume_with_a_different_batch_is_refused(tmp_path, recipe):
