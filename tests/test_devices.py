@@ -202,9 +202,36 @@ def test_cuda_without_a_gpu_is_one_line_naming_the_device(monkeypatch, runner, s
 
 def test_the_units_device_is_the_default_of_every_trainer_it_calls(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
     with dist_utils.use_device("cpu"):  # what `run_unit` sets from `ctx.device` around a family's run
         assert dist_utils.device_for(dist_utils.DistEnv()) == torch.device("cpu")
     assert dist_utils.device_for(dist_utils.DistEnv(local_rank=1)) == torch.device("cuda", 1)
     with pytest.raises(ReproError, match="use --device cuda"):
-        monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
         dist_utils.device_for(dist_utils.DistEnv(rank=0, world_size=2), "cuda:1")
+
+
+def test_a_node_with_fewer_gpus_than_processes_is_one_line(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    assert dist_utils.device_for(dist_utils.DistEnv(rank=0, world_size=2, local_rank=0)) == torch.device("cuda", 0)
+    for device in (None, "auto", "cuda"):
+        with pytest.raises(ReproError, match=r"process 1 of this node has no GPU: the node has 1; .*-per-node 1"):
+            dist_utils.device_for(dist_utils.DistEnv(rank=1, world_size=2, local_rank=1), device)
+    assert dist_utils.device_for(dist_utils.DistEnv(rank=1, world_size=2, local_rank=1), "cpu") == torch.device("cpu")
+
+
+@pytest.mark.parametrize(("device", "backend"), [(None, "nccl"), ("cuda", "nccl"), ("cpu", "gloo")])
+def test_torchrun_ranks_join_by_the_backend_of_the_device_they_train_on(monkeypatch, device, backend):
+    # --device cpu on a GPU machine trains on the CPU, which nccl cannot reduce over
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    joined, chosen = [], []
+    monkeypatch.setattr(torch.cuda, "set_device", chosen.append)
+    monkeypatch.setattr(dist_utils.dist, "is_initialized", lambda: False)
+    monkeypatch.setattr(dist_utils.dist, "init_process_group", lambda backend: joined.append(backend))
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("RANK", "1")
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    env = dist_utils.init_from_env(device=device)
+    assert joined == [backend] and env.backend == backend and env.local_rank == 1
+    assert chosen == ([torch.device("cuda", 1)] if backend == "nccl" else [])

@@ -47,6 +47,7 @@ def _env(root: Path, results: str) -> dict[str, str]:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO_DIR), os.environ.get("PYTHONPATH", "")])}
     env.update(
         OMP_NUM_THREADS="1",
+        CUDA_VISIBLE_DEVICES="",  # gloo ranks on the CPU, on a GPU machine too
         COLUMNS="200",
         REPRO_EXPERIMENTS=str(root / "experiments"),
         REPRO_DATA_DIR=str(root / "data"),

@@ -34,6 +34,7 @@ def test_two_ranks_end_identical_and_match_one_process(tmp_path):
         **os.environ,
         "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
         "OMP_NUM_THREADS": "1",
+        "CUDA_VISIBLE_DEVICES": "",  # gloo ranks on the CPU, on a GPU machine too
     }
     for key in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
         env.pop(key, None)
@@ -63,7 +64,7 @@ def test_two_ranks_end_identical_and_match_one_process(tmp_path):
     # batch) and does not blow up float noise in gradients that are zero in exact arithmetic.
     torch.manual_seed(0)
     single = build_model(TABLE5_CONFIGS["MCAN+PA"], NUM_TOKENS, NUM_ANSWERS, sizes=SIZES)
-    fit(single, TinyVQA(16), load_recipe(str(recipe_path)), tmp_path / "single", progress=False)
+    fit(single, TinyVQA(16), load_recipe(str(recipe_path)), tmp_path / "single", progress=False, device="cpu")
     for name, a in single.state_dict().items():
         assert torch.allclose(a, ranks[0]["weights"][name], atol=1e-5), name
 
@@ -76,6 +77,7 @@ def test_task_heads_and_switched_off_modules_sync_gradients_as_one_process(tmp_p
         **os.environ,
         "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
         "OMP_NUM_THREADS": "1",
+        "CUDA_VISIBLE_DEVICES": "",  # gloo ranks on the CPU, on a GPU machine too
     }
     for key in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
         env.pop(key, None)

@@ -38,8 +38,9 @@ class DistEnv:
         return self.rank == 0
 
 
-def init_from_env(backend: str | None = None) -> DistEnv:
-    """Join the torchrun job described by RANK/WORLD_SIZE/LOCAL_RANK (nccl on GPUs, gloo on CPUs).
+def init_from_env(backend: str | None = None, device: str | torch.device | None = None) -> DistEnv:
+    """Join the torchrun job described by RANK/WORLD_SIZE/LOCAL_RANK: nccl where this process trains on a GPU
+    (`device_for` with `device`), gloo where it trains on the CPU (`--device cpu` on a GPU machine too).
 
     Without those variables, or with WORLD_SIZE=1, this is a single process and nothing is initialised.
     """
@@ -53,9 +54,10 @@ def init_from_env(backend: str | None = None) -> DistEnv:
         return DistEnv()
     if dist.is_initialized():
         return DistEnv(dist.get_rank(), dist.get_world_size(), local, dist.get_backend())
-    backend = backend or ("nccl" if torch.cuda.is_available() else "gloo")
+    dev = device_for(DistEnv(rank, world, local), device)
+    backend = backend or ("nccl" if dev.type == "cuda" else "gloo")
     if backend == "nccl":
-        torch.cuda.set_device(local)
+        torch.cuda.set_device(dev)
     dist.init_process_group(backend=backend)
     return DistEnv(rank, world, local, backend)
 
@@ -110,17 +112,29 @@ def device_for(env: DistEnv, device: str | torch.device | None = None) -> torch.
     if isinstance(device, torch.device):
         return device
     if device is None or device == "auto":
-        return torch.device("cuda", env.local_rank) if torch.cuda.is_available() else torch.device("cpu")
+        return _local_gpu(env) if torch.cuda.is_available() else torch.device("cpu")
     text = check_device(device)
     if text == "cpu":
         return torch.device("cpu")
     if ":" not in text:
-        return torch.device("cuda", env.local_rank)
+        return _local_gpu(env)
     if env.distributed:
         raise ReproError(
             f"--device {text}: with {env.world_size} processes use --device cuda (each takes its LOCAL_RANK GPU)"
         )
     return torch.device(text)
+
+
+def _local_gpu(env: DistEnv) -> torch.device:
+    """The GPU of this process: its LOCAL_RANK's; a node with fewer GPUs than processes is refused in one line
+    (CUDA's own answer comes later, as "invalid device ordinal", from inside the first allocation)."""
+    count = torch.cuda.device_count()
+    if env.local_rank >= count:
+        raise ReproError(
+            f"process {env.local_rank} of this node has no GPU: the node has {count}; start one process per GPU "
+            f"(torchrun --nproc-per-node {count}) or train on the CPU (--device cpu)"
+        )
+    return torch.device("cuda", env.local_rank)
 
 
 def model_device(model: nn.Module) -> torch.device:

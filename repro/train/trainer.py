@@ -246,7 +246,7 @@ def fit(
     experiment loggers beside train.jsonl (tensorboard, wandb; default: those REPRO_LOGGERS names).
     """
     workdir = Path(workdir)
-    env = dist_utils.init_from_env()
+    env = dist_utils.init_from_env(device=device)
     dev = dist_utils.device_for(env, device)
     precision = resolve_precision(recipe.precision, dev)
     local_batch = dist_utils.per_device_batch(recipe.batch_size, env)

@@ -54,7 +54,7 @@ def attention(ctx: RunContext, question_id: int) -> AttentionMaps:
         model.load_state_dict(load_checkpoint(checkpoint)["model"])
     except RuntimeError as exc:
         raise ReproError(f"{checkpoint} does not fit this row's model: {str(exc).splitlines()[0]}") from None
-    device = device_for(init_from_env(), ctx.device)  # the one rule that picks a unit's device
+    device = device_for(init_from_env(device=ctx.device), ctx.device)  # the one rule that picks a unit's device
     model.to(device).eval()
     item = val[int(where[0])]
     batch = to_device(default_collate([item]), device)

@@ -129,6 +129,7 @@ def test_paper_scale_trains_both_recipes_as_two_ranks_of_a_torchrun_job(table1, 
     write_albef_files(table1 / "data")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO_DIR), os.environ.get("PYTHONPATH", "")])}
     env["OMP_NUM_THREADS"] = "1"
+    env["CUDA_VISIBLE_DEVICES"] = ""  # gloo ranks on the CPU, on a GPU machine too
     for key in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
         env.pop(key, None)
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
