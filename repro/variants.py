@@ -229,7 +229,15 @@ def _recipe(spec: Spec, rows: list[Row], settings: dict[str, Any], path: list[st
     from repro.families import load_recipe
     from repro.train.recipe import OPTIMIZERS, SCHEDULES, Recipe
 
-    if not spec.recipe or not any(r.model is not None for r in rows):
+    trains = any(r.model is not None for r in rows)
+    if path == ["precision"] and trains:  # every recipe a unit trains by, named in the spec or by its family
+        from repro.train.recipe import PRECISIONS
+
+        if value not in PRECISIONS:
+            raise ReproError(f"no precision {_text(value)}; one of {', '.join(PRECISIONS)}")
+        settings.setdefault("recipe", {})["precision"] = value
+        return
+    if not spec.recipe or not trains:
         raise ReproError(f"{spec.id}: these rows train with no recipe")
     fields = {f.name for f in dataclasses.fields(Recipe)} - RECIPE_FIXED
     if path[0] not in fields:

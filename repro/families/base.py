@@ -75,6 +75,10 @@ def share_of_hours(hours: float | None, share: float) -> float | None:
     return None if hours is None else hours * min(1.0, share)
 
 
+def _precision_of(settings: Mapping[str, Any]) -> dict[str, Any]:
+    return {"precision": settings["precision"]} if "precision" in settings else {}
+
+
 @dataclass(frozen=True)
 class RunContext:
     """Everything one (row, seed) unit needs; built by `repro.run`, the same in every process."""
@@ -103,10 +107,12 @@ class RunContext:
 
     def recipe(self, name: str | None = None, overrides: Mapping[str, Any] | None = None, **fixed: Any):
         """The recipe this unit trains with: `name` (default the spec's), the scale's `recipe:` overrides (or
-        `overrides`), the unit's seed, then `fixed` (what the family's protocol sets whatever the spec says)."""
+        `overrides`), the unit's seed, then `fixed` (what the family's protocol sets whatever the spec says). A
+        `recipe.precision=` override reaches every recipe, those a family names (ace-rpe's) too."""
         from repro.families import load_recipe
 
-        base = self.settings.get("recipe", {}) if overrides is None else overrides
+        settings = self.settings.get("recipe", {})
+        base = settings if overrides is None else {**overrides, **_precision_of(settings)}
         return load_recipe(name or self.spec.recipe).replace(**{**base, "seed": self.seed, **fixed})
 
     def predictions_file(self, split: str) -> Path:

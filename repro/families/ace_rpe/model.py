@@ -244,8 +244,9 @@ class ALBEF(nn.Module):
         n, size = image_feat.shape[0], self.image_queue.shape[1]
         ptr = int(self.queue_ptr)
         slots = (torch.arange(n, device=image_feat.device) + ptr) % size  # wraps where ALBEF asserts divisibility
-        self.image_queue[:, slots] = image_feat.T
-        self.text_queue[:, slots] = text_feat.T
+        # the queues stay fp32; under bf16 or fp16 autocast the features come in the lower precision
+        self.image_queue[:, slots] = image_feat.T.to(self.image_queue.dtype)
+        self.text_queue[:, slots] = text_feat.T.to(self.text_queue.dtype)
         if idx is not None:
             self.idx_queue[0, slots] = idx
         self.queue_ptr[0] = (ptr + n) % size

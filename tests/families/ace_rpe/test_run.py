@@ -85,7 +85,7 @@ def test_recall_on_albef_score_matrices():
     assert result.aggregate["ir@1"] == 50 and result.aggregate["ir_mean"] == pytest.approx((50 + 100 + 100) / 3)
 
 
-def test_smoke_run_fills_every_retrieval_column(sandbox, runner):
+def _smaller_table8(sandbox) -> None:
     folder = sandbox / "experiments" / "ace-rpe"
     folder.mkdir(parents=True)
     text = (REPO_DIR / "experiments" / "ace-rpe" / "ace-rpe-table8-mode.yaml").read_text()
@@ -94,6 +94,10 @@ def test_smoke_run_fills_every_retrieval_column(sandbox, runner):
     assert smaller in text
     (folder / "ace-rpe-table8-mode.yaml").write_text(text)
     specs.clear_cache()
+
+
+def test_smoke_run_fills_every_retrieval_column(sandbox, runner):
+    _smaller_table8(sandbox)
     out = runner.invoke(
         app, ["run", "ace-rpe-table8-mode", "--scale", "smoke", "--rows", "Bias"], env={"COLUMNS": "200"}
     )
@@ -104,6 +108,17 @@ def test_smoke_run_fills_every_retrieval_column(sandbox, runner):
     assert all(0 <= v <= 100 for v in record["metrics"].values())
     training = record["extra"]["train"][0]
     assert all(training[part]["steps"] > 0 for part in ("pretrain", "flickr30k", "coco", "nlvr2_assign", "nlvr2"))
+
+
+def test_a_precision_override_reaches_pretraining_and_every_fine_tuning(sandbox, runner):
+    # ace-rpe trains by recipes its family names (no `recipe:` in the spec); the MoCo queues stay fp32 under bf16
+    _smaller_table8(sandbox)
+    words = ["run", "ace-rpe-table8-mode", "--scale", "smoke", "--rows", "Bias", "recipe.precision=bf16"]
+    out = runner.invoke(app, [*words, "--workdir", str(sandbox / "work")], env={"COLUMNS": "200"})
+    assert out.exit_code == 0, out.output
+    states = sorted((sandbox / "work").rglob("state.json"))
+    assert {p.parent.name for p in states} == {"pretrain", "flickr30k", "coco", "nlvr2_assign", "nlvr2"}
+    assert {json.loads(p.read_text())["precision"] for p in states} == {"bf16"}
 
 
 def test_paper_dry_run_lists_pretraining_and_fine_tuning_with_gpu_hours(runner):
