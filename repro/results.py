@@ -26,6 +26,7 @@ import hashlib
 import json
 import os
 import platform
+import re
 import statistics
 import subprocess
 import sys
@@ -444,7 +445,7 @@ def environment() -> dict[str, Any]:
                 continue
         state = git_state()
         try:
-            env_info = collect_env.get_pretty_env_info()
+            env_info = _without_folders(collect_env.get_pretty_env_info())
         except Exception as exc:  # noqa: BLE001 - collect_env shells out; its failure must not stop a run
             env_info = f"unavailable: {exc}"
         _ENVIRONMENT = {
@@ -457,6 +458,13 @@ def environment() -> dict[str, Any]:
             "collect_env": env_info,
         }
     return {**_ENVIRONMENT, "threads": _threads(), "command": list(sys.argv)}
+
+
+def _without_folders(text: str) -> str:
+    """collect_env's report with each absolute path cut to its file name (on a GPU machine it lists the cuDNN
+    libraries it found, `/usr/lib/x86_64-linux-gnu/libcudnn.so.9.14.0`): a record names no folder of the machine
+    that wrote it, and the versions are in the names."""
+    return re.sub(r"(?<![\w.~-])/(?:[^\s/]+/)+(?=[^\s/]+)", "", text)
 
 
 def _threads() -> int:

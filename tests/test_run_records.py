@@ -91,6 +91,19 @@ def test_a_record_holds_its_resolved_config_and_environment_and_lr_changes_the_h
     assert unit["config"]["recipe"]["schedule"]["base_lr"] == 0.01 and unit["config_hash"] != first_hash
 
 
+def test_the_environment_names_no_folder_of_the_machine(monkeypatch):
+    # collect_env on a GPU machine lists the cuDNN libraries it found by their absolute paths
+    from torch.utils import collect_env
+
+    from repro import results
+
+    report = "cuDNN version: Probably one of the following:\n/usr/lib/x86_64-linux-gnu/libcudnn.so.9.14.0\n"
+    monkeypatch.setattr(collect_env, "get_pretty_env_info", lambda: report + "CPU op-mode(s): 32-bit, 64-bit\n")
+    monkeypatch.setattr(results, "_ENVIRONMENT", None)
+    text = results.environment()["collect_env"]
+    assert "libcudnn.so.9.14.0" in text and "/usr/lib" not in text and "32-bit, 64-bit" in text
+
+
 def test_repeated_or_out_of_range_seeds_are_refused(toy_family, runner):
     for seeds, message in (("0,0", "names a seed twice"), ("-1", "must lie in"), ("99999999999999", "must lie in")):
         out = _run(runner, "--seeds", seeds)
