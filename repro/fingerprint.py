@@ -120,6 +120,7 @@ def fingerprint_run(
     from repro.families import for_row
     from repro.families.base import RunContext
     from repro.run import scale_settings
+    from repro.train.distributed import use_device
 
     family = for_row(row)
     if family is None:
@@ -135,7 +136,8 @@ def fingerprint_run(
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        with tempfile.TemporaryDirectory(prefix="repro-fingerprint-") as tmp:
+        # the stored trajectories are a CPU's in one thread: on a GPU machine too, or every check would fail
+        with tempfile.TemporaryDirectory(prefix="repro-fingerprint-") as tmp, use_device("cpu"):
             ctx = RunContext(
                 spec=spec,
                 row=row,
