@@ -51,7 +51,7 @@ def _views(spec, root):
 
 
 def test_tiny_models_k_times_the_work_judged_slower(tmp_path):
-    """A model doing 8x the work of the other is judged slower; the claim that it is faster: reversed."""
+    """A model doing 16x the work of the other is judged slower; the claim that it is faster: reversed."""
     torch.manual_seed(0)
 
     def step(width):
@@ -59,7 +59,7 @@ def test_tiny_models_k_times_the_work_judged_slower(tmp_path):
         batch = {"x": torch.randn(256, 64)}
         return TimedStep(model, batch, lambda m, b: m(b["x"]).pow(2).mean(), torch.optim.SGD(model.parameters(), 0.01))
 
-    out = interleaved_ratios(step(2048), step(256), pairs=8, warmup=2)
+    out = interleaved_ratios(step(4096), step(256), pairs=16, warmup=2)
     spec = load_spec(SPEC)
     claim = timed_claims(spec)[0]
     _write(spec, claim, tmp_path, out["ratios"])
