@@ -112,6 +112,7 @@ HOOKS = Hooks(
     describe=build.describe,
     gpu_hours=build.gpu_hours,
     prepare_data=dsg_data.prepare_data,
+    generator_settings=dsg_data.generator_settings,
     run_row=run_row,
     run_ensemble=run_ensemble,
     compute_tasks=COMPUTE_TASKS,

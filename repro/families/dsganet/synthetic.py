@@ -31,6 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
+from repro.errors import ReproError
 from repro.families.base import GeneratorSettings
 
 CLASSES = ("cube", "sphere", "cylinder", "cone", "torus", "ring")
@@ -65,6 +66,16 @@ class GeneratorConfig(GeneratorSettings):
     grid_rows: int = 4
     grid_cols: int = 6
     annotator_error: float = 0.1
+    # the question makers asked (names in TEMPLATES), for a task built around some of them (a positive control's
+    # pilot: only depth questions); empty, the default: all ten
+    templates: tuple[str, ...] = ()
+
+    def check(self) -> None:
+        unknown = sorted(set(self.templates) - set(TEMPLATES))
+        if unknown:
+            raise ReproError(
+                f"dsganet generator: unknown template(s) {', '.join(unknown)}; known: {', '.join(TEMPLATES)}"
+            )
 
 
 @dataclass
@@ -280,13 +291,17 @@ MAKERS = (
 )
 
 
+TEMPLATES = {maker.__name__.lstrip("_"): maker for maker in MAKERS}
+
+
 def make_questions(rng: np.random.Generator, scene: Scene, n: int, cfg: GeneratorConfig):
     """Up to `n` distinct questions as (question, answer, answer_type, question_type)."""
+    makers = tuple(TEMPLATES[name] for name in cfg.templates) if cfg.templates else MAKERS
     out: list[tuple[str, str, str, str]] = []
     for _ in range(n * 4):
         if len(out) == n:
             break
-        made = MAKERS[int(rng.integers(len(MAKERS)))](rng, scene, cfg)
+        made = makers[int(rng.integers(len(makers)))](rng, scene, cfg)
         if made is not None and made[0] not in {q for q, *_ in out}:
             out.append(made)
     return out

@@ -49,6 +49,23 @@ def test_depth_questions_follow_depth():
     assert made is not None and (made[0], made[1]) in {("What is behind the red cube?", "cone")}
 
 
+def test_a_task_of_some_templates_asks_only_those_and_all_ten_is_the_default(tmp_path):
+    import dataclasses
+
+    from repro.errors import ReproError
+    from repro.families.dsganet.synthetic import TEMPLATES
+
+    depth_only = dataclasses.replace(CFG, templates=("which_closer", "is_closer", "closest"))
+    paths = generate(tmp_path / "depth", depth_only)
+    asked = [q["question"] for q in json.loads(paths["train_questions"].read_text())["questions"]]
+    assert asked and all("closer to the camera" in q or "closest object" in q for q in asked), asked
+    everything = generate(tmp_path / "all", dataclasses.replace(CFG, templates=tuple(TEMPLATES)))
+    default = generate(tmp_path / "default", CFG)
+    assert everything["train_questions"].read_text() == default["train_questions"].read_text()
+    with pytest.raises(ReproError, match="unknown template"):
+        GeneratorConfig.from_mapping({"templates": ["closer"]})
+
+
 def test_rel_subset(generated):
     subset = rel.rel_questions(generated["val_questions"])
     questions = json.loads(generated["val_questions"].read_text())["questions"]
