@@ -42,6 +42,13 @@ def train_recipe(ctx: RunContext):
 # --- data ---------------------------------------------------------------------------------------
 
 
+def generator_settings(settings: dict[str, Any]):
+    """The generator config a scale's `generator:` mapping is read with (`generator.<key>=` overrides)."""
+    from repro.families.sa_m4c.synthetic import GeneratorConfig
+
+    return GeneratorConfig
+
+
 def prepare_data(spec: Spec, scale: str, settings: dict[str, Any]) -> dict[str, Any]:
     """The run's data: generated at the smoke and synthetic scales, the prepared real data of every row
     at paper scale (`prepare.paper_data`; each row reads its own OCR system and detector's part)."""
@@ -293,6 +300,7 @@ HOOKS = Hooks(
     describe=describe,
     gpu_hours=gpu_hours,
     prepare_data=prepare_data,
+    generator_settings=generator_settings,
     run_row=run_row,
     run_ensemble=run_ensemble,
     compute_tasks=COMPUTE_TASKS,
