@@ -5,7 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 REPRO := $(VENV)/bin/repro
 
-.PHONY: demo test test-fast lint bench clean-venv wordnet
+.PHONY: demo test test-fast test-gpu lint bench clean-venv wordnet
 
 $(VENV)/.installed: pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
@@ -55,6 +55,13 @@ test: $(VENV)/.installed $(VENV)/.plot wordnet lint
 # torchrun/DDP and paper-scale workers, anything over about 10 s). Run `make test` before committing.
 test-fast: $(VENV)/.installed $(VENV)/.plot wordnet
 	$(PY) -m pytest -q -m "not slow"
+
+# On a machine with CUDA: the tests marked gpu (every model kind's smoke rows on the GPU in fp32 and bf16, seeds
+# trained together, a resumed run), then bench_train there (bf16, compiled against eager). Without CUDA the tests
+# skip and the benchmark stops with one line.
+test-gpu: $(VENV)/.installed
+	$(PY) -m pytest -q -m gpu -n $(TEST_WORKERS) tests/test_gpu_runs.py
+	$(PY) -m benchmarks.bench_train --device cuda --precision bf16 --compile --steps 20 --warmup 3
 
 # ruff: the linter and the formatter, configured in pyproject.toml; the tree is kept clean.
 lint: $(VENV)/.installed
