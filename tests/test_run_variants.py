@@ -180,3 +180,20 @@ def test_progress_is_read_from_each_units_log_whatever_process_trains_it(tmp_pat
     text = console.export_text()
     assert "done [1/2] MCAN s0 in 61s: All 51.34" in text or "done [1/2] MCAN s0 in 61s: All 51.35" in text
     assert "MCAN.seed0.json" in text
+
+
+@pytest.mark.parametrize(
+    ("ident", "row", "good", "shown", "bad", "refused"),
+    [  # the positive controls' variants: depth questions only (dsganet), spatial questions only (sa-m4c)
+        ("dsganet-table7-ablation", "2", "generator.templates=[closest]", "templates=['closest']",
+         "generator.templates=[closer]", "unknown template(s) closer"),
+        ("sa-m4c-table2-ablations", "1 M4C†", "generator.control_share=0.0", "control_share=0.0",
+         "generator.control_shares=0.0", "unknown synthetic generator setting(s) control_shares"),
+    ],
+)  # fmt: skip
+def test_each_familys_generator_overrides_reach_its_generator(runner, ident, row, good, shown, bad, refused):
+    words = ["run", ident, "--scale", "synthetic", "--dry-run", "--rows", row]
+    out = runner.invoke(app, [*words, good], env={"COLUMNS": "250"})
+    assert out.exit_code == 0 and shown in out.output, out.output
+    out = runner.invoke(app, [*words, bad], env={"COLUMNS": "250"})
+    assert out.exit_code == 2 and refused in out.output, out.output

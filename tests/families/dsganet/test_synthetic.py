@@ -7,7 +7,6 @@ import json
 import numpy as np
 import pytest
 
-from repro.cli import app
 from repro.data.store import FeatureStore
 from repro.families.dsganet import rel
 from repro.families.dsganet.synthetic import GeneratorConfig, Scene, SceneObject, _behind, _which_closer, generate
@@ -97,11 +96,3 @@ def test_smoke_row_runs(tmp_path, monkeypatch):
     run = families.for_row(row).run_row(with_data(ctx))  # the data prepared once, as the launcher does
     assert set(run.metrics) == {"Overall", "Rel."} and run.split == "val"
     assert 0.0 <= run.metrics["Overall"] <= 100.0 and run.info["rel_questions"] > 0
-
-
-def test_generator_overrides_reach_the_generator(runner):
-    words = ["run", "dsganet-table7-ablation", "--scale", "synthetic", "--dry-run", "--rows", "2,3"]
-    out = runner.invoke(app, [*words, "generator.templates=[closest]"], env={"COLUMNS": "250"})
-    assert out.exit_code == 0 and "templates=['closest']" in out.output, out.output
-    out = runner.invoke(app, [*words, "generator.templates=[closer]"], env={"COLUMNS": "250"})
-    assert out.exit_code == 2 and "unknown template(s) closer" in out.output, out.output

@@ -117,12 +117,3 @@ def test_stvqa_rows_score_anls_and_write_the_task3_upload_file(sa_sandbox, runne
     upload = next(results.glob("predictions/*.stvqa-test/stvqa_task3_submission.json"))
     assert json.loads(upload.read_text()) == json.loads(preds.read_text())
     assert "rrc.cvc.uab.es" in written.output and "upload it by hand" in written.output
-
-
-def test_generator_overrides_reach_the_generator(runner):
-    # a positive control asks spatial questions only: generator.control_share=0.0, a variant
-    words = ["run", "sa-m4c-table2-ablations", "--scale", "synthetic", "--dry-run", "--rows", "1 M4C†"]
-    out = runner.invoke(app, [*words, "generator.control_share=0.0"], env={"COLUMNS": "250"})
-    assert out.exit_code == 0 and "control_share=0.0" in out.output, out.output
-    out = runner.invoke(app, [*words, "generator.control_shares=0.0"], env={"COLUMNS": "250"})
-    assert out.exit_code == 2 and "unknown synthetic generator setting(s) control_shares" in out.output, out.output
