@@ -227,12 +227,10 @@ def _kind(value: Any) -> str:
 
 def _recipe(spec: Spec, rows: list[Row], settings: dict[str, Any], path: list[str], value: Any) -> None:
     from repro.families import load_recipe
-    from repro.train.recipe import OPTIMIZERS, SCHEDULES, Recipe
+    from repro.train.recipe import OPTIMIZERS, PRECISIONS, SCHEDULES, Recipe
 
     trains = any(r.model is not None for r in rows)
     if path == ["precision"] and trains:  # every recipe a unit trains by, named in the spec or by its family
-        from repro.train.recipe import PRECISIONS
-
         if value not in PRECISIONS:
             raise ReproError(f"no precision {_text(value)}; one of {', '.join(PRECISIONS)}")
         settings.setdefault("recipe", {})["precision"] = value

@@ -75,10 +75,6 @@ def share_of_hours(hours: float | None, share: float) -> float | None:
     return None if hours is None else hours * min(1.0, share)
 
 
-def _precision_of(settings: Mapping[str, Any]) -> dict[str, Any]:
-    return {"precision": settings["precision"]} if "precision" in settings else {}
-
-
 @dataclass(frozen=True)
 class RunContext:
     """Everything one (row, seed) unit needs; built by `repro.run`, the same in every process."""
@@ -112,7 +108,8 @@ class RunContext:
         from repro.families import load_recipe
 
         settings = self.settings.get("recipe", {})
-        base = settings if overrides is None else {**overrides, **_precision_of(settings)}
+        precision = {k: v for k, v in settings.items() if k == "precision"}
+        base = settings if overrides is None else {**overrides, **precision}
         return load_recipe(name or self.spec.recipe).replace(**{**base, "seed": self.seed, **fixed})
 
     def predictions_file(self, split: str) -> Path:

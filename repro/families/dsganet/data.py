@@ -19,13 +19,6 @@ from repro.paths import data_dir
 from repro.specs import Spec
 
 
-def generator_settings(settings: dict[str, Any]):
-    """The generator config a scale's `generator:` mapping is read with (`generator.<key>=` overrides)."""
-    from repro.families.dsganet.synthetic import GeneratorConfig
-
-    return GeneratorConfig
-
-
 def prepare_data(spec: Spec, scale: str, settings: dict[str, Any]) -> dict[str, Path]:
     """Generate and prepare the data at synthetic/smoke scale; find the prepared real data at paper scale."""
     if scale == "paper":

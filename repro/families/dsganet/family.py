@@ -25,6 +25,7 @@ from repro.families.base import Hooks, RowRun, RunContext, train_units
 from repro.families.dsganet import build, rel
 from repro.families.dsganet import data as dsg_data
 from repro.families.dsganet.statistics import statistics
+from repro.families.dsganet.synthetic import GeneratorConfig
 
 # --- one (row, seed) ----------------------------------------------------------------------------
 
@@ -112,7 +113,7 @@ HOOKS = Hooks(
     describe=build.describe,
     gpu_hours=build.gpu_hours,
     prepare_data=dsg_data.prepare_data,
-    generator_settings=dsg_data.generator_settings,
+    generator_settings=lambda settings: GeneratorConfig,  # what `generator.<key>=` overrides are checked on
     run_row=run_row,
     run_ensemble=run_ensemble,
     compute_tasks=COMPUTE_TASKS,

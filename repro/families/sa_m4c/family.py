@@ -21,6 +21,7 @@ from repro.families.base import Hooks, RowRun, RunContext, share_of_hours, train
 from repro.families.sa_m4c.build import ARCHS, as_config, build_model, describe, example_batch, gpu_hours, paper_data
 from repro.families.sa_m4c.model import decoding_bce
 from repro.families.sa_m4c.splits import Splits, read_splits
+from repro.families.sa_m4c.synthetic import GeneratorConfig
 from repro.specs import Spec
 
 # --- training and prediction steps ---------------------------------------------------------------
@@ -40,13 +41,6 @@ def train_recipe(ctx: RunContext):
 
 
 # --- data ---------------------------------------------------------------------------------------
-
-
-def generator_settings(settings: dict[str, Any]):
-    """The generator config a scale's `generator:` mapping is read with (`generator.<key>=` overrides)."""
-    from repro.families.sa_m4c.synthetic import GeneratorConfig
-
-    return GeneratorConfig
 
 
 def prepare_data(spec: Spec, scale: str, settings: dict[str, Any]) -> dict[str, Any]:
@@ -300,7 +294,7 @@ HOOKS = Hooks(
     describe=describe,
     gpu_hours=gpu_hours,
     prepare_data=prepare_data,
-    generator_settings=generator_settings,
+    generator_settings=lambda settings: GeneratorConfig,  # what `generator.<key>=` overrides are checked on
     run_row=run_row,
     run_ensemble=run_ensemble,
     compute_tasks=COMPUTE_TASKS,
