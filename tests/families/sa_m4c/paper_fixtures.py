@@ -14,8 +14,8 @@ where its archive or release puts it (`prepare.locate` finds files below a datas
 - `bert-base-uncased/`: `config.json`, `vocab.txt` and `pytorch_model.bin` (a BertForPreTraining state dict with
   the original checkpoint's `LayerNorm.gamma/beta` names), at `bert_hidden` / `bert_heads` / `bert_ff` instead of
   768 / 12 / 3072, so that a run with `sizes.hidden_size`, `sizes.heads`, `sizes.ff_size` equal to them is small;
-- `fasttext-wiki-en/wiki.en.bin`: a FastText model trained here on the fixtures' words by the `fasttext` package
-  (`fasttext_dim` wide; the real one is 300), so the package must be installed.
+- `fasttext-wiki-en/wiki.en.bin`: a FastText model of the fixtures' words in fastText's binary format
+  (`fasttext_dim` wide; the real one is 300), which a run reads through the `fasttext` package.
 
 LMDBs follow MMF's `LMDBFeatureReader`: key `b"keys"` holds the pickled list of image keys, each key a pickled
 dict with `features` [n, dim], `bbox` [n, 4] in pixels, `num_boxes`, `image_width`, `image_height`.
@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import pickle
+import struct
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -132,26 +133,30 @@ def _write_bert(folder: Path, words: set[str], hidden: int, heads: int, ff: int,
     torch.save(old, folder / "pytorch_model.bin")
 
 
-def write_fasttext_model(folder: Path, words: list[str], dim: int, *, lines: int = 3000) -> Path:
-    """Train a tiny fastText model on `words` and save it as `folder/wiki.en.bin`, FastText's official format."""
-    import fasttext
+def write_fasttext_model(folder: Path, words: list[str], dim: int, *, bucket: int = 2000, seed: int = 0) -> Path:
+    """A skip-gram FastText model over `words`, saved as `folder/wiki.en.bin` in the layout of fastText's
+    `FastText::saveModel` (format version 12): magic and version, the args, the dictionary, then the input matrix
+    (one row per word, then `bucket` rows of character n-grams) and the output matrix, each float32.
 
+    The rows are drawn here, not trained: the `fasttext` package's trainer initialises only a tenth of its input
+    matrix when it runs on one thread, so a model it trains holds uninitialised memory and now and then NaN."""
+    rng = np.random.default_rng(seed)
     folder.mkdir(parents=True, exist_ok=True)
-    corpus = folder / "corpus.txt"
-    corpus.write_text("\n".join(" ".join(words) for _ in range(lines)) + "\n", encoding="utf-8")
-    attempts = 5  # fastText now and then ends in "Encountered NaN" on a corpus this small, more often on some CPUs
-    for attempt in range(attempts):
-        try:
-            model = fasttext.train_unsupervised(
-                str(corpus), dim=dim, minCount=1, epoch=1, lr=0.01, thread=1, bucket=2000, minn=2, maxn=4, verbose=0
-            )
-            break
-        except RuntimeError:
-            if attempt == attempts - 1:
-                raise
-    corpus.unlink()
+    vocabulary = [*dict.fromkeys(words), "</s>"]  # one line of the corpus: every word once, then end-of-line
+    args = struct.pack("<12i", dim, 5, 5, 1, 5, 1, 2, 2, bucket, 3, 6, 100) + struct.pack("<d", 1e-4)
+    # dim, ws, epoch, minCount, neg, wordNgrams, loss ns (2), model skipgram (2), bucket, minn, maxn, lrUpdateRate, t
+    entries = b"".join(w.encode() + b"\0" + struct.pack("<qb", 1000, 0) for w in vocabulary)  # count, type word
+    dictionary = struct.pack("<3i2q", len(vocabulary), len(vocabulary), 0, 1000 * len(vocabulary), -1) + entries
+    inputs = rng.uniform(-1 / dim, 1 / dim, (len(vocabulary) + bucket, dim)).astype("<f4")
+    outputs = rng.uniform(-1 / dim, 1 / dim, (len(vocabulary), dim)).astype("<f4")
+
+    def matrix(rows: np.ndarray) -> bytes:
+        return b"\0" + struct.pack("<2q", *rows.shape) + rows.tobytes()  # not quantised, then rows and columns
+
     path = folder / "wiki.en.bin"
-    model.save_model(str(path))
+    temporary = path.with_suffix(".part")
+    temporary.write_bytes(struct.pack("<2i", 793712314, 12) + args + dictionary + matrix(inputs) + matrix(outputs))
+    temporary.replace(path)
     return path
 
 

@@ -74,12 +74,16 @@ def test_lmdb_features_become_a_feature_store(tmp_path):
     assert np.allclose(got["boxes"][0], [1, 2, 30, 40])
 
 
-def test_fasttext_vectors_from_a_model_the_package_trained(tmp_path):
+def test_fasttext_vectors_from_a_model_in_the_official_binary_format(tmp_path):
     pytest.importorskip("fasttext")
     from repro.families.sa_m4c.data import FastTextVectors
 
     vectors = FastTextVectors(write_fasttext_model(tmp_path, "stop sign exit door open closed".split(), dim=8))
     assert vectors.dim == 8 and vectors("stop").shape == (8,)
+    rows = vectors.model.get_input_matrix()
+    assert rows.shape == (7 + 2000, 8) and vectors.model.get_words()[:2] == ["stop", "sign"]
+    _, ids = vectors.model.get_subwords("stop")
+    assert len(ids) > 1 and np.allclose(vectors("stop"), rows[ids].mean(0))  # the word's row and its n-grams'
     assert np.abs(vectors("stopp")).sum() > 0  # subwords give unseen OCR tokens a vector, as FastText does
     with pytest.raises(ReproError, match="missing"):
         FastTextVectors(tmp_path / "absent.bin")
