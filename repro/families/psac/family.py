@@ -33,6 +33,7 @@ from repro.families.psac.build import (
 )
 from repro.families.psac.config import for_scale
 from repro.families.psac.statistics import statistics
+from repro.families.psac.synthetic import GeneratorConfig, generate
 from repro.families.psac.tasks import column_step, epoch_seconds, run_task
 from repro.paths import data_dir
 from repro.specs import Spec
@@ -41,8 +42,6 @@ from repro.specs import Spec
 
 
 def synthetic_root(settings: dict[str, Any]) -> Path:
-    from repro.families.psac.synthetic import GeneratorConfig
-
     cfg = GeneratorConfig.from_mapping(settings.get("generator"))
     return data_dir() / "synthetic" / f"tgif-qa-{cfg.key()}"
 
@@ -72,8 +71,6 @@ def prepare_data(spec: Spec, scale: str, settings: dict[str, Any]) -> dict[str, 
                 f"{data_dir() / 'glove-6b'}; run `repro download glove-6b`"
             )
         return {"root": tgif_dir()}
-    from repro.families.psac.synthetic import GeneratorConfig, generate
-
     root = synthetic_root(settings)
     generate(root, GeneratorConfig.from_mapping(settings.get("generator")))
     return {"root": root}
@@ -174,6 +171,7 @@ HOOKS = Hooks(
     describe=describe,
     gpu_hours=gpu_hours,
     prepare_data=prepare_data,
+    generator_settings=lambda settings: GeneratorConfig,  # what `generator.<key>=` overrides are checked on
     run_row=run_row,
     run_ensemble=run_ensemble,
     compute_tasks=COMPUTE_TASKS,

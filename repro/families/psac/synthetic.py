@@ -17,13 +17,19 @@ stayed at chance; with the candidate alone they learned).
               among the distractors, so only comparing how often each candidate occurs tells them apart
   transition  "what after|before <action> ?"   5 candidates, the video's other actions among the
               distractors: only the order tells them apart
-  count       "how many times <phrase> ?"   1..max_count
+  count       "how many times <phrase> ?"   1..max_count, asked about a video of its own (`_count_video`): the
+              subject repeats the named action, each repetition 1..2*rep_frames pose frames long, so the
+              number of pose frames only hints at the count and the runs of poses between rest frames,
+              an order signal, give it (as TGIF-QA's Count GIFs mostly show the one action counted)
   frameqa     "what color is the shirt of the <subject> when it <action>s ?" (type 2, colour) or
               "who <action>s ?" (type 0, object); the inflected verb is a word the candidates and the
               other questions never use, only its characters relate it to the action
 
 Files written (official layout, tab-separated): `{Train,Test}_{task}_question.csv` and
-`features.npy` (videos, frames, feature_dim) float16. Videos are split between train and test.
+`features.npy` (videos, frames, feature_dim) float16: the videos of the other tasks first, then Count's, each
+split between train and test as they are. Count's videos are drawn from a random stream of their own, after
+the others, so the other tasks' files are those of the generator before Count got its own videos (2026-11-26;
+until then Count asked about a random one of the video's three actions, and every row stayed at chance).
 """
 
 from __future__ import annotations
@@ -75,6 +81,13 @@ class GeneratorConfig(GeneratorSettings):
     rep_frames: int = 1
     noise: float = 0.3
     color_change: float = 0.5  # probability that the shirt colour changes between two actions
+    # Count videos hold max_count * rep_frames pose frames whatever the count, so that only the order of pose and
+    # rest frames tells it (the positive control of VPSA's order signal; default: each repetition 1..2*rep_frames)
+    count_fixed_frames: bool = False
+
+    def key(self) -> str:
+        # "-count2": Count on videos of its own; data generated before under the same settings is not reused
+        return super().key() + "-count2"
 
     def longest(self) -> int:
         """Frames of the longest possible action sequence (counts distinct when max_count allows it)."""
@@ -99,6 +112,11 @@ class GeneratorConfig(GeneratorSettings):
             raise ReproError(f"psac generator: at most {len(SUBJECTS)} subjects and 2..{len(COLORS)} colours")
         if self.max_count < 2:
             raise ReproError("psac generator: max_count must be at least 2")
+        if self.max_count * (2 * self.rep_frames + 1) > self.frames:
+            raise ReproError(
+                f"psac generator: a Count video of {self.max_count} repetitions of up to {2 * self.rep_frames} "
+                f"frames and a rest frame each does not fit in {self.frames} frames"
+            )
 
 
 def _directions(rng: np.random.Generator, n: int, d: int) -> np.ndarray:
@@ -143,6 +161,33 @@ def _video(rng: np.random.Generator, cfg: GeneratorConfig, protos: dict[str, np.
     return feats.astype(np.float16), {"subject": subject, "actions": actions, "reps": reps, "colors": colors}
 
 
+def _count_video(
+    rng: np.random.Generator, cfg: GeneratorConfig, protos: dict[str, np.ndarray]
+) -> tuple[np.ndarray, int, int]:
+    """A Count video: the subject repeats one action `count` times (1..max_count), each repetition 1..2*rep_frames
+    pose frames then a rest frame, after a random lead of rest frames; (features, action, count)."""
+    subject = int(rng.integers(cfg.num_subjects))
+    action = int(rng.integers(cfg.num_actions))
+    count = int(rng.integers(1, cfg.max_count + 1))
+    if cfg.count_fixed_frames:  # max_count * rep_frames pose frames cut into `count` runs
+        total = cfg.max_count * cfg.rep_frames
+        cuts = np.sort(rng.choice(np.arange(1, total), count - 1, replace=False))
+        lengths = np.diff(np.concatenate([[0], cuts, [total]]))
+    else:
+        lengths = rng.integers(1, 2 * cfg.rep_frames + 1, size=count)
+    used = int(lengths.sum()) + count
+    t = int(rng.integers(cfg.frames - used + 1))
+    posed = np.zeros(cfg.frames, dtype=bool)
+    for length in lengths:
+        posed[t : t + length] = True
+        t += int(length) + 1
+    color = int(rng.integers(cfg.num_colors))
+    feats = protos["subject"][subject] + protos["color"][color] + np.zeros((cfg.frames, 1), dtype=np.float32)
+    feats = feats + np.where(posed[:, None], protos["action"][action], protos["rest"])
+    feats = feats + rng.normal(scale=cfg.noise, size=feats.shape).astype(np.float32)
+    return feats.astype(np.float16), action, count
+
+
 def _candidates(rng: np.random.Generator, cfg: GeneratorConfig, correct: int, preferred: list[int]):
     others = [a for a in preferred if a != correct]
     rest = [a for a in rng.permutation(cfg.num_actions).tolist() if a != correct and a not in others]
@@ -178,10 +223,7 @@ def _questions(rng: np.random.Generator, cfg: GeneratorConfig, info: dict, key: 
     out["transition"].append(
         {"gif_name": gif, "question": q, **{f"a{j + 1}": c for j, c in enumerate(cands)}, "answer": ans}
     )
-    i = int(rng.integers(len(acts)))
-    out["count"].append(
-        {"gif_name": gif, "question": f"How many times {PHRASES[ACTIONS[acts[i]]]} ?", "answer": reps[i]}
-    )
+    rng.integers(len(acts))  # the draw of Count's old question, kept so that FrameQA's questions stay as they were
     i = int(rng.integers(len(acts)))
     if rng.random() < 0.7:
         out["frameqa"].append(
@@ -216,7 +258,7 @@ def generate(root: Path, cfg: GeneratorConfig) -> Path:
         "rest": _directions(rng, 1, d)[0],
     }
     n = cfg.train_videos + cfg.test_videos
-    features = np.zeros((n, cfg.frames, d), dtype=np.float16)
+    features = np.zeros((2 * n, cfg.frames, d), dtype=np.float16)  # the other tasks' videos, then Count's
     rows: dict[tuple[str, str], list[dict]] = {(s, t): [] for s in ("Train", "Test") for t in TASKS}
     for key in range(n):
         features[key], info = _video(rng, cfg, protos)
@@ -226,6 +268,19 @@ def generate(root: Path, cfg: GeneratorConfig) -> Path:
                 q["key"] = key
                 q["vid_id"] = f"{task.upper()}{len(rows[(split, task)]) + 1}"
                 rows[(split, task)].append(q)
+    counting = np.random.default_rng([cfg.seed, 1])  # Count's own stream: the other tasks' draws stay as they were
+    for video in range(n):
+        key = n + video
+        features[key], action, count = _count_video(counting, cfg, protos)
+        split = "Train" if video < cfg.train_videos else "Test"
+        question = {
+            "gif_name": f"synthetic_{key:06d}",
+            "question": f"How many times {PHRASES[ACTIONS[action]]} ?",
+            "answer": count,
+            "key": key,
+            "vid_id": f"COUNT{len(rows[(split, 'count')]) + 1}",
+        }
+        rows[(split, "count")].append(question)
     np.save(root / "features.npy", features)
     for (split, task), qs in rows.items():
         with open(root / file_name(split, task), "w", newline="", encoding="utf-8") as fh:

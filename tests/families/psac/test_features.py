@@ -27,7 +27,8 @@ def write_released_hdf5(path, videos: dict[int, np.ndarray]) -> None:
 
 @pytest.fixture
 def tgif_folders(sandbox, monkeypatch):
-    """Question files (generated, official layout, keys 0..7) and a tiny released feature file."""
+    """Question files (generated, official layout, keys 0..15: Count's own videos 8..15) and a tiny released
+    feature file."""
     questions = generate(
         sandbox / "q",
         GeneratorConfig.from_mapping(
@@ -36,7 +37,7 @@ def tgif_folders(sandbox, monkeypatch):
     )
     monkeypatch.setenv("REPRO_TGIF_DIR", str(questions))
     rng = np.random.default_rng(0)
-    lengths = [40, 3, 36, 12, 50, 1, 36, 20]  # longer than N (sampled), shorter (padded at load time)
+    lengths = [40, 3, 36, 12, 50, 1, 36, 20, 36, 8, 44, 36, 2, 30, 36, 60]  # longer than N (sampled), shorter (padded at load time)
     videos = {key: rng.normal(size=(n, DIM)).astype(np.float32) for key, n in enumerate(lengths)}
     features = sandbox / "data" / "tgif-qa-features"
     features.mkdir(parents=True)

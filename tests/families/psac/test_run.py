@@ -12,7 +12,7 @@ from repro import specs
 from repro.cli import app
 from repro.datasets import tgif
 from repro.errors import ReproError
-from repro.families.psac.synthetic import GeneratorConfig, generate
+from repro.families.psac.synthetic import GeneratorConfig, _count_video, _directions, generate
 from repro.paths import REPO_DIR
 
 SMALL = {
@@ -33,13 +33,35 @@ def test_generator_writes_the_official_layout_with_order_dependent_answers(tmp_p
             qs = tgif.read_questions(root / tgif.file_name(split, task))  # the real files' reader
             assert qs, (split, task)
     features = np.load(root / "features.npy")
-    assert features.shape == (16, 8, 8)
+    assert features.shape == (32, 8, 8)  # the other tasks' 16 videos, then Count's own 16
     trans = tgif.read_questions(root / "Train_transition_question.csv")
     assert all(len(q.candidates) == 5 and (" after " in q.question or " before " in q.question) for q in trans)
     counts = tgif.read_questions(root / "Train_count_question.csv")
-    assert {q.label for q in counts} <= {1, 2}
+    assert {q.label for q in counts} <= {1, 2} and all(16 <= q.key < 28 for q in counts)
     again = generate(tmp_path / "again", GeneratorConfig.from_mapping(SMALL))
     assert (again / "Train_action_question.csv").read_text() == (root / "Train_action_question.csv").read_text()
+
+
+@pytest.mark.parametrize("fixed", [False, True])
+def test_a_count_video_repeats_one_action_as_often_as_its_answer(fixed):
+    cfg = GeneratorConfig.from_mapping(
+        {**SMALL, "frames": 12, "noise": 0.0, "max_count": 3, "count_fixed_frames": fixed}
+    )
+    rng = np.random.default_rng(0)
+    protos = {k: _directions(rng, n, 8) for k, n in (("subject", 8), ("action", 10), ("color", 6), ("rest", 1))}
+    protos["rest"] = protos["rest"][0]
+    posed_frames = set()
+    for _ in range(30):
+        features, action, count = _count_video(rng, cfg, protos)
+        values = np.unique(features, axis=0).astype(np.float32)  # without noise: the posed frame and the rest frame
+        assert len(values) == 2
+        step = protos["action"][action] - protos["rest"]
+        pose = values[0] if np.allclose(values[0] - values[1], step, atol=1e-2) else values[1]
+        posed = np.all(features.astype(np.float32) == pose, axis=1)
+        runs = int(posed[0]) + int(np.sum(posed[1:] & ~posed[:-1]))  # a run of pose frames = one repetition
+        assert runs == count and 1 <= count <= 3
+        posed_frames.add(int(posed.sum()))
+    assert (posed_frames == {3 * cfg.rep_frames}) == fixed  # fixed: only the runs tell the count
 
 
 def test_generator_rejects_settings_that_do_not_fit():
