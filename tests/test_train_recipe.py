@@ -184,6 +184,24 @@ def test_the_shared_losses_are_the_old_formulas():
         compute_loss("per-task", logits, labels)
 
 
+def test_bf16_on_a_cpu_without_recurrent_kernels_is_refused_in_one_line(monkeypatch):
+    """oneDNN builds bf16 LSTM/GRU kernels only where the CPU supports them; elsewhere autocast failed deep
+    inside the first step. The refusal names the way out; models without recurrence keep bf16."""
+    import torch
+    from torch import nn
+
+    from repro.train import trainer
+
+    monkeypatch.setattr(trainer, "_cpu_has_bf16_recurrence", lambda: False)
+    cpu = torch.device("cpu")
+    with pytest.raises(ReproError, match=r"recipe.precision=fp32"):
+        trainer.resolve_precision("bf16", cpu, nn.Sequential(nn.Linear(2, 2), nn.GRU(2, 2)))
+    assert trainer.resolve_precision("bf16", cpu, nn.Linear(2, 2)) == "bf16"
+    assert trainer.resolve_precision("bf16", torch.device("cuda"), nn.LSTM(2, 2)) == "bf16"
+    monkeypatch.setattr(trainer, "_cpu_has_bf16_recurrence", lambda: True)
+    assert trainer.resolve_precision("bf16", cpu, nn.LSTM(2, 2)) == "bf16"
+
+
 def test_auto_precision_is_fp32_on_every_device_as_the_papers_official_code_trains():
     """`auto` never silently means bf16 on a GPU: fp32 unless the recipe or an override asks otherwise."""
     import torch

@@ -246,7 +246,7 @@ def fit_ensemble(
     recipe, seeds = recipes[0], len(models)
     env = dist_utils.DistEnv()
     dev = dist_utils.device_for(env, device)
-    precision = resolve_precision(recipe.precision, dev)
+    precision = resolve_precision(recipe.precision, dev, models[0])
     _check(models, recipes, workdirs, precision)
     if len(train_dataset) == 0:
         raise ReproError("the training set is empty")

@@ -17,6 +17,7 @@ against `batch["target"]`; `predict(..., predict_step=...)` likewise.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import math
@@ -107,17 +108,36 @@ def build_optimizer(recipe: Recipe, params) -> torch.optim.Optimizer:
     return getattr(torch.optim, OPTIMIZERS[name].torch_class)(params, lr=lr, **opt)
 
 
-def resolve_precision(precision: str, device: torch.device) -> str:
+def resolve_precision(precision: str, device: torch.device, model: nn.Module | None = None) -> str:
     """The precision a recipe trains in on `device`. Every family's recipe states its official code's (all five
     papers: fp32); `auto`, left only by a recipe that states none, is fp32 too. tf32, bf16 or fp16 are chosen by a
-    recipe or `recipe.precision=`. tf32 is fp32 on a CPU."""
+    recipe or `recipe.precision=`. tf32 is fp32 on a CPU. bf16 on a CPU is refused for a `model` with an LSTM or
+    GRU where the CPU's oneDNN has no bf16 kernel for them (most CPUs without AVX-512 BF16)."""
     if precision == "auto":
         return "fp32"
     if precision == "fp16" and device.type != "cuda":
         raise ReproError("precision fp16 needs a GPU; use fp32 or bf16 on a CPU")
     if precision == "tf32" and device.type != "cuda":
         return "fp32"
+    recurrent = model is not None and any(isinstance(m, nn.RNNBase) for m in model.modules())
+    if precision == "bf16" and device.type == "cpu" and recurrent and not _cpu_has_bf16_recurrence():
+        raise ReproError(
+            "precision bf16: this CPU has no bf16 kernel for the model's LSTM/GRU layers (oneDNN); "
+            "train it in fp32 on this CPU (recipe.precision=fp32) or in bf16 on a GPU"
+        )
     return precision
+
+
+@functools.cache
+def _cpu_has_bf16_recurrence() -> bool:
+    """Whether an LSTM runs under bf16 autocast on this CPU (oneDNN builds it only where the CPU supports it)."""
+    lstm = nn.LSTM(4, 4)
+    try:
+        with torch.autocast(device_type="cpu", dtype=torch.bfloat16), torch.no_grad():
+            lstm(torch.zeros(1, 1, 4))
+    except RuntimeError:
+        return False
+    return True
 
 
 @contextmanager
@@ -248,7 +268,7 @@ def fit(
     workdir = Path(workdir)
     env = dist_utils.init_from_env(device=device)
     dev = dist_utils.device_for(env, device)
-    precision = resolve_precision(recipe.precision, dev)
+    precision = resolve_precision(recipe.precision, dev, model)
     local_batch = dist_utils.per_device_batch(recipe.batch_size, env)
     if len(train_dataset) == 0:
         raise ReproError("the training set is empty")
@@ -477,7 +497,7 @@ def predict(
     if batch_size < 1:
         raise ReproError(f"batch size must be at least 1, got {batch_size}")
     dev = dist_utils.model_device(model) if device is None else dist_utils.device_for(dist_utils.DistEnv(), device)
-    precision = resolve_precision(precision, dev)
+    precision = resolve_precision(precision, dev, model)
     model.to(dev).eval()
     loader = DataLoader(dataset, batch_size=batch_size, shuffle=False, collate_fn=collate_fn)
     ids, outs = [], []

@@ -37,7 +37,8 @@ def tgif_folders(sandbox, monkeypatch):
     )
     monkeypatch.setenv("REPRO_TGIF_DIR", str(questions))
     rng = np.random.default_rng(0)
-    lengths = [40, 3, 36, 12, 50, 1, 36, 20, 36, 8, 44, 36, 2, 30, 36, 60]  # longer than N (sampled), shorter (padded at load time)
+    # longer than N (sampled), shorter (padded at load time)
+    lengths = [40, 3, 36, 12, 50, 1, 36, 20, 36, 8, 44, 36, 2, 30, 36, 60]
     videos = {key: rng.normal(size=(n, DIM)).astype(np.float32) for key, n in enumerate(lengths)}
     features = sandbox / "data" / "tgif-qa-features"
     features.mkdir(parents=True)
