@@ -112,7 +112,7 @@ def resolve_precision(precision: str, device: torch.device, model: nn.Module | N
     """The precision a recipe trains in on `device`. Every family's recipe states its official code's (all five
     papers: fp32); `auto`, left only by a recipe that states none, is fp32 too. tf32, bf16 or fp16 are chosen by a
     recipe or `recipe.precision=`. tf32 is fp32 on a CPU. bf16 on a CPU is refused for a `model` with an LSTM or
-    GRU where the CPU's oneDNN has no bf16 kernel for them (most CPUs without AVX-512 BF16)."""
+    GRU where oneDNN has no bf16 kernel for them on this CPU (it failed inside the first step)."""
     if precision == "auto":
         return "fp32"
     if precision == "fp16" and device.type != "cuda":
