@@ -182,8 +182,11 @@ def _count_video(
         posed[t : t + length] = True
         t += int(length) + 1
     color = int(rng.integers(cfg.num_colors))
-    feats = protos["subject"][subject] + protos["color"][color] + np.zeros((cfg.frames, 1), dtype=np.float32)
-    feats = feats + np.where(posed[:, None], protos["action"][action], protos["rest"])
+    feats = (
+        protos["subject"][subject]
+        + protos["color"][color]
+        + np.where(posed[:, None], protos["action"][action], protos["rest"])
+    )
     feats = feats + rng.normal(scale=cfg.noise, size=feats.shape).astype(np.float32)
     return feats.astype(np.float16), action, count
 
