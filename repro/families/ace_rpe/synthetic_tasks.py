@@ -46,16 +46,24 @@ class TaskGeneratorConfig(GeneratorSettings):
     seed: int = 0
     image_size: int = 32
     grid: int = 2
-    objects: int = 3  # at least 3: a neutral VE statement names a shape that is not there
+    objects: int = 3
     train_items: int = 16  # training questions / pairs / statements / expressions per task
     test_items: int = 8  # per evaluation split
     annotators: int = 10  # VQA answers per question
+    # the share of VQA's "no" questions and NLVR2's false statements that name an object the image does not show
+    # (the others reverse a true relation); 0 draws nothing for it, so older configs give the same files
+    absent_share: float = 0.0
+    # NLVR2's scenes too hold objects told apart by colour and shape (VQA's, SNLI-VE's and RefCOCO+'s always do):
+    # with two alike objects "a red square left of a red square" is true whichever way it is said
+    distinct_nlvr: bool = False
 
     def check(self) -> None:
         if self.objects < 2 or self.objects > self.grid * self.grid:
             raise ReproError(f"task generator: objects must be 2..grid^2 ({self.grid**2}), got {self.objects}")
         if min(self.train_items, self.test_items, self.annotators) < 1:
             raise ReproError("task generator: item and annotator counts must be at least 1")
+        if not 0.0 <= self.absent_share <= 1.0:
+            raise ReproError(f"task generator: absent_share must be within [0, 1], got {self.absent_share}")
 
 
 def task_vocabulary() -> list[str]:
@@ -99,6 +107,15 @@ class _Writer:
         a, b = self.rng.sample(scene, 2)
         return a, _relation(a, b), b
 
+    def names_absent(self) -> bool:
+        """Whether a false statement names an absent object (`absent_share`) rather than reversing the relation."""
+        return self.cfg.absent_share > 0 and self.rng.random() < self.cfg.absent_share
+
+    def absent(self, *scenes) -> tuple[str, str]:
+        """A colour and shape that none of the scenes shows."""
+        shown = {_name(o) for scene in scenes for o in scene}
+        return self.rng.choice([(c, s) for c in COLOURS for s in SHAPES if f"{c} {s}" not in shown])
+
 
 REVERSED = {"left of": "right of", "right of": "left of", "above": "below", "below": "above"}
 
@@ -111,6 +128,8 @@ def _vqa(w: _Writer, split: str, count: int, first_id: int) -> list[dict]:
         if w.rng.random() < 0.5:
             truth = w.rng.random() < 0.5
             said = relation if truth else REVERSED[relation]
+            if not truth and w.names_absent():
+                a, said = w.absent(scene), relation
             question, answer = f"is there a {_name(a)} {said} a {_name(b)}", "yes" if truth else "no"
         else:
             question, answer = f"what is {relation} the {_name(b)}", _name(a)
@@ -138,11 +157,15 @@ def _ve(w: _Writer, split: str, count: int) -> list[dict]:
 def _nlvr(w: _Writer, split: str, count: int) -> list[dict]:
     out = []
     for n in range(count):
-        left, right = w.scene(f"nlvr_{split}", 2 * n), w.scene(f"nlvr_{split}", 2 * n + 1)
+        scene = w.distinct_scene if w.cfg.distinct_nlvr else w.scene
+        left, right = scene(f"nlvr_{split}", 2 * n), scene(f"nlvr_{split}", 2 * n + 1)
         side = w.rng.randrange(2)
         truth = w.rng.random() < 0.5
-        a, relation, b = w.relation((left, right)[side][1])
+        shown, other = (left, right)[side][1], (left, right)[1 - side][1]
+        a, relation, b = w.relation(shown)
         said = relation if truth else REVERSED[relation]
+        if not truth and w.names_absent():  # an object neither image shows
+            a, said = w.absent(shown, other), relation
         sentence = f"the {('left', 'right')[side]} image shows a {_name(a)} {said} a {_name(b)}"
         out.append({"images": [left[0], right[0]], "sentence": sentence, "label": "True" if truth else "False"})
     return out

@@ -141,3 +141,55 @@ def test_heat_on_the_named_object_picks_its_proposal_and_elsewhere_misses(tmp_pa
         other = next(d for d in dets[str(image_id)] if d[4] > 0.5 and iou(box, d[:4]) == 0)
         others.append(grid(other))
     assert score_heatmaps(others, ids, refer, dets).aggregate["overall"] == 0.0
+
+
+def _statement(text: str) -> tuple[str, str, str]:
+    """("C S", relation, "C S") of "... a C S <relation> a C S"."""
+    words = text.split(" a ", 1)[1].split(" ")
+    return " ".join(words[:2]), " ".join(words[2:-3]), " ".join(words[-2:])
+
+
+@pytest.mark.parametrize("share", [0.0, 1.0])
+def test_false_statements_reverse_the_relation_or_name_an_absent_object_as_absent_share_says(
+    tmp_path, monkeypatch, share
+):
+    from repro.families.ace_rpe import synthetic_tasks
+    from repro.families.ace_rpe.synthetic import _relation
+
+    scenes = {}  # the drawn objects of each image file, by its path under the root
+    monkeypatch.setattr(synthetic_tasks, "_draw", lambda scene, cfg, path: scenes.__setitem__(path, scene))
+    cfg = {"seed": 1, "grid": 3, "objects": 2, "train_items": 40, "test_items": 2, "absent_share": share, "distinct_nlvr": True}
+    root = generate_tasks(tmp_path, TaskGeneratorConfig.from_mapping(cfg))
+
+    def holds(scene, a, relation, b):
+        return any(
+            f"{x[0]} {x[1]}" == a and f"{y[0]} {y[1]}" == b and _relation(x, y) == relation
+            for x in scene
+            for y in scene
+            if x is not y
+        )
+
+    def shown(scene, name):
+        return any(f"{o[0]} {o[1]}" == name for o in scene)
+
+    nlvr = json.loads((root / "nlvr_train.json").read_text())
+    false = [e for e in nlvr if e["label"] == "False"]
+    assert false and len(false) < len(nlvr)
+    for entry in nlvr:
+        pair = [scenes[root / p] for p in entry["images"]]
+        named = pair[0] if entry["sentence"].startswith("the left") else pair[1]
+        a, relation, b = _statement(entry["sentence"])
+        assert holds(named, a, relation, b) == (entry["label"] == "True")
+        if entry["label"] == "False":  # share 1: an object neither image shows; share 0: the relation reversed
+            assert (not any(shown(s, a) for s in pair)) == (share == 1.0)
+    noes = 0
+    for entry in json.loads((root / "vqa_train.json").read_text()):
+        if entry["question"].startswith("is there"):
+            a, relation, b = _statement(entry["question"])
+            scene = scenes[root / entry["image"]]
+            answer = max(set(entry["answer"]), key=entry["answer"].count)
+            assert holds(scene, a, relation, b) == (answer == "yes")
+            if answer == "no":
+                noes += 1
+                assert (not shown(scene, a)) == (share == 1.0)
+    assert noes
