@@ -158,7 +158,15 @@ def test_false_statements_reverse_the_relation_or_name_an_absent_object_as_absen
 
     scenes = {}  # the drawn objects of each image file, by its path under the root
     monkeypatch.setattr(synthetic_tasks, "_draw", lambda scene, cfg, path: scenes.__setitem__(path, scene))
-    cfg = {"seed": 1, "grid": 3, "objects": 2, "train_items": 40, "test_items": 2, "absent_share": share, "distinct_nlvr": True}
+    cfg = {
+        "seed": 1,
+        "grid": 3,
+        "objects": 2,
+        "train_items": 40,
+        "test_items": 2,
+        "absent_share": share,
+        "distinct_nlvr": True,
+    }
     root = generate_tasks(tmp_path, TaskGeneratorConfig.from_mapping(cfg))
 
     def holds(scene, a, relation, b):
