@@ -56,6 +56,9 @@ class TaskGeneratorConfig(GeneratorSettings):
     # NLVR2's scenes too hold objects told apart by colour and shape (VQA's, SNLI-VE's and RefCOCO+'s always do):
     # with two alike objects "a red square left of a red square" is true whichever way it is said
     distinct_nlvr: bool = False
+    # SNLI-VE without neutral statements: entailed or reversed, half each, so only where the objects are decides
+    # (the positive control of the position embeddings)
+    ve_relation_only: bool = False
 
     def check(self) -> None:
         if self.objects < 2 or self.objects > self.grid * self.grid:
@@ -139,12 +142,15 @@ def _vqa(w: _Writer, split: str, count: int, first_id: int) -> list[dict]:
     return out
 
 
+VE_CYCLE = ("entailment", "contradiction", "neutral")
+
+
 def _ve(w: _Writer, split: str, count: int) -> list[dict]:
     out = []
     for n in range(count):
         rel, scene = w.distinct_scene(f"ve_{split}", n, "jpg")
         a, relation, b = w.relation(scene)
-        label = ("entailment", "contradiction", "neutral")[n % 3]
+        label = ("entailment", "contradiction")[n % 2] if w.cfg.ve_relation_only else VE_CYCLE[n % 3]
         if label == "contradiction":
             relation = REVERSED[relation]
         elif label == "neutral":  # an object of a colour and shape the scene does not show

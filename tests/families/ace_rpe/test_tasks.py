@@ -145,59 +145,67 @@ def test_heat_on_the_named_object_picks_its_proposal_and_elsewhere_misses(tmp_pa
 
 def _statement(text: str) -> tuple[str, str, str]:
     """("C S", relation, "C S") of "... a C S <relation> a C S"."""
-    words = text.split(" a ", 1)[1].split(" ")
+    words = f" {text}".split(" a ", 1)[1].split(" ")
     return " ".join(words[:2]), " ".join(words[2:-3]), " ".join(words[-2:])
+
+
+def _holds(scene, a: str, relation: str, b: str) -> bool:
+    from repro.families.ace_rpe.synthetic import _relation
+
+    named = [(x, y) for x in scene for y in scene if x is not y and f"{x[0]} {x[1]}" == a and f"{y[0]} {y[1]}" == b]
+    return any(_relation(x, y) == relation for x, y in named)
+
+
+def _shown(scene, name: str) -> bool:
+    return any(f"{o[0]} {o[1]}" == name for o in scene)
+
+
+def _generate_recording_scenes(tmp_path, monkeypatch, cfg: dict):
+    """The generated files and the objects drawn in each image, by its path."""
+    from repro.families.ace_rpe import synthetic_tasks
+
+    scenes = {}
+    monkeypatch.setattr(synthetic_tasks, "_draw", lambda scene, cfg, path: scenes.__setitem__(path, scene))
+    return generate_tasks(tmp_path, TaskGeneratorConfig.from_mapping(cfg)), scenes
 
 
 @pytest.mark.parametrize("share", [0.0, 1.0])
 def test_false_statements_reverse_the_relation_or_name_an_absent_object_as_absent_share_says(
     tmp_path, monkeypatch, share
 ):
-    from repro.families.ace_rpe import synthetic_tasks
-    from repro.families.ace_rpe.synthetic import _relation
-
-    scenes = {}  # the drawn objects of each image file, by its path under the root
-    monkeypatch.setattr(synthetic_tasks, "_draw", lambda scene, cfg, path: scenes.__setitem__(path, scene))
-    cfg = {
-        "seed": 1,
-        "grid": 3,
-        "objects": 2,
-        "train_items": 40,
-        "test_items": 2,
-        "absent_share": share,
-        "distinct_nlvr": True,
-    }
-    root = generate_tasks(tmp_path, TaskGeneratorConfig.from_mapping(cfg))
-
-    def holds(scene, a, relation, b):
-        return any(
-            f"{x[0]} {x[1]}" == a and f"{y[0]} {y[1]}" == b and _relation(x, y) == relation
-            for x in scene
-            for y in scene
-            if x is not y
-        )
-
-    def shown(scene, name):
-        return any(f"{o[0]} {o[1]}" == name for o in scene)
-
+    cfg = {"seed": 1, "grid": 3, "objects": 2, "train_items": 40, "test_items": 2}
+    root, scenes = _generate_recording_scenes(
+        tmp_path, monkeypatch, {**cfg, "absent_share": share, "distinct_nlvr": True}
+    )
     nlvr = json.loads((root / "nlvr_train.json").read_text())
-    false = [e for e in nlvr if e["label"] == "False"]
-    assert false and len(false) < len(nlvr)
+    assert 0 < sum(e["label"] == "False" for e in nlvr) < len(nlvr)
     for entry in nlvr:
         pair = [scenes[root / p] for p in entry["images"]]
         named = pair[0] if entry["sentence"].startswith("the left") else pair[1]
         a, relation, b = _statement(entry["sentence"])
-        assert holds(named, a, relation, b) == (entry["label"] == "True")
+        assert _holds(named, a, relation, b) == (entry["label"] == "True")
         if entry["label"] == "False":  # share 1: an object neither image shows; share 0: the relation reversed
-            assert (not any(shown(s, a) for s in pair)) == (share == 1.0)
+            assert (not any(_shown(s, a) for s in pair)) == (share == 1.0)
     noes = 0
     for entry in json.loads((root / "vqa_train.json").read_text()):
         if entry["question"].startswith("is there"):
             a, relation, b = _statement(entry["question"])
             scene = scenes[root / entry["image"]]
             answer = max(set(entry["answer"]), key=entry["answer"].count)
-            assert holds(scene, a, relation, b) == (answer == "yes")
+            assert _holds(scene, a, relation, b) == (answer == "yes")
             if answer == "no":
                 noes += 1
-                assert (not shown(scene, a)) == (share == 1.0)
+                assert (not _shown(scene, a)) == (share == 1.0)
     assert noes
+
+
+def test_relation_only_snli_ve_has_no_neutral_statement_and_both_objects_in_every_scene(tmp_path, monkeypatch):
+    cfg = {"seed": 2, "grid": 3, "objects": 2, "train_items": 30, "test_items": 2, "ve_relation_only": True}
+    root, scenes = _generate_recording_scenes(tmp_path, monkeypatch, cfg)
+    entries = json.loads((root / "ve_train.json").read_text())
+    assert sorted({e["label"] for e in entries}) == ["contradiction", "entailment"]
+    for entry in entries:
+        scene = scenes[root / f"{entry['image']}.jpg"]
+        a, relation, b = _statement(entry["sentence"])
+        assert _shown(scene, a) and _shown(scene, b)
+        assert _holds(scene, a, relation, b) == (entry["label"] == "entailment")
