@@ -2,12 +2,15 @@
 in the json layouts of ALBEF's VQA, SNLI-VE, NLVR2 and RefCOCO+ files (`tasks_data.py` reads them).
 
 - VQA: "is there a red square left of a blue circle" (yes/no; the "no" questions flip a true
-  relation) and "what is left of the blue circle" (the colour and shape of the object there, an
-  answer of two words); ten annotator answers, each the true answer with probability 0.9;
+  relation or, with share `absent_share`, name an object the image does not show) and "what is left
+  of the blue circle" (the colour and shape of the object there, an answer of two words); ten
+  annotator answers, each the true answer with probability 0.9;
 - SNLI-VE: a relational statement is entailed (true in the scene), contradicted (the two objects
-  are there, the relation is reversed) or neutral (it names an object the image does not show);
+  are there, the relation is reversed) or neutral (it names an object the image does not show;
+  none with `ve_relation_only`);
 - NLVR2: "the left image shows a red square left of a blue circle" (or the right image) over two
-  scenes, True or False;
+  scenes, True or False (false: the relation reversed or, with share `absent_share`, an object
+  neither image shows);
 - grounding: "the red square left of the blue circle" names the first object; RefCOCO+'s refer
   annotations (`refs(unc).p`, `instances.json`) give its box and split, `dets.json` the proposals
   (every object's box, a little off, and random boxes).
