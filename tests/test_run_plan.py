@@ -80,3 +80,30 @@ def test_dry_run_download_commands_name_catalog_datasets(runner):
     assert "repro download coco-qa" in out.output and "coco-qa" in load_catalog()
     out = runner.invoke(app, ["run", "table2-vqa1", "--dry-run"], env={"COLUMNS": "200"})
     assert "repro download vg-qa" in out.output and "repro prepare vg-qa" not in out.output
+
+
+def test_a_familys_prepare_data_sees_only_the_rows_the_run_trains(monkeypatch):
+    """`--rows` reaches data preparation: sa-m4c converts the paper-scale data of each row's OCR system and detector,
+    so the spec it is handed must hold the selected rows only (whole runs and single units alike)."""
+    import dataclasses
+
+    from repro import families
+    from repro.launch import units
+
+    spec = resolve("sa-m4c-table2-ablations")
+    runnable = [r.name for r in spec.rows if r.config is not None]
+    seen: list[list[str]] = []
+    real = families.for_row
+
+    def recording(row):
+        hooks = real(row)
+        record = lambda spec, scale, settings: seen.append([r.name for r in spec.rows])  # noqa: E731
+        return None if hooks is None else dataclasses.replace(hooks, prepare_data=record)
+
+    monkeypatch.setattr(families, "for_row", recording)
+    plan = make_plan(spec, "smoke", runnable[1:3])
+    units.prepare_data(plan)
+    assert seen == [runnable[1:3]]
+    ctx = units.unit_context(plan, REPO_DIR / "unused", plan.steps[0], 0, resume=False, progress=False)
+    units.with_data(ctx)
+    assert seen[-1] == [runnable[1]] and len(ctx.spec.rows) == len(spec.rows)

@@ -232,7 +232,7 @@ class Hooks:
     describe: Callable[[Any, Spec | None], list[ModelInfo]]  # (config, spec): one ModelInfo per model of a row
     gpu_hours: Callable[[Any], float | None]  # paper-scale GPU-hours of one training run (None: unknown)
     prepare_data: Callable[[Spec, str, dict[str, Any]], Any]  # once per run: generate (smoke, synthetic) or
-    # find (paper) the data; what it returns is every unit's `ctx.data`
+    # find (paper) the data; what it returns is every unit's `ctx.data`; the spec holds only the rows the run trains
     run_row: Callable[[RunContext], RowRun]  # train and evaluate one (row, seed)
 
     # a row's seeds trained together in one process (`--ensemble`, generated scales); None: one at a time

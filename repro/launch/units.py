@@ -44,15 +44,21 @@ def prepare_data(plan: Plan) -> dict[str, Any]:
     generated here, before runs start in parallel); row name -> what its family's call returned."""
     by_family: dict[str, Any] = {}
     prepared: dict[str, Any] = {}
-    for step in plan.steps:
-        hooks = families.for_row(step.row) if step.kind == "train" else None
-        if hooks is None:
-            continue
-        paper = families.by_arch(step.row.config.arch).paper
+    trained = [step.row for step in plan.steps if step.kind == "train" and families.for_row(step.row) is not None]
+    for row in trained:
+        hooks = families.for_row(row)
+        paper = families.by_arch(row.config.arch).paper
         if paper not in by_family:
-            by_family[paper] = hooks.prepare_data(plan.spec, plan.scale, plan.settings)
-        prepared[step.row.name] = by_family[paper]
+            mine = [r for r in trained if families.by_arch(r.config.arch).paper == paper]
+            by_family[paper] = hooks.prepare_data(with_rows(plan.spec, mine), plan.scale, plan.settings)
+        prepared[row.name] = by_family[paper]
     return prepared
+
+
+def with_rows(spec: Spec, rows) -> Spec:
+    """The spec as a family's `prepare_data` sees it: only the rows this run trains (`--rows`), so paper-scale data
+    is prepared for those rows alone; columns, settings and claims as they are."""
+    return dataclasses.replace(spec, rows=tuple(rows))
 
 
 def unit_context(
@@ -82,7 +88,7 @@ def with_data(ctx: RunContext) -> RunContext:
     hooks = families.for_row(ctx.row)
     if ctx.data is not None or ctx.row.compute is not None or hooks is None:
         return ctx
-    return dataclasses.replace(ctx, data=hooks.prepare_data(ctx.spec, ctx.scale, ctx.settings))
+    return dataclasses.replace(ctx, data=hooks.prepare_data(with_rows(ctx.spec, [ctx.row]), ctx.scale, ctx.settings))
 
 
 def units_to_run(plan: Plan, workdir: Path, resume: bool, force: bool) -> list[Unit]:
