@@ -42,16 +42,14 @@ def unit_dir(workdir: Path, spec: Spec, scale: str, row: Row, seed: int, variant
 def prepare_data(plan: Plan) -> dict[str, Any]:
     """Each family's `prepare_data`, called once for the plan's training rows before any unit runs (data is
     generated here, before runs start in parallel); row name -> what its family's call returned."""
-    by_family: dict[str, Any] = {}
+    by_family: dict[str, list[Row]] = {}  # the trained rows of each family, in plan order
+    for step in plan.steps:
+        if step.kind == "train" and families.for_row(step.row) is not None:
+            by_family.setdefault(families.by_arch(step.row.config.arch).paper, []).append(step.row)
     prepared: dict[str, Any] = {}
-    trained = [step.row for step in plan.steps if step.kind == "train" and families.for_row(step.row) is not None]
-    for row in trained:
-        hooks = families.for_row(row)
-        paper = families.by_arch(row.config.arch).paper
-        if paper not in by_family:
-            mine = [r for r in trained if families.by_arch(r.config.arch).paper == paper]
-            by_family[paper] = hooks.prepare_data(with_rows(plan.spec, mine), plan.scale, plan.settings)
-        prepared[row.name] = by_family[paper]
+    for rows in by_family.values():
+        data = families.for_row(rows[0]).prepare_data(with_rows(plan.spec, rows), plan.scale, plan.settings)
+        prepared.update({row.name: data for row in rows})
     return prepared
 
 

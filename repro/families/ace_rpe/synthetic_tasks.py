@@ -145,20 +145,17 @@ def _vqa(w: _Writer, split: str, count: int, first_id: int) -> list[dict]:
     return out
 
 
-VE_CYCLE = ("entailment", "contradiction", "neutral")
-
-
 def _ve(w: _Writer, split: str, count: int) -> list[dict]:
+    labels = ("entailment", "contradiction") + (() if w.cfg.ve_relation_only else ("neutral",))
     out = []
     for n in range(count):
         rel, scene = w.distinct_scene(f"ve_{split}", n, "jpg")
         a, relation, b = w.relation(scene)
-        label = ("entailment", "contradiction")[n % 2] if w.cfg.ve_relation_only else VE_CYCLE[n % 3]
+        label = labels[n % len(labels)]
         if label == "contradiction":
             relation = REVERSED[relation]
         elif label == "neutral":  # an object of a colour and shape the scene does not show
-            shown = {_name(o) for o in scene}
-            a = w.rng.choice([(c, s) for c in COLOURS for s in SHAPES if f"{c} {s}" not in shown])
+            a = w.absent(scene)
         out.append({"image": rel[: -len(".jpg")], "sentence": f"a {_name(a)} {relation} a {_name(b)}", "label": label})
     return out
 

@@ -16,7 +16,7 @@ from repro.families.ace_rpe.build import build_model
 from repro.families.ace_rpe.columns import spec_tasks
 from repro.families.ace_rpe.config import ALBEFConfig
 from repro.families.ace_rpe.data import tokenizer
-from repro.families.ace_rpe.synthetic_tasks import TaskGeneratorConfig, generate_tasks
+from repro.families.ace_rpe.synthetic_tasks import TaskGeneratorConfig, _name, generate_tasks
 from repro.families.ace_rpe.tasks import gradcam, score_heatmaps
 from repro.families.ace_rpe.tasks_data import NLVRData, Refer, TaskCollate, VEData, VQATest, VQATrain, read_dets
 from repro.metrics.grounding import iou
@@ -152,12 +152,12 @@ def _statement(text: str) -> tuple[str, str, str]:
 def _holds(scene, a: str, relation: str, b: str) -> bool:
     from repro.families.ace_rpe.synthetic import _relation
 
-    named = [(x, y) for x in scene for y in scene if x is not y and f"{x[0]} {x[1]}" == a and f"{y[0]} {y[1]}" == b]
+    named = [(x, y) for x in scene for y in scene if x is not y and _name(x) == a and _name(y) == b]
     return any(_relation(x, y) == relation for x, y in named)
 
 
 def _shown(scene, name: str) -> bool:
-    return any(f"{o[0]} {o[1]}" == name for o in scene)
+    return any(_name(o) == name for o in scene)
 
 
 def _generate_recording_scenes(tmp_path, monkeypatch, cfg: dict):
