@@ -11,7 +11,8 @@ in the json layouts of ALBEF's VQA, SNLI-VE, NLVR2 and RefCOCO+ files (`tasks_da
 - NLVR2: "the left image shows a red square left of a blue circle" (or the right image) over two
   scenes, True or False (false: the relation reversed or, with share `absent_share`, an object
   neither image shows);
-- grounding: "the red square left of the blue circle" names the first object; RefCOCO+'s refer
+- grounding: "the red square left of the blue circle" (with `context_shape_only`, "... of the circle")
+  names the first object; RefCOCO+'s refer
   annotations (`refs(unc).p`, `instances.json`) give its box and split, `dets.json` the proposals
   (every object's box, a little off, and random boxes).
 
@@ -62,6 +63,9 @@ class TaskGeneratorConfig(GeneratorSettings):
     # SNLI-VE without neutral statements: entailed or reversed, half each, so only where the objects are decides
     # (the positive control of the position embeddings)
     ve_relation_only: bool = False
+    # RefCOCO+'s expressions name the object they refer to in full and the one it stands beside by its shape alone
+    # ("the red square left of the circle"), so the words pointing at the first outnumber those at the second
+    context_shape_only: bool = False
 
     def check(self) -> None:
         if self.objects < 2 or self.objects > self.grid * self.grid:
@@ -184,7 +188,7 @@ def _grounding(w: _Writer, root: Path) -> None:
     for ref_id, split in enumerate(splits):
         rel, scene = w.distinct_scene("refcoco+", ref_id)
         a, relation, b = w.relation(scene)
-        text = f"the {_name(a)} {relation} the {_name(b)}"
+        text = f"the {_name(a)} {relation} the {b[1] if cfg.context_shape_only else _name(b)}"
         image_id = ann_id = ref_id
         images.append({"id": image_id, "file_name": rel, "width": cfg.image_size, "height": cfg.image_size})
         annotations.append({"id": ann_id, "image_id": image_id, "bbox": _box(a, cfg), "category_id": 1})

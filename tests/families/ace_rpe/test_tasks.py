@@ -16,6 +16,7 @@ from repro.families.ace_rpe.build import build_model
 from repro.families.ace_rpe.columns import spec_tasks
 from repro.families.ace_rpe.config import ALBEFConfig
 from repro.families.ace_rpe.data import tokenizer
+from repro.families.ace_rpe.synthetic import SHAPES
 from repro.families.ace_rpe.synthetic_tasks import TaskGeneratorConfig, _name, generate_tasks
 from repro.families.ace_rpe.tasks import gradcam, score_heatmaps
 from repro.families.ace_rpe.tasks_data import NLVRData, Refer, TaskCollate, VEData, VQATest, VQATrain, read_dets
@@ -209,3 +210,28 @@ def test_relation_only_snli_ve_has_no_neutral_statement_and_both_objects_in_ever
         a, relation, b = _statement(entry["sentence"])
         assert _shown(scene, a) and _shown(scene, b)
         assert _holds(scene, a, relation, b) == (entry["label"] == "entailment")
+
+
+@pytest.mark.parametrize("shape_only", [False, True])
+def test_grounding_expressions_name_the_gold_object_and_the_context_object_in_full_or_by_shape(
+    tmp_path, monkeypatch, shape_only
+):
+    from repro.families.ace_rpe.synthetic import _relation
+
+    cfg = {"seed": 4, "image_size": 36, "grid": 3, "objects": 3, "train_items": 30, "test_items": 4}
+    root, scenes = _generate_recording_scenes(tmp_path, monkeypatch, {**cfg, "context_shape_only": shape_only})
+    refer = Refer(root / "refcoco+")
+    entries = [e for s in ("train", "val", "test") for e in json.loads((root / f"refcoco+_{s}.json").read_text())]
+    assert len(entries) == 30 + 3 * 4
+    for entry in entries:
+        head, context = entry["text"].rsplit(" the ", 1)
+        words = head.split(" ")
+        target, relation = " ".join(words[1:3]), " ".join(words[3:])
+        assert words[0] == "the"
+        scene = scenes[root / entry["image"]]
+        (a,) = [o for o in scene if _name(o) == target]  # the name alone picks the gold object
+        cell = 36 / 3
+        assert refer.refs[entry["ref_id"]][1][:2] == pytest.approx([a[3] * cell + 0.15 * cell, a[2] * cell + 0.15 * cell])
+        context_objects = [o for o in scene if o is not a and (o[1] if shape_only else _name(o)) == context]
+        assert any(_relation(a, b) == relation for b in context_objects)
+        assert (context in SHAPES) == shape_only
