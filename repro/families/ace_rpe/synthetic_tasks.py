@@ -63,8 +63,8 @@ class TaskGeneratorConfig(GeneratorSettings):
     # SNLI-VE without neutral statements: entailed or reversed, half each, so only where the objects are decides
     # (the positive control of the position embeddings)
     ve_relation_only: bool = False
-    # RefCOCO+'s expressions name the object they refer to in full and the one it stands beside by its shape alone
-    # ("the red square left of the circle"), so the words pointing at the first outnumber those at the second
+    # grounding expressions name their object in full and the one it stands beside by its shape alone ("the red
+    # square left of the circle"), so more of the words point at the object referred to than at the other
     context_shape_only: bool = False
 
     def check(self) -> None:
