@@ -36,6 +36,11 @@ class GeneratorSettings:
                 f"unknown synthetic generator setting(s) {', '.join(map(str, unknown))}; "
                 f"known: {', '.join(sorted(known))}"
             )
+        defaults = {f.name: f.default for f in fields(cls)}
+        for name, value in data.items():
+            wrong = _setting_type_error(defaults[name], value)
+            if wrong:
+                raise ReproError(f"synthetic generator setting {name}: expected {wrong}, got {value!r}")
         config = cls(**data)
         config.check()
         return config
@@ -46,6 +51,21 @@ class GeneratorSettings:
     def key(self) -> str:
         blob = json.dumps(asdict(self), sort_keys=True).encode()
         return hashlib.sha256(blob).hexdigest()[:12]
+
+
+def _setting_type_error(default: Any, value: Any) -> str | None:
+    """What a generator setting should be, where `value` is not of its default's kind (None: it is)."""
+    if isinstance(default, bool):
+        return None if isinstance(value, bool) else "true or false"
+    if isinstance(default, int):
+        return None if isinstance(value, int) and not isinstance(value, bool) else "a whole number"
+    if isinstance(default, float):
+        return None if isinstance(value, (int, float)) and not isinstance(value, bool) else "a number"
+    if isinstance(default, str):
+        return None if isinstance(value, str) else "a string"
+    if isinstance(default, tuple):
+        return None if isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value) else "a list of strings"
+    return None
 
 
 @dataclass(frozen=True)

@@ -235,3 +235,8 @@ def test_grounding_expressions_name_the_gold_object_and_the_context_object_in_fu
         context_objects = [o for o in scene if o is not a and (o[1] if shape_only else _name(o)) == context]
         assert any(_relation(a, b) == relation for b in context_objects)
         assert (context in SHAPES) == shape_only
+
+
+def test_a_switch_of_the_task_generator_is_true_or_false():
+    with pytest.raises(ReproError, match="context_shape_only: expected true or false, got 'yes'"):
+        TaskGeneratorConfig.from_mapping({"context_shape_only": "yes"})
