@@ -15,8 +15,8 @@ step).
 Spec settings (`scales.<scale>.fingerprint`): steps (default 40), rows (default: every runnable
 training row), tolerance (default 1e-3), stage (default: none): for a family that trains in stages, the
 sub-folder of the unit's work folder whose `train.jsonl` is the trajectory (ace-rpe: `pretrain`), trained
-by the scale's `<stage>_recipe` (then its `recipe` stops after one step) or by its `recipe` (psac's
-four tasks share it).
+by the scale's `<stage>_recipe` (then its `recipe` and its other `<name>_recipe`s stop after one step) or by its
+`recipe` (psac's four tasks share it).
 """
 
 from __future__ import annotations
@@ -127,10 +127,13 @@ def fingerprint_run(
         raise ReproError(f"{spec.id} row {row.name!r}: its family is not implemented; no fingerprint")
     base = scale_settings(spec, scale)
     # the recipe whose losses are compared stops after `steps`: `<stage>_recipe` where the scale has one (then
-    # `recipe`, the stages after it, stops after one step), else `recipe`
+    # the stages after it stop after one step: `recipe` and every other `<name>_recipe`, ace-rpe's task_recipe), else
+    # `recipe`
     own = f"{stage}_recipe" if stage and f"{stage}_recipe" in base else None
     run_settings = {**base, "recipe": {**base.get("recipe", {}), "max_steps": 1 if own else steps}}
     if own:
+        later = [key for key in base if key.endswith("_recipe") and key != own]
+        run_settings.update({key: {**base[key], "max_steps": 1} for key in later})
         run_settings[own] = {**base[own], "max_steps": steps}
     data = family.prepare_data(spec, scale, run_settings)
     threads = torch.get_num_threads()

@@ -79,3 +79,30 @@ def test_a_near_tie_flip_stays_within_the_probe_tolerance_a_rule_change_does_not
     assert fingerprint.probe_verdict(kept, mse) == "differs"
     assert fingerprint.probe_verdict(None, flipped) == "not stored"
     assert fingerprint.probe_verdict({**kept, "split": "test"}, flipped) == "differs"
+
+
+@pytest.mark.slow
+def test_changing_the_grounding_box_scoring_fails_the_rerun_and_later_stages_stop_after_one_step(
+    tmp_path, monkeypatch
+):
+    """ace-rpe Table 5: pre-training is the fingerprinted stage; the grounding fine-tuning after it (its own
+    `task_recipe`) stops after one step, and the probe is the Grad-CAM box selection on val, testA and testB."""
+    monkeypatch.setenv("REPRO_DATA_DIR", str(tmp_path / "data"))
+    spec = _short(resolve("ace-rpe-table5-grounding", EXPERIMENTS), "ACE-RPE(4M)")
+    steps = []
+    from repro.families.ace_rpe import tasks
+
+    real_fit = tasks._fit
+    monkeypatch.setattr(tasks, "_fit", lambda *a, **k: steps.append(real_fit(*a, **k)["steps"]) or {"steps": steps[-1]})
+    root = tmp_path / "results"
+    fingerprint.write(spec, "synthetic", root=root)
+    assert steps == [1]
+    [same] = fingerprint.check(spec, "synthetic", root=root)
+    assert same.ok and same.probe == "ok"
+
+    from repro.metrics import grounding
+
+    real = grounding.select_boxes
+    monkeypatch.setattr(grounding, "select_boxes", lambda heat, dets, alpha=0.5: real(heat, dets, alpha=1.0))
+    [changed] = fingerprint.check(spec, "synthetic", root=root)  # mean heat instead of ALBEF's sum / area^0.5
+    assert changed.worst <= changed.tolerance and changed.probe == "differs" and not changed.ok
