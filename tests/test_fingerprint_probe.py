@@ -82,9 +82,7 @@ def test_a_near_tie_flip_stays_within_the_probe_tolerance_a_rule_change_does_not
 
 
 @pytest.mark.slow
-def test_changing_the_grounding_box_scoring_fails_the_rerun_and_later_stages_stop_after_one_step(
-    tmp_path, monkeypatch
-):
+def test_changing_the_grounding_box_scoring_fails_the_rerun_and_later_stages_stop_after_one_step(tmp_path, monkeypatch):
     """ace-rpe Table 5: pre-training is the fingerprinted stage; the grounding fine-tuning after it (its own
     `task_recipe`) stops after one step, and the probe is the Grad-CAM box selection on val, testA and testB."""
     monkeypatch.setenv("REPRO_DATA_DIR", str(tmp_path / "data"))
@@ -93,7 +91,13 @@ def test_changing_the_grounding_box_scoring_fails_the_rerun_and_later_stages_sto
     from repro.families.ace_rpe import tasks
 
     real_fit = tasks._fit
-    monkeypatch.setattr(tasks, "_fit", lambda *a, **k: steps.append(real_fit(*a, **k)["steps"]) or {"steps": steps[-1]})
+
+    def counted_fit(*args, **kwargs):
+        out = real_fit(*args, **kwargs)
+        steps.append(out["steps"])
+        return out
+
+    monkeypatch.setattr(tasks, "_fit", counted_fit)
     root = tmp_path / "results"
     fingerprint.write(spec, "synthetic", root=root)
     assert steps == [1]

@@ -64,7 +64,8 @@ def _setting_type_error(default: Any, value: Any) -> str | None:
     if isinstance(default, str):
         return None if isinstance(value, str) else "a string"
     if isinstance(default, tuple):
-        return None if isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value) else "a list of strings"
+        strings = isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value)
+        return None if strings else "a list of strings"
     return None
 
 

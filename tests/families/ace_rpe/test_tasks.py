@@ -231,7 +231,9 @@ def test_grounding_expressions_name_the_gold_object_and_the_context_object_in_fu
         scene = scenes[root / entry["image"]]
         (a,) = [o for o in scene if _name(o) == target]  # the name alone picks the gold object
         cell = 36 / 3
-        assert refer.refs[entry["ref_id"]][1][:2] == pytest.approx([a[3] * cell + 0.15 * cell, a[2] * cell + 0.15 * cell])
+        assert refer.refs[entry["ref_id"]][1][:2] == pytest.approx(
+            [a[3] * cell + 0.15 * cell, a[2] * cell + 0.15 * cell]
+        )
         context_objects = [o for o in scene if o is not a and (o[1] if shape_only else _name(o)) == context]
         assert any(_relation(a, b) == relation for b in context_objects)
         assert (context in SHAPES) == shape_only
