@@ -96,9 +96,9 @@ def test_the_fingerprint_catches_a_wrong_learning_rate_schedule(synthetic_data, 
 
 # --- sa-m4c: Tables 1 and 2 at the synthetic scale ------------------------------------------------
 
-SA_M4C_SYNTHETIC = {  # spec -> the rows run at the synthetic scale (Table 1: its SA-M4C vs M4C pair)
+SA_M4C_SYNTHETIC = {  # spec -> the rows run at the synthetic scale (Table 1: its SA-M4C vs M4C pairs, greedy and beam)
     "sa-m4c-table2-ablations": None,
-    "sa-m4c-table1-textvqa": {"8 M4C†", "11 SA-M4C (ours)"},
+    "sa-m4c-table1-textvqa": {"8 M4C†", "11 SA-M4C (ours)", "10 M4C††", "13 SA-M4C (ours)"},
 }
 
 
