@@ -115,8 +115,8 @@ def test_legends_lie_outside_every_axes(ace_figure):
     from repro.specs import resolve
 
     curves = {
-        "MCAN": {0: [(s, 10.0 / (s + 1)) for s in range(50)]},
-        "MCAN+PA (ours)": {0: [(s, 9.0 / (s + 1)) for s in range(50)]},
+        "MCAN": {0: {"": [(s, 10.0 / (s + 1)) for s in range(50)]}},
+        "MCAN+PA (ours)": {0: {"": [(s, 9.0 / (s + 1)) for s in range(50)]}},
     }
     with_curves = figure(build_view(resolve("mcan-pa-table5-ablation"), "synthetic"), curves)[0]
     for fig, count in ((with_curves, 2), (ace_figure[1][0], 1)):
@@ -133,3 +133,24 @@ def test_curves_are_smoothed_without_bias_at_the_start():
 
     assert smoothed([4.0, 4.0, 4.0]) == pytest.approx([4.0, 4.0, 4.0])  # debiased: no pull towards zero
     assert smoothed([0.0, 10.0], weight=0.5) == pytest.approx([0.0, 10.0 * 0.5 / 0.75])
+
+
+def test_a_unit_trained_in_stages_gives_a_curve_per_stage_named_by_it(tmp_path):
+    import json
+
+    from repro.report import build_view
+    from repro.report.plot import figure, training_logs
+    from repro.specs import resolve
+
+    view = build_view(resolve("ace-rpe-table1-pe"), "synthetic")
+    for stage, start in (("pretrain", 9.0), ("flickr30k", 4.0)):
+        log = tmp_path / "ace-rpe-table1-pe" / "synthetic" / "ACE-RPE" / "seed0" / stage / "train.jsonl"
+        log.parent.mkdir(parents=True)
+        log.write_text("".join(json.dumps({"step": s, "loss": start / s}) + "\n" for s in range(1, 30)) + "not json\n")
+    curves = training_logs(tmp_path, view)
+    assert set(curves) == {"ACE-RPE"} and set(curves["ACE-RPE"][0]) == {"pretrain", "flickr30k"}
+    assert curves["ACE-RPE"][0]["pretrain"][0] == (1, 9.0) and len(curves["ACE-RPE"][0]["flickr30k"]) == 29
+    fig, held = figure(view, curves)
+    assert held["curves"] == 1
+    labels = {t.get_text() for ax in fig.axes if ax.get_legend() for t in ax.get_legend().get_texts()}
+    assert labels == {"ACE-RPE · pretrain", "ACE-RPE · flickr30k"}

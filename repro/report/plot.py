@@ -34,31 +34,42 @@ def require_matplotlib():
     return matplotlib
 
 
-def training_logs(workdir: Path, view: TableView, variant_name: str | None = None) -> dict[str, dict[int, list]]:
-    """{row: {seed: [(step, loss), ...]}} from the units' train.jsonl under a run folder."""
+def training_logs(
+    workdir: Path, view: TableView, variant_name: str | None = None
+) -> dict[str, dict[int, dict[str, list]]]:
+    """{row: {seed: {stage: [(step, loss), ...]}}} from the units' train.jsonl under a run folder; the stage is ""
+    for a unit that trains in one go, else the sub-folder of the stage's log (ace-rpe: pretrain, flickr30k, ...;
+    psac: action, trans, ...)."""
     from repro.specs import row_slug
 
     base = workdir / "variants" / variant_name if variant_name else workdir
-    out: dict[str, dict[int, list]] = {}
+    out: dict[str, dict[int, dict[str, list]]] = {}
     for row in view.rows:
         if not row.runnable:
             continue
         folder = base / view.spec.id / view.scale / row_slug(row.name)
         for seed_dir in sorted(folder.glob("seed*")) if folder.is_dir() else []:
             tail = seed_dir.name[len("seed") :]
-            logs = sorted(seed_dir.glob("**/train.jsonl"))
-            if not tail.isdigit() or not logs:
+            if not tail.isdigit():
                 continue
-            points = []
-            for line in logs[0].read_text(encoding="utf-8", errors="replace").splitlines():
-                try:
-                    item = json.loads(line)
-                    points.append((int(item["step"]), float(item["loss"])))
-                except (ValueError, KeyError, TypeError):
-                    continue
-            if points:
-                out.setdefault(row.name, {})[int(tail)] = points
+            for log in sorted(seed_dir.glob("**/train.jsonl")):
+                points = _losses(log)
+                if points:
+                    stage = "" if log.parent == seed_dir else log.parent.relative_to(seed_dir).as_posix()
+                    out.setdefault(row.name, {}).setdefault(int(tail), {})[stage] = points
     return out
+
+
+def _losses(log: Path) -> list[tuple[int, float]]:
+    """(step, loss) of each readable line of a train.jsonl; lines that are not are skipped."""
+    points = []
+    for line in log.read_text(encoding="utf-8", errors="replace").splitlines():
+        try:
+            item = json.loads(line)
+            points.append((int(item["step"]), float(item["loss"])))
+        except (ValueError, KeyError, TypeError):
+            continue
+    return points
 
 
 def _per_seed(row, column: str) -> list[float]:
@@ -78,7 +89,7 @@ def panel_grid(n: int) -> tuple[int, int]:
     return rows, math.ceil(n / rows)
 
 
-def draw(view: TableView, out: Path, curves: dict[str, dict[int, list]] | None = None) -> dict[str, Any]:
+def draw(view: TableView, out: Path, curves: dict[str, dict[int, dict[str, list]]] | None = None) -> dict[str, Any]:
     """Write the figure to `out` (.png, .pdf or .svg); returns what it holds, for the command's message."""
     from repro.utils import atomic_open
 
@@ -90,7 +101,7 @@ def draw(view: TableView, out: Path, curves: dict[str, dict[int, list]] | None =
     return held
 
 
-def figure(view: TableView, curves: dict[str, dict[int, list]] | None = None):
+def figure(view: TableView, curves: dict[str, dict[int, dict[str, list]]] | None = None):
     """The matplotlib Figure of a table and what it holds. The metric panels wrap into a grid (`panel_grid`) and
     share their row labels; at a scale other than the paper's the paper's values get their own (top, grey) axis."""
     require_matplotlib()
@@ -255,28 +266,35 @@ def smoothed(values, weight: float = SMOOTHING) -> list[float]:
     return out
 
 
-def _curves(ax, curves: dict[str, dict[int, list]], colours: dict[str, str]) -> None:
+def _curves(ax, curves: dict[str, dict[int, dict[str, list]]], colours: dict[str, str]) -> None:
+    """One colour per row; the line style tells the rows apart, or, for units trained in stages, the stages."""
+    stages = sorted({stage for seeds in curves.values() for per_stage in seeds.values() for stage in per_stage})
     for r, (name, seeds) in enumerate(curves.items()):
-        for k, (_seed, points) in enumerate(sorted(seeds.items())):
-            steps, losses = zip(*points)
-            colour = colours.get(name, "#7f7f7f")
-            ax.plot(steps, losses, color=colour, linewidth=0.6, alpha=0.2)
-            ax.plot(
-                steps,
-                smoothed(losses),
-                color=colour,
-                linestyle=STYLES[r % len(STYLES)],
-                linewidth=1.6,
-                label=name if k == 0 else None,
-            )
-    if all(loss > 0 for seeds in curves.values() for points in seeds.values() for _, loss in points):
+        labelled = set()
+        for _seed, per_stage in sorted(seeds.items()):
+            for stage, points in sorted(per_stage.items()):
+                steps, losses = zip(*points)
+                colour = colours.get(name, "#7f7f7f")
+                style = STYLES[(stages.index(stage) if len(stages) > 1 else r) % len(STYLES)]
+                label = f"{name} · {stage}" if stage else name
+                ax.plot(steps, losses, color=colour, linewidth=0.6, alpha=0.2)
+                ax.plot(
+                    steps,
+                    smoothed(losses),
+                    color=colour,
+                    linestyle=style,
+                    linewidth=1.6,
+                    label=None if label in labelled else label,
+                )
+                labelled.add(label)
+    if all(loss > 0 for seeds in curves.values() for per in seeds.values() for p in per.values() for _, loss in p):
         ax.set_yscale("log")
     ax.set_xlabel("step", fontsize=8)
     ax.set_ylabel("training loss", fontsize=8)
     ax.set_title(
         _wrap(
-            "training curves of the runs on this machine (each unit's train.jsonl, one line per seed; faint: each "
-            f"step, bold: moving average {SMOOTHING}), not the committed records above",
+            "training curves of the runs on this machine (each unit's train.jsonl, one line per seed and stage; faint: "
+            f"each step, bold: moving average {SMOOTHING}), not the committed records above",
             100,
         ),
         fontsize=10,
