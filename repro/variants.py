@@ -169,7 +169,7 @@ def apply(
             elif section == "sizes":
                 _one_level(path)
                 settings.setdefault("sizes", {})
-                _same_type(settings["sizes"].get(path[0]), value)
+                same_type(settings["sizes"].get(path[0]), value)
                 settings["sizes"][path[0]] = value
             elif section == "generator":
                 _generator(scale, settings, rows, path, value)
@@ -201,8 +201,9 @@ def _one_level(path: list[str]) -> None:
         raise ReproError("this section takes one key, e.g. sizes.d_model")
 
 
-def _same_type(current: Any, value: Any) -> None:
-    """A value of the kind the setting has: an integer for an integer, a number for a float, and so on."""
+def same_type(current: Any, value: Any) -> None:
+    """A value of the kind the setting has: an integer for an integer, a number for a float, and so on (overrides
+    here, a spec's generator settings in `GeneratorSettings.from_mapping`)."""
     if current is None or value is None:
         return
     if isinstance(current, bool) or isinstance(value, bool):
@@ -259,12 +260,12 @@ def _recipe(spec: Spec, rows: list[Row], settings: dict[str, Any], path: list[st
         allowed = kinds[section["name"]]
         if path[1] not in allowed:
             raise ReproError(f"the {section['name']} {path[0]} has no {path[1]!r}; one of {', '.join(sorted(allowed))}")
-        _same_type(section.get(path[1]), value)
+        same_type(section.get(path[1]), value)
         section[path[1]] = value
         changes[path[0]] = section
     else:
         _one_level(path)
-        _same_type(getattr(current, path[0]), value)
+        same_type(getattr(current, path[0]), value)
         changes[path[0]] = value
     try:
         base.replace(**changes)  # the recipe's own range checks
@@ -286,7 +287,7 @@ def _generator(scale: str, settings: dict[str, Any], rows: list[Row], path: list
     generator[path[0]] = value
     for cls in classes:
         defaults = {f.name: f.default for f in dataclasses.fields(cls)}
-        _same_type((settings.get("generator") or {}).get(path[0], defaults.get(path[0])), value)
+        same_type((settings.get("generator") or {}).get(path[0], defaults.get(path[0])), value)
         cls.from_mapping(generator)
     settings["generator"] = generator
 

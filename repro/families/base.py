@@ -20,6 +20,7 @@ from typing import Any, NamedTuple
 
 from repro.errors import ReproError
 from repro.specs import Row, Spec
+from repro.variants import same_type
 
 
 class GeneratorSettings:
@@ -38,9 +39,10 @@ class GeneratorSettings:
             )
         defaults = {f.name: f.default for f in fields(cls)}
         for name, value in data.items():
-            wrong = _setting_type_error(defaults[name], value)
-            if wrong:
-                raise ReproError(f"synthetic generator setting {name}: expected {wrong}, got {value!r}")
+            try:
+                same_type(defaults[name], value)
+            except ReproError as exc:
+                raise ReproError(f"synthetic generator setting {name}: {exc}") from None
         config = cls(**data)
         config.check()
         return config
@@ -51,22 +53,6 @@ class GeneratorSettings:
     def key(self) -> str:
         blob = json.dumps(asdict(self), sort_keys=True).encode()
         return hashlib.sha256(blob).hexdigest()[:12]
-
-
-def _setting_type_error(default: Any, value: Any) -> str | None:
-    """What a generator setting should be, where `value` is not of its default's kind (None: it is)."""
-    if isinstance(default, bool):
-        return None if isinstance(value, bool) else "true or false"
-    if isinstance(default, int):
-        return None if isinstance(value, int) and not isinstance(value, bool) else "a whole number"
-    if isinstance(default, float):
-        return None if isinstance(value, (int, float)) and not isinstance(value, bool) else "a number"
-    if isinstance(default, str):
-        return None if isinstance(value, str) else "a string"
-    if isinstance(default, tuple):
-        strings = isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value)
-        return None if strings else "a list of strings"
-    return None
 
 
 @dataclass(frozen=True)

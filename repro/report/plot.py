@@ -34,16 +34,17 @@ def require_matplotlib():
     return matplotlib
 
 
-def training_logs(
-    workdir: Path, view: TableView, variant_name: str | None = None
-) -> dict[str, dict[int, dict[str, list]]]:
+Curves = dict[str, dict[int, dict[str, list]]]  # {row: {seed: {stage: [(step, loss), ...]}}}
+
+
+def training_logs(workdir: Path, view: TableView, variant_name: str | None = None) -> Curves:
     """{row: {seed: {stage: [(step, loss), ...]}}} from the units' train.jsonl under a run folder; the stage is ""
     for a unit that trains in one go, else the sub-folder of the stage's log (ace-rpe: pretrain, flickr30k, ...;
     psac: action, trans, ...)."""
     from repro.specs import row_slug
 
     base = workdir / "variants" / variant_name if variant_name else workdir
-    out: dict[str, dict[int, dict[str, list]]] = {}
+    out: Curves = {}
     for row in view.rows:
         if not row.runnable:
             continue
@@ -89,7 +90,7 @@ def panel_grid(n: int) -> tuple[int, int]:
     return rows, math.ceil(n / rows)
 
 
-def draw(view: TableView, out: Path, curves: dict[str, dict[int, dict[str, list]]] | None = None) -> dict[str, Any]:
+def draw(view: TableView, out: Path, curves: Curves | None = None) -> dict[str, Any]:
     """Write the figure to `out` (.png, .pdf or .svg); returns what it holds, for the command's message."""
     from repro.utils import atomic_open
 
@@ -101,7 +102,7 @@ def draw(view: TableView, out: Path, curves: dict[str, dict[int, dict[str, list]
     return held
 
 
-def figure(view: TableView, curves: dict[str, dict[int, dict[str, list]]] | None = None):
+def figure(view: TableView, curves: Curves | None = None):
     """The matplotlib Figure of a table and what it holds. The metric panels wrap into a grid (`panel_grid`) and
     share their row labels; at a scale other than the paper's the paper's values get their own (top, grey) axis."""
     require_matplotlib()
@@ -266,15 +267,14 @@ def smoothed(values, weight: float = SMOOTHING) -> list[float]:
     return out
 
 
-def _curves(ax, curves: dict[str, dict[int, dict[str, list]]], colours: dict[str, str]) -> None:
+def _curves(ax, curves: Curves, colours: dict[str, str]) -> None:
     """One colour per row; the line style tells the rows apart, or, for units trained in stages, the stages."""
     stages = sorted({stage for seeds in curves.values() for per_stage in seeds.values() for stage in per_stage})
     for r, (name, seeds) in enumerate(curves.items()):
-        labelled = set()
+        colour, labelled = colours.get(name, "#7f7f7f"), set()
         for _seed, per_stage in sorted(seeds.items()):
             for stage, points in sorted(per_stage.items()):
                 steps, losses = zip(*points)
-                colour = colours.get(name, "#7f7f7f")
                 style = STYLES[(stages.index(stage) if len(stages) > 1 else r) % len(STYLES)]
                 label = f"{name} · {stage}" if stage else name
                 ax.plot(steps, losses, color=colour, linewidth=0.6, alpha=0.2)

@@ -240,5 +240,5 @@ def test_grounding_expressions_name_the_gold_object_and_the_context_object_in_fu
 
 
 def test_a_switch_of_the_task_generator_is_true_or_false():
-    with pytest.raises(ReproError, match="context_shape_only: expected true or false, got 'yes'"):
+    with pytest.raises(ReproError, match="context_shape_only: expected true/false, got text yes"):
         TaskGeneratorConfig.from_mapping({"context_shape_only": "yes"})
