@@ -23,6 +23,7 @@ from repro.paths import experiments_dir
 from repro.utils import Located, did_you_mean, read_yaml, unknown_keys
 
 COMPUTE_TASKS = ("complexity", "statistics")
+SPEC_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,99}")  # an id is a folder name: one plain path component
 SCALES = ("paper", "synthetic", "smoke")
 DEFAULT_TOLERANCE = {"paper": 0.5, "synthetic": 1.0, "smoke": 1.0}
 
@@ -152,6 +153,10 @@ def _expect(loc: Located, where: tuple, value: Any, kind: type | tuple, what: st
     return value
 
 
+def _cut(text: str, limit: int = 80) -> str:
+    return text if len(text) <= limit else f"{text[:limit]}… ({len(text) - limit} more characters)"
+
+
 def _kind_name(kind: type | tuple) -> str:
     names = {str: "a string", dict: "a mapping", list: "a list", int: "an integer", float: "a number"}
     if isinstance(kind, tuple):
@@ -170,6 +175,13 @@ def parse_spec(path: Path, in_tree: bool = True) -> Spec:
             raise loc.error((), f"missing required key {key!r}")
     for key in ("id", "paper", "table", "title", "split"):
         _expect(loc, (key,), data[key], str, key)
+    if not SPEC_ID.fullmatch(data["id"]) or ".." in data["id"]:
+        # the id names the spec's folders (results/<paper>/<id>, runs/<paper>/<id>, the variants folder)
+        raise loc.error(
+            ("id",),
+            f"id {_cut(data['id'])!r} is not a plain name: letters, digits, '.', '_', '+' and '-' only (at most "
+            "100), no path separator, no '..', not absolute",
+        )
     if data["paper"] not in papers():
         raise loc.error(("paper",), f"unknown paper {data['paper']!r}; one of {', '.join(papers())}")
     if in_tree and (path.parent.name != data["paper"] or path.stem != data["id"]):

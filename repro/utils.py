@@ -51,6 +51,25 @@ def check_output_path(path: Path, what: str = "output") -> None:
     raise ReproError(f"{what} {path} is {kind}, not a regular file; give a file name (it is never replaced)")
 
 
+def check_not_an_input(output: Path, inputs: dict[str, Path], what: str = "output") -> None:
+    """A ReproError when `output` is one of the command's own inputs (the same path, or the same file through a
+    link): writing it would replace the input, and an official file fetched by hand may not be fetched again."""
+    output = Path(output)
+    for name, given in inputs.items():
+        given = Path(given)
+        same = output.resolve() == given.resolve()
+        if not same and output.exists() and given.exists():
+            try:
+                same = os.path.samefile(output, given)
+            except OSError:
+                same = False
+        if same:
+            raise ReproError(
+                f"{what} {output} is the {name} it reads ({given}); give another file name (the {name} is never "
+                "written over)"
+            )
+
+
 def _create_temporary(path: Path) -> tuple[int, str]:
     """A new file `.<name>.<8 hex>.tmp` beside `path`, created with mode 0o666 so that the umask (and a
     folder's default ACL) decides its permissions, as for any file a program creates; `mkstemp` would

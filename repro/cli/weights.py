@@ -176,11 +176,13 @@ def convert_command(
     """
     import torch
 
-    from repro.utils import atomic_open
+    from repro.utils import atomic_open, check_not_an_input, check_output_path
     from repro.weights import render_report
 
     if fmt not in RICH_OR_JSON:
         raise ReproError(f"--format {fmt!r}: one of {', '.join(RICH_OR_JSON)}")
+    check_not_an_input(out, {"official checkpoint": checkpoint}, what="--output")
+    check_output_path(out, "--output")
     state, report = convert_checkpoint(checkpoint, family, layout, mix)
     with atomic_open(out, "wb") as handle:
         torch.save({"model": state, "weights": {"source": str(checkpoint), "family": family, "layout": layout}}, handle)

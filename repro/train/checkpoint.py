@@ -2,10 +2,16 @@
 
 A checkpoint is written to a temp file beside `last.pt` and renamed over it, so a crash or a second
 signal during the save never leaves a truncated file under the name that `--resume` reads.
+
+Reading one never runs code: `torch.load(..., weights_only=True)` takes tensors, numbers, strings and containers
+only. The RNG states are saved in those terms (numpy's key as a tensor); files of format 1, which hold numpy's key
+as an array, are read with numpy's array constructors allowed and nothing more. Anything else a file asks for
+(a planted `os.system`, any other callable) refuses the file in one line.
 """
 
 from __future__ import annotations
 
+import pickle
 import random
 from pathlib import Path
 from typing import Any
@@ -17,11 +23,24 @@ from repro.errors import ReproError
 from repro.utils import atomic_open
 
 LAST = "last.pt"
-FORMAT = 1
+FORMAT = 2  # 2: numpy's RNG key saved as a tensor, so that weights_only=True reads the whole file
+READABLE = (1, 2)
+
+# What format 1 needs beyond weights_only's defaults: numpy's array of its RNG key, rebuilt from its raw bytes.
+_reconstruct = np._core.multiarray._reconstruct if hasattr(np, "_core") else np.core.multiarray._reconstruct
+_NUMPY_ARRAY_GLOBALS = [
+    _reconstruct,
+    (_reconstruct, "numpy.core.multiarray._reconstruct"),  # the name numpy 1 pickles it under
+    np.ndarray,
+    np.dtype,
+    type(np.dtype(np.uint32)),
+]
 
 
 def rng_state() -> dict[str, Any]:
-    state = {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
+    kind, key, pos, has_gauss, cached = np.random.get_state()
+    numpy_state = (kind, torch.from_numpy(key.astype(np.int64)), int(pos), int(has_gauss), float(cached))
+    state = {"python": random.getstate(), "numpy": numpy_state, "torch": torch.get_rng_state()}
     if torch.cuda.is_available() and torch.cuda.is_initialized():
         state["cuda"] = torch.cuda.get_rng_state_all()
     return state
@@ -31,7 +50,9 @@ def set_rng_state(state: dict[str, Any]) -> None:
     """The generators' states as `rng_state` saved them. A checkpoint loaded onto a GPU (`map_location`) brings
     these byte tensors there too, and torch's generators take theirs from the CPU only."""
     random.setstate(state["python"])
-    np.random.set_state(state["numpy"])
+    kind, key, *rest = state["numpy"]
+    key = key.cpu().numpy() if isinstance(key, torch.Tensor) else np.asarray(key)
+    np.random.set_state((kind, key.astype(np.uint32), *rest))
     torch.set_rng_state(state["torch"].cpu())
     if "cuda" in state and torch.cuda.is_available():
         torch.cuda.set_rng_state_all([s.cpu() for s in state["cuda"]])
@@ -71,13 +92,35 @@ def load_checkpoint(path: Path, map_location: str | torch.device = "cpu") -> dic
     if not path.is_file():
         raise ReproError(f"no checkpoint to resume from at {path}")
     try:
-        state = torch.load(path, map_location=map_location, weights_only=False)
+        with torch.serialization.safe_globals(_NUMPY_ARRAY_GLOBALS):
+            state = torch.load(path, map_location=map_location, weights_only=True)
+    except pickle.UnpicklingError as exc:  # weights_only refused a global: the file asks to run code
+        raise ReproError(
+            f"{path}: refused: the file asks for {_refused_global(exc)} on load, and a checkpoint of this toolkit "
+            "holds only tensors, numbers and RNG states; it was not read"
+        ) from None
     except Exception as exc:  # a truncated or foreign file
-        raise ReproError(f"{path}: not a readable checkpoint ({type(exc).__name__}: {exc})") from None
-    if not isinstance(state, dict) or state.get("format") != FORMAT:
+        raise ReproError(f"{path}: not a readable checkpoint ({_first_line(exc)})") from None
+    if not isinstance(state, dict) or state.get("format") not in READABLE:
         found = state.get("format") if isinstance(state, dict) else "?"
         raise ReproError(f"{path}: not a checkpoint of this toolkit (format {found})")
     return state
+
+
+def _refused_global(exc: BaseException) -> str:
+    """The global weights_only refused, from torch's message ("Unsupported global: GLOBAL posix.system ...")."""
+    for word in ("GLOBAL ", "global "):
+        text = str(exc)
+        if word in text:
+            name = text.split(word, 1)[1].split()[0].strip(".,;'\"`")
+            if name and len(name) <= 120:
+                return f"the callable {name}"
+    return "something other than data"
+
+
+def _first_line(exc: BaseException) -> str:
+    line = (str(exc).strip().splitlines() or [""])[0]
+    return line[:200] if line else "unreadable"
 
 
 def restore(

@@ -1,0 +1,181 @@
+"""Hostile input, round 3: no code runs from a checkpoint, no spec id leaves its folders, no command writes over
+its own input."""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from repro.cli import app
+from repro.errors import ReproError
+from repro.train import checkpoint
+from tests.conftest import write_spec
+
+MARK = "planted-command-ran"
+
+
+class _Planted:
+    """Pickles as a call of os.system: what a hostile `last.pt` hides in its `extra`."""
+
+    def __init__(self, marker: Path):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (os.system, (f"touch {self.marker}",))
+
+
+def plant(path: Path, marker: Path, model_state: dict | None = None) -> None:
+    """A checkpoint of this toolkit's layout (format 1 and 2 alike) with one pickled `os.system` in its extra."""
+    model = torch.nn.Linear(2, 2)
+    optimizer = torch.optim.Adam(model.parameters())
+    state = {
+        "format": checkpoint.FORMAT,
+        "model": model_state if model_state is not None else model.state_dict(),
+        "optimizer": optimizer.state_dict(),
+        "scaler": None,
+        "epoch": 1,
+        "step": 1,
+        "step_in_epoch": 0,
+        "rng": checkpoint.rng_state(),
+        "extra": {"global_batch": 1, "dataset_size": 1, "planted": _Planted(marker)},
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    torch.save(state, path)
+
+
+def test_a_planted_callable_is_refused_and_never_runs(tmp_path):
+    marker = tmp_path / MARK
+    plant(tmp_path / "last.pt", marker)
+    with pytest.raises(ReproError, match=r"refused: the file asks for the callable posix.system"):
+        checkpoint.load_checkpoint(tmp_path / "last.pt")
+    assert not marker.exists()
+
+
+def test_own_checkpoints_round_trip_with_their_generator_states(tmp_path):
+    model = torch.nn.Linear(3, 2)
+    optimizer = torch.optim.Adam(model.parameters())
+    model(torch.ones(1, 3)).sum().backward()
+    optimizer.step()
+    random.seed(1), np.random.seed(2), torch.manual_seed(3)
+    checkpoint.save_checkpoint(tmp_path / "last.pt", model=model, optimizer=optimizer, epoch=1, step=1, step_in_epoch=0)
+    expected = random.random(), np.random.rand(), torch.rand(1).item()
+    random.seed(9), np.random.seed(9), torch.manual_seed(9)
+    checkpoint.set_rng_state(checkpoint.load_checkpoint(tmp_path / "last.pt")["rng"])
+    assert (random.random(), np.random.rand(), torch.rand(1).item()) == expected
+
+
+def test_a_format_1_checkpoint_with_numpys_array_still_resumes(tmp_path):
+    """Files written before format 2 hold numpy's RNG key as an array: read with numpy's array constructors only."""
+    np.random.seed(4)
+    state = {
+        "format": 1,
+        "rng": {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()},
+        "extra": {},
+    }
+    expected = np.random.rand()
+    torch.save(state, tmp_path / "old.pt")
+    np.random.seed(0)
+    checkpoint.set_rng_state(checkpoint.load_checkpoint(tmp_path / "old.pt")["rng"])
+    assert np.random.rand() == expected
+
+
+def _toy_unit(root: Path) -> Path:
+    return root / "toy-table1" / "smoke" / "Sighted" / "seed0" / "last.pt"
+
+
+@pytest.mark.parametrize("how", ["--resume", "--resume --workdir"])
+def test_run_resume_on_a_planted_checkpoint_runs_nothing(runner, toy_family, tmp_path, how):
+    marker = tmp_path / MARK
+    workdir = tmp_path / "given" if "--workdir" in how else toy_family / "data" / "runs"
+    plant(_toy_unit(workdir), marker)
+    words = ["run", "toy-table1", "--scale", "smoke", "--rows", "Sighted", "--resume"]
+    if "--workdir" in how:
+        words += ["--workdir", str(workdir)]
+    out = runner.invoke(app, words)
+    assert not marker.exists()
+    assert out.exit_code != 0
+    assert "refused: the file asks for the callable posix.system" in out.output
+    assert "Traceback" not in out.output
+
+
+@pytest.mark.slow
+def test_repro_attention_on_a_planted_checkpoint_runs_nothing(runner, sandbox, tmp_path):
+    pytest.importorskip("matplotlib")
+    marker = tmp_path / MARK
+    workdir = tmp_path / "runs"
+    unit = workdir / "mcan-pa-table5-ablation" / "smoke" / "MCAN+PA_ours" / "seed0" / "last.pt"
+    plant(unit, marker)
+    shutil.copytree(Path(__file__).parents[1] / "experiments", sandbox / "experiments", dirs_exist_ok=True)
+    from repro import specs
+
+    specs.clear_cache()
+    args = ["attention", "mcan-pa-table5-ablation", "--row", "MCAN+PA (ours)", "--scale", "smoke"]
+    out = runner.invoke(app, [*args, "--question", "0", "-o", str(tmp_path / "a.png"), "--workdir", str(workdir)])
+    if "no val question 0" in out.output:  # the smoke set's first val question, from the message
+        first = out.output.split("val questions are e.g. ")[1].split(",")[0].strip()
+        out = runner.invoke(app, [*args, "--question", first, "-o", str(tmp_path / "a.png"), "--workdir", str(workdir)])
+    assert not marker.exists()
+    assert out.exit_code != 0
+    assert "refused: the file asks for the callable posix.system" in out.output, out.output
+
+
+# --- spec ids are plain names ---------------------------------------------------------------------------------
+
+BAD_IDS = ["/tmp/escape-abs", "../../escape", "a/b", "..", "x..y", ".hidden", "a\\b", "x" * 101, "tab\tname"]
+
+
+@pytest.mark.parametrize("ident", BAD_IDS)
+def test_a_spec_copy_whose_id_is_not_a_plain_name_is_refused_before_anything_is_written(
+    runner, toy_family, tmp_path, ident
+):
+    import yaml
+
+    from tests.conftest import TOY_SPEC
+
+    spec = yaml.safe_load(TOY_SPEC)
+    spec["id"] = ident
+    copy = tmp_path / "elsewhere" / "copy.yaml"
+    copy.parent.mkdir()
+    copy.write_text(yaml.safe_dump(spec, sort_keys=False))
+    before = sorted(p for p in tmp_path.rglob("*"))
+    out = runner.invoke(app, ["run", str(copy), "--scale", "smoke", "--rows", "Sighted"])
+    assert out.exit_code == 2, out.output
+    assert f"{copy}:1: id " in out.output and "is not a plain name" in out.output
+    assert sorted(p for p in tmp_path.rglob("*")) == before
+    assert not Path("/tmp/escape-abs").exists()
+
+
+def test_an_in_tree_spec_with_a_separator_in_its_id_is_refused_with_its_line(runner, sandbox):
+    from tests.conftest import SPEC_TEXT
+
+    path = write_spec(sandbox, "# a comment\n" + SPEC_TEXT.replace("id: t1-demo", "id: ../t1-demo"))
+    out = runner.invoke(app, ["show", "t1-demo"])
+    assert out.exit_code != 0
+    assert f"{path}:2: id '../t1-demo' is not a plain name" in out.output
+
+
+# --- no command writes over its own input ---------------------------------------------------------------------
+
+
+def test_weights_convert_refuses_to_write_over_the_official_checkpoint(runner, tmp_path):
+    official = tmp_path / "model.pth"
+    official.write_bytes(b"the only copy")
+    for target in (official, tmp_path / "." / "model.pth"):
+        out = runner.invoke(
+            app, ["weights", "convert", str(official), "--family", "mcan-pa", "--layout", "openvqa", "-o", str(target)]
+        )
+        assert out.exit_code == 2, out.output
+        assert "is the official checkpoint it reads" in out.output
+    link = tmp_path / "link.pth"
+    os.link(official, link)  # the same file under another name
+    out = runner.invoke(
+        app, ["weights", "convert", str(official), "--family", "mcan-pa", "--layout", "openvqa", "-o", str(link)]
+    )
+    assert out.exit_code == 2 and "is the official checkpoint it reads" in out.output
+    assert official.read_bytes() == b"the only copy"
