@@ -73,9 +73,18 @@ class Result:
     # not trained here: `repro run --weights` evaluated a released checkpoint or a given file (repro.weights):
     # {"weights": "released" or the file, "checkpoint": its name, "sha256": its digest}
     weights: dict[str, str] | None = None
+    # per seed (as `seeds`), the hash of the spec's design the seed ran under ("": before any design; repro.design)
+    design_hashes: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
+
+    def design_hash_of(self, seed: int) -> str:
+        """The design hash seed `seed` ran under ("" when pre-design or not recorded)."""
+        if len(self.design_hashes) != len(self.seeds) or seed not in self.seeds:
+            return ""
+        value = self.design_hashes[self.seeds.index(seed)]
+        return value if isinstance(value, str) else ""
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> "Result":
@@ -126,6 +135,7 @@ class SeedResult:
     variant: dict[str, Any] | None = None  # overrides, --limit or a spec file: not the committed spec (repro.variants)
     weights: dict[str, str] | None = None  # evaluated from released or given weights, not trained (as Result's)
     legacy: bool = False  # rebuilt from an older record that kept only per-seed metrics
+    design_hash: str = ""  # the hash of the spec's design this unit ran under ("": none; repro.design)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -209,6 +219,7 @@ def read_seed_results(spec: Spec, row: Row, scale: str, root: Path | None = None
                         wall_time_s=old.wall_time_s / max(len(per_seed), 1),
                         legacy=True,
                         environment={"git_commit": old.git_commit, "hardware": old.hardware},
+                        design_hash=old.design_hash_of(seed),
                     )
     return dict(sorted(found.items()))
 
@@ -282,6 +293,7 @@ def aggregate(spec: Spec, row: Row, scale: str, seeds: dict[int, SeedResult]) ->
         extra=extra,
         variant=latest.variant,
         weights=latest.weights,
+        design_hashes=[u.design_hash for u in units],
     )
 
 

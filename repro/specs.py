@@ -16,6 +16,7 @@ from functools import cache, lru_cache
 from pathlib import Path
 from typing import Any
 
+from repro.design import Design, design_hash, parse_design
 from repro.errors import ReproError
 from repro.families import papers
 from repro.metrics import DIRECTIONS, METRICS
@@ -68,9 +69,21 @@ class Claim:
     row: str
     over: str
     column: str
-    # equivalence margin δ in the column's units: the paper's own where it prints one, else fixed in the spec
-    # before the runs; None = the default of the column's metric (repro.metrics.METRICS)
+    # equivalence margin δ in the column's units where the paper prints one for this claim; None: the design's δ
+    # of the column (repro.design)
     margin: float | None = None
+    # the spec id of the positive control this claim depends on: the mechanism's row against its ablation on a task
+    # built to need it; the claim is informative only when every claim of that spec holds at the same scale
+    control: str | None = None
+
+    def canonical(self) -> dict[str, Any]:
+        return {
+            "row": self.row,
+            "over": self.over,
+            "column": self.column,
+            "margin": self.margin,
+            "control": self.control,
+        }
 
 
 @dataclass(frozen=True)
@@ -89,6 +102,11 @@ class Spec:
     scales: dict[str, dict[str, Any]] = field(default_factory=dict)  # per-scale settings
     claims: tuple[Claim, ...] = ()
     notes: str | None = None
+    design: Design | None = None  # the statistical design the claims are judged under (repro.design)
+
+    def design_hash(self, scale: str) -> str:
+        """The hash of the design a record of `scale` is judged under ("" when the spec has none for it)."""
+        return design_hash(self.design, scale, [c.canonical() for c in self.claims])
 
     def column(self, name: str) -> Column:
         for col in self.columns:
@@ -139,10 +157,11 @@ _SPEC_KEYS = {
     "tolerance",
     "scales",
     "claims",
+    "design",
     "notes",
 }
 _CLAIM_KEYS = {"text", "row", "over", "column"}
-_CLAIM_OPTIONAL = {"margin"}
+_CLAIM_OPTIONAL = {"margin", "control"}
 _COLUMN_KEYS = {"name", "metric", "better", "key", "split", "dataset", "unit"}
 _ROW_KEYS = {"name", "reported", "cited", "model", "compute", "uncertain", "deviation", "note"}
 
@@ -209,6 +228,9 @@ def parse_spec(path: Path, in_tree: bool = True) -> Spec:
         _check_run_settings(loc, ("scales", scale), settings)
 
     claims = _parse_claims(loc, data.get("claims", []), {r.name for r in rows}, column_names)
+    design = None
+    if data.get("design") is not None:
+        design = parse_design(loc, data["design"], {c.name: c.metric for c in columns}, SCALES)
     _check_datasets(loc, datasets)
     recipe = data.get("recipe")
     if recipe is not None:
@@ -232,6 +254,7 @@ def parse_spec(path: Path, in_tree: bool = True) -> Spec:
         scales=scales,
         claims=claims,
         notes=notes,
+        design=design,
     )
 
 
@@ -293,6 +316,9 @@ def _parse_claims(loc: Located, raw: Any, row_names: set[str], column_names: set
             _expect(loc, where + ("margin",), margin, (int, float), "a claim's margin")
             if not math.isfinite(margin) or margin <= 0:
                 raise loc.error(where + ("margin",), f"a claim's margin must be a positive number, got {margin!r}")
+        control = item.get("control")
+        if control is not None and (not isinstance(control, str) or not SPEC_ID.fullmatch(control)):
+            raise loc.error(where + ("control",), "a claim's control must be the id of the control's spec")
         claims.append(
             Claim(
                 text=str(item["text"]),
@@ -300,6 +326,7 @@ def _parse_claims(loc: Located, raw: Any, row_names: set[str], column_names: set
                 over=item["over"],
                 column=item["column"],
                 margin=None if margin is None else float(margin),
+                control=control,
             )
         )
     return tuple(claims)

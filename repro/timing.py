@@ -127,6 +127,7 @@ def measure_claim(
         "pair_steps": how["steps"],
         "pair_warmup": how["warmup"],
         "equivalence": how["equivalence"],
+        "design_hash": spec.design_hash(scale),  # the design its claim is judged under (repro.design)
         "info": {claim.row: a.info, claim.over: b.info},
         "device": str(a.device),
         "threads": torch.get_num_threads(),

@@ -204,27 +204,33 @@ def _claims_spec(sandbox, claim: str):
     return write_spec(sandbox, SPEC_TEXT + "claims:\n" + claim)
 
 
-def test_claims_are_judged_with_a_test_over_the_seeds(sandbox):
-    _claims_spec(sandbox, '  - {text: "ours beats cited on Num", row: Ours*, over: Cited, column: Num}\n')
+def test_claims_are_judged_under_the_design_over_its_seeds(sandbox):
+    from tests.test_report_claims import DESIGN
+
+    _claims_spec(sandbox, '  - {text: "ours beats cited on Num", row: Ours*, over: Cited, column: Num}\n' + DESIGN)
     spec = resolve("t1-demo")
 
-    def judged(ours, cited):
+    def judged(ours, cited, design=None):
         for row, values in (("Ours*", ours), ("Cited", cited)):
             r = _result(row, "synthetic", Num=sum(values) / len(values), All=1.0)
             r.seeds = list(range(len(values)))
             r.extra = {"per_seed": [{"Num": v, "All": 1.0} for v in values]}
+            r.design_hashes = [spec.design_hash("synthetic") if design is None else design] * len(values)
             results.write_result(r, spec)
         return build_view(spec, "synthetic").claims[0]
 
-    claim = judged([59.0, 60.0, 61.0], [54.0, 55.0, 56.0])
+    cited = [54.0, 55.0, 56.0, 54.5, 55.5, 55.2]
+    claim = judged([59.0, 60.0, 61.0, 59.5, 60.5, 60.2], cited)
     assert claim.paper is True and claim.verdict == "holds" and claim.margin == pytest.approx(5.0)
-    assert judged([55.0, 56.0, 57.0], [54.0, 55.0, 56.0]).verdict.startswith("underpowered (the smallest effect")
-    assert judged([53.0, 54.0, 55.0], [54.0, 55.0, 56.0]).verdict.startswith("underpowered (the smallest effect")
-    assert judged([50.0, 51.0, 52.0], [54.0, 55.0, 56.0]).verdict == "reversed"
-    assert judged([60.0], [54.0, 55.0, 56.0]).verdict == "not judged (1 seed)"
-    assert build_view(spec, "smoke").claims[0].verdict == "not judged (no results)"
+    assert judged([55.0, 56.0, 57.0, 54.0, 56.5, 55.0], cited).verdict.startswith("underpowered (the smallest effect")
+    assert judged([50.0, 51.0, 52.0, 50.5, 51.5, 51.2], cited).verdict == "reversed"
+    assert judged([59.0, 60.0, 61.0, 59.5, 60.5, 60.2], cited, design="").verdict.startswith("not judged (pre-design")
+    one = judged([60.0], cited)
+    assert one.verdict == "not judged (1 of 6 design seeds run at the first look; the design names 6)"
+    smoke = build_view(spec, "smoke").claims[0]
+    assert smoke.verdict.startswith("not judged (the design names no seeds at scale smoke")
     md = re.sub(r" +", " ", render_markdown(build_view(spec, "synthetic")))
-    assert "| ours beats cited on Num | yes | not judged (1 seed) | +5.00 | – | – | – | – | 1, 3 |" in md
+    assert "| ours beats cited on Num | yes | not judged (1 of 6 design seeds run" in md
 
 
 def test_claim_naming_an_unknown_row_is_a_spec_error(sandbox):

@@ -202,9 +202,12 @@ def show_command(
         for fact in facts:
             wrap(fact, "      ", "    ")
     if spec.claims:
-        say("[bold]claims[/] (judged over the seeds of both rows: `repro table ID --scale S`)")
+        say("[bold]claims[/] (judged under the design below: `repro table ID --scale S`)")
         for claim in spec.claims:
-            wrap(f"• {one_line(claim.text)} ({claim.column}: {claim.row} vs {claim.over})", "    ")
+            control = f"; control {claim.control}" if claim.control else ""
+            wrap(f"• {one_line(claim.text)} ({claim.column}: {claim.row} vs {claim.over}{control})", "    ")
+        for line in design_lines(spec):
+            wrap(line, "  ", "    ")
     for row in spec.rows:
         for col, note in row.uncertain.items():
             wrap(f"uncertain {row.name} / {col}: {one_line(note)}", "  ", "")
@@ -214,6 +217,26 @@ def show_command(
             wrap(f"note {row.name}: {one_line(row.note)}", "  ", "")
     if spec.notes:
         wrap(f"notes: {one_line(spec.notes)}", "  ", "")
+
+
+def design_lines(spec) -> list[str]:
+    """The spec's design as `repro show` prints it: when it was fixed, α and the test, δ with its source, seeds,
+    looks and stopping rule per scale, each scale's design hash."""
+    design = spec.design
+    if design is None:
+        return ["design: none (the claims are not judged until the spec has one)"]
+    lines = [f"design fixed {design.fixed}: α {design.alpha:g} over one Holm family per table, test {design.test}"]
+    for column, delta in design.delta.items():
+        lines.append(f"δ {column}: {delta.value:g} ({one_line(delta.words)})")
+    for scale, seeds in design.seeds.items():
+        looks = design.looks.get(scale)
+        plan = f", looks at {','.join(map(str, looks.at))} seeds ({looks.spending})" if looks else ""
+        lines.append(f"{scale}: seeds {','.join(map(str, seeds))}{plan}; design hash {spec.design_hash(scale)}")
+        if scale in design.stopping:
+            lines.append(f"{scale} stopping rule: {one_line(design.stopping[scale])}")
+    if design.note:
+        lines.append(f"design note: {one_line(design.note)}")
+    return lines
 
 
 def _settings(value) -> str:
@@ -274,6 +297,12 @@ def spec_to_json(spec) -> dict:
             for r in spec.rows
         ],
         "claims": [asdict(c) for c in spec.claims],
+        "design": None
+        if spec.design is None
+        else {
+            **asdict(spec.design),
+            "hashes": {scale: spec.design_hash(scale) for scale in spec.design.seeds},
+        },
         "tolerance": spec.tolerance,
         "scales": spec.scales,
         "notes": spec.notes,

@@ -209,6 +209,7 @@ def store_unit(
                 wall_time_s=round(seconds, 2),
                 variant=variant,
                 weights=weights,
+                design_hash=spec.design_hash(scale),
             ),
             root,
             rebaseline=rebaseline,

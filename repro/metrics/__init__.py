@@ -3,7 +3,7 @@
 `METRICS` is the one table of metric names, as spec columns name them: each with the direction that is
 better (a column's `better:` defaults to it), the module holding its `evaluate` function when it has one
 (`repro eval` scores files with it), the reference versions it can follow, and what the claims under a
-table are judged with (the default equivalence margin and the resolution of a stored value). Adding a
+table are judged with (the resolution of a stored value; a usual δ, which a spec's design states for itself). Adding a
 metric is one entry. `get(name)` imports a scorer. Every `evaluate` returns a `MetricResult` (aggregate dict, per-item
 scores, n). `repro.metrics.files.evaluate_files` reads official or generic files first.
 """
@@ -27,9 +27,8 @@ class Metric:
     # the module holding `evaluate`; None: a quantity a run measures itself (size, compute, time, a count)
     module: str | None = None
     variants: tuple[str, ...] = ()  # the reference versions it can follow (`--variant`); the first is the default
-    # a claim's equivalence margin δ unless the claim gives its own (repro.report.claims), fixed before any
-    # result was looked at: ("points", δ) in the column's units, ("relative", f) a fraction of the compared
-    # row's mean; None: no equivalence verdict
+    # a starting point for a design's δ (repro.design), never used by a verdict: a spec's design states its own δ
+    # per claim column with its source. ("points", δ) in the column's units, ("relative", f) a fraction.
     margin: tuple[str, float] | None = None
     # the smallest difference a stored value carries (rows without spread give no verdict below it); None:
     # 1e-9 of the values compared

@@ -180,9 +180,39 @@ def _check_root(spec: Spec, root: Path, scratch: bool | None, out: RecordCheck) 
             fail(path, f"seed records ran under config {', '.join(stray)}, which the row record does not name")
         if len(set(hashes)) > 1:
             out.notes.append(f"{spec.id} / {row} ({scale}): seeds ran under several configs: {config_words(by_hash)}")
+        _check_design(spec, row, scale, result, records, path, fail, out)
     for (row, scale), files in sorted(by_unit.items()):
         for seed_file, _ in sorted(files.values()):
             fail(seed_file, f"seed record of {row!r} at scale {scale!r} with no row record: no table shows it")
+
+
+def _check_design(
+    spec: Spec, row: str, scale: str, result: Result, records: dict[int, SeedResult], path: Path, fail, out: RecordCheck
+) -> None:
+    """Each seed's design hash against the spec's design now: a seed made under another design (δ, α, the seeds, the
+    test or a claim changed after the runs) is void, and a failure; a seed from before any design is noted."""
+    expected = spec.design_hash(scale)
+    if result.design_hashes and len(result.design_hashes) != len(result.seeds):
+        fail(path, f"design_hashes has {len(result.design_hashes)} entries for seeds {result.seeds}")
+        return
+    made = {s: (records[s].design_hash if s in records else result.design_hash_of(s)) for s in result.seeds}
+    for seed in result.seeds:
+        if seed in records and result.design_hashes and records[seed].design_hash != result.design_hash_of(seed):
+            fail(path, f"design hash of seed {seed} differs from its seed record's ({records[seed].design_hash!r})")
+    void = sorted(s for s, h in made.items() if h and h != expected)
+    if void:
+        now = f"the spec's design is now {expected}" if expected else "the spec has no design for this scale now"
+        fail(
+            path,
+            f"seeds {_seed_list(void)} ran under design {', '.join(sorted({made[s] for s in void}))}; {now}: a design "
+            "changed after its runs voids them (run them again under the design, or restore it)",
+        )
+    before = sorted(s for s, h in made.items() if not h)
+    if before and expected and spec.claims:
+        out.notes.append(
+            f"{spec.id} / {row} ({scale}): seeds {_seed_list(before)} are pre-design (run before design "
+            f"{expected} was fixed): shown, never judged"
+        )
 
 
 def config_seeds(result: Result, records: dict[int, SeedResult]) -> dict[str, list[int]]:

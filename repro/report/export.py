@@ -8,7 +8,7 @@ import re
 
 import pandas as pd
 
-from repro.report.claims import ALPHA, CONFIDENCE, ClaimView
+from repro.report.claims import ALPHA, CONFIDENCE, VERDICT_ORDER, ClaimView
 from repro.report.layout import claim_cells, claim_header, claim_keys, claims_caption
 from repro.report.view import TableView, caption, footnotes
 
@@ -152,6 +152,12 @@ FIELDS = {
     "baseline": "the row the effects are measured from",
     "effect_paper": "row − baseline in the paper",
     "effect_reproduced": "row − baseline at this scale",
+    "p_value": "a claim's two-sided difference test (Welch, floored at the exact permutation test's smallest p); "
+    "p_one_sided is Welch in the claimed direction",
+    "p_adjusted": "Holm-adjusted over the table's family (see family); the verdict compares it with the look's level",
+    "design_hash": "the hash of the spec's design the claim was judged under; seeds of another design never judge",
+    "seeds_used": "per row, the design's seeds the verdict used",
+    "control": "passed | failed | not run: the positive control the claim depends on (null: none named)",
 }
 
 
@@ -336,8 +342,15 @@ def view_to_json(view: TableView) -> dict:
         "baseline": None if view.baseline is None else view.baseline.name,
         "other_scales": view.other_scales,
         "claims": [claim_to_json(c) for c in view.claims],
-        "alpha": ALPHA,
-        "multiplicity": "holm within the table (p_adjusted; the verdict uses it)",
+        "alpha": ALPHA if view.judgement is None or view.judgement.alpha is None else view.judgement.alpha,
+        "multiplicity": (
+            "one Holm family over the table: each claim's two-sided difference test and, where the paper's effect "
+            "exceeds δ, its equivalence test (p_adjusted, p_equivalence_adjusted; the verdict uses them)"
+        ),
+        "family": [] if view.judgement is None else view.judgement.family,
+        "design_hash": None if view.judgement is None else view.judgement.design_hash,
+        "look_levels": [] if view.judgement is None else list(view.judgement.levels),
+        "verdict_order": list(VERDICT_ORDER),
         "confidence": CONFIDENCE,
         "fields": {k: v for k, v in FIELDS.items() if k not in ("row", "column")}
         | {"other_scales": "scales with results besides this one"},
@@ -378,6 +391,17 @@ def claim_to_json(c: ClaimView) -> dict:
         "pairs": c.pairs,
         "ratio_ci_low": c.ratio_ci_low,
         "ratio_ci_high": c.ratio_ci_high,
+        # the design it was judged under (repro.design)
+        "design_hash": c.design_hash,
+        "alpha": c.alpha,
+        "level": c.level,
+        "look": c.look,
+        "looks": c.looks,
+        "seeds_used": c.seeds_used,
+        "p_one_sided": c.p_one_sided,
+        "paper_effect": c.paper_effect,
+        "control": c.control,
+        "control_spec": c.control_spec,
     }
 
 

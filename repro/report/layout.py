@@ -16,7 +16,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from repro.report.claims import ALPHA, CONFIDENCE, POWER, ClaimView, fmt_p
+from repro.report.claims import CONFIDENCE, POWER, ClaimView, fmt_p
 from repro.report.view import (
     TableView,
     caption,
@@ -118,21 +118,18 @@ def _delta_style(delta: float | None, better: str) -> str:
 
 def claims_caption() -> str:
     return (
-        f"One-sided Welch t-test per claim over the seeds of the two rows, at α = {ALPHA:g} after Holm's "
-        "adjustment over the table's judged claims (p = unadjusted, one-sided in the claimed direction, near 1 "
-        "when reversed; p (Holm) = adjusted, what the verdict uses; the other direction and the equivalence "
-        f"tests are Holm-adjusted alike); margin = mean difference in the claimed direction, with its "
-        f"{CONFIDENCE:.0%} confidence interval (Welch–Satterthwaite df; unadjusted); equivalent = two one-sided "
-        "tests (TOST) put the difference within ±δ, the claim's margin (the paper's, or fixed in the spec before "
-        "the runs; else its metric's: 1 point on a percentage, 0.01 ANLS, 0.1 MSE, 5% of a time, size or FLOPs); "
-        f"underpowered = none of these, with the smallest true difference these seeds detect at {POWER:.0%} power "
-        "and Holm's first level α/m (exact noncentral t); perm. p = exact permutation test of the mean "
-        "difference (up to 10 seeds per row), ⚑ where it and Welch disagree at α; rows without spread give no "
-        "verdict from a difference below the metric's resolution; n = seeds of the row and of the row it is "
-        "compared with; ratio = row / compared row (time claims). Time claims are judged from K ratios of the two "
-        "rows' steps interleaved in one process (`repro run ID --timing`), never from seeds: ratio = their geometric "
-        "mean, margin = the mean log ratio in the claimed direction, p = exact sign-flip test, equivalent = within "
-        "±δ (the scale's timing.equivalence) of ratio 1, n = K; without a timing record, not judged."
+        "Judged under the spec's design (fixed before the runs; `repro show ID` prints it): only the design's seeds "
+        "whose records carry its hash count (extra seeds are shown, never judged). One Holm family per table at "
+        "the design's α: each claim's two-sided Welch test (p; floored at the smallest p the exact permutation "
+        "test of those seeds can give) and, where the paper's own effect exceeds δ, its equivalence test (TOST "
+        "within ±δ, δ from the design with its source); p (Holm) = adjusted, what the verdict uses; a sequential "
+        "design spends α over its looks. One verdict per claim, the first that applies: not judged (why) > "
+        "uninformative (its positive control failed or has not run) > holds | reversed > equivalent > not testable "
+        "at this δ (the paper's effect is smaller) > underpowered (with the smallest effect these seeds detect at "
+        f"{POWER:.0%} power at Holm's first level). margin = mean difference in the claimed direction, with its "
+        f"{CONFIDENCE:.0%} interval; perm. p = exact permutation test, ⚑ where it and Welch disagree; n = design "
+        "seeds used. Time claims: K ratios of the two rows' steps interleaved in one process (`repro run ID "
+        "--timing`), exact sign-flip test, δ relative."
     )
 
 

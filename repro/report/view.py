@@ -12,7 +12,7 @@ from pathlib import Path
 
 from repro.errors import ReproError
 from repro.report.check import config_note
-from repro.report.claims import ClaimView, judge_claims
+from repro.report.claims import ClaimView, Judgement, judge_table
 from repro.results import Result, read_results
 from repro.specs import Spec
 
@@ -57,6 +57,7 @@ class TableView:
     rows: list[RowView] = field(default_factory=list)
     other_scales: list[str] = field(default_factory=list)
     claims: list[ClaimView] = field(default_factory=list)
+    judgement: Judgement | None = None  # the claims' design, Holm family and levels (repro.report.claims)
     selected: list[str] | None = None  # the columns shown (default: all of the spec's)
     variant: dict | None = None  # the results are a variant (overrides, --limit, a spec file): repro.variants
     config_notes: list[str] = field(default_factory=list)  # rows whose seeds ran under several configs
@@ -118,7 +119,8 @@ def build_view(
                 deviation=row.deviation.get(col.name),
             )
         view.rows.append(RowView(name=row.name, cited=row.cited, runnable=row.runnable, cells=cells, result=result))
-    view.claims = judge_claims(spec, {r.name: r.result for r in view.rows}, scale, results_root)
+    view.judgement = judge_table(spec, {r.name: r.result for r in view.rows}, scale, results_root)
+    view.claims = view.judgement.claims
     view.config_notes = [
         n for r in view.rows if r.result is not None for n in [config_note(spec, r.result, results_root)] if n
     ]
