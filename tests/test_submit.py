@@ -315,7 +315,7 @@ def test_failed_evaluation_is_one_line_with_the_servers_error(runner, sandbox, s
     assert records(sandbox)[0]["status"] == "failed"
 
 
-def test_wait_retries_server_hiccups_and_gives_up_after_the_timeout(runner, sandbox, stub):
+def test_wait_retries_server_hiccups_and_gives_up_after_the_timeout(runner, sandbox, stub, monkeypatch):
     vqa_questions(sandbox)
     preds = vqa_predictions(sandbox / "p.json")
     stub.fail["poll"], stub.fail_times["poll"] = (503, "<html>Service Unavailable</html>"), 2
@@ -323,12 +323,30 @@ def test_wait_retries_server_hiccups_and_gives_up_after_the_timeout(runner, sand
     assert result.exit_code == 0, result.output
     assert "71.05" in result.stdout
     stub.polls_before_done = 10**6
+    clock = FakeClock()
+    monkeypatch.setattr("repro.submit.time", clock)  # the wait's clock and sleep: time passes only in sleep()
     result = submit(runner, "vqa2-test-dev", "-p", str(preds), "--yes", "--wait", "--poll", "0.01", "--timeout", "0.05")
     assert result.exit_code == 1
     sid = max(stub.submissions)
     assert f"submission {sid} is still running" in one_line(result)
     assert f"repro submit --status {sid} --wait" in one_line(result)
-    assert 2 <= len(stub.calls("GET", f"/api/jobs/submission/{sid}")) < 10  # backoff, not a busy loop
+    # backoff, not a busy loop: sleeps of 0.01, 0.015, 0.0225 s, then the next (0.034) would pass the timeout
+    assert clock.sleeps == pytest.approx([0.01, 0.015, 0.0225])
+    assert len(stub.calls("GET", f"/api/jobs/submission/{sid}")) == 4
+
+
+class FakeClock:
+    """`time` for repro.submit: monotonic() moves only when sleep() is called, and the sleeps are counted."""
+
+    def __init__(self):
+        self.now, self.sleeps = 0.0, []
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        self.now += seconds
 
 
 def test_file_type_the_phase_does_not_accept(runner, sandbox, stub):
