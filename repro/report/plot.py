@@ -213,6 +213,18 @@ def _metric_panel(ax, view: TableView, rows, column: str, colours: dict[str, str
     ax.grid(alpha=0.3)
 
 
+# one colour per kind of verdict: "equivalent" (the claimed effect is absent) is never drawn like "underpowered"
+VERDICT_COLOURS = {
+    "holds": "#2ca02c",
+    "reversed": "#d62728",
+    "equivalent": "#9467bd",
+    "underpowered": "#ff7f0e",
+    "not testable": "#7f7f7f",
+    "uninformative": "#7f7f7f",
+    "not judged": "#7f7f7f",
+}
+
+
 def _forest(ax, view: TableView, claims) -> None:
     """Each claim: the reproduced margin with its interval, the paper's margin, the zero line."""
     by_name = {r.name: r for r in view.rows}
@@ -230,7 +242,7 @@ def _forest(ax, view: TableView, claims) -> None:
             )
         if judged.margin is None:
             continue
-        colour = {"holds": "#2ca02c", "reversed": "#d62728"}.get(judged.verdict, "#1f77b4")
+        colour = VERDICT_COLOURS.get(judged.kind, VERDICT_COLOURS["not judged"])
         if judged.ci_low is not None and judged.ci_high is not None and math.isfinite(judged.ci_low):
             ax.plot([judged.ci_low, judged.ci_high], [i, i], "-", color=colour, linewidth=2)
         ax.plot(judged.margin, i, "o", color=colour, markersize=6)
@@ -244,8 +256,8 @@ def _forest(ax, view: TableView, claims) -> None:
     )
     ax.set_title(
         _wrap(
-            "the paper's claims, judged at the Holm-adjusted level within the table "
-            "(green: holds, red: reversed, blue: equivalent, underpowered or not judged)",
+            "the paper's claims, judged under the spec's design with one Holm family per table (green: holds, red: "
+            "reversed, purple: equivalent, orange: underpowered, grey: not judged, not testable or uninformative)",
             100,
         ),
         fontsize=10,
