@@ -33,6 +33,7 @@ PAPER_SIZES: dict[str, Any] = {
     "video_dim": 2048,  # d_v, ResNet-152 pool5 (Sec. 4.3)
     "frames": 35,  # N (Sec. 4.3; the code uses 36)
     "heads": 8,  # l (Sec. 4.3)
+    "question_heads": None,  # the official question block's own head count (the code's Nh, 8); None: `heads`
     "vpsa_ffn": 512,  # inner size of the two convolutions of Eq. 7 in VPSA (code: d_inner_hid 512)
     "video_pos_dim": 300,  # sinusoid width before its learned projection to d_v (code); 0 = Eq. 5-6 at d_v
     "hidden": 512,  # rho, the common space of Sec. 3.4 (code: D = 512); also the question width
@@ -323,9 +324,10 @@ class OfficialQPSA(nn.Module):
     def __init__(self, sizes: dict[str, Any]):
         super().__init__()
         d, convs, kernel, p = sizes["hidden"], sizes["ds_convs"], sizes["ds_kernel"], sizes["dropout"]
-        if d % sizes["heads"]:
-            raise ValueError(f"feature size {d} is not divisible by {sizes['heads']} heads")
-        self.heads, self.p = sizes["heads"], p
+        heads = sizes.get("question_heads") or sizes["heads"]
+        if d % heads:
+            raise ValueError(f"feature size {d} is not divisible by {heads} heads")
+        self.heads, self.p = heads, p
         self.conv_norms = nn.ModuleList(nn.LayerNorm(d) for _ in range(convs))
         self.depthwise = nn.ModuleList(
             nn.Conv1d(d, d, kernel, padding=kernel // 2, groups=d, bias=False) for _ in range(convs)
