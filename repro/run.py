@@ -228,6 +228,12 @@ def make_plan(
             plan.steps.append(Step(row, "compute", [0], row.compute["task"], ready=ready))
             continue
         hooks = families.for_row(row)
+        elsewhere = hooks.not_at_scale(row.config, scale) if hooks is not None else None
+        if elsewhere:  # a row its family runs at paper scale only: refused when named, else left out
+            if row_names:
+                raise ReproError(f"{spec.id} row {row.name!r} does not run at scale {scale}: {elsewhere}")
+            plan.data.append(f"{row.name}: not run at scale {scale}: {elsewhere}")
+            continue
         gpu = hooks.gpu_hours(row.config) if hooks is not None and scale == "paper" else None
         detail = f"{spec.recipe or '(no recipe)'}: {row.config.model_dump_json(exclude_defaults=True)}"
         step = Step(row, "train", list(seeds), detail, gpu, ready=hooks is not None)

@@ -347,6 +347,21 @@ RELEASED: tuple[Released, ...] = (
             ("input_norm_eps", 1e-5),
         ),
     ),
+    # VL-BERT's pre-training (cfgs/pretrain/*_prec_*.yaml): the start of its VQA fine-tuning, no VQA classifier
+    Released(
+        "vl-bert-base-prec.model",
+        "mcan-pa",
+        "vl-bert",
+        "mcan-pa Table IV VL-BERT_BASE, init: vl-bert-base (VL-BERT's pre-training; fine-tuned, not evaluated)",
+        "vl-bert-base-prec",
+    ),
+    Released(
+        "vl-bert-large-prec.model",
+        "mcan-pa",
+        "vl-bert",
+        "VL-BERT_LARGE rows, init: vl-bert-large (VL-BERT's pre-training; fine-tuned, not evaluated)",
+        "vl-bert-large-prec",
+    ),
     # sam-textvqa's released model: configs/train-tvqa_stvqa-eval-tvqa-c3.yml (2N->4S, TextVQA + ST-VQA, greedy)
     Released(
         "sa-m4c",
@@ -405,7 +420,9 @@ def released_path(released: Released, catalog: dict | None = None) -> Path:
 
 
 def released_state(released: Released, catalog: dict | None = None) -> str:
-    """What is on disk of a released checkpoint: verified, present, partial (a download under way) or missing."""
+    """What is on disk of a released checkpoint: verified (against the sha256 the catalog publishes), recorded (no
+    sha256 is published: the download recorded the one it found, nothing was checked), present, partial (a download
+    under way) or missing."""
     from repro.data.download import dataset_status
     from repro.paths import data_dir
 
@@ -413,7 +430,7 @@ def released_state(released: Released, catalog: dict | None = None) -> str:
     status = dataset_status(dataclasses.replace(entry, files=(f,)), data_dir())[0].state
     if f.extract and status in ("verified", "present") and not released_path(released, catalog).is_file():
         return "downloaded, not unpacked"
-    return status
+    return "recorded" if status == "verified" and not f.sha256 else status
 
 
 def download_released(released: Released, verify: bool = False, **fetch) -> str:
@@ -645,6 +662,9 @@ def plan_lines(plan, sources: dict[str, WeightsSource]) -> list[str]:
         source, hooks = sources[step.row.name], families.for_row(step.row)
         if hooks is None or not hooks.supports_weights:
             raise ReproError(f"{plan.spec.id} row {step.row.name!r}: its family evaluates no given weights (--weights)")
+        refusal = hooks.weights_refusal(step.row.config)
+        if refusal:
+            raise ReproError(f"{plan.spec.id} row {step.row.name!r}: {refusal}")
         for checkpoint in source.checkpoints:
             columns = f" for the {checkpoint.part} columns" if checkpoint.part else ""
             what = "released" if checkpoint.released is not None else "file"

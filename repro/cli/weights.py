@@ -123,7 +123,8 @@ def download_command(
     verify: bool = typer.Option(False, "--verify", help="Rehash files already recorded as verified."),
 ) -> None:
     """Fetch released checkpoints into REPRO_DATA_DIR as `repro download` fetches datasets (the catalog's url,
-    resumable, checksummed, unpacked); one shared by share links only is verified once you put it in place.
+    resumable, checksummed, unpacked); one shared by share links only has its sha256 recorded once you put it in
+    place (verified only where the catalog publishes one).
 
     Example: [bold]repro weights download flickr30k.pth mscoco.pth[/]
     """
@@ -136,8 +137,9 @@ def download_command(
     with byte_progress(console=err_console) as progress:
         for released in chosen:
             digest = download_released(released, verify=verify, progress=progress, log=log)
+            checked = "verified" if released.catalog()[1].sha256 else "recorded (none is published to check it)"
             progress.console.print(
-                f"[green]{released.name}[/]: verified (sha256 {digest[:12]}…), {escape(str(released_path(released)))}",
+                f"[green]{released.name}[/]: sha256 {digest[:12]}… {checked}, {escape(str(released_path(released)))}",
                 highlight=False,
             )
 

@@ -228,6 +228,14 @@ def no_paper_data(spec: Spec, row: Row) -> list[DataNeed]:
     return []
 
 
+def runs_everywhere(config: Any, scale: str) -> str | None:
+    return None
+
+
+def evaluates_any(config: Any) -> str | None:
+    return None
+
+
 @dataclass(frozen=True)
 class Hooks:
     """A family's interface to the generic layers (`repro run`, `repro model`, `repro attention`, Slurm):
@@ -262,6 +270,8 @@ class Hooks:
     # (spec, row) -> what a paper-scale row reads, in the order a run asks for it (the plan's download and
     # prepare steps, and its `ready` / `missing`); a ReproError: the row does not run at paper scale, and why
     paper_data: Callable[[Spec, Row], list[DataNeed]] = no_paper_data
+    # (config, scale) -> why such a row does not run at a generated scale (the plan leaves it out), or None
+    not_at_scale: Callable[[Any, str], str | None] = runs_everywhere
     # (config, scale) -> what one unit asks a cluster for; None: `default_resources`
     resources: Callable[[Any, str], Resources] | None = None
     # (batch_size, sizes) -> a batch of the data interface's format, for FLOPs and benchmarks
@@ -271,6 +281,8 @@ class Hooks:
     weight_layouts: tuple[str, ...] = ()
     # `run_row` honours `ctx.weights` (`repro run --weights released|FILE`: evaluate a checkpoint, no training)
     supports_weights: bool = False
+    # config -> why `--weights` cannot evaluate such a row, or None: the plan refuses what the run refuses
+    weights_refusal: Callable[[Any], str | None] = evaluates_any
     # (config, spec) -> GPU-hours of evaluating one row from given weights (the `--weights` plan); None: unknown
     evaluation_hours: Callable[[Any, Spec], float | None] | None = None
     convert_weights: Callable[[Path, str, str | None], tuple[Any, Any]] | None = None

@@ -43,13 +43,13 @@ def as_config(config: McanConfig | VlBertConfig | dict) -> McanConfig | VlBertCo
 def model_sizes(config: McanConfig | VlBertConfig, sizes: dict | None) -> dict[str, Any]:
     """The paper's sizes of the row's model with `sizes` applied; `sizes` may hold one mapping per arch
     (`{mcan: {...}, vl-bert: {...}}`) when a table mixes them."""
-    from repro.families.mcan_pa.vlbert import VLBERT_BASE_SIZES
+    from repro.families.mcan_pa.vlbert import VLBERT_SIZES
 
     sizes = dict(sizes or {})
     if config.arch in sizes:
         sizes = dict(sizes[config.arch] or {})
     sizes = {k: v for k, v in sizes.items() if k not in ARCHS}
-    full = dict(VLBERT_BASE_SIZES) if isinstance(config, VlBertConfig) else paper_sizes()
+    full = dict(VLBERT_SIZES[config.size]) if isinstance(config, VlBertConfig) else paper_sizes()
     for key, value in sizes.items():
         if key not in full:
             raise ReproError(f"unknown {config.arch} model size {key!r}; known: {', '.join(sorted(full))}")
@@ -59,6 +59,10 @@ def model_sizes(config: McanConfig | VlBertConfig, sizes: dict | None) -> dict[s
         raise ReproError(f"model size {width}={full[width]} is not divisible by heads={full['heads']}")
     if "poa" in config.positional and full["geometry_dim"] % 8:
         raise ReproError(f"POA needs geometry_dim divisible by 8, got {full['geometry_dim']}")
+    if isinstance(config, VlBertConfig) and full["visual_geometry_dim"] % 8:
+        raise ReproError(
+            f"VL-BERT's box embedding needs visual_geometry_dim divisible by 8, got {full['visual_geometry_dim']}"
+        )
     return full
 
 
@@ -96,17 +100,53 @@ def build_model(
 
 
 def _build_vlbert(config: VlBertConfig, num_tokens, num_answers, sizes, bert_weights) -> nn.Module:
-    from repro.families.mcan_pa.vlbert import VLBERT_BASE_SIZES, VLBert, load_bert_weights
+    """VL-BERT of the row; with `init: bert` at BERT's sizes, BERT's weights in its text stack (VL-BERT without
+    visual-linguistic pre-training). `init: vl-bert-*` is loaded by the run (`load_start`), not here."""
+    from repro.families.mcan_pa.vlbert import VLBERT_SIZES, VLBert, load_bert_weights
 
-    if config.pretrained:
-        raise ReproError("VL-BERT's visual-linguistic pre-training is not reproduced; rows run with pretrained: false")
-    model = VLBert(num_tokens, num_answers, sizes, positional=config.positional, fusion=config.fusion or "eq8")
-    base = all(sizes[k] == VLBERT_BASE_SIZES[k] for k in ("vocab", "hidden", "layers", "heads", "ffn"))
-    if bert_weights is not None or base:
+    model = VLBert(
+        num_tokens,
+        num_answers,
+        sizes,
+        classifier=config.classifier,
+        positional=config.positional,
+        fusion=config.fusion or "eq8",
+    )
+    if config.init != "bert":
+        return model
+    at_bert_sizes = all(sizes[k] == VLBERT_SIZES[config.size][k] for k in ("vocab", "hidden", "layers", "heads", "ffn"))
+    if bert_weights is not None or at_bert_sizes:
         folder = Path(bert_weights) if bert_weights is not None else data_dir() / BERT_FOLDER
         if not load_bert_weights(model, folder) and bert_weights is not None:
             raise ReproError(f"{folder}: no BERT weights (config.json with pytorch_model.bin or model.safetensors)")
     return model
+
+
+def released_start(config: VlBertConfig):
+    """The released checkpoint an `init: vl-bert-*` row starts from (repro.weights.RELEASED)."""
+    from repro.weights import released_named
+
+    return released_named(f"{config.init}-prec.model")
+
+
+def load_start(model: nn.Module, config: VlBertConfig, sizes: dict[str, Any]):
+    """`init: vl-bert-*`: VL-BERT's released pre-training into the row's model, as VL-BERT's VQA fine-tuning starts
+    (`vlbert_keymap.load_pretraining_into_vqa`), at the released sizes only; the key report."""
+    from repro.families.mcan_pa import vlbert_keymap
+    from repro.families.mcan_pa.vlbert import VLBERT_SIZES
+    from repro.weights import Checkpoint, released_path
+
+    released = VLBERT_SIZES[config.size]
+    differ = [k for k in ("vocab", "hidden", "layers", "heads", "ffn", "feature_dim") if sizes[k] != released[k]]
+    if differ:
+        raise ReproError(
+            f"init {config.init}: VL-BERT's released pre-training is at VL-BERT_{config.size.upper()}'s sizes; this "
+            f"run's {', '.join(f'{k}={sizes[k]}' for k in differ)} differ (paper scale only)"
+        )
+    entry = released_start(config)
+    checkpoint = Checkpoint(released_path(entry), entry).with_digest()
+    official = vlbert_keymap.read_checkpoint(checkpoint.path)
+    return vlbert_keymap.load_pretraining_into_vqa(model, official, str(checkpoint.path)), checkpoint
 
 
 def example_batch(
@@ -183,7 +223,7 @@ def paper_data(spec: Spec, row) -> list[DataNeed]:
     """What a paper-scale row reads, in the order of its commands: GloVe (and Visual Genome's QA, where the
     spec trains with it) before `repro prepare` of the questions reads them, the bottom-up features (36
     boxes per image, MCAN's) prepared into stores; WordNet for COCO-QA's WUPS; BERT's vocabulary and
-    weights for VL-BERT."""
+    weights for VL-BERT, and VL-BERT's released pre-training for a row that starts from it."""
     dataset = spec.datasets[0]
     needs = [DataNeed("glove-840b")]
     if "vg-qa" in spec.datasets:
@@ -191,6 +231,21 @@ def paper_data(spec: Spec, row) -> list[DataNeed]:
     needs += [DataNeed(dataset, dataset), DataNeed("bottom-up-36", "bottom-up-36")]
     if dataset == "coco-qa":
         needs.append(DataNeed("wordnet"))
-    if row.config is not None and isinstance(as_config(row.config), VlBertConfig):
+    config = as_config(row.config) if row.config is not None else None
+    if isinstance(config, VlBertConfig):
         needs.append(DataNeed(BERT_FOLDER))
+        if config.init != "bert":
+            from repro.weights import released_path
+
+            entry = released_start(config)
+            needs.append(DataNeed(entry.dataset, ready=lambda: released_path(entry).is_file()))
     return needs
+
+
+def not_at_scale(config, scale: str) -> str | None:
+    """Why a row does not run at a generated scale: one that starts from VL-BERT's released pre-training (its
+    sizes are VL-BERT's, the generated scales' are not); None for every other row."""
+    config = as_config(config)
+    if scale != "paper" and isinstance(config, VlBertConfig) and config.init != "bert":
+        return f"init {config.init} starts from VL-BERT's released pre-training, at its sizes: paper scale only"
+    return None

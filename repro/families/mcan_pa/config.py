@@ -8,6 +8,7 @@ Spec rows name them in their `model:` mapping:
   {arch: mcan, positional: [pwa, poa, pma], fusion: eq8}                MCAN+PA
   {arch: vl-bert}                                VL-BERT_BASE without pre-training (Table IV's †)
   {arch: vl-bert, positional: [pwa, poa, pma], fusion: eq8}             VL-BERT_BASE+PA†
+  {arch: vl-bert, init: vl-bert-base}            VL-BERT_BASE fine-tuned from its released pre-training
 """
 
 from __future__ import annotations
@@ -54,16 +55,35 @@ class McanConfig(BaseModel):
 
 
 class VlBertConfig(BaseModel):
-    """VL-BERT_BASE without visual-linguistic pre-training, with PA in its attention (mcan-pa Table IV)."""
+    """VL-BERT (its code's network, `vlbert.py`) fine-tuned for VQA, with PA in its attention (mcan-pa Table IV)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     arch: Literal["vl-bert"]
-    size: Literal["base"] = Field("base", description="VL-BERT_BASE: BERT-base, 12 layers, d = 768")
-    pretrained: bool = Field(False, description="visual-linguistic pre-training (the paper's † rows: none)")
+    size: Literal["base", "large"] = Field("base", description="VL-BERT_BASE (BERT-base) or VL-BERT_LARGE")
+    init: Literal["bert", "vl-bert-base", "vl-bert-large"] = Field(
+        "bert",
+        description="Where the row starts: bert, BERT's weights in the text stack and random visual parts (VL-BERT "
+        "without visual-linguistic pre-training, the paper's † rows; bert-base-uncased, at VL-BERT_BASE's sizes); "
+        "vl-bert-base / vl-bert-large, VL-BERT's released pre-training of that size (`repro weights download "
+        "vl-bert-base-prec.model`), as VL-BERT's VQA fine-tuning starts (paper scale only).",
+    )
+    classifier: Literal["mlm", "2fc"] = Field(
+        "mlm", description="the answer classifier at [MASK]: mlm (the released VQA configs) or 2fc (the code's default)"
+    )
     positional: tuple[Positional, ...] = Field((), description="PWA word-word, POA region-region, PMA word-region")
     fusion: Literal["eq8", "relation-network"] | None = None
 
     _order = field_validator("positional", mode="before")(_positional_in_order)
+
+    @model_validator(mode="after")
+    def _init_of_its_size(self) -> VlBertConfig:
+        if self.init.startswith("vl-bert-") and self.init != f"vl-bert-{self.size}":
+            raise ValueError(
+                f"init {self.init!r} is VL-BERT's {self.init[8:]} pre-training; the row is size {self.size}"
+            )
+        if self.size == "large" and self.init == "bert":
+            raise ValueError("size large starts from VL-BERT's large pre-training (init: vl-bert-large)")
+        return self
 
 
 CONFIGS = (McanConfig, VlBertConfig)

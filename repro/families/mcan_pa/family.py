@@ -62,6 +62,9 @@ def _scored(ctx: RunContext, model, state, scenes: mcan_data.Scenes, recipe) -> 
 
 
 def run_row(ctx: RunContext) -> RowRun:
+    elsewhere = build.not_at_scale(ctx.config, ctx.scale)
+    if elsewhere:
+        raise ReproError(f"row {ctx.row.name!r}: {elsewhere}")
     if _release(ctx):
         return _run_release(ctx)
     return train_units([ctx], mcan_data.scenes, _build, _scored, recipe=_recipe)[0]
@@ -110,17 +113,27 @@ def _run_release(ctx: RunContext) -> RowRun:
     parts = [split_data(split) for split in recipe.train_splits]
     first = _unwrapped(parts[0])
     seed_everything(ctx.seed)
+    config = build.as_config(ctx.config)
+    if ctx.weights is not None and isinstance(config, VlBertConfig):  # the classifier the file has
+        from repro.families.mcan_pa import vlbert_keymap
+
+        official = vlbert_keymap.read_checkpoint(ctx.weights.path)
+        if vlbert_keymap.layout_of(official) == "vqa":
+            config = config.model_copy(update={"classifier": vlbert_keymap.classifier_of(official)})
     model = build.build_model(
-        ctx.config,
+        config,
         first.num_tokens,
         first.num_answers,
         embeddings=getattr(first, "embeddings", None),
         sizes=ctx.settings.get("sizes"),
     )
+    start = None
     if ctx.weights is not None:  # `repro run --weights`: the checkpoint's network, evaluated, not trained
         report = _load_weights(ctx, model)
         state = None
     else:
+        if isinstance(config, VlBertConfig):
+            start = _vlbert_start(ctx, model, config, first)
         state = fit(model, ConcatDataset(parts), recipe, ctx.workdir, resume=ctx.resume, progress=ctx.progress)
 
     def answers(split: str) -> tuple[list[int], list[str]]:
@@ -129,6 +142,8 @@ def _run_release(ctx: RunContext) -> RowRun:
     run = RowRun(metrics={}, split=spec.split, training=None if state is None else state.summary())
     if state is None:
         run.info["weights_keys"] = report.counts()
+    if start is not None:
+        run.info["start"] = start
     if dataset == "coco-qa":  # the test answers are public: scored here
         run.metrics, run.split = _cocoqa_columns(spec, prepared, *answers("test")), "test"
         return run
@@ -155,25 +170,57 @@ def _run_release(ctx: RunContext) -> RowRun:
     return run  # at paper scale the server scores test-dev/test-std: `repro submit <target> --predictions <file>`
 
 
+def _vlbert_start(ctx: RunContext, model, config: VlBertConfig, data) -> dict | None:
+    """Where a VL-BERT row starts before its VQA training, as VL-BERT's fine-tuning does: `init: vl-bert-*` loads
+    the released pre-training (the key report printed); with the "mlm" classifier on WordPiece ids, the answer
+    layer starts from the mean word embedding of each answer's tokens (CLASSIFIER_PRETRAINED). What was loaded,
+    for the record."""
+    from repro.datasets.wordpiece import bert_vocab_file
+    from repro.families.mcan_pa.vlbert import init_answer_classifier
+    from repro.weights import render_report
+
+    start = None
+    if config.init != "bert":
+        sizes = build.model_sizes(config, ctx.settings.get("sizes"))
+        report, checkpoint = build.load_start(model, config, sizes)
+        render_report(report, show_placed=False)
+        start = {**checkpoint.record(), "keys": report.counts()}
+    if config.classifier == "mlm" and model.sizes["vocab"]:
+        init_answer_classifier(model, list(data.answer_vocab), bert_vocab_file())
+    return start
+
+
+def weights_refusal(config) -> str | None:
+    """Why `--weights` cannot evaluate a row: the released layouts are MCAN without PE/PA and VL-BERT without PA."""
+    config = build.as_config(config)
+    if isinstance(config, VlBertConfig):
+        return "VL-BERT's released layouts are VL-BERT without PA" if config.positional else None
+    if config.positional or config.position_embedding != "none":
+        return "mcan-vqa's released layout is MCAN without PE/PA"
+    return None
+
+
 def _load_weights(ctx: RunContext, model):
-    """An mcan-vqa checkpoint into the row's MCAN (keymap.py): the strict load, the key report printed; the model on
-    the unit's device, in eval mode. The checkpoint's token and answer tables must be the prepared data's."""
-    from repro.families.mcan_pa import keymap
+    """A checkpoint into the row's model (keymap.py for mcan-vqa, vlbert_keymap.py for VL-BERT's VQA layout): the
+    strict load, the key report printed; the model on the unit's device, in eval mode. The checkpoint's token (or
+    WordPiece) and answer tables must be the prepared data's."""
+    from repro.families.mcan_pa import keymap, vlbert_keymap
     from repro.train.distributed import DistEnv, device_for
     from repro.weights import render_report
 
     config = build.as_config(ctx.config)
     path = ctx.weights.path
+    refusal = weights_refusal(config)
+    if refusal:
+        raise ReproError(f"row {ctx.row.name!r}: {refusal}")
     if isinstance(config, VlBertConfig):
-        # The key map is complete, but this VL-BERT computes another function than VL-BERT's code (no [END]
-        # element, no answer segment, another box embedding: vlbert_keymap's docstring), so a number evaluated
-        # from a VL-BERT checkpoint would not be VL-BERT's; `repro weights convert --layout vl-bert` reads it.
-        raise ReproError(
-            f"row {ctx.row.name!r}: a VL-BERT checkpoint loads (repro weights convert --family mcan-pa --layout "
-            "vl-bert), but this VL-BERT is not VL-BERT's own network, so --weights does not evaluate it"
-        )
-    elif config.positional or config.position_embedding != "none":
-        raise ReproError(f"row {ctx.row.name!r}: mcan-vqa's released layout is MCAN without PE/PA")
+        official = vlbert_keymap.read_checkpoint(path)
+        if vlbert_keymap.layout_of(official) != "vqa":
+            raise ReproError(
+                f"{path}: VL-BERT's pre-training has no VQA classifier to evaluate; a row starts from it with "
+                "`init: vl-bert-base`"
+            )
+        report = vlbert_keymap.load_vlbert(model, official, str(path))
     else:
         report = keymap.load_mcan(model, keymap.read_checkpoint(path), str(path))
     render_report(report, show_placed=False)
@@ -241,12 +288,14 @@ HOOKS = Hooks(
     run_ensemble=run_ensemble,
     supports_limit=True,  # --limit N: the first N questions of each split at paper scale
     limited_hours=build.limited_hours,
-    supports_weights=True,  # --weights: an mcan-vqa checkpoint (MCAN rows), evaluated
+    supports_weights=True,  # --weights: an mcan-vqa checkpoint (MCAN rows) or a VL-BERT VQA one, evaluated
+    weights_refusal=weights_refusal,
     evaluation_hours=evaluation_hours,
     generator_settings=mcan_data.generator_settings,
     attention=attention,
     example_batch=build.example_batch,
     paper_data=build.paper_data,
+    not_at_scale=build.not_at_scale,
     weight_layouts=("mcan-vqa", "vl-bert"),
     convert_weights=convert_weights,
 )

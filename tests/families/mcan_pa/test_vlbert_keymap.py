@@ -1,16 +1,17 @@
-"""VL-BERT's VQA checkpoint layout (jackroos/VL-BERT `ResNetVLBERT`) loads into our VL-BERT by the key map, strictly.
+"""VL-BERT's checkpoint layouts (jackroos/VL-BERT: `ResNetVLBERT` with the "mlm" or "2fc" classifier, and the
+pre-training model) into our VL-BERT by the key map, strictly: sizes read off the file's own keys, one line for what
+does not map, nothing loaded half. The official outputs are test_vlbert_golden.py's."""
 
-The checkpoint is written under the official key names, read off VL-BERT's code (`vqa/modules/resnet_vlbert_for_vqa.py`,
-`common/visual_linguistic_bert.py`, `common/fast_rcnn.py` with precomputed features, `external/pytorch_pretrained_bert`
-for the BERT layers), with the shapes of our config.
-"""
+import re
 
 import pytest
 import torch
 
 from repro.errors import ReproError
 from repro.families.mcan_pa import vlbert_keymap
-from repro.families.mcan_pa.build import build_model
+from repro.families.mcan_pa.build import build_model, model_sizes
+from repro.families.mcan_pa.config import VlBertConfig
+from repro.families.mcan_pa.vlbert_pretraining import VLBertPretraining
 
 SIZES = {
     "vocab": 128,  # WordPiece mode: bert-base-uncased's special ids (101-103) fit
@@ -22,51 +23,52 @@ SIZES = {
     "max_tokens": 6,
     "max_boxes": 5,
     "feature_dim": 24,
-    "visual_geometry_dim": 24,
+    "visual_geometry_dim": vlbert_keymap.GEOMETRY_DIM,
     "head_hidden": 48,
 }
 ANSWERS = 7
-LAYER_KEYS = {  # external/pytorch_pretrained_bert/modeling.py's BertLayer
-    "attention.self.query": ("hidden", "hidden"),
-    "attention.self.key": ("hidden", "hidden"),
-    "attention.self.value": ("hidden", "hidden"),
-    "attention.output.dense": ("hidden", "hidden"),
-    "attention.output.LayerNorm": ("hidden",),
-    "intermediate.dense": ("ffn", "hidden"),
-    "output.dense": ("hidden", "ffn"),
-    "output.LayerNorm": ("hidden",),
-}
+FULL = model_sizes(VlBertConfig(arch="vl-bert"), SIZES)
+# this project's names -> VL-BERT's: the key map read backwards
+OFFICIAL = (
+    (r"embeddings\.LayerNorm\.", "vlbert.embedding_LayerNorm."),
+    (r"embeddings\.", "vlbert."),
+    (r"end_embedding\.", "vlbert.end_embedding."),
+    (r"visual_norm_(text|object)\.", r"vlbert.visual_ln_\1."),
+    (r"layers\.", "vlbert.encoder.layer."),
+    (r"regions\.project\.1\.", "image_feature_extractor.obj_downsample.1."),
+    (r"object_embedding\.", "object_linguistic_embeddings."),
+    (r"head\.", "final_mlp."),
+    (r"mlm\.predictions\.decoder\.bias", None),  # the MLM bias, saved once by VL-BERT
+    (r"mlm\.", "vlbert.mlm_head."),
+    (r"mvrc\.0\.", "vlbert.mvrc_head.transform.dense."),
+    (r"mvrc\.2\.", "vlbert.mvrc_head.region_cls_pred."),
+    (r"masked_feature\.", "object_mask_visual_embedding."),
+    (r"masked_object_word\.", "object_mask_word_embedding."),
+    (r"text_only_visual\.", "aux_text_visual_embedding."),
+)
 
 
-def official_state(s=SIZES, answers=ANSWERS, seed=0) -> dict[str, torch.Tensor]:
-    """ResNetVLBERT.state_dict() for precomputed features, object_word_embed_mode 2, visual_ln, the 2fc classifier."""
-    g = torch.Generator().manual_seed(seed)
-    shapes = {
-        "image_feature_extractor.obj_downsample.1.weight": (s["hidden"], s["feature_dim"] + s["visual_geometry_dim"]),
-        "image_feature_extractor.obj_downsample.1.bias": (s["hidden"],),
-        "object_linguistic_embeddings.weight": (1, s["hidden"]),
-        "vlbert.word_embeddings.weight": (s["vocab"], s["hidden"]),
-        "vlbert.end_embedding.weight": (1, s["hidden"]),
-        "vlbert.position_embeddings.weight": (s["max_positions"], s["hidden"]),
-        "vlbert.token_type_embeddings.weight": (3, s["hidden"]),
-    }
-    for norm in ("embedding_LayerNorm", "visual_ln_text", "visual_ln_object"):
-        shapes |= {f"vlbert.{norm}.weight": (s["hidden"],), f"vlbert.{norm}.bias": (s["hidden"],)}
-    for i in range(s["layers"]):
-        for name, dims in LAYER_KEYS.items():
-            shapes[f"vlbert.encoder.layer.{i}.{name}.weight"] = tuple(s[d] for d in dims)
-            shapes[f"vlbert.encoder.layer.{i}.{name}.bias"] = (s[dims[0]],)
-    shapes |= {
-        "final_mlp.1.weight": (s["head_hidden"], s["hidden"]),
-        "final_mlp.1.bias": (s["head_hidden"],),
-        "final_mlp.4.weight": (answers, s["head_hidden"]),
-        "final_mlp.4.bias": (answers,),
-    }
-    return {k: torch.randn(shape, generator=g) for k, shape in shapes.items()}
+def official_state(model, ddp=True) -> dict[str, torch.Tensor]:
+    """`model`'s weights, randomised, under VL-BERT's names (`module.` as DistributedDataParallel saves them)."""
+    torch.manual_seed(0)
+    out = {}
+    for key, value in model.state_dict().items():
+        for pattern, name in OFFICIAL:
+            if re.match(pattern, key):
+                if name is not None:
+                    out[re.sub(pattern, name, key, count=1)] = value
+                break
+        else:
+            raise AssertionError(key)
+    words = out.get("vlbert.word_embeddings.weight")
+    out = {k: (words if k.endswith("decoder.weight") else torch.randn_like(v)) for k, v in out.items()}
+    if words is not None and "vlbert.mlm_head.predictions.decoder.weight" in out:
+        out["vlbert.mlm_head.predictions.decoder.weight"] = out["vlbert.word_embeddings.weight"]  # tied
+    return {f"module.{k}": v for k, v in out.items()} if ddp else out
 
 
-def _model():
-    return build_model({"arch": "vl-bert", "pretrained": False}, num_tokens=2, num_answers=ANSWERS, sizes=SIZES)
+def _vqa(classifier="mlm", **config):
+    return build_model({"arch": "vl-bert", "classifier": classifier, **config}, 2, ANSWERS, sizes=SIZES)
 
 
 def _save(tmp_path, state, name="vl-bert_base_res101_vqa-best.model"):
@@ -75,47 +77,50 @@ def _save(tmp_path, state, name="vl-bert_base_res101_vqa-best.model"):
     return path
 
 
-def test_vlbert_checkpoint_loads_strictly_and_every_tensor_lands():
-    official = official_state()
-    model = _model()
-    ddp = {f"module.{k}": v for k, v in official.items()}  # trained under DistributedDataParallel
-    report = vlbert_keymap.load_vlbert(model, ddp)
-    assert report.missing == []
-    assert len(report.placed) + len(report.reshaped) == len(model.state_dict())
-    assert {k for k, _ in report.unexpected} == {
-        "vlbert.end_embedding.weight",
-        "vlbert.visual_ln_text.weight",
-        "vlbert.visual_ln_text.bias",
-        "object_linguistic_embeddings.weight",
-    }
-    assert {dst for _, dst, _ in report.reshaped} == {
-        "embeddings.word_embeddings.weight",
-        "embeddings.token_type_embeddings.weight",
-    }
+@pytest.mark.parametrize("classifier", ["mlm", "2fc"])
+def test_vqa_checkpoint_loads_strictly_and_every_tensor_lands(classifier):
+    official = official_state(_vqa(classifier))
+    model = _vqa(classifier)
+    report = vlbert_keymap.load_vlbert(model, official)
+    assert report.missing == [] and report.unexpected == [] and report.reshaped == []
+    assert len(report.placed) == len(official) == len(model.state_dict())
     ours = model.state_dict()
-    words = official["vlbert.word_embeddings.weight"]
-    assert torch.equal(ours["embeddings.word_embeddings.weight"][model.img_id], official[vlbert_keymap.OBJECT_WORD][0])
-    rest = torch.arange(SIZES["vocab"]) != model.img_id
-    assert torch.equal(ours["embeddings.word_embeddings.weight"][rest], words[rest])
-    assert torch.equal(ours["embeddings.token_type_embeddings.weight"], official[vlbert_keymap.SEGMENT_TABLE][[0, 2]])
-    assert torch.equal(ours["layers.1.output.LayerNorm.bias"], official["vlbert.encoder.layer.1.output.LayerNorm.bias"])
-    assert torch.equal(ours["visual.weight"], official["image_feature_extractor.obj_downsample.1.weight"])
-    assert torch.equal(ours["visual_norm.weight"], official["vlbert.visual_ln_object.weight"])
-    assert torch.equal(ours["head.4.weight"], official["final_mlp.4.weight"])
+    assert torch.equal(ours["end_embedding.weight"], official["module.vlbert.end_embedding.weight"])
+    assert torch.equal(ours["visual_norm_text.bias"], official["module.vlbert.visual_ln_text.bias"])
+    assert torch.equal(
+        ours["embeddings.token_type_embeddings.weight"], official["module.vlbert.token_type_embeddings.weight"]
+    )
+    last = "head.2.weight" if classifier == "mlm" else "head.4.weight"
+    assert torch.equal(ours[last], official[f"module.final_mlp.{last[5:]}"])
 
 
-def test_sizes_read_off_the_checkpoint_build_the_same_model(tmp_path):
-    path = _save(tmp_path, official_state())
-    state = vlbert_keymap.read_checkpoint(path)
-    sizes, answers = vlbert_keymap.sizes_from_state(state, heads=SIZES["heads"])
-    assert answers == ANSWERS
-    assert all(SIZES[k] == v for k, v in sizes.items())
-    model = vlbert_keymap.build_for(state, heads=SIZES["heads"])
-    assert vlbert_keymap.load_vlbert(model, state).missing == []
+def test_sizes_of_an_mlm_file_are_read_off_its_own_keys(tmp_path):
+    """The released VQA configs' "mlm" classifier has no final_mlp.1: its sizes come from final_mlp.2."""
+    for classifier in ("mlm", "2fc"):
+        path = _save(tmp_path, official_state(_vqa(classifier)))
+        state = vlbert_keymap.read_checkpoint(path)
+        sizes, info = vlbert_keymap.sizes_from_state(state, heads=SIZES["heads"])
+        assert info == {"layout": "vqa", "classifier": classifier, "answers": ANSWERS}
+        assert all(SIZES[k] == v for k, v in sizes.items())
+        model = vlbert_keymap.build_for(state, heads=SIZES["heads"])
+        assert model.classifier == classifier and vlbert_keymap.load_vlbert(model, state).missing == []
 
 
-def _refused(state, match):
-    model = _model()
+def test_the_pretraining_layout_loads_into_the_pretraining_model_with_its_tied_decoder():
+    model = VLBertPretraining(FULL, region_classes=11)
+    official = official_state(model)
+    report = vlbert_keymap.load_vlbert(model, official)
+    assert report.missing == [] and report.unexpected == []
+    assert model.mlm.predictions.decoder.weight is model.embeddings.word_embeddings.weight
+    bias = official["module.vlbert.mlm_head.predictions.bias"]
+    assert torch.equal(model.mlm.predictions.decoder.bias, bias) and torch.equal(model.mlm.predictions.bias, bias)
+    untied = dict(official)
+    untied["module.vlbert.mlm_head.predictions.decoder.weight"] = torch.zeros(SIZES["vocab"], SIZES["hidden"])
+    with pytest.raises(ReproError, match="are one tensor"):
+        vlbert_keymap.load_vlbert(VLBertPretraining(FULL, region_classes=11), untied)
+
+
+def _refused(model, state, match):
     before = {k: v.clone() for k, v in model.state_dict().items()}
     with pytest.raises(ReproError, match=match) as info:
         vlbert_keymap.load_vlbert(model, state)
@@ -123,49 +128,60 @@ def _refused(state, match):
     assert all(torch.equal(before[k], v) for k, v in model.state_dict().items()), "nothing is loaded half"
 
 
-def test_renamed_missing_and_wrong_shape_keys_are_one_line_and_load_nothing():
-    state = official_state()
+def test_renamed_missing_wrong_shape_and_unmapped_keys_are_one_line_and_load_nothing():
+    state = official_state(_vqa(), ddp=False)
     renamed = dict(state)
     renamed["vlbert.encoder.layer.0.attention.self.qurey.weight"] = renamed.pop(
         "vlbert.encoder.layer.0.attention.self.query.weight"
     )
-    _refused(renamed, r"unexpected key vlbert\.encoder\.layer\.0\.attention\.self\.qurey\.weight")
-    missing = dict(state)
-    del missing["vlbert.encoder.layer.1.intermediate.dense.bias"]
-    _refused(missing, r"missing key for layers\.1\.intermediate\.dense\.bias")
-    wrong = dict(state, **{"final_mlp.4.weight": torch.zeros(ANSWERS + 1, SIZES["head_hidden"])})
-    _refused(wrong, r"final_mlp\.4\.weight has shape \(8, 48\), this model's head\.4\.weight \(7, 48\)")
-    segments = dict(state, **{vlbert_keymap.SEGMENT_TABLE: torch.zeros(2, SIZES["hidden"])})
-    _refused(segments, r"has 2 segments, VL-BERT's VQA model 3")
-    mlm = {k: v for k, v in state.items() if not k.startswith("final_mlp.")}
-    mlm |= {"final_mlp.0.dense.weight": torch.zeros(32, 32), "final_mlp.2.weight": torch.zeros(ANSWERS, 32)}
-    _refused(mlm, r"final_mlp\.0\.dense\.weight: the 'mlm' classifier")
+    _refused(_vqa(), renamed, r"unexpected key vlbert\.encoder\.layer\.0\.attention\.self\.qurey\.weight")
+    missing = {k: v for k, v in state.items() if k != "vlbert.encoder.layer.1.intermediate.dense.bias"}
+    _refused(_vqa(), missing, r"missing key for layers\.1\.intermediate\.dense\.bias")
+    wrong = dict(state, **{"final_mlp.2.weight": torch.zeros(ANSWERS + 1, SIZES["hidden"])})
+    _refused(_vqa(), wrong, r"final_mlp\.2\.weight has shape \(8, 32\), this model's head\.2\.weight \(7, 32\)")
+    _refused(_vqa("2fc"), state, r"the 'mlm' classifier; the model has '2fc'")
+    one = {k: v for k, v in official_state(_vqa("2fc"), ddp=False).items() if not k.startswith("final_mlp.4")}
+    _refused(_vqa("2fc"), one, r"'1fc' classifier")
+    e2e = dict(state, **{"image_feature_extractor.backbone.conv1.weight": torch.zeros(1)})
+    _refused(_vqa(), e2e, r"end-to-end Fast R-CNN")
+    scales = dict(state, **{"vlbert.visual_scale_text": torch.zeros(())})
+    _refused(_vqa(), scales, r"visual_ln false")
+    _refused(_vqa(positional=["pwa"], fusion="eq8"), state, "without PA")
+    pretraining = official_state(VLBertPretraining(FULL, region_classes=11))
+    _refused(_vqa(), pretraining, r"pre-training layout; a VQA model starts from it")
 
 
-def test_pa_rows_and_truncated_files_are_refused(tmp_path):
-    pa = build_model(
-        {"arch": "vl-bert", "pretrained": False, "positional": ["pwa"], "fusion": "eq8"},
-        num_tokens=2,
-        num_answers=ANSWERS,
-        sizes=SIZES,
+def test_a_pretraining_file_starts_a_vqa_model_with_pa_its_new_modules_fresh():
+    official = official_state(VLBertPretraining(FULL, region_classes=11))
+    model = _vqa(positional=["pwa", "poa", "pma"], fusion="eq8")
+    report = vlbert_keymap.load_pretraining_into_vqa(model, official)
+    assert {k for k in report.missing if not k.startswith("head.")} == {
+        k for k in model.state_dict() if k.startswith(("word_pos", "box_proj.", "pwa.", "poa.", "pma."))
+    }
+    two = _vqa("2fc")
+    report = vlbert_keymap.load_pretraining_into_vqa(two, official)
+    assert (
+        "the '2fc' classifier has no place for it"
+        in dict(report.unexpected)["vlbert.mlm_head.predictions.transform.dense.weight"]
     )
-    with pytest.raises(ReproError, match="without PA"):
-        vlbert_keymap.load_vlbert(pa, official_state())
-    path = _save(tmp_path, official_state())
+    with pytest.raises(ReproError, match="a VQA checkpoint, not VL-BERT's pre-training"):
+        vlbert_keymap.load_pretraining_into_vqa(_vqa(), official_state(_vqa()))
+
+
+def test_truncated_files_are_one_line(tmp_path):
+    path = _save(tmp_path, official_state(_vqa()))
     path.write_bytes(path.read_bytes()[:1000])
     with pytest.raises(ReproError, match=r"not a readable PyTorch checkpoint") as info:
         vlbert_keymap.read_checkpoint(path)
     assert str(path) in str(info.value) and "\n" not in str(info.value)
 
 
-def test_the_family_converts_the_vlbert_layout(tmp_path):
+def test_the_family_converts_the_vlbert_layout_at_any_width(tmp_path):
     from repro.cli.weights import convert_checkpoint
 
-    path = _save(tmp_path, official_state())
-    # heads are not in the shapes: VL-BERT_BASE's 12 do not divide hidden 32, so the conversion says so in one line
-    with pytest.raises(ReproError, match="not divisible by heads=12"):
-        convert_checkpoint(path, "mcan-pa", "vl-bert")
-    big = dict(SIZES, hidden=48, ffn=96)
-    path = _save(tmp_path, official_state(big), "base-width.model")
+    path = _save(tmp_path, official_state(_vqa()))
+    state, report = convert_checkpoint(path, "mcan-pa", "vl-bert")  # heads are not in the shapes, nor needed here
+    assert report.counts() == {"placed": len(state), "reshaped": 0, "missing": 0, "unexpected": 0}
+    path = _save(tmp_path, official_state(VLBertPretraining(FULL, region_classes=11)), "vl-bert-base-prec.model")
     state, report = convert_checkpoint(path, "mcan-pa", "vl-bert")
-    assert report.missing == [] and state["head.1.weight"].shape == (big["head_hidden"], big["hidden"])
+    assert report.missing == [] and "mvrc.2.weight" in state

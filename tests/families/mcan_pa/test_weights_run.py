@@ -11,6 +11,7 @@ import re
 import shutil
 from pathlib import Path
 
+import pytest
 import torch
 
 from repro import specs
@@ -113,19 +114,73 @@ def test_weights_file_is_evaluated_recorded_apart_and_submittable(sandbox, runne
     assert again.exit_code == 2 and "--force" in again.output
 
 
-def test_a_vl_bert_checkpoint_is_not_evaluated_as_vl_bert(sandbox, runner, tmp_path):
-    """The VL-BERT key map is complete (test_vlbert_keymap.py), but this VL-BERT computes another function than
-    VL-BERT's code, so `--weights` on a VL-BERT row stops in one line before writing anything."""
+TABLE4 = "mcan-pa-table4-pretraining"
+
+
+def _vlbert_file(sandbox, spec, classifier: str, name: str = "vl-bert_vqa-best.model"):
+    """A random VL-BERT at the smoke sizes and the generated data's vocabularies, saved as VL-BERT's Checkpoint
+    callback saves it (`module.` keys of ResNetVLBERT)."""
+    from tests.families.mcan_pa.test_vlbert_keymap import official_state
+
+    settings = spec.scales["smoke"]
+    data = mcan_data.prepare_data(spec, "smoke", settings)
+    questions = VQADataset(data["prepared"], "train", feature_store("vqa2", "train", data["features"]))
+    model = build.build_model(
+        {"arch": "vl-bert", "classifier": classifier},
+        questions.num_tokens,
+        questions.num_answers,
+        sizes=settings["sizes"],
+    )
+    path = sandbox / name
+    torch.save({"state_dict": official_state(model)}, path)
+    return path
+
+
+@pytest.mark.slow
+def test_a_vl_bert_vqa_checkpoint_is_evaluated_and_the_plan_refuses_what_the_run_refuses(sandbox, runner):
+    """VL-BERT is its code's network: a VQA checkpoint of its layout ("2fc" here; the row's own classifier is
+    "mlm") is evaluated on the baseline row. The PA row, and MCAN+PA, are refused by the plan as by the run."""
     folder = sandbox / "experiments" / "mcan-pa"
     folder.mkdir(parents=True)
-    shutil.copy(REPO_DIR / "experiments" / "mcan-pa" / "mcan-pa-table4-pretraining.yaml", folder)
+    for spec_id in (TABLE4, SPEC):
+        shutil.copy(REPO_DIR / "experiments" / "mcan-pa" / f"{spec_id}.yaml", folder)
     specs.clear_cache()
-    path = tmp_path / "vlbert.pth"
-    torch.save({"state_dict": {}}, path)
+    path = _vlbert_file(sandbox, specs.resolve(TABLE4), "2fc")
+    smoke = ["--scale", "smoke", "--weights", str(path)]
+    for spec_id, row, why in (
+        (TABLE4, "VL-BERT_BASE+PA†", "VL-BERT's released layouts are VL-BERT without PA"),
+        (SPEC, "MCAN+PA (ours)", "mcan-vqa's released layout is MCAN without PE/PA"),
+    ):
+        for dry in (["--dry-run"], []):
+            out = runner.invoke(app, ["run", spec_id, "--rows", row, *smoke, *dry], env={"COLUMNS": "300"})
+            assert out.exit_code == 2 and "Traceback" not in out.output, out.output
+            assert why in out.output and "no training" not in out.output
+    assert not (sandbox / "results" / "weights").exists()
+
     row = "VL-BERT_BASE† (baseline)"
+    plan = runner.invoke(app, ["run", TABLE4, "--rows", row, *smoke, "--dry-run"])
+    assert plan.exit_code == 0 and "no training" in plan.output, plan.output
+    out = runner.invoke(app, ["run", TABLE4, "--rows", row, *smoke], env={"COLUMNS": "400"})
+    assert out.exit_code == 0, out.output
+    assert "key report" in out.output and "0 missing, 0 unexpected" in out.output
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    results = sandbox / "results" / "weights" / f"vl-bert_vqa-best@{digest[:8]}" / "mcan-pa" / TABLE4
+    record = json.loads((results / "VL-BERT_BASE-dagger_baseline.smoke.json").read_text())
+    assert record["weights"]["sha256"] == digest and 0.0 <= record["metrics"]["test-dev All"] <= 100.0
+
+
+def test_a_pretraining_checkpoint_is_a_start_not_weights_to_evaluate(sandbox, runner, tmp_path):
+    from repro.families.mcan_pa.vlbert_pretraining import VLBertPretraining
+    from tests.families.mcan_pa.test_vlbert_keymap import FULL, official_state
+
+    folder = sandbox / "experiments" / "mcan-pa"
+    folder.mkdir(parents=True)
+    shutil.copy(REPO_DIR / "experiments" / "mcan-pa" / f"{TABLE4}.yaml", folder)
+    specs.clear_cache()
+    path = tmp_path / "vl-bert-base-prec.model"
+    torch.save({"state_dict": official_state(VLBertPretraining(FULL, region_classes=3))}, path)
     out = runner.invoke(
-        app, ["run", "mcan-pa-table4-pretraining", "--rows", row, "--scale", "smoke", "--weights", str(path)]
+        app, ["run", TABLE4, "--rows", "VL-BERT_BASE† (baseline)", "--scale", "smoke", "--weights", str(path)]
     )
     assert out.exit_code == 2 and "Traceback" not in out.output, out.output
-    assert "is not VL-BERT's own network, so --weights does not evaluate it" in " ".join(out.output.split())
-    assert not (sandbox / "results" / "weights").exists()
+    assert "pre-training has no VQA classifier" in " ".join(out.output.split())
