@@ -233,11 +233,14 @@ def convert_checkpoint(path: Path, layout: str, option: str | None = None):
     )
 
 
-def sizes_from_state(state: dict[str, torch.Tensor], heads: int) -> dict[str, int]:
-    """The sizes of the network an ALBEF checkpoint's shapes define (the pre-training, retrieval or VQA layout):
-    hidden size, vocabulary, positions, text and fusion layers (the fusion layers are those with cross-attention),
-    the ViT's blocks, patch and resolution (its position table: 577 = 1 + 24 x 24 patches of 16, 384 px), the
-    projection and queue sizes where it has them. The head count is not in the shapes: `heads` (ALBEF's 12)."""
+def sizes_from_state(state: dict[str, torch.Tensor], heads: int, task: str | None = None) -> dict[str, int]:
+    """The sizes of the network an ALBEF checkpoint's shapes define (every layout: pre-training, retrieval, VQA,
+    SNLI-VE, NLVR2, grounding): hidden size, vocabulary, positions, text and fusion layers (the fusion layers are
+    those with cross-attention; NLVR2's come in (left image, right image) pairs, each pair one of our
+    `fusion_layers`), the ViT's blocks, patch and resolution (its position table: 577 = 1 + 24 x 24 patches of 16,
+    384 px), the projection and queue sizes where it has them. NLVR2's layout is `task` "nlvr2" or, unnamed, a file
+    with a text-assignment head (`ta_head`) or a two-way `cls_head`. The head count is not in the shapes: `heads`
+    (ALBEF's 12)."""
     bert = "text_encoder.bert." if "text_encoder.bert.embeddings.word_embeddings.weight" in state else "text_encoder."
 
     def tensor(key: str) -> torch.Tensor:
@@ -257,6 +260,11 @@ def sizes_from_state(state: dict[str, torch.Tensor], heads: int) -> dict[str, in
     cross = [i for i in range(layers) if f"{bert}encoder.layer.{i}.crossattention.self.query.weight" in state]
     if not cross:
         raise ReproError(f"not an ALBEF checkpoint: no cross-attention in {bert}encoder.layer.*")
+    fusion = layers - cross[0]
+    if task == "nlvr2" or (task is None and _paired(state)):
+        if fusion % 2:
+            raise ReproError(f"an NLVR2 checkpoint with {fusion} fusion layers: its layers come in pairs")
+        fusion //= 2
     patch = tensor("visual_encoder.patch_embed.proj.weight").shape[-1]
     grid = math.isqrt(tensor("visual_encoder.pos_embed").shape[1] - 1)
     sizes = {
@@ -265,7 +273,7 @@ def sizes_from_state(state: dict[str, torch.Tensor], heads: int) -> dict[str, in
         "intermediate_size": tensor(bert + "encoder.layer.0.intermediate.dense.weight").shape[0],
         "image_layers": count("visual_encoder.blocks."),
         "text_layers": cross[0],
-        "fusion_layers": layers - cross[0],
+        "fusion_layers": fusion,
         "image_size": grid * patch,
         "patch_size": patch,
         "vocab_size": vocab,
@@ -276,3 +284,9 @@ def sizes_from_state(state: dict[str, torch.Tensor], heads: int) -> dict[str, in
     if "image_queue" in state:
         sizes["queue_size"] = state["image_queue"].shape[1]
     return sizes
+
+
+def _paired(state: dict[str, torch.Tensor]) -> bool:
+    """NLVR2's layouts (model_nlvr.py, model_pretrain_nlvr.py): a text-assignment head, or a two-way classifier."""
+    head = state.get("cls_head.2.weight")
+    return "ta_head.weight" in state or (head is not None and head.shape[0] == 2)

@@ -72,7 +72,8 @@ def _load(ctx: RunContext, part: str, task: str, tok):
 
     checkpoint = ctx.weights.for_part(part)
     state = read_checkpoint(checkpoint.path)
-    sizes = sizes_from_state(state, int(ctx.settings.get("sizes", {}).get("heads", as_config(ctx.config).heads)))
+    heads = int(ctx.settings.get("sizes", {}).get("heads", as_config(ctx.config).heads))
+    sizes = sizes_from_state(state, heads, task)
     if sizes["vocab_size"] != len(tok):
         raise ReproError(f"{checkpoint.path}: a vocabulary of {sizes['vocab_size']} words, the data's {len(tok)}")
     sizes |= {key: getattr(tok, key) for key in ("pad_token_id", "cls_token_id", "sep_token_id", "mask_token_id")}

@@ -209,6 +209,21 @@ def test_sizes_from_state_are_the_official_configs():
         got = sizes_from_state(read_checkpoint(folder / "checkpoint.pth"), cfg["bert_config"]["num_attention_heads"])
         want = albef_sizes(cfg)
         assert got == {key: want[key] for key in got} and len(got) >= 10
+    # NLVR2: model_nlvr.py fixes its text encoder at 18 layers; those above fusion_layer are (left, right) pairs,
+    # one of our fusion layers each, read off the file whether the task is named or not
+    folder = fixture("albef-nlvr2")
+    cfg, state = config(folder), read_checkpoint(folder / "checkpoint.pth")
+    heads, text = cfg["bert_config"]["num_attention_heads"], cfg["bert_config"]["fusion_layer"]
+    layers = 1 + max(int(k.split(".")[3]) for k in state if k.startswith("text_encoder.encoder.layer."))
+    assert layers == 18 and "18" in cfg["fixed_in_model_file"]
+    want = albef_sizes(cfg) | {"fusion_layers": (18 - text) // 2}
+    for task in ("nlvr2", None):
+        got = sizes_from_state(state, heads, task)
+        assert got == {key: want[key] for key in got}
+    assert sizes_from_state(state, heads, "snli-ve")["fusion_layers"] == 18 - text  # another head: unpaired
+    odd = {k: v for k, v in state.items() if not k.startswith("text_encoder.encoder.layer.17.")}
+    with pytest.raises(ReproError, match="its layers come in pairs"):
+        sizes_from_state(odd, heads)
     with pytest.raises(ReproError, match=r"^not an ALBEF checkpoint: no text_encoder\.embeddings\.word_embeddings"):
         sizes_from_state({"model.weight": torch.zeros(1)}, 12)
 
