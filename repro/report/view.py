@@ -39,6 +39,7 @@ class RowView:
     runnable: bool
     cells: dict[str, Cell]
     result: Result | None = None
+    here: bool = True  # its family runs it at the view's scale (`Hooks.not_at_scale`)
 
     @property
     def label(self) -> str:
@@ -71,8 +72,9 @@ class TableView:
 
     @property
     def baseline(self) -> RowView | None:
-        """What effects are measured against at a scale other than the paper's: the first runnable row."""
-        return next((r for r in self.rows if r.runnable), None)
+        """What effects are measured against at a scale other than the paper's: the first runnable row (of those its
+        family runs at this scale)."""
+        return next((r for r in self.rows if r.runnable and r.here), None)
 
     def effect(self, row: RowView, column: str, reproduced: bool) -> float | None:
         """`row - baseline` on `column`, in the paper (reproduced=False) or at this scale."""
@@ -97,6 +99,14 @@ def select_columns(spec: Spec, names: list[str] | None) -> list[str] | None:
     return list(dict.fromkeys(names))
 
 
+def _runs_at(row, scale: str) -> bool:
+    """Whether the row's family runs it at `scale` (a row of the paper scale only is not the generated scales')."""
+    from repro import families
+
+    hooks = families.for_row(row) if row.runnable and row.config is not None else None
+    return hooks is None or not hooks.not_at_scale(row.config, scale)
+
+
 def build_view(
     spec: Spec, scale: str = "paper", results_root: Path | None = None, columns: list[str] | None = None
 ) -> TableView:
@@ -118,7 +128,8 @@ def build_view(
                 uncertain=row.uncertain.get(col.name),
                 deviation=row.deviation.get(col.name),
             )
-        view.rows.append(RowView(name=row.name, cited=row.cited, runnable=row.runnable, cells=cells, result=result))
+        here = _runs_at(row, scale)
+        view.rows.append(RowView(row.name, row.cited, row.runnable, cells, result, here))
     view.judgement = judge_table(spec, {r.name: r.result for r in view.rows}, scale, results_root)
     view.claims = view.judgement.claims
     view.config_notes = [

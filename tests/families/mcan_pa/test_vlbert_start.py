@@ -113,3 +113,11 @@ def test_a_pre_trained_vl_bert_loads_as_the_rows_start(table4, monkeypatch):
     )
     transform = official["module.vlbert.mlm_head.predictions.transform.LayerNorm.weight"]
     assert torch.equal(model.head[0].LayerNorm.weight, transform)
+
+
+def test_the_tables_baseline_at_a_generated_scale_is_a_row_that_runs_there(table4):
+    from repro.report import build_view
+
+    spec = specs.resolve(SPEC)
+    assert build_view(spec, "paper").baseline.name == ROW
+    assert build_view(spec, "synthetic").baseline.name == "VL-BERT_BASE† (baseline)"
