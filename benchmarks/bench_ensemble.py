@@ -54,7 +54,7 @@ def _contexts(spec_id: str, row_name: str, seeds: list[int], workdir: Path):
 def _training(spec_id: str, ctxs, task: str):
     """The row's training questions, and per seed its recipe and model, as its family's `run_row` makes them; the
     loss step."""
-    from repro.launch.units import with_data
+    from repro.families.base import with_data
     from repro.train.trainer import recipe_loss_step, seed_everything
 
     ctxs = [with_data(ctxs[0]), *ctxs[1:]]  # the data, prepared once, as the launcher does

@@ -119,7 +119,7 @@ def fingerprint_run(
 
     from repro.families import for_row
     from repro.families.base import RunContext
-    from repro.run import scale_settings
+    from repro.specs import scale_settings
     from repro.train.distributed import use_device
 
     family = for_row(row)

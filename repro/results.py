@@ -245,6 +245,17 @@ def write_seed_result(spec: Spec, seed_result: SeedResult, root: Path | None = N
     return path
 
 
+def store_seed(
+    spec: Spec, row: Row, seed_result: SeedResult, root: Path | None = None, rebaseline: bool = False
+) -> tuple[Path, Result]:
+    """Store one finished unit and rebuild its row's record from every seed present: (the unit's record, the row's).
+    What a launcher calls when a unit ends; the reading is this module's."""
+    path = write_seed_result(spec, seed_result, root, rebaseline=rebaseline)
+    result = aggregate(spec, row, seed_result.scale, read_seed_results(spec, row, seed_result.scale, root))
+    write_result(result, spec, root)
+    return path, result
+
+
 def portable_record(data: dict[str, Any], root: Path | None = None) -> dict[str, Any]:
     """A record's JSON as it is stored: the paths a run put in it (its files, its extra and info, the
     command line) in the portable form of `repro.paths`, whichever machine and folder wrote it."""

@@ -18,7 +18,6 @@ from typing import Any
 
 from repro.design import Design, design_hash, parse_design
 from repro.errors import ReproError
-from repro.families import papers
 from repro.metrics import DIRECTIONS, METRICS
 from repro.paths import experiments_dir
 from repro.utils import Located, did_you_mean, read_yaml, unknown_keys
@@ -103,6 +102,9 @@ class Spec:
     claims: tuple[Claim, ...] = ()
     notes: str | None = None
     design: Design | None = None  # the statistical design the claims are judged under (repro.design)
+    # the key=value overrides already in its settings and rows (a variant's, applied once by
+    # `repro.variants.resolve`); () for the spec as written
+    overrides: tuple[tuple[str, Any], ...] = ()
 
     def design_hash(self, scale: str) -> str:
         """The hash of the design a record of `scale` is judged under ("" when the spec has none for it)."""
@@ -133,6 +135,36 @@ class Spec:
     @property
     def runnable_rows(self) -> tuple[Row, ...]:
         return tuple(r for r in self.rows if r.runnable)
+
+
+def scale_settings(spec: Spec, scale: str) -> dict[str, Any]:
+    """The spec's `scales.<scale>` mapping (paper: none, unless a variant's overrides put some there)."""
+    if scale == "paper":
+        return spec.scales.get("paper", {})
+    if scale not in spec.scales:
+        runnable = ", ".join(sorted(spec.scales)) or "none"
+        raise ReproError(
+            f"{spec.id} has no settings for scale {scale!r} (scales it defines: {runnable}); "
+            f"add `scales: {{{scale}: ...}}` to {spec.path}"
+        )
+    return spec.scales[scale]
+
+
+def select_rows(spec: Spec, names: list[str] | None) -> list[Row]:
+    """The rows `--rows` names (each once, none cited), or every runnable row."""
+    if not names:
+        rows = list(spec.runnable_rows)
+    else:
+        rows = [spec.row(n.strip()) for n in names if n.strip()]
+        twice = sorted({r.name for r in rows if sum(o.name == r.name for o in rows) > 1})
+        if twice:  # one unit planned twice would be trained twice at once in one folder
+            raise ReproError(f"--rows names {', '.join(map(repr, twice))} more than once: {', '.join(names)}")
+        for row in rows:
+            if row.cited:
+                raise ReproError(f"row {row.name!r} of {spec.id} is cited from {row.cited}: it is shown, never run")
+    if not rows:
+        raise ReproError(f"{spec.id} has no runnable rows")
+    return rows
 
 
 def row_slug(name: str) -> str:
@@ -186,6 +218,8 @@ def _kind_name(kind: type | tuple) -> str:
 def parse_spec(path: Path, in_tree: bool = True) -> Spec:
     """Load and validate one spec file; raise ReproError with `file:line: message` when it is wrong.
     `in_tree=False`: a copy outside the experiments folder (`repro cp`), which may live anywhere."""
+    from repro.families import papers  # the family table: papers, their configs and recipes
+
     data, loc = read_yaml(path, "spec")
     _expect(loc, (), data, dict, "a spec")
     unknown_keys(loc, (), data, _SPEC_KEYS, "spec")
@@ -537,6 +571,8 @@ def clear_cache() -> None:
 
 def load_all(root: Path | None = None) -> tuple[Spec, ...]:
     """Every valid spec under `experiments/`, sorted by paper order then id (broken ones: `broken_specs`)."""
+    from repro.families import papers
+
     specs, _ = _load_all(_root(root))
     return tuple(sorted(specs, key=lambda s: (papers().index(s.paper), _table_order(s), s.id)))
 

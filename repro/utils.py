@@ -298,3 +298,40 @@ def unknown_keys(loc: Located, where: tuple, data: dict, allowed: set[str], what
     for key in data:
         if key not in allowed:
             raise loc.error(where + (key,), f"unknown {what} key {key!r}{did_you_mean(key, allowed)}")
+
+
+# --- values of settings and overrides -------------------------------------------------------------
+
+
+def value_text(value: Any) -> str:
+    """A setting's value as typed on a command line: text as it is, lists and mappings as JSON, else YAML."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, (list, dict)):
+        return json.dumps(value, separators=(",", ":"))
+    return yaml.safe_dump(value).split("\n")[0]
+
+
+def same_type(current: Any, value: Any) -> None:
+    """A value of the kind the setting has: an integer for an integer, a number for a float, and so on (the
+    overrides of `repro.variants`, a spec's generator settings in `GeneratorSettings.from_mapping`)."""
+    if current is None or value is None:
+        return
+    if isinstance(current, bool) or isinstance(value, bool):
+        ok = isinstance(current, bool) and isinstance(value, bool)
+    elif isinstance(current, int):
+        ok = isinstance(value, int)
+    elif isinstance(current, float):
+        ok = isinstance(value, (int, float))
+    elif isinstance(current, (list, tuple)):
+        ok = isinstance(value, list)
+    else:
+        ok = isinstance(value, type(current))
+    if not ok:
+        raise ReproError(f"expected {_kind(current)}, got {_kind(value)} {value_text(value)}")
+
+
+def _kind(value: Any) -> str:
+    return {bool: "true/false", int: "an integer", float: "a number", str: "text"}.get(
+        type(value), "a list" if isinstance(value, (list, tuple)) else type(value).__name__
+    )

@@ -35,7 +35,8 @@ import yaml
 
 from repro.errors import ReproError
 from repro.paths import experiments_dir, scratch_dir
-from repro.specs import Row, Spec
+from repro.specs import Row, Spec, scale_settings, select_rows
+from repro.utils import same_type, value_text
 
 SECTIONS = ("recipe", "sizes", "generator", "model")
 RECIPE_FIXED = {"name", "path", "description", "seed", "train_splits"}  # seeds: --seeds; splits: the family's
@@ -60,7 +61,7 @@ class Variant:
     def name(self) -> str:
         """The folder name: what changed, readable; a digest is added when the text had to be shortened."""
         parts = [f"{Path(self.spec_file).stem}@{self.spec_sha256[:8]}"] if self.spec_file else []
-        parts += [f"{key}={_text(value)}" for key, value in self.overrides]
+        parts += [f"{key}={value_text(value)}" for key, value in self.overrides]
         parts += [f"limit={self.limit}"] if self.limit else []
         text = ",".join(parts)
         safe = re.sub(r"[^A-Za-z0-9._=,@+-]+", "_", text)
@@ -72,7 +73,7 @@ class Variant:
     def describe(self) -> str:
         """One line for captions and messages."""
         parts = [f"spec file {self.spec_file}"] if self.spec_file else []
-        parts += [f"{key}={_text(value)}" for key, value in self.overrides]
+        parts += [f"{key}={value_text(value)}" for key, value in self.overrides]
         parts += [f"partial: first {self.limit} questions per split"] if self.limit else []
         return ", ".join(parts)
 
@@ -92,14 +93,6 @@ class Variant:
         """Where this variant's records go, every scale's (None: the spec's own folder for the scale): under
         the scratch folder, never the committed results (`repro.paths.scratch_dir`)."""
         return None if self.empty else scratch_dir() / VARIANTS_FOLDER / self.name
-
-
-def _text(value: Any) -> str:
-    if isinstance(value, str):
-        return value
-    if isinstance(value, (list, dict)):
-        return json.dumps(value, separators=(",", ":"))
-    return yaml.safe_dump(value).split("\n")[0]
 
 
 # --- reading the command line ---------------------------------------------------------------------
@@ -152,7 +145,31 @@ def load_target(ident: str) -> tuple[Spec, str | None, str | None]:
     return spec, str(path), hashlib.sha256(path.read_bytes()).hexdigest()
 
 
+def load(ident: str, overrides: list[str] | tuple[str, ...] | None, limit: int | None) -> tuple[Spec, Variant]:
+    """The spec an id or a spec file names, as written, and what this run changes from the committed spec."""
+    spec, spec_file, digest = load_target(ident)
+    return spec, Variant(parse_overrides(overrides), limit, spec_file, digest)
+
+
 # --- applying overrides to a spec's settings and rows ---------------------------------------------
+
+
+def resolve(spec: Spec, scale: str, row_names: list[str] | None, variant: Variant) -> Spec:
+    """The spec as this variant runs it at `scale`: the overrides applied once, here, to the scale's settings and to
+    the selected rows' models (`--rows`; each override checked against what it changes). The spec as it is when
+    nothing is overridden; what is planned from it (repro.run.make_plan) asks nothing of this module again."""
+    if not variant.overrides or spec.overrides == variant.overrides:
+        return spec
+    settings = scale_settings(spec, scale)
+    rows = select_rows(spec, row_names)
+    settings, rows = apply(spec, scale, settings, rows, variant.overrides)
+    changed = {row.name: row for row in rows}
+    return dataclasses.replace(
+        spec,
+        rows=tuple(changed.get(row.name, row) for row in spec.rows),
+        scales={**spec.scales, scale: settings},
+        overrides=variant.overrides,
+    )
 
 
 def apply(
@@ -176,7 +193,7 @@ def apply(
             else:
                 rows = _model(rows, path, value)
         except ReproError as exc:
-            raise ReproError(f"{key}={_text(value)}: {exc}") from None
+            raise ReproError(f"{key}={value_text(value)}: {exc}") from None
     if any(key.startswith("sizes.") for key, _ in overrides):
         _check_sizes(rows, settings, overrides)
     return settings, rows
@@ -201,31 +218,6 @@ def _one_level(path: list[str]) -> None:
         raise ReproError("this section takes one key, e.g. sizes.d_model")
 
 
-def same_type(current: Any, value: Any) -> None:
-    """A value of the kind the setting has: an integer for an integer, a number for a float, and so on (overrides
-    here, a spec's generator settings in `GeneratorSettings.from_mapping`)."""
-    if current is None or value is None:
-        return
-    if isinstance(current, bool) or isinstance(value, bool):
-        ok = isinstance(current, bool) and isinstance(value, bool)
-    elif isinstance(current, int):
-        ok = isinstance(value, int)
-    elif isinstance(current, float):
-        ok = isinstance(value, (int, float))
-    elif isinstance(current, (list, tuple)):
-        ok = isinstance(value, list)
-    else:
-        ok = isinstance(value, type(current))
-    if not ok:
-        raise ReproError(f"expected {_kind(current)}, got {_kind(value)} {_text(value)}")
-
-
-def _kind(value: Any) -> str:
-    return {bool: "true/false", int: "an integer", float: "a number", str: "text"}.get(
-        type(value), "a list" if isinstance(value, (list, tuple)) else type(value).__name__
-    )
-
-
 def _recipe(spec: Spec, rows: list[Row], settings: dict[str, Any], path: list[str], value: Any) -> None:
     from repro.families import load_recipe
     from repro.train.recipe import OPTIMIZERS, PRECISIONS, SCHEDULES, Recipe
@@ -233,7 +225,7 @@ def _recipe(spec: Spec, rows: list[Row], settings: dict[str, Any], path: list[st
     trains = any(r.model is not None for r in rows)
     if path == ["precision"] and trains:  # every recipe a unit trains by, named in the spec or by its family
         if value not in PRECISIONS:
-            raise ReproError(f"no precision {_text(value)}; one of {', '.join(PRECISIONS)}")
+            raise ReproError(f"no precision {value_text(value)}; one of {', '.join(PRECISIONS)}")
         settings.setdefault("recipe", {})["precision"] = value
         return
     if not spec.recipe or not trains:
@@ -320,7 +312,7 @@ def _check_sizes(rows: list[Row], settings: dict[str, Any], overrides) -> None:
 
     from repro.families import for_row
 
-    keys = ", ".join(f"{k}={_text(v)}" for k, v in overrides if k.startswith("sizes."))
+    keys = ", ".join(f"{k}={value_text(v)}" for k, v in overrides if k.startswith("sizes."))
     for row in rows:
         family = for_row(row) if row.model is not None else None
         if family is None:

@@ -653,13 +653,12 @@ def _where(checkpoint: Checkpoint) -> str:
 def plan_lines(plan, sources: dict[str, WeightsSource]) -> list[str]:
     """The plan of `repro run --weights`, one line each: every checkpoint and where it is (or its download), the
     columns no checkpoint fills, each row's GPU-hours of evaluation, the total, and the submit step."""
-    from repro import families
     from repro.run import format_hours
     from repro.submit.check import target_for
 
     lines, total = [], 0.0
     for step in plan.steps:
-        source, hooks = sources[step.row.name], families.for_row(step.row)
+        source, hooks = sources[step.row.name], step.hooks
         if hooks is None or not hooks.supports_weights:
             raise ReproError(f"{plan.spec.id} row {step.row.name!r}: its family evaluates no given weights (--weights)")
         refusal = hooks.weights_refusal(step.row.config)

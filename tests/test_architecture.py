@@ -1,9 +1,10 @@
-"""The shape of the package, as executable rules: no import circles, nothing imports a family's `family.py`
-(only the family table loads it, by name), and the training engine sits below everything but `utils`/`errors`.
+"""The shape of the package, as executable rules: the modules sit in layers and every import points down (no
+import circle), nothing imports a family's `family.py` (only the family table loads it, by name), the training
+engine sits below everything but `utils`/`errors`, and the launchers read the plan's units.
 
 The import graph is read from the source (the AST), not by importing: every `import` and `from ... import`
-of a module counts, at module level or inside a function, except those under `if TYPE_CHECKING:` (they
-never run). Relative imports are resolved, and `from pkg import name` is an import of `pkg.name` when that
+of a module counts, at module level, inside a function or under `if TYPE_CHECKING:` (a type-only import is a
+dependency too). Relative imports are resolved, and `from pkg import name` is an import of `pkg.name` when that
 is a module, else of `pkg`.
 """
 
@@ -39,23 +40,9 @@ def _known() -> frozenset[str]:
     return frozenset(name for package in PACKAGES for name in modules(package))
 
 
-def _is_type_checking(test: ast.expr) -> bool:
-    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
-    )
-
-
-def _runtime_imports(tree: ast.AST):
-    """Import nodes that run: every one except those in the body of `if TYPE_CHECKING:`."""
-    stack = [tree]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, ast.If) and _is_type_checking(node.test):
-            stack.extend(node.orelse)
-            continue
-        if isinstance(node, (ast.Import, ast.ImportFrom)):
-            yield node
-        stack.extend(ast.iter_child_nodes(node))
+def _imports(tree: ast.AST):
+    """Every import node of a module: at module level, in a function, under `if TYPE_CHECKING:`."""
+    return (node for node in ast.walk(tree) if isinstance(node, (ast.Import, ast.ImportFrom)))
 
 
 def _target(name: str) -> str | None:
@@ -69,7 +56,7 @@ def imports_of(module: str, path: Path) -> dict[str, int]:
     """{imported module of the checkout: line of its first import} for one module."""
     is_package = path.name == "__init__.py"
     found: dict[str, int] = {}
-    for node in _runtime_imports(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+    for node in _imports(ast.parse(path.read_text(encoding="utf-8"), str(path))):
         names: list[str] = []
         if isinstance(node, ast.Import):
             names = [alias.name for alias in node.names]
@@ -163,7 +150,7 @@ def _describe(graph: dict[str, dict[str, int]], path: list[str]) -> str:
 # --- the graph reader itself ----------------------------------------------------------------------
 
 
-def test_the_graph_reader_resolves_relative_and_submodule_imports_and_skips_type_checking(tmp_path, monkeypatch):
+def test_the_graph_reader_resolves_relative_and_submodule_imports_and_counts_type_checking(tmp_path, monkeypatch):
     import tests.test_architecture as arch
 
     pkg = tmp_path / "pkgx"
@@ -188,7 +175,7 @@ def test_the_graph_reader_resolves_relative_and_submodule_imports_and_skips_type
     monkeypatch.setattr(arch, "PACKAGES", ("pkgx",))
     try:
         graph = arch.import_graph("pkgx")
-        assert set(graph["pkgx.a"]) == {"pkgx.b", "pkgx.sub.c", "pkgx.sub.e"}  # d: type-only
+        assert set(graph["pkgx.a"]) == {"pkgx.b", "pkgx.sub.c", "pkgx.d", "pkgx.sub.e"}  # d: type-only, an edge too
         assert arch.cycles(graph) == [["pkgx.a", "pkgx.b", "pkgx.a"]]
     finally:
         arch.modules.cache_clear()
@@ -201,9 +188,86 @@ def test_the_graph_reader_resolves_relative_and_submodule_imports_and_skips_type
 def test_no_module_of_repro_imports_itself_in_a_circle():
     graph = import_graph("repro")
     found = cycles(graph)
-    assert found == [], "import circles (module-level or in a function; type-only excluded):\n" + "\n".join(
+    assert found == [], "import circles (module-level, in a function or type-only):\n" + "\n".join(
         _describe(graph, c) for c in found
     )
+
+
+# The layers of repro, bottom first: a module imports from its own layer or below, never above (type-only imports
+# included). The family table is schema, under the specs it validates; `families.base` (the interface a family
+# gives and a unit runs through) sits on the specs; a family's own modules are behaviour, above the plan.
+LAYERS = (
+    ("repro", "repro.errors", "repro.log", "repro.utils", "repro.paths", "repro.terminal", "repro.load"),
+    ("repro.train", "repro.nn", "repro.metrics", "repro.data", "repro.memory", "repro.monitor", "repro.submit"),
+    ("repro.datasets", "repro.families"),
+    ("repro.specs",),
+    ("repro.families.base", "repro.results", "repro.variants", "repro.completion"),
+    ("repro.complexity", "repro.fingerprint", "repro.timing"),
+    ("repro.run",),
+    ("repro.launch", "repro.weights"),
+    ("repro.report", "repro.families.*"),
+    ("repro.cli", "repro.__main__"),
+)
+
+
+def layer_of(module: str) -> int:
+    """The layer of a module: that of the longest name of LAYERS it is or lies under (`repro.families.*`: a
+    family's package)."""
+    if module.startswith("repro.families.") and not module.startswith("repro.families.base"):
+        return next(i for i, names in enumerate(LAYERS) if "repro.families.*" in names)
+    found = [(len(n), i) for i, names in enumerate(LAYERS) for n in names if module == n or module.startswith(n + ".")]
+    assert found, f"{module} is in no layer of LAYERS: add it where it belongs"
+    return max(found)[1]
+
+
+def test_every_import_points_down_the_layers():
+    graph = import_graph("repro")
+    found = [
+        f"{module}:{line}: imports {target} (layer {layer_of(target)}, above its own {layer_of(module)})"
+        for module, targets in graph.items()
+        for target, line in targets.items()
+        if layer_of(target) > layer_of(module)
+    ]
+    assert found == [], "imports that point up (README: Architecture):\n" + "\n".join(found)
+
+
+def test_the_spec_schema_takes_the_family_table_only_where_it_checks_a_spec():
+    """specs.py imports the family table inside the functions that check a spec against it, never at module level;
+    the table imports nothing of the toolkit but `errors` (the recipe reader it loads on demand sits lower still)."""
+    path = modules("repro")["repro.specs"]
+    top = [
+        node
+        for node in ast.parse(path.read_text(encoding="utf-8")).body
+        if isinstance(node, (ast.Import, ast.ImportFrom)) and "families" in ast.unparse(node)
+    ]
+    assert top == [], [ast.unparse(n) for n in top]
+    table = import_graph("repro")["repro.families"]
+    assert set(table) <= {"repro.errors", "repro.train.recipe"}, table
+
+
+def test_the_launchers_read_the_plans_units():
+    """`launch/` imports nothing of the family table or a family's package (only `families.base`, the interface a
+    unit runs through) and nothing of `run.py` but the plan's types: what a unit needs, the plan resolved once."""
+    graph = import_graph("repro")
+    found = []
+    for module, path in modules("repro").items():
+        if not module.startswith("repro.launch"):
+            continue
+        for target, line in graph[module].items():
+            if target.startswith("repro.families") and target != "repro.families.base":
+                found.append(f"{module}:{line}: imports {target}")
+        for node in _imports(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module == "repro.run":
+                found += [
+                    f"{module}:{node.lineno}: {a.name} from repro.run"
+                    for a in node.names
+                    if a.name not in ("Plan", "Unit")
+                ]
+            if isinstance(node, ast.Import) and any(a.name == "repro.run" for a in node.names):
+                found.append(f"{module}:{node.lineno}: import repro.run")
+            if isinstance(node, ast.ImportFrom) and node.module == "repro" and any(a.name == "run" for a in node.names):
+                found.append(f"{module}:{node.lineno}: from repro import run")
+    assert found == [], "\n".join(found)
 
 
 def _family_imports(path: Path) -> list[str]:
@@ -292,7 +356,7 @@ def test_names_are_imported_from_the_module_that_defines_them():
     found = []
     for package in PACKAGES:
         for path in modules(package).values():
-            for node in _runtime_imports(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+            for node in _imports(ast.parse(path.read_text(encoding="utf-8"), str(path))):
                 source = node.module if isinstance(node, ast.ImportFrom) and not node.level else None
                 if source not in repro or repro[source].name == "__init__.py":
                     continue

@@ -3,8 +3,6 @@ device set (`RunContext.device`, and `use_device` for whatever the family builds
 
 from __future__ import annotations
 
-import types
-
 import pytest
 import torch
 from typer.testing import CliRunner
@@ -18,8 +16,10 @@ ARGS = ["attention", "mcan-pa-table5-ablation", "--row", "MCAN+PA (ours)", "--qu
 @pytest.fixture
 def seen(monkeypatch, tmp_path):
     """The family's attention hook replaced by one that records the device it is given, then stops."""
+    import dataclasses
+
     from repro import families
-    from repro.launch import units
+    from repro.families import base
     from repro.train import distributed
 
     monkeypatch.setenv("REPRO_DATA_DIR", str(tmp_path / "data"))
@@ -30,8 +30,9 @@ def seen(monkeypatch, tmp_path):
         got.update(ctx=ctx.device, requested=distributed._requested, question=question)
         raise ReproError("stub: maps not drawn")
 
-    monkeypatch.setattr(families, "for_row", lambda row: types.SimpleNamespace(attention=attention))
-    monkeypatch.setattr(units, "with_data", lambda ctx: ctx)
+    real = families.for_row
+    monkeypatch.setattr(families, "for_row", lambda row: dataclasses.replace(real(row), attention=attention))
+    monkeypatch.setattr(base, "with_data", lambda ctx: ctx)
     return got
 
 

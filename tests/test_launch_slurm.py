@@ -285,17 +285,17 @@ def test_jobs_finishing_at_once_rebuild_the_row_record_in_turn(toy_family, tmp_p
 
     from repro.families.base import RowRun
     from repro.launch.units import store_unit
+    from repro.run import make_plan
     from repro.specs import resolve
     from repro.utils import now_iso
 
-    spec = resolve("toy-table1")
-    row = spec.row("Sighted")
+    units = {u.seed: u for u in make_plan(resolve("toy-table1"), "smoke", ["Sighted"], [0, 1]).units}
     lock = tmp_path / "records.lock"
     results = toy_family / "results" / "toy" / "toy-table1"
 
     def finish(seed: int, acc: float) -> None:
         outcome = (RowRun(metrics={"Acc": acc}, split="val"), now_iso(), now_iso(), 1.0)
-        store_unit(spec, row, "smoke", seed, outcome, {"row": "Sighted"}, None, None, lock=lock)
+        store_unit(units[seed], outcome, lock=lock)
 
     held = FileLock(str(lock))
     held.acquire()

@@ -100,7 +100,7 @@ def test_a_row_is_ready_only_when_its_data_is_on_disk(empty_data, monkeypatch):
     spec = next(s for s in all_specs() if s.id == "psac-table2-sota")
     store = empty_data / "prepared" / "features" / "tgif-qa" / "resnet.store"
     plan = make_plan(spec, "paper")
-    assert plan.steps[0].missing == [
+    assert list(plan.steps[0].missing) == [
         "repro download tgif-qa",
         "repro download glove-6b",
         "repro download tgif-qa-features",
@@ -115,11 +115,11 @@ def test_a_row_is_ready_only_when_its_data_is_on_disk(empty_data, monkeypatch):
             (empty_data / "questions" / file_name(split, task)).write_text("x")
     store.mkdir(parents=True)
     (store / "meta.json").write_text("{}")
-    assert make_plan(spec, "paper").steps[0].missing == ["repro download glove-6b"]
+    assert list(make_plan(spec, "paper").steps[0].missing) == ["repro download glove-6b"]
     (empty_data / "glove-6b").mkdir()
     (empty_data / "glove-6b" / "glove.6B.300d.txt").write_text("the 0.1 0.2\n")
     plan = make_plan(spec, "paper")
-    assert plan.steps[0].missing == []
+    assert list(plan.steps[0].missing) == []
     assert _status(plan.steps[0]) == "ready"
     assert all(line.endswith(": ready") for line in plan.data[:3])
 

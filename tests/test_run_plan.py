@@ -88,6 +88,7 @@ def test_a_familys_prepare_data_sees_only_the_rows_the_run_trains(monkeypatch):
     import dataclasses
 
     from repro import families
+    from repro.families.base import with_data
     from repro.launch import units
 
     spec = resolve("sa-m4c-table2-ablations")
@@ -104,6 +105,6 @@ def test_a_familys_prepare_data_sees_only_the_rows_the_run_trains(monkeypatch):
     plan = make_plan(spec, "smoke", runnable[1:3])
     units.prepare_data(plan)
     assert seen == [runnable[1:3]]
-    ctx = units.unit_context(plan, REPO_DIR / "unused", plan.steps[0], 0, resume=False, progress=False)
-    units.with_data(ctx)
+    ctx = plan.steps[0].units[0].context(progress=False)
+    with_data(ctx)
     assert seen[-1] == [runnable[1]] and len(ctx.spec.rows) == len(spec.rows)

@@ -261,14 +261,20 @@ def test_the_plan_prints_the_recipes_precision(monkeypatch):
     from repro.report.plan import precision_line
     from repro.run import make_plan
     from repro.specs import resolve
+    from repro.variants import load
+    from repro.variants import resolve as resolved
 
-    spec = resolve("mcan-pa-table5-ablation")
-    plan = make_plan(spec, "synthetic")
-    assert precision_line(plan).startswith("precision: fp32 (recipe mcan-pa/vqa2: what the official code trains with")
-    plan.settings = {**plan.settings, "recipe": {**plan.settings.get("recipe", {}), "precision": "bf16"}}
-    assert precision_line(plan).startswith("precision: bf16 (an override; recipe mcan-pa/vqa2 says fp32")
-    plan.settings["recipe"]["precision"] = "auto"
-    assert precision_line(plan).startswith("precision: fp32 (recipe mcan-pa/vqa2")
+    def plan_of(*overrides):
+        spec, variant = load("mcan-pa-table5-ablation", list(overrides), None)
+        return make_plan(resolved(spec, "synthetic", None, variant), "synthetic", variant=variant)
+
+    assert precision_line(plan_of()).startswith("precision: fp32 (recipe mcan-pa/vqa2: what the official code trains")
+    assert precision_line(plan_of("recipe.precision=bf16")).startswith(
+        "precision: bf16 (an override; recipe mcan-pa/vqa2 says fp32"
+    )
+    assert precision_line(plan_of("recipe.precision=auto")).startswith("precision: fp32 (recipe mcan-pa/vqa2")
     real = families.load_recipe
     monkeypatch.setattr(families, "load_recipe", lambda name: real(name).replace(precision="tf32"))
-    assert precision_line(plan).startswith("precision: tf32 (recipe mcan-pa/vqa2: what the official code")
+    assert precision_line(make_plan(resolve("mcan-pa-table5-ablation"), "synthetic")).startswith(
+        "precision: tf32 (recipe mcan-pa/vqa2: what the official code"
+    )

@@ -235,12 +235,19 @@ def command(*args, **kwargs) -> Callable:
     return decorate
 
 
-def target_and_variant(ident: str, overrides: list[str] | tuple[str, ...] | None, limit: int | None):
-    """The spec an id or a spec file names, and what this run changes from the committed spec."""
-    from repro.variants import Variant, load_target, parse_overrides
+def target_and_variant(
+    ident: str,
+    overrides: list[str] | tuple[str, ...] | None,
+    limit: int | None,
+    scale: str | None = None,
+    rows: list[str] | None = None,
+):
+    """The spec an id or a spec file names, and what this run changes from the committed spec; given a `scale`,
+    the spec with the variant's overrides applied to that scale's settings and the `rows` selected."""
+    from repro.variants import load, resolve
 
-    spec, spec_file, digest = load_target(ident)
-    return spec, Variant(parse_overrides(overrides), limit, spec_file, digest)
+    spec, variant = load(ident, overrides, limit)
+    return (spec if scale is None else resolve(spec, scale, rows, variant)), variant
 
 
 def variant_view(ident: str, overrides: list[str] | None, limit: int | None, scale: str, columns: str | None):

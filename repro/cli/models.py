@@ -104,36 +104,21 @@ def attention_command(
     Example: [bold]repro attention mcan-pa-table5-ablation --row 'MCAN+PA (ours)' --scale synthetic
     --question 6003 -o attention.png[/]
     """
-    from repro.families import for_row
-    from repro.families.base import RunContext
-    from repro.launch.units import unit_dir, with_data
-    from repro.paths import data_dir
+    from repro.families.base import with_data
     from repro.report.plot import draw_attention, require_matplotlib, save_maps
     from repro.run import make_plan
     from repro.train.distributed import check_device, use_device
 
     device = check_device(device)  # the form, and that the GPU exists here
     require_matplotlib()
-    spec, variant = target_and_variant(ident, overrides, None)
-    plan = make_plan(spec, scale, [row], [seed], variant)
-    the_row = plan.rows[0]
-    family = for_row(the_row)
-    if family is None or family.attention is None:
-        raise ReproError(f"row {the_row.name!r} of {spec.id}: its family draws no attention maps yet")
-    root = Path(workdir) if workdir else data_dir() / "runs"
-    ctx = RunContext(
-        spec=spec,
-        row=the_row,
-        config=the_row.config,
-        scale=scale,
-        settings=plan.settings,
-        seed=seed,
-        workdir=unit_dir(root, spec, scale, the_row, seed, variant),
-        progress=False,
-        device=device,
-    )
+    spec, variant = target_and_variant(ident, overrides, None, scale, [row])
+    plan = make_plan(spec, scale, [row], [seed], variant, workdir=Path(workdir) if workdir else None, device=device)
+    unit = plan.units[0]
+    if unit.hooks is None or unit.hooks.attention is None:
+        raise ReproError(f"row {unit.row.name!r} of {spec.id}: its family draws no attention maps yet")
+    ctx = unit.context(progress=False)
     with use_device(device):  # as a unit of `repro run --device` would: where the family puts the model
-        maps = family.attention(with_data(ctx) if scale != "paper" else ctx, question)
+        maps = unit.hooks.attention(with_data(ctx) if scale != "paper" else ctx, question)
     what = draw_attention(maps, output, map_name, layer, head)
     raw = output.with_suffix(".npz")
     save_maps(maps, raw)

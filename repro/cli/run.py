@@ -3,9 +3,7 @@ training (here, or as Slurm jobs) and the table; `--status` follows the Slurm jo
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import typer
 from rich.markup import escape
@@ -24,63 +22,9 @@ from repro.cli.common import (
     target_and_variant,
     target_argument,
 )
+from repro.cli.request import RunRequest, check_seeds, parse_seeds
 from repro.cli.slurm import slurm_follow, slurm_run, slurm_status
 from repro.errors import ReproError
-
-if TYPE_CHECKING:
-    from repro.launch.slurm import SlurmOptions
-
-MAX_SEED = 2**31 - 1
-
-
-@dataclass(frozen=True)
-class RunRequest:
-    """What `repro run` or `repro train` asks for, built once from the options (lm-eval's
-    `EvaluatorConfig.from_cli`): the spec or spec file and its overrides, which rows, scale and seeds, how
-    to run them (here or on Slurm), and what to do with stored results and checkpoints."""
-
-    ident: str
-    scale: str
-    overrides: tuple[str, ...] = ()
-    rows: tuple[str, ...] | None = None  # None: every runnable row
-    seeds: tuple[int, ...] | None = None  # None: the spec's seeds at this scale
-    limit: int | None = None  # paper scale: only the first N questions of each split (a variant)
-    workdir: Path | None = None  # checkpoints and logs (None: $REPRO_DATA_DIR/runs)
-    dry_run: bool = False
-    resume: bool = False
-    force: bool = False
-    rebaseline: bool = False
-    jobs: int | None = None
-    ensemble: bool | None = None  # None: the scale's `ensemble` setting
-    launcher: str = "local"
-    slurm: SlurmOptions | None = None  # with launcher "slurm"
-    status: bool = False  # show the Slurm units instead of running
-    wait: bool = False  # slurm: follow the jobs to the end
-    fmt: str = "rich"  # of --status
-    device: str | None = None  # auto (None), cpu, cuda or cuda:N: where the units train and evaluate
-    loggers: tuple[str, ...] = ()  # --logger: experiment loggers beside train.jsonl (repro.train.loggers)
-    # ("released",), or checkpoint files (FILE, or PART=FILE per column group): evaluate, no training (repro.weights)
-    weights: tuple[str, ...] | None = None
-
-
-def check_seeds(seeds: list[int], option: str, text: str) -> list[int]:
-    """`seeds` if each is in 0..2^31-1 and named once; `option` and `text` (as typed) name them otherwise."""
-    if any(not 0 <= seed <= MAX_SEED for seed in seeds):
-        raise ReproError(f"{option} must lie in 0..{MAX_SEED}, not {text!r}")
-    if len(set(seeds)) != len(seeds):
-        raise ReproError(f"{option} names a seed twice: {text!r}")
-    return seeds
-
-
-def parse_seeds(text: str) -> list[int]:
-    """`0,1,2` -> [0, 1, 2]: integers in 0..2^31-1, each once."""
-    try:
-        seeds = [int(part) for part in text.split(",") if part.strip()]
-    except ValueError:
-        raise ReproError(f"--seeds must be comma-separated integers, not {text!r}") from None
-    if not seeds:
-        raise ReproError("--seeds names no seed")
-    return check_seeds(seeds, "--seeds", text)
 
 
 @command("run")
@@ -229,7 +173,7 @@ def run_command(
 
 def run_timing_command(ident: str, scale: str, overrides, limit: int | None, device: str | None) -> None:
     """`repro run ID --timing`: the interleaved timing records of the table's time claims (repro.timing)."""
-    from repro.run import scale_settings
+    from repro.specs import scale_settings
     from repro.timing import run_timing
 
     spec, variant = target_and_variant(ident, overrides, limit)
@@ -319,7 +263,6 @@ def cp_command(
 
 def run_request(request: RunRequest) -> None:
     """Plan the request, print the plan, then run it here or submit it to Slurm (or only show its Slurm units)."""
-    from repro.paths import data_dir
     from repro.report.plan import cost_lines, precision_line, render_plan
     from repro.run import make_plan
     from repro.train.distributed import check_device, parse_device
@@ -327,6 +270,7 @@ def run_request(request: RunRequest) -> None:
     # the loggers checked before anything runs (--logger, else REPRO_LOGGERS); every process the run starts reads
     # REPRO_LOGGERS
     from repro.train.loggers import LOGGERS_ENV, parse_loggers, selected
+    from repro.variants import load, resolve
 
     if request.loggers:
         import os
@@ -336,26 +280,25 @@ def run_request(request: RunRequest) -> None:
         selected()
     # the form always; that the GPU exists only where the units run here (a Slurm job's node has its own)
     device = (parse_device if request.launcher == "slurm" or request.status else check_device)(request.device)
-    spec, variant = target_and_variant(request.ident, request.overrides, request.limit)
+    spec, variant = load(request.ident, request.overrides, request.limit)
+    rows = None if request.rows is None else list(request.rows)
     if request.weights is not None and request.rows:  # a cited row runs the checkpoint's network
         from repro.weights import with_weights_rows
 
-        spec = with_weights_rows(spec, list(request.rows), request.weights)
+        spec = with_weights_rows(spec, rows, request.weights)
+    spec = resolve(spec, request.scale, rows, variant)  # the overrides, applied once
     seeds = None if request.seeds is None else list(request.seeds)
-    plan = make_plan(spec, request.scale, None if request.rows is None else list(request.rows), seeds, variant)
-    if request.ensemble is not None:  # how seeds are scheduled, not what they compute: no variant
-        plan.settings = {**plan.settings, "ensemble": request.ensemble}
-    if device not in (None, "auto"):  # where units run, not what they compute: no variant
-        plan.settings = {**plan.settings, "device": device}
-    root = request.workdir or data_dir() / "runs"
+    plan = make_plan(
+        spec, request.scale, rows, seeds, variant, workdir=request.workdir, ensemble=request.ensemble, device=device
+    )
     if request.weights is not None:
-        _run_weights(plan, root, request)
+        _run_weights(plan, request)
         return
     if request.status:
-        slurm_status(plan, root, seeds=seeds, fmt=request.fmt)
+        slurm_status(plan, seeds=seeds, fmt=request.fmt)
         return
     if request.wait and request.launcher != "slurm":  # follow the units an earlier `--launcher slurm` submitted
-        slurm_follow(plan, root, seeds, earlier=True)
+        slurm_follow(plan, seeds, earlier=True)
         return
     if not variant.empty:
         console.print(
@@ -374,9 +317,9 @@ def run_request(request: RunRequest) -> None:
         for line in cost_lines(plan):
             console.print(line, highlight=False, soft_wrap=True)
     if request.launcher == "slurm":
-        slurm_run(plan, root, request)
+        slurm_run(plan, request)
     elif not request.dry_run:
-        _run_here(plan, root, request)
+        _run_here(plan, request)
 
 
 def records_line(plan) -> str:
@@ -392,7 +335,7 @@ def records_line(plan) -> str:
     return line
 
 
-def _run_here(plan, root: Path, request: RunRequest) -> None:
+def _run_here(plan, request: RunRequest) -> None:
     """Train the plan's units in this machine's processes, then print the table, the claims and what to submit."""
     from repro.launch.local import execute
     from repro.monitor import RunMonitor
@@ -402,7 +345,6 @@ def _run_here(plan, root: Path, request: RunRequest) -> None:
 
     results = execute(
         plan,
-        root,
         resume=request.resume,
         force=request.force,
         rebaseline=request.rebaseline,
@@ -428,7 +370,7 @@ def _run_here(plan, root: Path, request: RunRequest) -> None:
         )
 
 
-def _run_weights(plan, root: Path, request: RunRequest) -> None:
+def _run_weights(plan, request: RunRequest) -> None:
     """`--weights released|FILE`: the plan (each row's checkpoint, where it comes from, the GPU-hours of evaluation),
     then each row evaluated from it, its record under results/weights/, the table and the submit commands."""
     from types import SimpleNamespace
@@ -462,7 +404,7 @@ def _run_weights(plan, root: Path, request: RunRequest) -> None:
         console.print(f"data: {item}", highlight=False, soft_wrap=True)  # a command never split
     if request.dry_run:
         return
-    done = execute_weights(plan, root, sources, force=request.force)
+    done = execute_weights(plan, sources, force=request.force)
     console.print(render_rich(build_view(plan.spec, plan.scale)))
     target = target_for(plan.spec.datasets)
     for result, results_root in done:

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import typer
@@ -14,32 +13,32 @@ from repro.cli.common import console, quoted
 from repro.errors import ReproError
 
 if TYPE_CHECKING:
-    from repro.cli.run import RunRequest
+    from repro.cli.request import RunRequest
+    from repro.run import Plan
 
 
-def slurm_run(plan, root: Path, request: RunRequest) -> None:
+def slurm_run(plan: Plan, request: RunRequest) -> None:
     """`repro run --launcher slurm`: submit the plan's units as a job array; with --wait, follow them."""
     from repro.launch import slurm
 
     words = f" --scale {plan.scale}"
     if request.dry_run:
-        from repro.families import for_row
         from repro.launch.units import groups
 
-        together = {
-            group[0][0].row.name: len(group) for group in groups(plan, [(s, n) for s in plan.steps for n in s.seeds])
-        }
+        first = {}  # each row's first job: its units and what they ask for
+        for group in groups(plan, list(plan.units)):
+            first.setdefault(group[0].row.name, group)
         for step in plan.steps:
-            if for_row(step.row) is not None:
-                seeds = together.get(step.row.name, 1)
-                res = slurm.group_resources(step, plan.scale, request.slurm, seeds)
-                what = f"one job for its {seeds} seeds trained together" if seeds > 1 else "one job per seed"
+            if step.hooks is not None:
+                group = first[step.row.name]
+                res = slurm.group_resources(group, request.slurm)
+                what = f"one job for its {len(group)} seeds trained together" if len(group) > 1 else "one job per seed"
                 console.print(
                     f"slurm: {escape(step.row.name)}: {what}, {res.describe()}", highlight=False, soft_wrap=True
                 )
         return
     submitted = slurm.submit(
-        plan, root, request.slurm, resume=request.resume, force=request.force, rebaseline=request.rebaseline
+        plan, request.slurm, resume=request.resume, force=request.force, rebaseline=request.rebaseline
     )
     if not submitted:
         console.print("nothing to submit: every seed has a stored result", highlight=False)
@@ -62,27 +61,26 @@ def slurm_run(plan, root: Path, request: RunRequest) -> None:
                 soft_wrap=True,
             )
         return
-    slurm_follow(plan, root, sorted({seed for u in submitted for seed in u.seeds}))
+    slurm_follow(plan, sorted({seed for u in submitted for seed in u.seeds}))
 
 
-def slurm_follow(plan, root: Path, seeds: list[int] | None = None, earlier: bool = False) -> None:
+def slurm_follow(plan: Plan, seeds: list[int] | None = None, earlier: bool = False) -> None:
     """`repro run ID --wait`: follow the plan's submitted units (now or by an earlier run) until none is pending
     or running, then print their states and the table; UnitsFailed (exit 1) when one did not finish. `earlier`:
     the units of an earlier run, refused when there are none."""
     from repro.launch import slurm
 
-    if earlier and not slurm.unit_states(plan, root, seeds):
+    if earlier and not slurm.unit_states(plan, seeds):
         raise ReproError(
-            f"no unit of {plan.spec.id} at scale {plan.scale} was submitted to Slurm from {root}: nothing to wait "
-            f"for (submit with `--launcher slurm`)"
+            f"no unit of {plan.spec.id} at scale {plan.scale} was submitted to Slurm from {plan.workdir}: nothing to "
+            f"wait for (submit with `--launcher slurm`)"
         )
     states = slurm.wait(
         plan,
-        root,
         seeds,
         on_change=lambda u: console.print(f"{escape(u.row)} seed {u.seed}: job {u.job_id} {u.state}", highlight=False),
     )
-    slurm_status(plan, root, states)
+    slurm_status(plan, states)
     from repro.report import build_view, render_rich
 
     console.print(render_rich(build_view(plan.spec, plan.scale, results_root=plan.results_root)))
@@ -92,13 +90,13 @@ def slurm_follow(plan, root: Path, seeds: list[int] | None = None, earlier: bool
         raise slurm.UnitsFailed(f"{len(failed)} unit(s) did not finish: {names}; `--status` shows their logs")
 
 
-def slurm_status(plan, root: Path, states=None, seeds: list[int] | None = None, fmt: str = "rich") -> None:
+def slurm_status(plan: Plan, states=None, seeds: list[int] | None = None, fmt: str = "rich") -> None:
     """`repro run ID --status`: each submitted unit pending, running, done or failed, with its logs."""
     from rich.table import Table
 
     from repro.launch import slurm
 
-    states = slurm.unit_states(plan, root, seeds) if states is None else states
+    states = slurm.unit_states(plan, seeds) if states is None else states
     if fmt == "json":
         out = {
             "spec": plan.spec.id,
@@ -109,7 +107,7 @@ def slurm_status(plan, root: Path, states=None, seeds: list[int] | None = None, 
         typer.echo(json.dumps(out, indent=2))
         return
     if not states:
-        console.print(f"no unit of {plan.spec.id} at scale {plan.scale} was submitted to Slurm from {root}")
+        console.print(f"no unit of {plan.spec.id} at scale {plan.scale} was submitted to Slurm from {plan.workdir}")
         return
     colours = {"done": "green", "failed": "red", "running": "cyan", "pending": "yellow"}
     table = Table(title=f"{plan.spec.id} at scale {plan.scale}: Slurm jobs")

@@ -5,6 +5,9 @@ Each family folder holds what is only that paper's: `config.py` (typed model con
 named `HOOKS`, see `repro.families.base`), its model modules, synthetic generator, `recipes/*.yaml`
 and a README with the paper's equations and the choices made where it is silent. Adding a family is
 one folder plus one line below. Nothing but this table imports a `family.py`.
+
+The table sits under the spec schema (`repro.specs` checks `paper:`, `arch:` and `recipe:` against it): it imports
+nothing of the toolkit but `errors`; the hooks it hands out are behaviour, loaded by name, above everything.
 """
 
 from __future__ import annotations
@@ -14,13 +17,9 @@ import importlib.util
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from repro.errors import ReproError
-
-if TYPE_CHECKING:
-    from repro.families.base import Hooks
-    from repro.specs import Row
 
 
 @dataclass(frozen=True)
@@ -116,8 +115,9 @@ def as_typed(config: Any, configs: tuple[type, ...]):
         raise ReproError(f"model config {config!r}: {exc.errors()[0]['msg']}") from None
 
 
-def implementation(family: Family) -> Hooks | None:
-    """The family's hooks (`HOOKS` of its `family.py`), or None while the family is not implemented."""
+def implementation(family: Family) -> Any:
+    """The family's hooks (`HOOKS` of its `family.py`: a `repro.families.base.Hooks`), or None while the family is
+    not implemented."""
     try:
         return _import(f"{family.package}.family").HOOKS
     except ModuleNotFoundError as exc:
@@ -126,15 +126,15 @@ def implementation(family: Family) -> Hooks | None:
         raise
 
 
-def for_row(row: Row) -> Hooks | None:
-    """The hooks of the family that runs a row (None while its family or arch is not implemented)."""
+def for_row(row: Any) -> Any:
+    """The hooks of the family that runs a spec's row (None while its family or arch is not implemented)."""
     if row.config is None:
         return None
     hooks = implementation(by_arch(row.config.arch))
     return hooks if hooks is not None and row.config.arch in hooks.archs else None
 
 
-def require(family: Family) -> Hooks:
+def require(family: Family) -> Any:
     module = implementation(family)
     if module is None:
         raise ReproError(

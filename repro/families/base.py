@@ -14,13 +14,13 @@ import hashlib
 import json
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, NamedTuple
 
 from repro.errors import ReproError
 from repro.specs import Row, Spec
-from repro.variants import same_type
+from repro.utils import same_type
 
 
 class GeneratorSettings:
@@ -102,6 +102,11 @@ class RunContext:
     # `repro run --weights`: no training; the row's model is built from this checkpoint (a repro.weights.WeightsSource,
     # its sha256 read) through the family's key map, then evaluated as a trained one would be
     weights: Any = None
+    # what the plan resolved for the unit (repro.run.Unit): its family's hooks (pickled by name, `Hooks.__reduce__`),
+    # a compute row's task, and the spec's recipe with the scale's overrides; None in a context built by hand
+    hooks: Hooks | None = None
+    task: Callable[[RunContext], RowRun] | None = None
+    base_recipe: Any = None
 
     @property
     def generated(self) -> bool:
@@ -114,6 +119,8 @@ class RunContext:
         `recipe.precision=` override reaches every recipe, those a family names (ace-rpe's) too."""
         from repro.families import load_recipe
 
+        if self.base_recipe is not None and overrides is None and name in (None, self.spec.recipe):
+            return self.base_recipe.replace(seed=self.seed, **fixed)  # the plan's: loaded and overridden once
         settings = self.settings.get("recipe", {})
         precision = {k: v for k, v in settings.items() if k == "precision"}
         base = settings if overrides is None else {**overrides, **precision}
@@ -139,6 +146,27 @@ class RunContext:
         from torch.utils.data import Subset
 
         return split if self.limit is None or self.limit >= len(split) else Subset(split, range(self.limit))
+
+
+def with_data(ctx: RunContext) -> RunContext:
+    """The context with its family's prepared data: as the launcher gave it, or prepared now (a compute row needs
+    none; a context built by hand, as `repro attention` and a fingerprint build theirs, finds its family by its row)."""
+    if ctx.data is not None or ctx.row.compute is not None:
+        return ctx
+    hooks = ctx.hooks
+    if hooks is None:
+        from repro.families import for_row
+
+        hooks = for_row(ctx.row)
+    if hooks is None:
+        return ctx
+    return replace(ctx, data=hooks.prepare_data(with_rows(ctx.spec, [ctx.row]), ctx.scale, ctx.settings))
+
+
+def with_rows(spec: Spec, rows) -> Spec:
+    """The spec as a family's `prepare_data` sees it: only the rows this run trains (`--rows`), so paper-scale data
+    is prepared for those rows alone; columns, settings and claims as they are."""
+    return replace(spec, rows=tuple(rows))
 
 
 def train_together(ctxs: list[RunContext], build, train_set, recipes: list, loss_step) -> tuple[list, list]:
@@ -290,6 +318,11 @@ class Hooks:
     # a time column's claims (`repro run ID --timing`: two rows' steps interleaved, repro.timing); None: not timed
     timed_step: Callable[[RunContext, Any], Any] | None = None
 
+    def __reduce__(self):
+        # pickled by name, the family's own HOOKS found again through the family table in the process that loads it
+        # (a unit's context crosses into worker processes and Slurm jobs; its callables need not pickle)
+        return (hooks_of, (self.archs[0],))
+
     def unit_resources(self, config: Any, scale: str) -> Resources:
         if self.resources is not None:
             return self.resources(config, scale)
@@ -357,3 +390,10 @@ class ModelInfo:
             "flops_per_sample": self.flops_per_sample,
             "modules": [{"name": n, "trainable_params": p} for n, p in self.modules],
         }
+
+
+def hooks_of(arch: str) -> Hooks:
+    """The hooks of the family that builds `arch` (how `Hooks` unpickles)."""
+    from repro import families
+
+    return families.implementation(families.by_arch(arch))

@@ -5,26 +5,24 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from contextlib import nullcontext
-from pathlib import Path
 from typing import Any
 
-from repro.errors import ReproError
 from repro.launch.units import (
     Outcome,
+    check_ready,
     groups,
     prepare_data,
     run_units,
     store_unit,
-    unit_context,
+    stored_results,
     units_to_run,
 )
-from repro.results import Result, aggregate, read_seed_results
-from repro.run import Plan, Step, resolved_config
+from repro.results import Result
+from repro.run import Plan, Unit
 
 
 def execute(
     plan: Plan,
-    workdir: Path,
     *,
     resume: bool = False,
     force: bool = False,
@@ -43,64 +41,43 @@ def execute(
     every unit's progress and a line per finished unit; without one, units show their own bars when
     they run in this process.
     """
-    spec, scale, settings, root = plan.spec, plan.scale, plan.settings, plan.results_root
-    jobs = max(1, int(jobs or settings.get("jobs", 1)))
-    for step in plan.steps:  # fail before any training
-        if not step.ready:
-            raise ReproError(f"{spec.id} row {step.row.name!r} ({step.kind}: {step.detail}) is not implemented yet")
-    units = units_to_run(plan, workdir, resume, force)
+    jobs = max(1, int(jobs or plan.settings.get("jobs", 1)))
+    check_ready(plan)  # fail before any training
+    units = units_to_run(plan, resume, force)
     grouped = groups(plan, units)
     jobs = min(jobs, max(len(grouped), 1))  # a lone unit runs here, with every thread
     prepared = prepare_data(plan)  # once, before runs start in parallel
-    configs = {step.row.name: resolved_config(spec, step.row, scale, settings, plan.variant) for step in plan.steps}
+    latest: dict[str, Result] = {}  # each row's record as its last finished unit rebuilt it
 
-    def context(step: Step, seed: int, progress: bool):
-        return unit_context(
-            plan,
-            workdir,
-            step,
-            seed,
-            resume=resume,
-            progress=progress and monitor is None,
-            data=prepared.get(step.row.name),
-        )
+    def context(unit: Unit, progress: bool):
+        return unit.context(resume=resume, progress=progress and monitor is None, data=prepared.get(unit.row.name))
 
-    def finished(step: Step, seed: int, outcome: Outcome) -> None:
+    def finished(unit: Unit, outcome: Outcome) -> None:
         run, seconds = outcome[0], outcome[3]
         if os.environ.get("RANK", "0") != "0":  # a torchrun job: every rank trains, rank 0 keeps the record
             return
-        config = configs[step.row.name]
-        record = store_unit(spec, step.row, scale, seed, outcome, config, plan.variant.to_json(), root, rebaseline)
+        record, latest[unit.row.name] = store_unit(unit, outcome, rebaseline)
         if display is not None:
-            display.finished((step.row.name, seed), run.metrics, seconds, record)
+            display.finished((unit.row.name, unit.seed), run.metrics, seconds, record)
         if on_unit:
-            on_unit(step.row.name, seed, run.metrics, seconds)
+            on_unit(unit.row.name, unit.seed, run.metrics, seconds)
 
     display = None
     if monitor is not None:
-        from repro.monitor import Unit
+        from repro.monitor import Unit as Shown
 
-        display = monitor(
-            {
-                (step.row.name, seed): Unit(f"{step.row.name} s{seed}", context(step, seed, False).workdir)
-                for step, seed in units
-            }
-        )
+        display = monitor({(u.row.name, u.seed): Shown(f"{u.row.name} s{u.seed}", u.workdir) for u in units})
     with display if display is not None else nullcontext():
         if jobs == 1:
             for group in grouped:
-                for (step, seed), outcome in zip(group, run_units([context(s, n, True) for s, n in group])):
-                    finished(step, seed, outcome)
+                for unit, outcome in zip(group, run_units([context(u, True) for u in group])):
+                    finished(unit, outcome)
         else:
             _run_parallel(grouped, jobs, context, finished)
 
-    out: list[Result] = []
-    for step in plan.steps:
-        stored = read_seed_results(spec, step.row, scale, root)
-        if stored:
-            out.append(aggregate(spec, step.row, scale, stored))
-            if on_row:
-                on_row(out[-1])
+    out = stored_results(plan, latest)
+    for result in out if on_row else ():
+        on_row(result)
     return out
 
 
@@ -133,10 +110,10 @@ def _run_parallel(grouped, jobs: int, context, finished) -> None:
     )
     previous = signal.signal(signal.SIGTERM, stop)
     try:
-        futures = {pool.submit(run_units, [context(s, n, False) for s, n in group]): group for group in grouped}
+        futures = {pool.submit(run_units, [context(u, False) for u in group]): group for group in grouped}
         for future in as_completed(futures):
-            for (step, seed), outcome in zip(futures[future], future.result()):
-                finished(step, seed, outcome)
+            for unit, outcome in zip(futures[future], future.result()):
+                finished(unit, outcome)
     except BaseException:
         for process in list(getattr(pool, "_processes", {}).values()):
             process.terminate()

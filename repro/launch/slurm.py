@@ -42,7 +42,8 @@ from submitit.core.utils import FailedJobError, FailedSubmissionError
 from submitit.helpers import Checkpointable, DelayedSubmission
 
 from repro.errors import ReproError
-from repro.families.base import Resources, RunContext, default_resources
+from repro.families.base import Resources, RunContext
+from repro.run import Plan, Unit
 from repro.terminal import printable
 from repro.utils import now_iso, write_bytes_atomic, write_json_atomic
 
@@ -211,12 +212,10 @@ def jobs_root(workdir: Path, spec_id: str, scale: str, variant_name: str | None 
 @dataclass
 class UnitJob(Checkpointable):
     """One Slurm job as submitit runs it: a (row, seed) unit, or a row's seeds trained together (several
-    contexts, one per seed); submitit calls `checkpoint` on preemption."""
+    units and their contexts, one per seed); submitit calls `checkpoint` on preemption."""
 
+    units: list[Unit]  # as the plan resolved them: configuration, hash and record paths included
     contexts: list[RunContext]
-    config: dict[str, Any]  # the resolved configuration its record carries (repro.run.resolved_config)
-    variant: dict[str, Any] | None
-    results_root: Path
     lock: Path
     gpus: int = 0
     rebaseline: bool = False
@@ -230,14 +229,8 @@ class UnitJob(Checkpointable):
         ctxs = [replace(c, resume=c.resume or attempt > 1, progress=False) for c in self.contexts]
         folder = Path(submitit.JobEnvironment().paths.folder)
         inbox, outbox = folder / "unit.pkl", folder / "outcome.pkl"
-        record = {
-            "config": self.config,
-            "variant": self.variant,
-            "root": self.results_root,
-            "rebaseline": self.rebaseline,
-            "lock": self.lock,
-        }
-        write_bytes_atomic(inbox, pickle.dumps({"contexts": ctxs, "record": record}))
+        record = {"rebaseline": self.rebaseline, "lock": self.lock}
+        write_bytes_atomic(inbox, pickle.dumps({"units": self.units, "contexts": ctxs, "record": record}))
         outbox.unlink(missing_ok=True)
         words = "resuming from its checkpoint" if ctxs[0].resume else "from the start"
         name = self.name
@@ -351,8 +344,7 @@ class Submitted:
 
 
 def submit(
-    plan,
-    workdir: Path,
+    plan: Plan,
     options: SlurmOptions,
     *,
     resume: bool = False,
@@ -361,49 +353,38 @@ def submit(
 ) -> list[Submitted]:
     """Submit every unit of `plan` that needs running, one job per (row, seed) or, with `ensemble: true`,
     per row's seeds; returns what was submitted."""
-    from repro.launch.units import groups, prepare_data, unit_context, units_to_run
+    from repro.launch.units import check_ready, groups, prepare_data, units_to_run
     from repro.paths import data_dir, experiments_dir, results_dir
-    from repro.run import resolved_config
 
-    spec, scale, settings = plan.spec, plan.scale, plan.settings
-    for step in plan.steps:
-        if not step.ready:
-            raise ReproError(f"{spec.id} row {step.row.name!r} ({step.kind}: {step.detail}) is not implemented yet")
-    workdir = Path(workdir).absolute()
-    root = jobs_root(workdir, spec.id, scale, None if plan.variant.empty else plan.variant.name)
-    units = units_to_run(plan, workdir, resume, force)
-    wanted = {(s.row.name, seed) for s, seed in units}
+    spec, scale = plan.spec, plan.scale
+    check_ready(plan)
+    root = jobs_root(plan.workdir, spec.id, scale, None if plan.variant.empty else plan.variant.name)
+    units = units_to_run(plan, resume, force)
+    wanted = {(u.row.name, u.seed) for u in units}
     busy = [
         f"{u.row} seed {u.seed} (job {u.job_id}, {u.state})"
-        for u in unit_states(plan, workdir)
+        for u in unit_states(plan)
         if u.state in ("pending", "running") and (u.row, u.seed) in wanted
     ]
     if busy:
         raise ReproError(f"already submitted and not finished: {', '.join(busy)}; `scancel` them or wait")
     if not units:
         return []
-    results_root = Path(plan.results_root or results_dir(scale)).absolute()
     environ = {  # a job writes one scale's records: its folder is the job's REPRO_RESULTS (smoke: the scratch one)
         "REPRO_DATA_DIR": str(data_dir().absolute()),
         "REPRO_RESULTS": str(results_dir(scale).absolute()),
         "REPRO_EXPERIMENTS": str(experiments_dir().absolute()),
         **{k: os.environ[k] for k in ("REPRO_LOGGERS",) if os.environ.get(k)},  # --logger: the jobs' writers too
     }
-    configs = {s.row.name: resolved_config(spec, s.row, scale, settings, plan.variant) for s in plan.steps}
-    planned = [(group, group_resources(group[0][0], scale, options, len(group))) for group in groups(plan, units)]
+    planned = [(group, group_resources(group, options)) for group in groups(plan, units)]
     executors = {res: _executor(root, f"repro-{spec.id}-{scale}", res, options) for _, res in planned}
     prepared = prepare_data(plan)  # generated once here, before the jobs read it
     by_resources: dict[Resources, list[UnitJob]] = {}
     for group, res in planned:
-        step = group[0][0]
-        data = prepared.get(step.row.name)
+        data = prepared.get(group[0].row.name)
         job = UnitJob(
-            contexts=[
-                unit_context(plan, workdir, step, seed, resume=resume, progress=False, data=data) for _, seed in group
-            ],
-            config=configs[step.row.name],
-            variant=plan.variant.to_json(),
-            results_root=results_root,
+            units=list(group),
+            contexts=[unit.context(resume=resume, progress=False, data=data) for unit in group],
             lock=root / "records.lock",
             gpus=res.gpus,
             rebaseline=rebaseline,
@@ -438,19 +419,16 @@ def submit(
     return submitted
 
 
-def group_resources(step, scale: str, options: SlurmOptions, seeds: int = 1) -> Resources:
-    """One job's resources: its family's for one unit; a row's seeds trained together get the time of all
-    of them one after another (together they take no more) and must fit one process."""
-    from repro.families import for_row
-
-    hooks = for_row(step.row)
-    res = hooks.unit_resources(step.row.config, scale) if hooks is not None else default_resources(scale, None)
+def group_resources(group: list[Unit], options: SlurmOptions) -> Resources:
+    """One job's resources: its family's for one unit (the plan's); a row's seeds trained together get the time
+    of all of them one after another (together they take no more) and must fit one process."""
+    res, seeds = group[0].resources, len(group)
     if "gpus_per_node" in options.extra:  # the user's GPU count: torchrun runs that many processes
         res = replace(res, gpus=int(options.extra["gpus_per_node"]))
     if seeds > 1:
         if res.gpus > 1:
             raise ReproError(
-                f"{step.row.name}: seeds trained together (`ensemble: true`) run in one process, not on "
+                f"{group[0].row.name}: seeds trained together (`ensemble: true`) run in one process, not on "
                 f"{res.gpus} GPUs; remove `ensemble: true` or gpus_per_node"
             )
         res = replace(res, hours=res.hours * seeds)
@@ -546,27 +524,27 @@ class UnitState:
         }
 
 
-def unit_states(plan, workdir: Path, seeds: list[int] | None = None) -> list[UnitState]:
+def unit_states(plan: Plan, seeds: list[int] | None = None) -> list[UnitState]:
     """Every submitted unit of the plan's rows (and of `seeds`, else of any seed): its job's state (sacct),
     logs and record."""
     import submitit
 
-    from repro.results import read_seed_results, seed_path
-
     spec, scale = plan.spec, plan.scale
-    root = jobs_root(Path(workdir).absolute(), spec.id, scale, None if plan.variant.empty else plan.variant.name)
-    rows = {step.row.name for step in plan.steps}
+    root = jobs_root(plan.workdir, spec.id, scale, None if plan.variant.empty else plan.variant.name)
+    planned = {(unit.row.name, unit.seed): unit for unit in plan.units}
+    rows = {step.row.name: step for step in plan.steps}
     units = [u for u in _read_units(root) if u["row"] in rows and (seeds is None or u["seed"] in seeds)]
     jobs = [submitit.SlurmJob(folder=str(root / "%j"), job_id=u["job_id"]) for u in units]
     if jobs:
         submitit.SlurmJob.watcher.clear()  # states as they are now, none remembered
         _sacct(submitit.SlurmJob.watcher)  # one sacct call for every job
-    stored = {step.row.name: read_seed_results(spec, step.row, scale, plan.results_root) for step in plan.steps}
     out = []
     for unit, job in zip(units, jobs):
         slurm = (submitit.SlurmJob.watcher.get_state(job.job_id, mode="cache") or "UNKNOWN").split()[0].upper()
-        seed = stored.get(unit["row"], {}).get(unit["seed"])
-        fresh = seed is not None and seed.finished >= unit["submitted"]
+        # the unit as planned (a seed the plan does not run: its row's record path); its record as it is now
+        known = planned.get((unit["row"], unit["seed"])) or rows[unit["row"]].units[0].with_seed(unit["seed"])
+        finished = known.finished_now()
+        fresh = finished is not None and finished >= unit["submitted"]
         outcome, error = _outcome(job)
         if slurm in RUNNING:
             state = "running"
@@ -587,7 +565,7 @@ def unit_states(plan, workdir: Path, seeds: list[int] | None = None) -> list[Uni
                 slurm,
                 unit["stdout"],
                 unit["stderr"],
-                str(seed_path(spec, unit["row"], scale, unit["seed"], plan.results_root)) if state == "done" else None,
+                str(known.record) if state == "done" else None,
                 error,
                 unit.get("together"),
             )
@@ -612,8 +590,7 @@ def _outcome(job) -> tuple[str | None, str | None]:
 
 
 def wait(
-    plan,
-    workdir: Path,
+    plan: Plan,
     seeds: list[int] | None = None,
     on_change: Callable[[UnitState], None] | None = None,
 ) -> list[UnitState]:
@@ -622,7 +599,7 @@ def wait(
     seen: dict[tuple[str, int], str] = {}
     started = time.time()
     while True:
-        states = unit_states(plan, workdir, seeds)
+        states = unit_states(plan, seeds)
         for unit in states:
             if seen.get((unit.row, unit.seed)) != unit.state and on_change is not None:
                 on_change(unit)

@@ -2,9 +2,10 @@
 `torchrun --nproc-per-node G -m repro.launch.unit ORDER OUTCOME` when the unit trains on G GPUs; or a row's
 seeds trained together (`ensemble: true`, one process).
 
-ORDER is a pickled {"contexts": [RunContext, ...], "record": {...} or None}: one context, or one per seed
-of an ensemble; with "record" (the keyword arguments of `repro.launch.units.store_unit` after the outcome), rank 0
-writes each seed's record into the results store. Rank 0 writes OUTCOME, a pickled (status, payload):
+ORDER is a pickled {"units": [repro.run.Unit, ...], "contexts": [RunContext, ...], "record": {...} or None}: one
+unit and its context, or one per seed of an ensemble; with "record" (`rebaseline` and the `lock` file of
+`repro.launch.units.store_unit`), rank 0 writes each seed's record into the results store. Rank 0 writes OUTCOME, a
+pickled (status, payload):
   ("done", [{"seed": N, "metrics": ..., "record": path or None}, ...])
   ("interrupted", message)   SIGTERM/SIGINT stopped training; the trainer saved last.pt, `resume` continues
   ("failed", message)        bad input or data (a ReproError); anything else leaves its traceback in the log
@@ -39,16 +40,16 @@ def main(argv: list[str]) -> int:
         return 2
     inbox, outbox = map(Path, argv)
     order = pickle.loads(inbox.read_bytes())
-    ctxs, record = order["contexts"], order.get("record")
+    units, ctxs, record = order["units"], order["contexts"], order.get("record")
     name = label(ctxs[0].row.name, [c.seed for c in ctxs])
     main_rank = int(os.environ.get("RANK", "0")) == 0
     try:
         done = []
-        for ctx, outcome in zip(ctxs, run_units(ctxs)):
+        for unit, ctx, outcome in zip(units, ctxs, run_units(ctxs)):
             path = None
             if record is not None and main_rank:
                 Path(record["lock"]).parent.mkdir(parents=True, exist_ok=True)
-                path = store_unit(ctx.spec, ctx.row, ctx.scale, ctx.seed, outcome, **record)
+                path, _ = store_unit(unit, outcome, **record)
             done.append(
                 {"seed": ctx.seed, "metrics": outcome[0].metrics, "record": None if path is None else str(path)}
             )

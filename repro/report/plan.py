@@ -155,7 +155,6 @@ def plan_memory(plan: Plan) -> tuple[dict[str, str], list[str]]:
     """Each paper-scale training row's estimated peak memory per GPU (`repro.memory`), as text (`?` where it
     cannot be estimated), one measurement per distinct model, recipe and GPU count; and the notes that say
     what the estimate is and which rows have none, and why."""
-    from repro import families
     from repro.memory import ALLOWANCE_GIB, row_estimate
 
     cells: dict[str, str] = {}
@@ -163,17 +162,15 @@ def plan_memory(plan: Plan) -> tuple[dict[str, str], list[str]]:
     measured: dict[tuple, str] = {}
     gpu_counts: set[int] = set()
     trained = [s for s in plan.steps if s.kind == "train" and s.ready and not s.unsupported]
-    recipe = None
-    if plan.spec.recipe and trained:
-        recipe = families.load_recipe(plan.spec.recipe).replace(**plan.settings.get("recipe", {}))
+    recipe = plan.recipe if trained else None
     for step in trained:
-        hooks = families.for_row(step.row)
+        hooks = step.hooks
         if recipe is None:
             why = "the spec names no recipe of its own (its stages train with theirs)"
         elif hooks.example_batch is None:
             why = f"family {step.row.family} has no example batch"
         else:
-            gpus = hooks.unit_resources(step.row.config, "paper").gpus
+            gpus = step.units[0].resources.gpus
             gpu_counts.add(gpus)
             key = (step.row.config.model_dump_json(), gpus)
             if key not in measured:
@@ -261,14 +258,11 @@ def cost_lines(plan: Plan) -> list[str]:
 def precision_line(plan: Plan) -> str | None:
     """The precision the plan's training runs in: the recipe's `precision:` (what the paper's official code trains
     with), or the scale's or an override's with the recipe's beside it (`auto`, a recipe's own: fp32)."""
-    from repro.families import load_recipe
-
-    if not plan.spec.recipe or not any(s.kind == "train" for s in plan.steps):
+    recipe = plan.written_recipe
+    if recipe is None or not any(s.kind == "train" for s in plan.steps):
         return None
-    recipe = load_recipe(plan.spec.recipe)
     own = "fp32" if recipe.precision == "auto" else recipe.precision
-    chosen = recipe.replace(**plan.settings.get("recipe", {})).precision
-    precision = "fp32" if chosen == "auto" else chosen
+    precision = "fp32" if plan.recipe.precision == "auto" else plan.recipe.precision
     if precision == own:
         return (
             f"precision: {own} (recipe {recipe.name}: what the official code trains with; "

@@ -194,7 +194,7 @@ def test_the_plan_marks_a_heads_row_ready_once_its_files_and_first_images_are_in
         plan = make_plan(specs.resolve("ace-rpe-table2-pe"), "paper", ["ACE-RPE + Lace"])
         (step,) = [s for s in plan.steps if s.kind == "train"]
         assert step.unsupported is None
-        return step.missing
+        return list(step.missing)
 
     before = missing()
     assert {"repro download vqa2", "repro download vg-images", "repro download nlvr2"} <= set(before)

@@ -76,8 +76,7 @@ def test_rel_subset(generated):
 
 def test_smoke_row_runs(tmp_path, monkeypatch):
     from repro import families
-    from repro.families.base import RunContext
-    from repro.launch.units import with_data
+    from repro.families.base import RunContext, with_data
     from repro.specs import resolve
 
     monkeypatch.setenv("REPRO_DATA_DIR", str(tmp_path / "data"))

@@ -20,7 +20,7 @@ from repro.families import sa_m4c  # noqa: F401
 from repro.families.sa_m4c.keymap import build_official, convert, sizes_from_state
 from repro.families.sa_m4c.model import layer_stack
 from repro.families.sa_m4c.splits import read_splits
-from repro.launch.units import prepare_data, unit_context
+from repro.launch.units import prepare_data
 from repro.paths import REPO_DIR
 from repro.run import make_plan
 from repro.weights import with_weights_rows
@@ -70,10 +70,10 @@ def _fixture_checkpoint(sandbox, row: str, layout: str) -> Path:
     the official layout (mmf: {"model": ...}; sam-textvqa: {"model_state_dict": ..., "epoch_id": ...})."""
     spec = specs.resolve(SPEC)
     spec = with_weights_rows(spec, [row], "released")
-    plan = make_plan(spec, "smoke", [row], None, None)
+    plan = make_plan(spec, "smoke", [row], [0], None, workdir=sandbox / "fixture-runs")
     step = plan.steps[0]
     data = prepare_data(plan)[step.row.name]
-    ctx = unit_context(plan, sandbox / "fixture-runs", step, 0, resume=False, progress=False, data=data)
+    ctx = step.units[0].context(progress=False, data=data)
     splits = read_splits(ctx)
     kinds = layer_stack(step.row.config)
     torch.manual_seed(11)
