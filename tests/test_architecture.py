@@ -199,7 +199,7 @@ def test_no_module_of_repro_imports_itself_in_a_circle():
 LAYERS = (
     ("repro", "repro.errors", "repro.log", "repro.utils", "repro.paths", "repro.terminal", "repro.load"),
     ("repro.train", "repro.nn", "repro.metrics", "repro.data", "repro.memory", "repro.monitor", "repro.submit"),
-    ("repro.datasets", "repro.families"),
+    ("repro.datasets", "repro.families", "repro.design"),
     ("repro.specs",),
     ("repro.families.base", "repro.results", "repro.variants", "repro.completion"),
     ("repro.complexity", "repro.fingerprint", "repro.timing"),
