@@ -567,6 +567,24 @@ def clear_cache() -> None:
     """Forget the specs read so far: the next `load_all`/`resolve` reads the files again (after a spec file
     or the experiments folder changed within one process, as in tests)."""
     _load_all.cache_clear()
+    _one_spec.cache_clear()
+
+
+@cache
+def _one_spec(path: Path) -> Spec:
+    return parse_spec(path)
+
+
+def _by_its_file(ident: str, root: Path) -> Spec | None:
+    """The spec of a plain id whose file is the only `<paper>/<ident>.yaml`, read alone (every spec's file is named
+    by its id, so no other can claim it); None where the whole collection decides (an alias, another case, a path,
+    an id two folders hold). A command on one spec parses one file."""
+    if not SPEC_ID.fullmatch(ident) or ".." in ident:
+        return None
+    if _load_all.cache_info().currsize:  # the collection is read already
+        return None
+    files = list(root.glob(f"*/{ident}.yaml"))  # an id has no glob character
+    return _one_spec(files[0]) if len(files) == 1 else None
 
 
 def load_all(root: Path | None = None) -> tuple[Spec, ...]:
@@ -614,6 +632,9 @@ def _table_order(spec: Spec) -> tuple[int, str]:
 
 def resolve(ident: str, root: Path | None = None) -> Spec:
     """Find a spec by id (`table5-ablation`), `paper/id`, or case-insensitively; else list close ids."""
+    alone = _by_its_file(ident, _root(root))
+    if alone is not None:
+        return alone
     specs = load_all(root)
     by_id = {s.id: s for s in specs}
     by_id.update({f"{s.paper}/{s.id}": s for s in specs})

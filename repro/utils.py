@@ -8,6 +8,7 @@ target, so a file is either complete or absent; an error or interrupt leaves the
 from __future__ import annotations
 
 import difflib
+import functools
 import gc
 import hashlib
 import json
@@ -259,31 +260,110 @@ def _compose_without_aliases(text: str, path: Path) -> yaml.Node | None:
 
 
 def read_yaml(path: Path, what: str = "file") -> tuple[Any, Located]:
-    """Parse a YAML file into plain Python with the line of every key and item; ReproError with file:line."""
+    """Parse a YAML file into plain Python with the line of every key and item; ReproError with file:line.
+
+    What a file parses to is kept on disk by its content's hash (`parsed_cache_dir`, as JSON: reading it back runs
+    nothing), so a spec, a recipe or the catalog is parsed once, not by every command; the hash covers the file's
+    bytes and this reader's own code, so an edited file or reader parses afresh."""
     located = Located(path)
     try:
         if path.stat().st_size > MAX_YAML_BYTES:
             raise ReproError(f"{path}: {path.stat().st_size} bytes is too large for a {what}")
-        text = path.read_text(encoding="utf-8")
+        raw = path.read_bytes()
+        text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise ReproError(f"{path}: not UTF-8 text (byte {exc.start})") from None
     except OSError as exc:
         raise ReproError(f"{path}: cannot read: {exc.strerror}") from None
-    try:
-        node = _compose_without_aliases(text, path)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = mark.line + 1 if mark else 1
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise ReproError(f"{path}:{line}: invalid YAML: {problem}") from None
-    except RecursionError:
-        raise ReproError(f"{path}: YAML nested too deeply") from None
-    if node is None:
-        raise ReproError(f"{path}:1: empty {what}")
-    try:
-        return located.to_python(node), located
-    except RecursionError:
-        raise ReproError(f"{path}: YAML nested too deeply") from None
+    located.lines = {}
+
+    def parse() -> tuple[Any, dict[tuple, int]]:
+        try:
+            node = _compose_without_aliases(text, path)
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            line = mark.line + 1 if mark else 1
+            problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+            raise ReproError(f"{path}:{line}: invalid YAML: {problem}") from None
+        except RecursionError:
+            raise ReproError(f"{path}: YAML nested too deeply") from None
+        if node is None:
+            raise ReproError(f"{path}:1: empty {what}")
+        try:
+            return located.to_python(node), located.lines
+        except RecursionError:
+            raise ReproError(f"{path}: YAML nested too deeply") from None
+
+    data, located.lines = parsed_once(raw, parse, Path(__file__))
+    return data, located
+
+
+# --- what a YAML file parses to, kept by content hash ------------------------------------------------
+
+_PAIRS = "\x00pairs"  # a mapping whose keys are not all text (or that holds this key): its (key, value) pairs
+
+
+def parsed_cache_dir() -> Path | None:
+    """Where parsed YAML is kept: `$REPRO_CACHE/parsed`, else `$XDG_CACHE_HOME/repro/parsed` (`~/.cache/...`);
+    None (nothing kept) when REPRO_CACHE is `off`."""
+    root = os.environ.get("REPRO_CACHE", "")
+    if root == "off":
+        return None
+    base = Path(root) if root else Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "repro"
+    return base / "parsed"
+
+
+def parsed_once(raw: bytes, parse, reader: Path) -> tuple[Any, dict[tuple, int]]:
+    """`parse()` of a YAML file whose bytes are `raw`: (plain data, the line of each key path), kept on disk by the
+    hash of `raw`, of `reader` (the source file of the code that parses) and of the YAML library's version, as JSON
+    (reading it back runs nothing); a file, a reader or a library that changes parses afresh. What JSON cannot
+    hold exactly (a date) is parsed every time."""
+    key = hashlib.sha256(_source_digest(reader) + raw).hexdigest()
+    folder = parsed_cache_dir()
+    if folder is not None:
+        try:
+            kept = json.loads((folder / f"{key}.json").read_text(encoding="utf-8"))
+            return _decode(kept["data"]), {tuple(where): int(line) for where, line in kept["lines"]}
+        except (OSError, ValueError, KeyError, TypeError):  # none kept, or unreadable: parsed afresh and kept again
+            pass
+    data, lines = parse()
+    if folder is not None:
+        try:
+            kept = {"data": _encode(data), "lines": [[_encode(list(where)), line] for where, line in lines.items()]}
+            folder.mkdir(parents=True, exist_ok=True)
+            with atomic_open(folder / f"{key}.json") as handle:
+                json.dump(kept, handle)  # keys in their order, as the file has them
+        except (OSError, TypeError, ValueError):  # a read-only cache folder, a value JSON cannot hold: not kept
+            pass
+    return data, lines
+
+
+@functools.cache
+def _source_digest(reader: Path) -> bytes:
+    """What decides how a file parses, besides its bytes: the reader's source, this module's, the library's version."""
+    return hashlib.sha256(reader.read_bytes() + Path(__file__).read_bytes() + yaml.__version__.encode()).digest()
+
+
+def _encode(value: Any) -> Any:
+    if isinstance(value, dict):
+        if all(isinstance(k, str) for k in value) and _PAIRS not in value:
+            return {k: _encode(v) for k, v in value.items()}
+        return {_PAIRS: [[k, _encode(v)] for k, v in value.items()]}
+    if isinstance(value, list):
+        return [_encode(v) for v in value]
+    if value is None or isinstance(value, (str, bool, int, float)):
+        return value
+    raise TypeError(type(value).__name__)  # a date, bytes: not kept
+
+
+def _decode(value: Any) -> Any:
+    if isinstance(value, dict):
+        if len(value) == 1 and _PAIRS in value:
+            return {k: _decode(v) for k, v in value[_PAIRS]}
+        return {k: _decode(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_decode(v) for v in value]
+    return value
 
 
 def did_you_mean(key: Any, known: Iterable[str]) -> str:

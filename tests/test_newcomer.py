@@ -246,7 +246,7 @@ def test_no_sign_mark_on_one_seed_cells_but_on_several(toy_family, runner):
 
     def cells():  # the table's row lines (the caption explains the marks whatever the cells hold)
         out = runner.invoke(app, ["table", "toy-table1", "--scale", "smoke", "-f", "text"], env={"COLUMNS": "200"})
-        assert out.exit_code == 0 and "Δ smoke" in out.output, out.output
+        assert out.exit_code == 0 and "Δ = row − " in out.output, out.output
         return "\n".join(line for line in out.output.splitlines() if line.startswith(names))
 
     assert runner.invoke(app, ["run", "toy-table1", "--scale", "smoke", "--seeds", "0"]).exit_code == 0

@@ -52,7 +52,7 @@ def _expected_synthetic(view) -> dict[str, list[str]]:
 def test_table5_at_80_columns_shows_every_number_in_full(fmt_args):
     view = build_view(resolve("table5-ablation"), "synthetic")
     assert all(r.result is not None for r in view.rows), "the checkout's synthetic records are missing"
-    output = _table("table5-ablation", "--scale", "synthetic", *fmt_args)
+    output = _table("table5-ablation", "--scale", "synthetic", "-v", *fmt_args)  # -v: the paper's Δ too
     assert "…" not in output
     assert max(len(line) for line in output.splitlines()) <= 80
     if fmt_args != ["--format", "rich"]:  # CliRunner's stdout is not a terminal: plain text by default
@@ -65,7 +65,7 @@ def test_table5_at_80_columns_shows_every_number_in_full(fmt_args):
 
 
 def test_effects_against_the_baseline_replace_delta_to_the_paper():
-    output = _table("table5-ablation", "--scale", "synthetic", "--columns", "All")
+    output = _table("table5-ablation", "--scale", "synthetic", "--columns", "All", "-v")
     header = next(line for line in output.splitlines() if line.startswith("Row"))
     assert re.split(r" {2,}", header.strip()) == ["Row", "reported", "synthetic", "Δ paper", "Δ synthetic"]
     assert "Δ = row − MCAN (the first runnable row)" in output
@@ -120,3 +120,24 @@ def test_narrow_terminal_never_cuts_a_row_name_or_number():
     for row in view.rows:
         assert row.label in output
     assert fmt(view.rows[0].cells["All"].reproduced) in output
+
+
+def test_the_default_table_fits_80_columns_and_60_lines_and_v_shows_everything(runner):
+    """`repro table mcan-pa-table5-ablation --scale synthetic` at 80 columns: two columns side by side, one line per
+    claim, at most 60 lines none wider than 80; `-v` is the whole view (the paper's Δ, the claims' statistics and
+    how they are judged), as a text file written with -o is."""
+    from repro.cli import app
+    from repro.report import build_view
+    from repro.report.layout import claims_caption, render_plain
+    from repro.specs import resolve
+
+    words = ["table", "mcan-pa-table5-ablation", "--scale", "synthetic"]
+    short = runner.invoke(app, words, env={"COLUMNS": "80"})
+    assert short.exit_code == 0, short.output
+    lines = short.output.splitlines()
+    assert len(lines) <= 60 and max(len(line) for line in lines) <= 80, (len(lines), short.output)
+    assert "Δ paper" not in short.output and claims_caption()[:40] not in " ".join(lines)
+    full = runner.invoke(app, [*words, "-v"], env={"COLUMNS": "80"})
+    view = build_view(resolve("mcan-pa-table5-ablation"), "synthetic")
+    assert full.exit_code == 0 and full.output == render_plain(view, 80)
+    assert "Δ paper" in full.output and len(full.output.splitlines()) > len(lines)

@@ -27,7 +27,6 @@ from repro.cli.common import (
     variant_view,
 )
 from repro.errors import ReproError
-from repro.report.view import _decimals
 
 
 @command("list")
@@ -44,7 +43,7 @@ def list_command(
 
     Example: [bold]repro list --paper psac --format json[/]
     """
-    from repro.families import for_row, papers
+    from repro.families import implemented, papers
     from repro.results import read_results
     from repro.specs import aliases, broken_specs, load_all
 
@@ -54,7 +53,7 @@ def list_command(
     entries = []
     for spec in specs:
         results = read_results(spec)
-        implemented = sum(1 for r in spec.runnable_rows if r.config is None or for_row(r) is not None)
+        runs = sum(1 for r in spec.runnable_rows if implemented(r))
         entries.append(
             {
                 "id": spec.id,
@@ -64,10 +63,10 @@ def list_command(
                 "title": spec.title,
                 "rows": len(spec.rows),
                 "runnable": len(spec.runnable_rows),
-                "implemented": implemented,
+                "implemented": runs,
                 "with_results": len({name for (name, _) in results}),
                 "scales": sorted({scale for (_, scale) in results}),
-                "runnable_scales": runnable_scales(spec) if implemented else [],
+                "runnable_scales": runnable_scales(spec) if runs else [],
             }
         )
     broken = broken_specs()
@@ -128,6 +127,7 @@ def show_command(
     Example: [bold]repro show mcan-pa-table5-ablation --format json[/]
     """
     from repro.report.layout import Col
+    from repro.report.view import _decimals
     from repro.specs import resolve
 
     spec = resolve(ident)
@@ -326,10 +326,18 @@ def table_command(
         None, "--output", "-o", help="Write to this file (.md .csv .tex .html .json .txt), replaced atomically."
     ),
     limit: int | None = typer.Option(None, "--limit", min=1, help="Show the partial run made with this --limit."),
+    verbose: bool = typer.Option(
+        False,
+        "--verbose",
+        "-v",
+        help="The full view: the paper's Δ beside this scale's, each claim's verdict in full with its statistics, "
+        "how the claims are judged (files written with -o are always full).",
+    ),
 ) -> None:
     """Reported beside reproduced, per column; at other scales, each row's effect against the baseline.
 
-    Tables wider than the terminal are split into blocks of columns; numbers and row names are never cut.
+    Tables wider than the terminal are split into blocks of columns; numbers and row names are never cut. The
+    default view is short (one line per claim); -v shows everything.
 
     Example: [bold]repro table mcan-pa-table5-ablation --scale synthetic --columns Num,All[/]
     """
@@ -357,12 +365,12 @@ def table_command(
             handle.write(text)
         err_console.print(f"wrote {escape(str(output))} ({fmt_name})", highlight=False)
     elif fmt_name == "rich":
-        console.print(render_rich(view))
-        claims = render_claims_rich(view)
+        console.print(render_rich(view, verbose))
+        claims = render_claims_rich(view, verbose)
         if claims is not None:
             console.print(claims)
     else:
-        sys.stdout.write(render_text(view, fmt_name, width=shutil.get_terminal_size((80, 24)).columns))
+        sys.stdout.write(render_text(view, fmt_name, width=shutil.get_terminal_size((80, 24)).columns, verbose=verbose))
 
 
 @command("plot")

@@ -24,6 +24,7 @@ import yaml
 
 from repro.errors import ReproError
 from repro.paths import PACKAGE_DIR
+from repro.utils import parsed_once
 
 BUILTIN_CATALOG = PACKAGE_DIR / "catalog" / "datasets.yaml"
 _HEX = re.compile(r"^[0-9a-f]{8,64}$")
@@ -231,6 +232,10 @@ def _load_yaml(path: Path) -> tuple[Any, dict[tuple, int]]:
             f"catalog {path}:{line}: not valid UTF-8 (byte {raw[exc.start]:#04x} "
             f"at offset {exc.start}); save the file as UTF-8"
         ) from None
+    return parsed_once(raw, lambda: _parse_yaml(path, text), Path(__file__))
+
+
+def _parse_yaml(path: Path, text: str) -> tuple[Any, dict[tuple, int]]:
     loader = None
     try:
         loader = _CatalogLoader(text)

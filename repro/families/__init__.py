@@ -126,6 +126,16 @@ def implementation(family: Family) -> Any:
         raise
 
 
+def implemented(row: Any) -> bool:
+    """Whether a spec's row runs: a compute row without a model, or a row whose family has its `family.py`
+    (found, not imported: `repro list` imports no model code). It answers as `for_row(row) is not None` does,
+    every implemented family's hooks running each arch the table gives it (a test holds the two equal)."""
+    if row.config is None:
+        return True
+    family = by_arch(row.config.arch)
+    return importlib.util.find_spec(f"{family.package}.family") is not None
+
+
 def for_row(row: Any) -> Any:
     """The hooks of the family that runs a spec's row (None while its family or arch is not implemented)."""
     if row.config is None:

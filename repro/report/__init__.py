@@ -6,20 +6,51 @@ scales: it shows the results of one scale, and says which.
 
 from __future__ import annotations
 
-from repro.report.check import Check, check_spec
-from repro.report.claims import ALPHA, CONFIDENCE, ClaimView, judge_claim, welch
-from repro.report.export import (
-    frame,
-    long_frame,
-    render_csv,
-    render_html,
-    render_json,
-    render_latex,
-    render_markdown,
-    view_to_json,
-)
-from repro.report.layout import render_claims_rich, render_plain, render_rich
-from repro.report.view import Cell, RowView, TableView, build_view, fmt, fmt_reported, fmt_reproduced
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from repro.report.view import TableView
+
+# name -> the module of repro.report that defines it, imported on first use (PEP 562): `repro table` loads the
+# view and the layout, never pandas (export) unless a format needs it
+_DEFINED_IN = {
+    "Check": "check",
+    "check_spec": "check",
+    "ALPHA": "claims",
+    "CONFIDENCE": "claims",
+    "ClaimView": "claims",
+    "judge_claim": "claims",
+    "welch": "claims",
+    "frame": "export",
+    "long_frame": "export",
+    "render_csv": "export",
+    "render_html": "export",
+    "render_json": "export",
+    "render_latex": "export",
+    "render_markdown": "export",
+    "view_to_json": "export",
+    "render_claims_rich": "layout",
+    "render_plain": "layout",
+    "render_rich": "layout",
+    "Cell": "view",
+    "RowView": "view",
+    "TableView": "view",
+    "build_view": "view",
+    "fmt": "view",
+    "fmt_reported": "view",
+    "fmt_reproduced": "view",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _DEFINED_IN.get(name)
+    if module is None:
+        raise AttributeError(f"module 'repro.report' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"repro.report.{module}"), name)
+    globals()[name] = value
+    return value
+
 
 FORMATS = ("rich", "text", "md", "csv", "latex", "html", "json")
 SUFFIXES = {
@@ -33,21 +64,26 @@ SUFFIXES = {
 }  # what `repro table -o FILE` writes, by the file's suffix
 
 
-def render_text(view: TableView, fmt_name: str, width: int = 80) -> str:
-    """Any format but rich as a string; `width` is the line length plain text is laid out for."""
+def render_text(view: TableView, fmt_name: str, width: int = 80, verbose: bool = True) -> str:
+    """Any format but rich as a string; `width` is the line length plain text is laid out for (not `verbose`: the
+    short view of plain text; the other formats are always whole)."""
     if fmt_name == "text":
-        return render_plain(view, width)
+        from repro.report.layout import render_plain
+
+        return render_plain(view, width, verbose)
+    from repro.report import export
+
     renderers = {
-        "md": render_markdown,
-        "csv": render_csv,
-        "latex": render_latex,
-        "html": render_html,
-        "json": render_json,
+        "md": export.render_markdown,
+        "csv": export.render_csv,
+        "latex": export.render_latex,
+        "html": export.render_html,
+        "json": export.render_json,
     }
     return renderers[fmt_name](view)
 
 
-__all__ = [
+__all__ = [  # noqa: F822 - each defined on first use (`__getattr__`)
     "ALPHA",
     "CONFIDENCE",
     "FORMATS",

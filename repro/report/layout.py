@@ -54,9 +54,11 @@ class Grid:
     row_styles: list[str | None] = field(default_factory=list)
 
 
-def table_grid(view: TableView, cited: str = "cited") -> Grid:
+def table_grid(view: TableView, cited: str = "cited", verbose: bool = True) -> Grid:
     """The cells of a view as text: reported, reproduced and Δ per column at paper scale; at another
-    scale reported, reproduced and the effect against the baseline row in the paper and at this scale."""
+    scale reported, reproduced and the effect against the baseline row in the paper and at this scale (not
+    `verbose`: the effect at this scale alone, its mark saying whether the paper's has the same sign, and short
+    headers, so two columns sit side by side in 80 characters)."""
     label = Col("Row", [r.label for r in view.rows], justify="left")
     groups = []
     paper_scale = view.scale == "paper"
@@ -95,6 +97,8 @@ def table_grid(view: TableView, cited: str = "cited") -> Grid:
                 Col("Δ paper", in_paper, paper_styles),
                 Col(f"Δ {view.scale}", at_scale, scale_styles),
             ]
+            if not verbose:
+                group = [replace(reported, header="paper"), ours, Col("Δ", at_scale, scale_styles)]
         for c in group:
             c.group = column_label(view, col)
         group[0].lead = True
@@ -253,20 +257,44 @@ def _wrap(text: str, width: int, indent: str = "") -> list[str]:
     ) or [""]
 
 
-def render_plain(view: TableView, width: int = 80) -> str:
-    """The table as plain text for pipes and files: no colour, no box characters beyond rules."""
-    grid = table_grid(view)
+def render_plain(view: TableView, width: int = 80, verbose: bool = True) -> str:
+    """The table as plain text for pipes and files: no colour, no box characters beyond rules. Not `verbose`: the
+    short view of `repro table` (`compact_footnotes`, one line per claim, `-v` for the statistics)."""
+    grid = table_grid(view, verbose=verbose)
     lines = _wrap(caption(view), width)
     for block in blocks(grid, width, _plain_width):
         lines += [""] + plain_block(grid, block)
-    notes = footnotes(view)
+    notes = footnotes(view) if verbose else compact_footnotes(view)
     if notes:
         lines.append("")
         for note in notes:
             lines += _wrap(note, width, "  ")
     if view.claims:
-        lines += [""] + plain_claims(view, width)
+        lines += [""] + (plain_claims(view, width) if verbose else short_claims(view, width))
     return "\n".join(lines) + "\n"
+
+
+def compact_footnotes(view: TableView) -> list[str]:
+    """The footnotes of the short view: the scale's warning and what Δ and its mark mean, said for its headers."""
+    notes = footnotes(view)
+    if view.scale == "paper" or view.baseline is None:
+        return notes
+    base = view.baseline.name
+    return [n for n in notes if not n.startswith("Δ = ")] + [
+        f"paper = the paper's value; Δ = row − {base} at scale {view.scale}; ✓ = the paper's Δ has the same sign, "
+        "✗ = the opposite (`-v`: the paper's Δ too)"
+    ]
+
+
+def short_claims(view: TableView, width: int) -> list[str]:
+    """One line per claim (wrapped where it must be): its text, its verdict's kind and its margin; `-v` gives the
+    verdicts in full, the statistics and how the claims are judged."""
+    lines = [f"the paper's claims, at scale {view.scale}"]
+    for claim in view.claims:
+        margin = "" if claim.margin is None else f" · margin {claim_cells(claim)['margin']}"
+        lines += _wrap(f"• {' '.join(claim.text.split())}: {claim.kind}{margin}", width, "    ")
+    more = "(`repro table ID -v`: each verdict in full, its statistics, how the claims are judged)"
+    return lines + _wrap(more, width)
 
 
 def claims_grid(view: TableView) -> Grid:
@@ -370,13 +398,13 @@ def _group_lines(col: Col) -> list[str]:
 class RichView:
     """A table view as rich renderables, split into blocks of columns to fit the console's width."""
 
-    def __init__(self, view: TableView):
-        self.view = view
+    def __init__(self, view: TableView, verbose: bool = True):
+        self.view, self.verbose = view, verbose
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
-        grid = table_grid(self.view)
+        grid = table_grid(self.view, verbose=self.verbose)
         parts = blocks(grid, options.max_width, _rich_width)
-        notes = "\n".join(footnotes(self.view)) or None
+        notes = "\n".join(footnotes(self.view) if self.verbose else compact_footnotes(self.view)) or None
         for i, block in enumerate(parts):
             yield _rich_table(
                 grid,
@@ -388,14 +416,19 @@ class RichView:
 
 
 class RichClaims:
-    """The claims as a table when it fits the console, else one claim per paragraph."""
+    """The claims as a table when it fits the console, else one claim per paragraph (not `verbose`: one line each)."""
 
-    def __init__(self, view: TableView):
-        self.view = view
+    def __init__(self, view: TableView, verbose: bool = True):
+        self.view, self.verbose = view, verbose
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         view, grid = self.view, claims_grid(self.view)
         title = f"the paper's claims, at scale {view.scale}"
+        if not self.verbose:
+            lines = short_claims(view, options.max_width)
+            yield Text(lines[0], style="italic")
+            yield Text("\n".join(lines[1:]))
+            return
         if _rich_width([grid.label] + grid.groups[0]) <= options.max_width:
             table = Table(title=title, title_justify="left", caption=claims_caption(), caption_justify="left")
             for key in claim_keys(view.claims):
@@ -427,12 +460,12 @@ def verdict_style(verdict: str) -> str:
     return {"holds": "green", "reversed": "bold red", "equivalent": "cyan", "underpowered": "yellow"}.get(kind, "dim")
 
 
-def render_rich(view: TableView) -> RichView:
-    return RichView(view)
+def render_rich(view: TableView, verbose: bool = True) -> RichView:
+    return RichView(view, verbose)
 
 
-def render_claims_rich(view: TableView) -> RichClaims | None:
-    return RichClaims(view) if view.claims else None
+def render_claims_rich(view: TableView, verbose: bool = True) -> RichClaims | None:
+    return RichClaims(view, verbose) if view.claims else None
 
 
 # --- listings: one line per entry, an id never cut ------------------------------------------------

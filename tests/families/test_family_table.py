@@ -149,3 +149,15 @@ def test_a_new_family_gets_seeds_trained_together_from_the_shared_part(toy_famil
     table = json.loads(runner.invoke(app, ["table", "toy-table1", "--scale", "smoke", "--format", "json"]).output)
     sighted = next(row for row in table["rows"] if row["name"] == "Sighted")
     assert sighted["reproduced"]["Acc"] > 90.0 and sighted["n"] == 2
+
+
+def test_implemented_answers_as_the_hooks_do_without_importing_them():
+    """`repro list` counts the rows that run with `families.implemented` (a family.py is found, not imported): for
+    every row of every spec it answers as `for_row(row) is not None`, the hooks being asked."""
+    from repro import families
+    from repro.specs import load_all
+
+    rows = [row for spec in load_all() for row in spec.runnable_rows]
+    assert rows and all(
+        families.implemented(row) == (row.config is None or families.for_row(row) is not None) for row in rows
+    )
