@@ -50,14 +50,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 @pytest.fixture(autouse=True, scope="session")
 def _scratch_folder(tmp_path_factory: pytest.TempPathFactory):
     """Smoke and variant records of a test that leaves REPRO_RESULTS unset go to a folder of this session, never
-    to (nor read from) the user's ~/.cache/repro/results (repro.paths.scratch_dir)."""
-    before = os.environ.get("REPRO_SCRATCH")
+    to (nor read from) the user's ~/.cache/repro/results (repro.paths.scratch_dir); parsed YAML is kept in another."""
+    before = {name: os.environ.get(name) for name in ("REPRO_SCRATCH", "REPRO_CACHE")}
     os.environ["REPRO_SCRATCH"] = str(tmp_path_factory.mktemp("scratch"))
+    os.environ["REPRO_CACHE"] = str(tmp_path_factory.mktemp("cache"))  # parsed YAML (repro.utils.parsed_once)
     yield
-    if before is None:
-        os.environ.pop("REPRO_SCRATCH", None)
-    else:
-        os.environ["REPRO_SCRATCH"] = before
+    for name, value in before.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
 
 
 @pytest.fixture
