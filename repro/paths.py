@@ -46,6 +46,7 @@ def experiments_dir() -> Path:
     return REPO_DIR / "experiments" if in_checkout() else PACKAGE_DIR / "experiments"
 
 
+WEIGHTS_FOLDER = "weights"  # results/weights/<source>/<paper>/<id>/: numbers of released or given weights
 SCRATCH_SCALES = frozenset({"smoke"})  # scales whose records are scratch: they prove a pipeline, no number
 
 

@@ -375,9 +375,6 @@ RELEASED: tuple[Released, ...] = (
 )
 
 
-WEIGHTS_FOLDER = "weights"  # results/weights/<source>/<paper>/<id>/: numbers of released or given weights
-
-
 def released_named(name: str) -> Released:
     """The released checkpoint called `name` (`repro weights ls`), or one line naming those there are."""
     for released in RELEASED:
@@ -540,7 +537,7 @@ class WeightsSource:
 
     def results_root(self, scale: str | None = None) -> Path:
         """`<results>/weights/<source>/`, in the folder of `scale`'s records (smoke: the scratch folder)."""
-        from repro.paths import results_dir
+        from repro.paths import WEIGHTS_FOLDER, results_dir
 
         return results_dir(scale) / WEIGHTS_FOLDER / self.folder()
 

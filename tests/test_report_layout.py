@@ -141,3 +141,22 @@ def test_the_default_table_fits_80_columns_and_60_lines_and_v_shows_everything(r
     view = build_view(resolve("mcan-pa-table5-ablation"), "synthetic")
     assert full.exit_code == 0 and full.output == render_plain(view, 80)
     assert "Δ paper" in full.output and len(full.output.splitlines()) > len(lines)
+
+
+def test_a_table_judges_its_claims_once_whatever_it_prints(runner, monkeypatch):
+    """The statistics are computed once per table: building the view judges them, every renderer reads the view."""
+    from repro.cli import app
+    from repro.report import claims, view
+
+    calls = []
+    real = claims.judge_table
+
+    def counting(spec, *args, **kwargs):
+        calls.append(spec.id)
+        return real(spec, *args, **kwargs)
+
+    monkeypatch.setattr(view, "judge_table", counting)
+    for extra in ([], ["-v"], ["--format", "rich"], ["--format", "json"]):
+        calls.clear()
+        out = runner.invoke(app, ["table", "mcan-pa-table5-ablation", "--scale", "synthetic", *extra])
+        assert out.exit_code == 0 and calls == ["mcan-pa-table5-ablation"], (extra, calls)

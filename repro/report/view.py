@@ -143,8 +143,7 @@ def build_view(
 
 def weights_results(spec: Spec, scale: str) -> list[Result]:
     """The spec's records at `scale` evaluated from released or given weights (results/weights/<source>/)."""
-    from repro.paths import results_read_dir
-    from repro.weights import WEIGHTS_FOLDER
+    from repro.paths import WEIGHTS_FOLDER, results_read_dir
 
     folder = results_read_dir(scale) / WEIGHTS_FOLDER
     if not folder.is_dir():
