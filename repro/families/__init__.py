@@ -136,6 +136,16 @@ def implemented(row: Any) -> bool:
     return importlib.util.find_spec(f"{family.package}.family") is not None
 
 
+def not_at_scale(row: Any, scale: str) -> str | None:
+    """Why a spec's row does not run at `scale` (a row of the paper scale only), or None: as its family's hooks say
+    (`Hooks.not_at_scale`), from the family's `config.py` (a `not_at_scale(config, scale)` there), without loading
+    the model code; a test holds the two equal."""
+    if row.config is None:
+        return None
+    rule = getattr(_import(f"{by_arch(row.config.arch).package}.config"), "not_at_scale", None)
+    return rule(row.config, scale) if rule is not None else None
+
+
 def for_row(row: Any) -> Any:
     """The hooks of the family that runs a spec's row (None while its family or arch is not implemented)."""
     if row.config is None:

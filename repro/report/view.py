@@ -103,8 +103,7 @@ def _runs_at(row, scale: str) -> bool:
     """Whether the row's family runs it at `scale` (a row of the paper scale only is not the generated scales')."""
     from repro import families
 
-    hooks = families.for_row(row) if row.runnable and row.config is not None else None
-    return hooks is None or not hooks.not_at_scale(row.config, scale)
+    return not (row.runnable and families.implemented(row) and families.not_at_scale(row, scale))
 
 
 def build_view(

@@ -161,3 +161,18 @@ def test_implemented_answers_as_the_hooks_do_without_importing_them():
     assert rows and all(
         families.implemented(row) == (row.config is None or families.for_row(row) is not None) for row in rows
     )
+
+
+def test_not_at_scale_answers_as_the_hooks_do_without_importing_them():
+    """A table finds the rows of the paper scale only with `families.not_at_scale` (the family's config.py): for
+    every row of every spec, at every scale, it answers as the family's hooks do."""
+    from repro import families
+    from repro.specs import SCALES, load_all
+
+    rows = [row for spec in load_all() for row in spec.runnable_rows if row.config is not None]
+    for row in rows:
+        hooks = families.for_row(row)
+        for scale in SCALES:
+            expected = hooks.not_at_scale(row.config, scale) if hooks is not None else None
+            assert families.not_at_scale(row, scale) == expected, (row.name, scale)
+    assert any(families.not_at_scale(row, "synthetic") for row in rows)  # VL-BERT from its released pre-training

@@ -16,6 +16,7 @@ from repro.errors import ReproError
 from repro.families import as_typed
 from repro.families.base import DataNeed, ModelInfo, share_of_hours
 from repro.families.mcan_pa.config import CONFIGS, McanConfig, VlBertConfig
+from repro.families.mcan_pa.config import not_at_scale as config_not_at_scale
 from repro.paths import data_dir
 from repro.specs import Spec
 
@@ -243,9 +244,5 @@ def paper_data(spec: Spec, row) -> list[DataNeed]:
 
 
 def not_at_scale(config, scale: str) -> str | None:
-    """Why a row does not run at a generated scale: one that starts from VL-BERT's released pre-training (its
-    sizes are VL-BERT's, the generated scales' are not); None for every other row."""
-    config = as_config(config)
-    if scale != "paper" and isinstance(config, VlBertConfig) and config.init != "bert":
-        return f"init {config.init} starts from VL-BERT's released pre-training, at its sizes: paper scale only"
-    return None
+    """Why a row does not run at a generated scale (`config.not_at_scale`); None for every other row."""
+    return config_not_at_scale(as_config(config), scale)

@@ -87,3 +87,12 @@ class VlBertConfig(BaseModel):
 
 
 CONFIGS = (McanConfig, VlBertConfig)
+
+
+def not_at_scale(config: McanConfig | VlBertConfig, scale: str) -> str | None:
+    """Why a row does not run at a generated scale: one that starts from VL-BERT's released pre-training (its
+    sizes are VL-BERT's, the generated scales' are not); None for every other row. Here, with the configs, so a
+    table asks it without loading the model code (`repro.families.not_at_scale`)."""
+    if scale != "paper" and isinstance(config, VlBertConfig) and config.init != "bert":
+        return f"init {config.init} starts from VL-BERT's released pre-training, at its sizes: paper scale only"
+    return None
