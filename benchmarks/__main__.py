@@ -1,8 +1,9 @@
 """`python -m benchmarks`: run every benchmark with quick settings (each module has its full-size options)."""
 
-from benchmarks import bench_ensemble, bench_feature_store, bench_train, bench_vqa_eval
+from benchmarks import bench_commands, bench_ensemble, bench_feature_store, bench_train, bench_vqa_eval
 
 if __name__ == "__main__":
+    bench_commands.main(["--reps", "3"])
     bench_vqa_eval.main(["--n", "20000"])
     bench_feature_store.main(["--images", "1000"])
     bench_train.main(["--quick"])
