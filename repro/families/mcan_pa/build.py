@@ -102,7 +102,7 @@ def build_model(
 
 def _build_vlbert(config: VlBertConfig, num_tokens, num_answers, sizes, bert_weights) -> nn.Module:
     """VL-BERT of the row; with `init: bert` at BERT's sizes, BERT's weights in its text stack (VL-BERT without
-    visual-linguistic pre-training). `init: vl-bert-*` is loaded by the run (`load_start`), not here."""
+    visual-linguistic pre-training). `init: vl-bert-*` is loaded by the run (`vlbert_keymap.load_start`), not here."""
     from repro.families.mcan_pa.vlbert import VLBERT_SIZES, VLBert, load_bert_weights
 
     model = VLBert(
@@ -128,26 +128,6 @@ def released_start(config: VlBertConfig):
     from repro.weights import released_named
 
     return released_named(f"{config.init}-prec.model")
-
-
-def load_start(model: nn.Module, config: VlBertConfig, sizes: dict[str, Any]):
-    """`init: vl-bert-*`: VL-BERT's released pre-training into the row's model, as VL-BERT's VQA fine-tuning starts
-    (`vlbert_keymap.load_pretraining_into_vqa`), at the released sizes only; the key report."""
-    from repro.families.mcan_pa import vlbert_keymap
-    from repro.families.mcan_pa.vlbert import VLBERT_SIZES
-    from repro.weights import Checkpoint, released_path
-
-    released = VLBERT_SIZES[config.size]
-    differ = [k for k in ("vocab", "hidden", "layers", "heads", "ffn", "feature_dim") if sizes[k] != released[k]]
-    if differ:
-        raise ReproError(
-            f"init {config.init}: VL-BERT's released pre-training is at VL-BERT_{config.size.upper()}'s sizes; this "
-            f"run's {', '.join(f'{k}={sizes[k]}' for k in differ)} differ (paper scale only)"
-        )
-    entry = released_start(config)
-    checkpoint = Checkpoint(released_path(entry), entry).with_digest()
-    official = vlbert_keymap.read_checkpoint(checkpoint.path)
-    return vlbert_keymap.load_pretraining_into_vqa(model, official, str(checkpoint.path)), checkpoint
 
 
 def example_batch(

@@ -181,8 +181,10 @@ def _vlbert_start(ctx: RunContext, model, config: VlBertConfig, data) -> dict | 
 
     start = None
     if config.init != "bert":
+        from repro.families.mcan_pa import vlbert_keymap
+
         sizes = build.model_sizes(config, ctx.settings.get("sizes"))
-        report, checkpoint = build.load_start(model, config, sizes)
+        report, checkpoint = vlbert_keymap.load_start(model, config, sizes)
         render_report(report, show_placed=False)
         start = {**checkpoint.record(), "keys": report.counts()}
     if config.classifier == "mlm" and model.sizes["vocab"]:

@@ -265,3 +265,23 @@ def convert_checkpoint(path: Path, layout: str, option: str | None = None) -> tu
     official = read_checkpoint(path)
     model = build_for(official)
     return model, load_vlbert(model, official, str(path))
+
+
+def load_start(model: nn.Module, config, sizes: dict[str, Any]):
+    """`init: vl-bert-*`: VL-BERT's released pre-training into the row's model, as VL-BERT's VQA fine-tuning starts
+    (`load_pretraining_into_vqa`), at the released sizes only; the key report."""
+    from repro.families.mcan_pa.build import released_start
+    from repro.families.mcan_pa.vlbert import VLBERT_SIZES
+    from repro.weights import Checkpoint, released_path
+
+    released = VLBERT_SIZES[config.size]
+    differ = [k for k in ("vocab", "hidden", "layers", "heads", "ffn", "feature_dim") if sizes[k] != released[k]]
+    if differ:
+        raise ReproError(
+            f"init {config.init}: VL-BERT's released pre-training is at VL-BERT_{config.size.upper()}'s sizes; this "
+            f"run's {', '.join(f'{k}={sizes[k]}' for k in differ)} differ (paper scale only)"
+        )
+    entry = released_start(config)
+    checkpoint = Checkpoint(released_path(entry), entry).with_digest()
+    official = read_checkpoint(checkpoint.path)
+    return load_pretraining_into_vqa(model, official, str(checkpoint.path)), checkpoint

@@ -205,7 +205,8 @@ def test_init_names_a_pre_training_of_the_row_s_size():
 
 
 def test_rows_that_start_from_vl_bert_s_pre_training_run_at_paper_scale_only():
-    from repro.families.mcan_pa.build import load_start, not_at_scale
+    from repro.families.mcan_pa.build import not_at_scale
+    from repro.families.mcan_pa.vlbert_keymap import load_start
 
     config = VlBertConfig(arch="vl-bert", init="vl-bert-base")
     assert not_at_scale(config, "paper") is None and not_at_scale({"arch": "vl-bert"}, "synthetic") is None

@@ -13,7 +13,7 @@ import torch
 
 from repro import specs
 from repro.cli import app
-from repro.families.mcan_pa import build
+from repro.families.mcan_pa import build, vlbert_keymap
 from repro.families.mcan_pa.config import VlBertConfig
 from repro.families.mcan_pa.vlbert import VLBERT_SIZES
 from repro.paths import REPO_DIR
@@ -102,9 +102,9 @@ def test_a_pre_trained_vl_bert_loads_as_the_rows_start(table4, monkeypatch):
     sizes = build.model_sizes(row, None)
     model = build.build_model(row, 2, 9, sizes=sizes)
     with pytest.raises(Exception, match="get it with `repro weights download vl-bert-base-prec.model`"):
-        build.load_start(model, row, sizes)
+        vlbert_keymap.load_start(model, row, sizes)
     _place(table4, folder / "checkpoint.pth")
-    report, checkpoint = build.load_start(model, row, sizes)
+    report, checkpoint = vlbert_keymap.load_start(model, row, sizes)
     assert report.missing == ["head.2.weight", "head.2.bias"] and len(report.unexpected) == 9
     assert checkpoint.record()["checkpoint"] == "vl-bert-base-prec.model" and len(checkpoint.sha256) == 64
     official = torch.load(folder / "checkpoint.pth", weights_only=True)["state_dict"]
