@@ -10,21 +10,20 @@ from __future__ import annotations
 import difflib
 import math
 import os
-import re
 from dataclasses import dataclass, field
 from functools import cache, lru_cache
 from pathlib import Path
 from typing import Any
 
 from repro.design import Design, design_hash, parse_design
-from repro.errors import ReproError
+from repro.errors import ReproError, echoed
 from repro.families import papers
 from repro.metrics import DIRECTIONS, METRICS
+from repro.names import identifier_problem, slug
 from repro.paths import experiments_dir
 from repro.utils import Located, did_you_mean, read_yaml, unknown_keys
 
 COMPUTE_TASKS = ("complexity", "statistics")
-SPEC_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,99}")  # an id is a folder name: one plain path component
 SCALES = ("paper", "synthetic", "smoke")
 DEFAULT_TOLERANCE = {"paper": 0.5, "synthetic": 1.0, "smoke": 1.0}
 
@@ -136,10 +135,8 @@ class Spec:
 
 
 def row_slug(name: str) -> str:
-    """A row name as a file name: `MCAN+PA (ours)` -> `MCAN+PA_ours`, `MCAN+PA*` -> `MCAN+PA-star`."""
-    text = name.replace("*", "-star").replace("†", "-dagger")
-    text = re.sub(r"[^A-Za-z0-9+.=@-]+", "_", text).strip("_")
-    return text or "row"
+    """A row name as a file name (`repro.names.slug`): `MCAN+PA (ours)` -> `MCAN+PA_ours`."""
+    return slug(name)
 
 
 # --- validation --------------------------------------------------------------------------------
@@ -172,10 +169,6 @@ def _expect(loc: Located, where: tuple, value: Any, kind: type | tuple, what: st
     return value
 
 
-def _cut(text: str, limit: int = 80) -> str:
-    return text if len(text) <= limit else f"{text[:limit]}… ({len(text) - limit} more characters)"
-
-
 def _kind_name(kind: type | tuple) -> str:
     names = {str: "a string", dict: "a mapping", list: "a list", int: "an integer", float: "a number"}
     if isinstance(kind, tuple):
@@ -194,13 +187,10 @@ def parse_spec(path: Path, in_tree: bool = True) -> Spec:
             raise loc.error((), f"missing required key {key!r}")
     for key in ("id", "paper", "table", "title", "split"):
         _expect(loc, (key,), data[key], str, key)
-    if not SPEC_ID.fullmatch(data["id"]) or ".." in data["id"]:
-        # the id names the spec's folders (results/<paper>/<id>, runs/<paper>/<id>, the variants folder)
-        raise loc.error(
-            ("id",),
-            f"id {_cut(data['id'])!r} is not a plain name: letters, digits, '.', '_', '+' and '-' only (at most "
-            "100), no path separator, no '..', not absolute",
-        )
+    problem = identifier_problem(data["id"])
+    if problem:
+        # the id names the spec's folders (results/<paper>/<id>, runs/<id>, the variants folder): repro.names
+        raise loc.error(("id",), f"id {echoed(data['id'])} is not a plain name: {problem}")
     if data["paper"] not in papers():
         raise loc.error(("paper",), f"unknown paper {data['paper']!r}; one of {', '.join(papers())}")
     if in_tree and (path.parent.name != data["paper"] or path.stem != data["id"]):
@@ -317,7 +307,7 @@ def _parse_claims(loc: Located, raw: Any, row_names: set[str], column_names: set
             if not math.isfinite(margin) or margin <= 0:
                 raise loc.error(where + ("margin",), f"a claim's margin must be a positive number, got {margin!r}")
         control = item.get("control")
-        if control is not None and (not isinstance(control, str) or not SPEC_ID.fullmatch(control)):
+        if control is not None and identifier_problem(control):
             raise loc.error(where + ("control",), "a claim's control must be the id of the control's spec")
         claims.append(
             Claim(

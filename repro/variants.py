@@ -34,6 +34,7 @@ from typing import Any
 import yaml
 
 from repro.errors import ReproError
+from repro.names import inside
 from repro.paths import experiments_dir, scratch_dir
 from repro.specs import Row, Spec
 
@@ -64,6 +65,7 @@ class Variant:
         parts += [f"limit={self.limit}"] if self.limit else []
         text = ",".join(parts)
         safe = re.sub(r"[^A-Za-z0-9._=,@+-]+", "_", text)
+        safe = "_" + safe[1:] if safe.startswith(".") else safe  # a plain name, never a hidden folder
         if safe == text and len(text) <= 80:
             return text
         digest = hashlib.sha256(json.dumps(self.to_json(), sort_keys=True, default=str).encode()).hexdigest()[:8]
@@ -91,7 +93,7 @@ class Variant:
     def results_root(self) -> Path | None:
         """Where this variant's records go, every scale's (None: the spec's own folder for the scale): under
         the scratch folder, never the committed results (`repro.paths.scratch_dir`)."""
-        return None if self.empty else scratch_dir() / VARIANTS_FOLDER / self.name
+        return None if self.empty else inside(scratch_dir(), VARIANTS_FOLDER, self.name)
 
 
 def _text(value: Any) -> str:

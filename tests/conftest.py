@@ -60,6 +60,67 @@ def _scratch_folder(tmp_path_factory: pytest.TempPathFactory):
         os.environ["REPRO_SCRATCH"] = before
 
 
+# what a test may leave in the checkout or the user's cache: the caches of the tools that run the tests
+TOOL_CACHES = frozenset({"__pycache__", ".pytest_cache", ".hypothesis", ".ruff_cache"})
+
+
+class _Folders:
+    """The folders of the checkout and of the user's `~/.cache/repro`, each with its entries: a test that leaves a
+    file there, outside the results, scratch and data folders the tests point the toolkit at, is caught by the
+    folder's changed mtime (one stat per folder after a test), then its listing."""
+
+    def __init__(self, roots: list[Path]):
+        self.roots = roots
+        self.seen: dict[Path, tuple[int, frozenset[str]]] = {}
+        for root in roots:
+            self._walk(root)
+
+    def _walk(self, folder: Path) -> None:
+        try:
+            stat, entries = folder.stat(), list(os.scandir(folder))
+        except OSError:
+            return
+        self.seen[folder] = (stat.st_mtime_ns, frozenset(e.name for e in entries if e.name not in TOOL_CACHES))
+        for entry in entries:
+            if entry.name not in TOOL_CACHES and entry.name not in (".git", ".venv") and entry.is_dir():
+                if not entry.is_symlink():
+                    self._walk(Path(entry.path))
+
+    def new_entries(self) -> list[Path]:
+        found = []
+        for folder, (mtime, names) in list(self.seen.items()):
+            try:
+                if folder.stat().st_mtime_ns == mtime:
+                    continue
+                now = frozenset(name for name in os.listdir(folder) if name not in TOOL_CACHES)
+            except OSError:
+                now = frozenset()
+            found += [folder / name for name in sorted(now - names)]
+            self._walk(folder)
+        for root in self.roots:
+            if root not in self.seen and root.exists():
+                found.append(root)
+                self._walk(root)
+        return found
+
+
+@pytest.fixture(scope="session")
+def _watched_folders() -> _Folders:
+    from repro.paths import REPO_DIR
+
+    return _Folders([REPO_DIR, Path.home() / ".cache" / "repro"])
+
+
+@pytest.fixture(autouse=True)
+def _nothing_left_outside(_watched_folders: _Folders):
+    """No test leaves a file outside the results, scratch and data folders it was given (tmp_path, the session's
+    scratch folder): nothing new in the checkout, nothing in ~/.cache/repro."""
+    yield
+    left = _watched_folders.new_entries()
+    if left:
+        pytest.fail(f"the test left files outside its folders: {', '.join(map(str, left[:5]))}", pytrace=False)
+
+
 @pytest.fixture
 def runner() -> CliRunner:
     return CliRunner()

@@ -179,3 +179,109 @@ def test_weights_convert_refuses_to_write_over_the_official_checkpoint(runner, t
     )
     assert out.exit_code == 2 and "is the official checkpoint it reads" in out.output
     assert official.read_bytes() == b"the only copy"
+
+
+# --- every name that becomes a path is checked in one place ---------------------------------------------------
+
+HOSTILE_NAMES = ["../../escape", "/tmp/escape-abs", "..", ".", "a/b", "a\\b", ".hidden", "x" * 300, "nul\0name", ""]
+
+
+def _joins(root: Path):
+    """Every place the toolkit joins a name a user gives (spec id, paper, row, variant, dataset, recipe) into a
+    path, as (what, function of a hostile name -> the path it makes)."""
+    import dataclasses
+
+    from repro import fingerprint, results, timing
+    from repro.data.catalog import folder_inside
+    from repro.datasets.prepare import feature_store_dir
+    from repro.families import recipe_path
+    from repro.launch.units import unit_dir
+    from repro.names import inside
+    from repro.specs import Claim, Row, Spec
+
+    spec = Spec(
+        id="t1", paper="mcan-pa", table="T", title="t", datasets=(), split="val", columns=(), rows=(), path=root
+    )
+    row = Row(name="r", reported={})
+    claim = Claim(text="", row="r", over="s", column="c")
+
+    def with_spec(**change):
+        return dataclasses.replace(spec, **change)
+
+    return [
+        ("result id", lambda n: results.result_path(with_spec(id=n), row, "paper", root)),
+        ("result paper", lambda n: results.result_path(with_spec(paper=n), row, "paper", root)),
+        ("result row", lambda n: results.result_path(spec, n, "paper", root)),
+        ("seed record id", lambda n: results.seed_path(with_spec(id=n), row, "smoke", 0, root)),
+        ("seed record row", lambda n: results.seed_path(spec, Row(name=n, reported={}), "smoke", 0, root)),
+        ("unit folder id", lambda n: unit_dir(root, with_spec(id=n), "smoke", row, 0)),
+        ("unit folder row", lambda n: unit_dir(root, spec, "smoke", Row(name=n, reported={}), 0)),
+        ("unit folder scale", lambda n: unit_dir(root, spec, n, row, 0)),
+        ("timing claim", lambda n: timing.timing_path(spec, dataclasses.replace(claim, row=n), "paper", root)),
+        ("timing id", lambda n: timing.timing_path(with_spec(id=n), claim, "paper", root)),
+        ("fingerprint id", lambda n: fingerprint.path_for(with_spec(id=n), "synthetic", root)),
+        ("fingerprint scale", lambda n: fingerprint.path_for(spec, n, root)),
+        ("dataset folder", lambda n: folder_inside(root, n)),
+        ("feature store", lambda n: feature_store_dir(n, root)),
+        ("recipe", lambda n: recipe_path(f"mcan-pa/{n}")),
+        ("any other", lambda n: inside(root, n)),
+    ]
+
+
+@pytest.mark.parametrize("name", HOSTILE_NAMES, ids=lambda n: repr(n[:20]))
+def test_every_join_of_a_user_given_name_stays_in_its_folder_or_refuses(tmp_path, name):
+    root = tmp_path / "root"
+    for what, join in _joins(root):
+        try:
+            path = join(name)
+        except ReproError as exc:
+            assert len(str(exc)) < 400, (what, str(exc))
+            continue
+        assert os.path.normpath(path).startswith(str(root) + os.sep) or what == "recipe", (what, path)
+        if what == "recipe":
+            assert ".." not in Path(path).parts and Path(path).parent.name == "recipes", path
+
+
+def test_the_predictions_and_plot_folders_take_their_names_through_the_same_check(tmp_path):
+    """A RunContext's prediction file and a run folder's curves (repro plot) join the spec id and row slug."""
+    from repro.names import slug
+
+    for name in HOSTILE_NAMES:
+        made = slug(name)
+        assert made and "/" not in made and "\\" not in made and not made.startswith("."), (name, made)
+        assert len(made.encode()) <= 200
+
+
+def test_no_module_joins_a_spec_id_paper_or_row_into_a_path_by_hand():
+    """The walk's other half: a `/` whose right side holds a spec's id or paper, a row's slug or `row_slug(...)`
+    appears nowhere in the package; such names go through repro.names.inside."""
+    import ast
+
+    from repro.paths import PACKAGE_DIR
+
+    def user_given(node) -> bool:
+        for sub in ast.walk(node):
+            if isinstance(sub, ast.Attribute) and sub.attr in {"id", "paper", "slug"}:
+                return True
+            if isinstance(sub, ast.Call) and isinstance(sub.func, ast.Name) and sub.func.id in {"row_slug", "slug"}:
+                return True
+        return False
+
+    found = []
+    for path in sorted(PACKAGE_DIR.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div) and user_given(node.right):
+                found.append(f"{path.relative_to(PACKAGE_DIR)}:{node.lineno}: {ast.unparse(node)}")
+    assert found == []
+
+
+def test_the_leftover_check_sees_a_file_left_in_a_watched_folder(tmp_path):
+    from tests.conftest import _Folders
+
+    (tmp_path / "results" / "paper").mkdir(parents=True)
+    folders = _Folders([tmp_path, tmp_path / "cache"])
+    assert folders.new_entries() == []
+    (tmp_path / "results" / "paper" / "left.json").write_text("{}")
+    (tmp_path / "cache").mkdir()
+    assert set(folders.new_entries()) == {tmp_path / "results" / "paper" / "left.json", tmp_path / "cache"}
+    assert folders.new_entries() == []  # each reported once

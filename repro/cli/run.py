@@ -383,9 +383,10 @@ def records_line(plan) -> str:
     """Where the run's records went; smoke and variant runs say they are scratch, kept out of results/."""
     import os
 
+    from repro.names import inside
     from repro.paths import SCRATCH_SCALES, results_dir, shown
 
-    folder = (plan.results_root or results_dir(plan.scale)) / plan.spec.paper / plan.spec.id
+    folder = inside(plan.results_root or results_dir(plan.scale), plan.spec.paper, plan.spec.id)
     line = f"records: {escape(shown(folder))}/"
     if not os.environ.get("REPRO_RESULTS") and (plan.scale in SCRATCH_SCALES or not plan.variant.empty):
         line += " (smoke and variant runs are scratch: kept out of results/; REPRO_SCRATCH or REPRO_RESULTS moves them)"

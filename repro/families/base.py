@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from repro.errors import ReproError
+from repro.names import inside
 from repro.specs import Row, Spec
 from repro.variants import same_type
 
@@ -128,11 +129,11 @@ class RunContext:
         scale = "" if self.scale == "paper" else f".{self.scale}"
         partial = ".partial" if self.limit else ""
         name = f"{self.row.slug}{scale}.seed{self.seed}.{split}{partial}.json"
-        return (self.results_root or results_dir(self.scale)) / self.spec.paper / self.spec.id / "predictions" / name
+        return inside(self.results_root or results_dir(self.scale), self.spec.paper, self.spec.id, "predictions", name)
 
     def workdir_of(self, row: Row) -> Path:
         """The work folder of another row's unit with this seed (`repro.launch.units.unit_dir`'s layout)."""
-        return self.workdir.parent.parent / row.slug / self.workdir.name
+        return inside(self.workdir.parent.parent, row.slug, self.workdir.name)
 
     def limited(self, split):
         """The first `limit` questions of a split (`repro run --limit N`: a partial run), or all of them."""

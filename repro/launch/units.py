@@ -14,6 +14,7 @@ from typing import Any
 from repro import families
 from repro.errors import ReproError
 from repro.families.base import RowRun, RunContext
+from repro.names import inside
 from repro.results import (
     SeedResult,
     aggregate,
@@ -35,8 +36,8 @@ Outcome = tuple[RowRun, str, str, float]  # what it produced, started, finished,
 def unit_dir(workdir: Path, spec: Spec, scale: str, row: Row, seed: int, variant: Variant | None = None) -> Path:
     """A unit's checkpoints and logs; a variant's are kept apart from the spec's own."""
     if variant is not None and not variant.empty:
-        workdir = workdir / "variants" / variant.name
-    return workdir / spec.id / scale / row.slug / f"seed{seed}"
+        workdir = inside(workdir, "variants", variant.name)
+    return inside(workdir, spec.id, scale, row.slug, f"seed{seed}")
 
 
 def prepare_data(plan: Plan) -> dict[str, Any]:
