@@ -51,12 +51,20 @@ def check_output_path(path: Path, what: str = "output") -> None:
     raise ReproError(f"{what} {path} is {kind}, not a regular file; give a file name (it is never replaced)")
 
 
-def check_not_an_input(output: Path, inputs: dict[str, Path], what: str = "output") -> None:
+def check_not_an_input(output: Path, inputs: dict[str, Path | None], what: str = "output") -> None:
     """A ReproError when `output` is one of the command's own inputs (the same path, or the same file through a
-    link): writing it would replace the input, and an official file fetched by hand may not be fetched again."""
+    link), or lies in an input folder (the records a table reads): writing it would replace the input, and an
+    official file fetched by hand may not be fetched again. None stands for an input the command lacks."""
     output = Path(output)
     for name, given in inputs.items():
+        if given is None:
+            continue
         given = Path(given)
+        if given.is_dir() and output.resolve().is_relative_to(given.resolve()):
+            raise ReproError(
+                f"{what} {output} is inside the {name} it reads ({given}); write it elsewhere (the {name} is never "
+                "written into)"
+            )
         same = output.resolve() == given.resolve()
         if not same and output.exists() and given.exists():
             try:

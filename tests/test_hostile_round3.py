@@ -285,3 +285,40 @@ def test_the_leftover_check_sees_a_file_left_in_a_watched_folder(tmp_path):
     (tmp_path / "cache").mkdir()
     assert set(folders.new_entries()) == {tmp_path / "results" / "paper" / "left.json", tmp_path / "cache"}
     assert folders.new_entries() == []  # each reported once
+
+
+# --- no command writes over (or into) its own inputs -----------------------------------------------------------
+
+
+def test_repro_cp_never_writes_over_the_spec_or_into_the_experiments_folder(runner, toy_family, tmp_path):
+    spec = toy_family / "experiments" / "toy" / "toy-table1.yaml"
+    before = spec.read_bytes()
+    for dest in (spec, toy_family / "experiments" / "toy" / "copy.yaml"):
+        out = runner.invoke(app, ["cp", "toy-table1", str(dest), "--force"])
+        assert out.exit_code == 2, out.output
+        assert "the copy" in out.output and ("is the spec it reads" in out.output or "experiments folder" in out.output)
+    assert spec.read_bytes() == before
+    assert sorted(p.name for p in spec.parent.iterdir()) == ["toy-table1.yaml"]
+
+
+def test_repro_table_and_plot_never_write_over_the_spec_or_into_its_records(runner, toy_family, tmp_path):
+    out = runner.invoke(app, ["run", "toy-table1", "--scale", "smoke", "--rows", "Sighted"])
+    assert out.exit_code == 0, out.output
+    spec = toy_family / "experiments" / "toy" / "toy-table1.yaml"
+    (record,) = (toy_family / "results" / "toy" / "toy-table1").glob("Sighted*.json")
+    before = {p: p.read_bytes() for p in (spec, record)}
+    for target, words in (
+        (spec, ["table", "toy-table1", "--scale", "smoke", "-f", "md"]),
+        (record, ["table", "toy-table1", "--scale", "smoke"]),
+        (record.parent / "table.md", ["table", "toy-table1", "--scale", "smoke"]),
+    ):
+        out = runner.invoke(app, [*words, "-o", str(target)])
+        assert out.exit_code == 2, out.output
+        assert "-o " in out.output and ("it reads" in out.output), out.output
+    assert {p: p.read_bytes() for p in before} == before
+    assert not (record.parent / "table.md").exists()
+    pytest.importorskip("matplotlib")
+    out = runner.invoke(app, ["plot", "toy-table1", "--scale", "smoke", "-o", str(record.parent / "figure.png")])
+    assert out.exit_code == 2 and "is inside the records folder it reads" in out.output, out.output
+    out = runner.invoke(app, ["table", "toy-table1", "--scale", "smoke", "-o", str(tmp_path / "table.md")])
+    assert out.exit_code == 0 and (tmp_path / "table.md").is_file(), out.output

@@ -243,6 +243,19 @@ def target_and_variant(ident: str, overrides: list[str] | tuple[str, ...] | None
     return spec, Variant(parse_overrides(overrides), limit, spec_file, digest)
 
 
+def view_inputs(view, variant) -> dict:
+    """What `repro table -o` and `repro plot -o` read, which their output may not replace: the spec file and the
+    folders of its records (the variant's, else the results and scratch folders)."""
+    from repro.names import inside
+    from repro.paths import results_read_roots
+
+    roots = [variant.results_root()] if not variant.empty else [root for root, _ in results_read_roots()]
+    inputs = {"spec file": view.spec.path}
+    for name, root in zip(("records folder", "scratch records folder"), roots):
+        inputs[name] = inside(root, view.spec.paper, view.spec.id)
+    return inputs
+
+
 def variant_view(ident: str, overrides: list[str] | None, limit: int | None, scale: str, columns: str | None):
     """The table view of a spec, or of the variant these overrides / this limit / this spec file name."""
     from repro.report import build_view

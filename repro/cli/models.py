@@ -111,10 +111,12 @@ def attention_command(
     from repro.report.plot import draw_attention, require_matplotlib, save_maps
     from repro.run import make_plan
     from repro.train.distributed import check_device, use_device
+    from repro.utils import check_not_an_input
 
     device = check_device(device)  # the form, and that the GPU exists here
     require_matplotlib()
     spec, variant = target_and_variant(ident, overrides, None)
+    check_not_an_input(output, {"spec file": spec.path}, "-o")
     plan = make_plan(spec, scale, [row], [seed], variant)
     the_row = plan.rows[0]
     family = for_row(the_row)
@@ -132,6 +134,8 @@ def attention_command(
         progress=False,
         device=device,
     )
+    for out in (output, output.with_suffix(".npz")):  # the figure and its maps, never the unit's own files
+        check_not_an_input(out, {"unit's work folder": ctx.workdir}, "-o")
     with use_device(device):  # as a unit of `repro run --device` would: where the family puts the model
         maps = family.attention(with_data(ctx) if scale != "paper" else ctx, question)
     what = draw_attention(maps, output, map_name, layer, head)

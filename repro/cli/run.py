@@ -299,12 +299,14 @@ def cp_command(
 
     Example: [bold]repro cp mcan-pa-table5-ablation ./my.yaml[/]
     """
+    from repro.paths import experiments_dir
     from repro.specs import resolve
-    from repro.utils import atomic_open
+    from repro.utils import atomic_open, check_not_an_input
 
     spec = resolve(ident)
     if dest.suffix not in (".yaml", ".yml"):
         raise ReproError(f"{dest}: a spec file ends in .yaml")
+    check_not_an_input(dest, {"spec": spec.path, "experiments folder": experiments_dir()}, "the copy")
     if dest.exists() and not force:
         raise ReproError(f"{dest} exists; pass --force to replace it")
     with atomic_open(dest) as handle:

@@ -24,7 +24,7 @@ import yaml
 
 from repro.errors import ReproError
 from repro.paths import data_dir
-from repro.utils import paused_gc, write_bytes_atomic
+from repro.utils import check_not_an_input, paused_gc, write_bytes_atomic
 
 TARGETS_FILE = Path(__file__).resolve().parent / "targets.yaml"
 MB = 1024 * 1024
@@ -431,6 +431,7 @@ def package_manual(check: Preflight, method: str) -> Path:
         raise ReproError(f"--method {method!r}: use letters, digits, '_' or '-' (it becomes part of a file name)")
     folder = check.source.parent / f"{check.source.stem}.{target.name}"
     out = folder / spec["name"]
+    check_not_an_input(out, {"predictions": check.source})
     if spec["format"] == "json":
         write_bytes_atomic(out, canonical_bytes(check.records))
     elif spec["format"] == "csv":
