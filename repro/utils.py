@@ -12,6 +12,7 @@ import gc
 import hashlib
 import json
 import os
+import pickle
 import secrets
 import shutil
 import socket
@@ -76,6 +77,20 @@ def check_not_an_input(output: Path, inputs: dict[str, Path | None], what: str =
                 f"{what} {output} is the {name} it reads ({given}); give another file name (the {name} is never "
                 "written over)"
             )
+
+
+class _PlainData(pickle.Unpickler):
+    """Reads a pickle of plain data (text, numbers, bytes, lists, tuples, mappings, sets): every class or function
+    it asks for is refused, so loading it runs nothing."""
+
+    def find_class(self, module: str, name: str):
+        raise pickle.UnpicklingError(f"refused: the file asks for {module}.{name}")
+
+
+def load_plain_pickle(path: Path) -> Any:
+    """A pickle of plain data only (`_PlainData`): a pickle.UnpicklingError when it holds anything else."""
+    with open(path, "rb") as handle:
+        return _PlainData(handle).load()
 
 
 def _create_temporary(path: Path) -> tuple[int, str]:

@@ -322,3 +322,58 @@ def test_repro_table_and_plot_never_write_over_the_spec_or_into_its_records(runn
     assert out.exit_code == 2 and "is inside the records folder it reads" in out.output, out.output
     out = runner.invoke(app, ["table", "toy-table1", "--scale", "smoke", "-o", str(tmp_path / "table.md")])
     assert out.exit_code == 0 and (tmp_path / "table.md").is_file(), out.output
+
+
+# --- files a Slurm job leaves in the run folder are read as data ------------------------------------------------
+
+
+def test_a_planted_slurm_result_pickle_runs_nothing_where_status_reads_it(tmp_path):
+    import pickle
+
+    from repro.launch.slurm import _outcome
+
+    marker = tmp_path / MARK
+
+    class Job:
+        class paths:
+            result_pickle = tmp_path / "1000_0_0_result.pkl"
+
+    with open(Job.paths.result_pickle, "wb") as handle:
+        pickle.dump(("error", _Planted(marker)), handle)
+    assert _outcome(Job) == (None, None)
+    assert not marker.exists()
+    with open(Job.paths.result_pickle, "wb") as handle:
+        pickle.dump(("error", "Traceback ...\nReproError: out of data"), handle)
+    assert _outcome(Job) == ("error", "ReproError: out of data")
+
+
+def test_a_units_outcome_comes_back_as_json_and_a_pickle_there_is_a_failure(tmp_path):
+    import pickle
+
+    from repro.launch.unit import read_outcome
+
+    marker = tmp_path / MARK
+    outbox = tmp_path / "outcome.json"
+    outbox.write_text('["done", [{"seed": 0, "metrics": {"Acc": 1.0}, "record": null}]]')
+    assert read_outcome(outbox) == ("done", [{"seed": 0, "metrics": {"Acc": 1.0}, "record": None}])
+    outbox.write_bytes(pickle.dumps(("done", _Planted(marker))))
+    assert read_outcome(outbox) == ("failed", None) and not marker.exists()
+    assert read_outcome(tmp_path / "missing.json") == ("failed", None)
+
+
+# --- one run of a unit at a time --------------------------------------------------------------------------------
+
+
+def test_a_second_run_of_the_same_unit_at_once_is_refused_in_one_line(runner, toy_family):
+    from filelock import FileLock
+
+    lock = toy_family / "data" / "runs" / "toy-table1" / "smoke" / "Sighted" / "seed0.lock"
+    lock.parent.mkdir(parents=True)
+    with FileLock(str(lock), timeout=0):  # what the first run holds while it trains
+        out = runner.invoke(app, ["run", "toy-table1", "--scale", "smoke", "--rows", "Sighted"])
+    assert out.exit_code != 0
+    assert "is being trained by another repro run now" in out.output, out.output
+    assert "Traceback" not in out.output
+    assert not list((toy_family / "data" / "runs" / "toy-table1" / "smoke" / "Sighted").glob("seed0/*"))
+    out = runner.invoke(app, ["run", "toy-table1", "--scale", "smoke", "--rows", "Sighted"])
+    assert out.exit_code == 0, out.output

@@ -4,7 +4,7 @@ seeds trained together (`ensemble: true`, one process).
 
 ORDER is a pickled {"contexts": [RunContext, ...], "record": {...} or None}: one context, or one per seed
 of an ensemble; with "record" (the keyword arguments of `repro.launch.units.store_unit` after the outcome), rank 0
-writes each seed's record into the results store. Rank 0 writes OUTCOME, a pickled (status, payload):
+writes each seed's record into the results store. Rank 0 writes OUTCOME, JSON [status, payload]:
   ("done", [{"seed": N, "metrics": ..., "record": path or None}, ...])
   ("interrupted", message)   SIGTERM/SIGINT stopped training; the trainer saved last.pt, `resume` continues
   ("failed", message)        bad input or data (a ReproError); anything else leaves its traceback in the log
@@ -12,6 +12,7 @@ writes each seed's record into the results store. Rank 0 writes OUTCOME, a pickl
 
 from __future__ import annotations
 
+import json
 import os
 import pickle
 import sys
@@ -27,6 +28,16 @@ def label(row: str, seeds: list[int]) -> str:
     if len(seeds) == 1:
         return f"{row} seed {seeds[0]}"
     return f"{row} seeds {','.join(map(str, seeds))} together"
+
+
+def read_outcome(path: Path) -> tuple[str, object]:
+    """(status, payload) from the OUTCOME file a unit's rank 0 wrote: JSON, never a pickle; ("failed", None) when
+    there is none or it is not one."""
+    try:
+        status, payload = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, TypeError, RecursionError):
+        return "failed", None
+    return (status, payload) if status in EXIT else ("failed", None)
 
 
 def main(argv: list[str]) -> int:
@@ -59,7 +70,7 @@ def main(argv: list[str]) -> int:
         result = ("failed", " ".join(str(exc).split()))
     status, payload = result
     if main_rank:
-        write_bytes_atomic(outbox, pickle.dumps(result))
+        write_bytes_atomic(outbox, json.dumps(result).encode("utf-8"))
         print(f"repro unit: {name}: {status}: {payload}", file=sys.stderr, flush=True)
     return EXIT[status]
 
