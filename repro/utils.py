@@ -175,6 +175,20 @@ def paused_gc() -> Iterator[None]:
             gc.enable()
 
 
+class DuplicateKey(ValueError):
+    """A JSON object that names a key twice (which of the two counts is not defined: Python keeps the last)."""
+
+
+def unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """`json.loads(..., object_pairs_hook=unique_keys)`: an object, or DuplicateKey when it names a key twice."""
+    out = dict(pairs)
+    if len(out) != len(pairs):
+        seen: set[str] = set()
+        twice = next(key for key, _ in pairs if key in seen or seen.add(key))
+        raise DuplicateKey(f"a JSON object names {twice[:200]!r} twice; give each key once")
+    return out
+
+
 def write_json_atomic(path: Path, data: Any) -> None:
     """Write JSON (strict: no NaN) so that `path` is either the old file or the complete new one."""
     with atomic_open(path) as handle:

@@ -377,3 +377,29 @@ def test_a_second_run_of_the_same_unit_at_once_is_refused_in_one_line(runner, to
     assert not list((toy_family / "data" / "runs" / "toy-table1" / "smoke" / "Sighted").glob("seed0/*"))
     out = runner.invoke(app, ["run", "toy-table1", "--scale", "smoke", "--rows", "Sighted"])
     assert out.exit_code == 0, out.output
+
+
+# --- prediction files: one meaning only -------------------------------------------------------------------------
+
+
+def _json(path: Path, text: str) -> Path:
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_a_duplicate_key_in_a_prediction_file_is_refused_by_eval_and_submit(runner, tmp_path):
+    gold = _json(tmp_path / "gold.json", '[{"question_id": 1, "answer": "yes"}]')
+    preds = _json(tmp_path / "p.json", '[{"question_id": 1, "answer": "no", "answer": "yes"}]')
+    out = runner.invoke(app, ["eval", "--metric", "accuracy", "--annotations", str(gold), "--predictions", str(preds)])
+    assert out.exit_code == 2, out.output
+    assert "names 'answer' twice" in out.output
+    out = runner.invoke(app, ["submit", "vqa2-test-dev", "-p", str(preds), "--dry-run"])
+    assert out.exit_code == 2 and "names 'answer' twice" in out.output, out.output
+
+
+def test_eval_refuses_string_ids_where_the_annotations_have_integers_as_submit_does(runner, tmp_path):
+    gold = _json(tmp_path / "gold.json", '[{"question_id": 1, "answer": "yes"}, {"question_id": 2, "answer": "no"}]')
+    preds = _json(tmp_path / "p.json", '[{"question_id": "1", "answer": "yes"}, {"question_id": 2, "answer": "no"}]')
+    out = runner.invoke(app, ["eval", "--metric", "accuracy", "--annotations", str(gold), "--predictions", str(preds)])
+    assert out.exit_code == 2, out.output
+    assert "1 prediction id(s) are written as strings where the annotations write int" in out.output

@@ -24,7 +24,7 @@ import yaml
 
 from repro.errors import ReproError
 from repro.paths import data_dir
-from repro.utils import check_not_an_input, paused_gc, write_bytes_atomic
+from repro.utils import DuplicateKey, check_not_an_input, paused_gc, unique_keys, write_bytes_atomic
 
 TARGETS_FILE = Path(__file__).resolve().parent / "targets.yaml"
 MB = 1024 * 1024
@@ -172,7 +172,9 @@ def read_predictions(path: Path) -> tuple[list[Any], str]:
     if body[0] not in "[{":
         raise ReproError(f"{path}: not JSON (a JSON array of records is expected)")
     try:
-        data = json.loads(text)
+        data = json.loads(text, object_pairs_hook=unique_keys)
+    except DuplicateKey as exc:
+        raise ReproError(f"{path}: {exc}") from None
     except json.JSONDecodeError as exc:
         if body[0] == "{" and exc.msg == "Extra data":
             return _read_json_lines(path, text), "lines"
@@ -187,7 +189,9 @@ def _read_json_lines(path: Path, text: str) -> list[Any]:
     for number, line in enumerate(text.splitlines(), 1):
         if line.strip():
             try:
-                entries.append(json.loads(line))
+                entries.append(json.loads(line, object_pairs_hook=unique_keys))
+            except DuplicateKey as exc:
+                raise ReproError(f"{path}:{number}: {exc}") from None
             except json.JSONDecodeError as exc:
                 raise ReproError(f"{path}:{number}: not valid JSON lines ({exc.msg})") from None
     return entries
