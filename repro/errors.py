@@ -32,3 +32,15 @@ def echoed(value: Any, limit: int = ECHO_LIMIT) -> str:
         return cut(repr(value), limit)
     except (ValueError, RecursionError):  # an int too long for str(), a structure nested too deep
         return f"a {type(value).__name__} too large to show"
+
+
+def reason(exc: BaseException) -> str:
+    """What went wrong, in the exception's own words on one line (cut), never its class name."""
+    if isinstance(exc, OSError) and exc.strerror:
+        return exc.strerror
+    if isinstance(exc, UnicodeError):
+        return "not UTF-8 text"
+    if isinstance(exc, RecursionError):
+        return "nested too deeply"
+    text = " ".join(str(exc).split())
+    return cut(text) if text else "unreadable"

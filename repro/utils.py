@@ -13,6 +13,7 @@ import hashlib
 import json
 import os
 import pickle
+import re
 import secrets
 import shutil
 import socket
@@ -24,9 +25,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import IO, Any
 
-import yaml
-
-from repro.errors import ReproError
+from repro.errors import ReproError, cut, echoed
 
 
 def check_output_path(path: Path, what: str = "output") -> None:
@@ -229,8 +228,43 @@ def now_iso() -> str:
 
 
 # --- YAML with line numbers ---------------------------------------------------------------------
+#
+# Every YAML file and value the toolkit reads (specs, recipes, the catalog, the submission targets, key=value
+# overrides) is read here, by ruamel.yaml as YAML 1.2: `1:30` is text (YAML 1.1 read it as 90, in base 60), `yes`
+# is text, `012` is twelve. A value is text, a number, true/false, null, a list or a mapping, and nothing else:
+# no dates, no binary, no tags; a number written in octal or hexadecimal (`0o17`, `0x1f`) is refused rather than
+# read as a surprise, and so is an integer too long to be a count.
 
 MAX_YAML_BYTES = 4 << 20  # specs and recipes are a few kB; anything far larger is not one
+MAX_DIGITS = 30  # an integer longer than this is no count, seed or size
+_CORE = "tag:yaml.org,2002:"
+_VALUE_TAGS = {f"{_CORE}{kind}" for kind in ("str", "int", "float", "bool", "null")}
+_BASED = re.compile(r"[-+]?0[oOxXbB]")
+
+
+def _yaml_reader():
+    from ruamel.yaml import YAML
+
+    return YAML(typ="safe", pure=True)  # YAML 1.2, the core schema
+
+
+def yaml_scalar(node: Any, where: str) -> Any:
+    """One scalar node as a Python value (YAML 1.2 core schema); ReproError at `where` (`file:line`) for a tag,
+    a date, an octal or hexadecimal number or an integer of more than MAX_DIGITS digits."""
+    tag, text = node.tag, node.value
+    if tag not in _VALUE_TAGS:
+        kind = tag.rsplit(":", 1)[-1] if tag.startswith(_CORE) else tag
+        raise ReproError(f"{where}: YAML {kind} {echoed(text)} is not a value here; quote it to mean the text")
+    if tag == f"{_CORE}int":
+        if _BASED.match(text):
+            raise ReproError(f"{where}: {echoed(text)}: write numbers in decimal (no 0o, 0x or 0b)")
+        if len(text.lstrip("+-")) > MAX_DIGITS:
+            raise ReproError(
+                f"{where}: an integer of {len(text.lstrip('+-')):,} digits is no count; at most {MAX_DIGITS}"
+            )
+    if tag == f"{_CORE}float" and len(text) > 400:
+        raise ReproError(f"{where}: a number written with {len(text):,} characters; write it shorter")
+    return _yaml_reader().constructor.construct_object(node)
 
 
 class Located:
@@ -247,52 +281,78 @@ class Located:
             line = self.lines.get(where)
         return ReproError(f"{self.path}:{line or 1}: {message}")
 
-    def to_python(self, node: yaml.Node, where: tuple = ()) -> Any:
-        self.lines.setdefault(where, node.start_mark.line + 1)
-        if node.tag and node.tag.startswith("!") and not node.tag.startswith("!!"):
-            raise ReproError(f"{self.path}:{node.start_mark.line + 1}: YAML tag {node.tag!r} is not allowed")
-        if node.tag and node.tag.startswith("tag:yaml.org,2002:python"):
-            raise ReproError(f"{self.path}:{node.start_mark.line + 1}: YAML tag {node.tag!r} is not allowed")
-        if isinstance(node, yaml.MappingNode):
+    def to_python(self, node: Any, where: tuple = ()) -> Any:
+        from ruamel.yaml import nodes
+
+        line = node.start_mark.line + 1
+        self.lines.setdefault(where, line)
+        if isinstance(node, nodes.MappingNode):
+            if node.tag != f"{_CORE}map":
+                raise ReproError(f"{self.path}:{line}: YAML tag {node.tag!r} is not allowed")
             out: dict[Any, Any] = {}
             for key_node, value_node in node.value:
-                key = self.to_python(key_node, where + ("<key>",))
-                if not isinstance(key, (str, int, float, bool)) and key is not None:
-                    raise ReproError(f"{self.path}:{key_node.start_mark.line + 1}: a key must be a plain value")
+                key_line = key_node.start_mark.line + 1
+                if not isinstance(key_node, nodes.ScalarNode):
+                    raise ReproError(f"{self.path}:{key_line}: a key must be a plain value")
+                key = yaml_scalar(key_node, f"{self.path}:{key_line}")
+                if not isinstance(key, str):
+                    raise ReproError(f"{self.path}:{key_line}: key {echoed(key)} is not a name; quote it")
                 if key in out:
-                    raise ReproError(f"{self.path}:{key_node.start_mark.line + 1}: duplicate key {key!r}")
-                self.lines[where + (key,)] = key_node.start_mark.line + 1
+                    raise ReproError(f"{self.path}:{key_line}: duplicate key {echoed(key)}")
+                self.lines[where + (key,)] = key_line
                 out[key] = self.to_python(value_node, where + (key,))
             return out
-        if isinstance(node, yaml.SequenceNode):
+        if isinstance(node, nodes.SequenceNode):
+            if node.tag != f"{_CORE}seq":
+                raise ReproError(f"{self.path}:{line}: YAML tag {node.tag!r} is not allowed")
             items = []
             for i, item in enumerate(node.value):
                 self.lines[where + (i,)] = item.start_mark.line + 1
                 items.append(self.to_python(item, where + (i,)))
             return items
-        try:
-            return yaml.SafeLoader.construct_object(_SCALAR_LOADER, node)
-        except yaml.YAMLError as exc:
-            raise ReproError(
-                f"{self.path}:{node.start_mark.line + 1}: {getattr(exc, 'problem', None) or exc}"
-            ) from None
+        return yaml_scalar(node, f"{self.path}:{line}")
 
 
-_SCALAR_LOADER = yaml.SafeLoader("")
+def compose_yaml(text: str, where: str, max_aliases: int = 0) -> Any:
+    """One YAML document's node graph (YAML 1.2); at most `max_aliases` aliases (*name; none by default: no
+    spec needs them, and they allow exponential "billion laughs" documents), none recursive. ReproError with
+    `where:line` for anything that is not one well-formed document."""
+    from ruamel.yaml.error import YAMLError
+    from ruamel.yaml.events import AliasEvent, CollectionEndEvent, CollectionStartEvent
 
-
-def _compose_without_aliases(text: str, path: Path) -> yaml.Node | None:
-    """Compose one YAML document, refusing anchors and aliases (no spec needs them; they allow
-    exponential "billion laughs" documents) and more than one document."""
-    for event in yaml.parse(text, Loader=yaml.SafeLoader):
-        if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None):
-            line = event.start_mark.line + 1
-            raise ReproError(f"{path}:{line}: YAML anchors and aliases (&, *) are not allowed here")
-    loader = yaml.SafeLoader(text)
+    reader = _yaml_reader()
     try:
-        return loader.get_single_node()
-    finally:
-        loader.dispose()
+        aliases, open_anchors = 0, []
+        for event in reader.parse(text):
+            line = event.start_mark.line + 1
+            if isinstance(event, AliasEvent):
+                aliases += 1
+                if max_aliases == 0:
+                    raise ReproError(f"{where}:{line}: YAML anchors and aliases (&, *) are not allowed here")
+                if aliases > max_aliases:
+                    raise ReproError(f"{where}:{line}: more than {max_aliases} aliases (*name); write the values out")
+                if event.anchor in open_anchors:
+                    raise ReproError(f"{where}:{line}: recursive alias *{event.anchor}")
+            elif getattr(event, "anchor", None) and max_aliases == 0:
+                raise ReproError(f"{where}:{line}: YAML anchors and aliases (&, *) are not allowed here")
+            if isinstance(event, CollectionStartEvent):
+                open_anchors.append(event.anchor)
+            elif isinstance(event, CollectionEndEvent):
+                open_anchors.pop()
+        return reader.compose(text)
+    except YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+        line = mark.line + 1 if mark else 1
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        if "expected a single document" in str(exc):
+            problem = "more than one YAML document"
+        raise ReproError(f"{where}:{line}: invalid YAML: {one_line_text(problem)}") from None
+    except RecursionError:
+        raise ReproError(f"{where}: YAML nested too deeply") from None
+
+
+def one_line_text(text: str) -> str:
+    return cut(" ".join(str(text).split()))
 
 
 def read_yaml(path: Path, what: str = "file") -> tuple[Any, Located]:
@@ -306,21 +366,25 @@ def read_yaml(path: Path, what: str = "file") -> tuple[Any, Located]:
         raise ReproError(f"{path}: not UTF-8 text (byte {exc.start})") from None
     except OSError as exc:
         raise ReproError(f"{path}: cannot read: {exc.strerror}") from None
-    try:
-        node = _compose_without_aliases(text, path)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = mark.line + 1 if mark else 1
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise ReproError(f"{path}:{line}: invalid YAML: {problem}") from None
-    except RecursionError:
-        raise ReproError(f"{path}: YAML nested too deeply") from None
+    node = compose_yaml(text, str(path))
     if node is None:
         raise ReproError(f"{path}:1: empty {what}")
     try:
         return located.to_python(node), located
     except RecursionError:
         raise ReproError(f"{path}: YAML nested too deeply") from None
+
+
+def yaml_value(text: str, where: str) -> Any:
+    """A YAML 1.2 value given on the command line (`recipe.epochs=2`: `2`), by the rules of the files."""
+    node = compose_yaml(text, where)
+    if node is None:
+        return None
+    located = Located(Path(where))
+    try:
+        return located.to_python(node)
+    except ReproError as exc:
+        raise ReproError(str(exc).replace(f"{where}:1: ", f"{where}: ", 1)) from None
 
 
 def did_you_mean(key: Any, known: Iterable[str]) -> str:

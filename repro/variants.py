@@ -33,15 +33,16 @@ from typing import Any
 
 import yaml
 
-from repro.errors import ReproError
+from repro.errors import ReproError, echoed, reason
 from repro.names import inside
 from repro.paths import experiments_dir, scratch_dir
 from repro.specs import Row, Spec
+from repro.utils import yaml_value
 
 SECTIONS = ("recipe", "sizes", "generator", "model")
 RECIPE_FIXED = {"name", "path", "description", "seed", "train_splits"}  # seeds: --seeds; splits: the family's
 VARIANTS_FOLDER = "variants"
-NUMBER = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?")
+MAX_VALUE_CHARS = 1000  # an override value: a number, a name or a short list
 
 
 @dataclass(frozen=True)
@@ -113,25 +114,31 @@ def parse_overrides(items: list[str] | None) -> tuple[tuple[str, Any], ...]:
     for item in items or ():
         key, sep, raw = item.partition("=")
         key = key.strip()
+        shown = echoed(item)
         if not sep or not key:
-            raise ReproError(f"{item!r}: an override is key=value, e.g. recipe.epochs=2")
+            raise ReproError(f"{shown}: an override is key=value, e.g. recipe.epochs=2")
         parts = key.split(".")
         if parts[0] not in SECTIONS or len(parts) < 2 or not all(parts):
             starts = ", ".join(s + "." for s in SECTIONS)
-            raise ReproError(f"{item!r}: override keys start with {starts} (e.g. recipe.epochs=2)")
+            raise ReproError(f"{shown}: override keys start with {starts} (e.g. recipe.epochs=2)")
+        if len(parts) > 3 or not all(re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,63}", p) for p in parts):
+            raise ReproError(f"{shown}: an override key is names joined by '.' (letters, digits, '_'), e.g. sizes.ffn")
         if key in found:
-            raise ReproError(f"{item!r}: {key} is given twice")
+            raise ReproError(f"{shown}: {key} is given twice")
         if raw.strip() == "":
-            raise ReproError(f"{item!r}: no value after '='")
-        try:
-            found[key] = yaml.safe_load(raw)
-        except yaml.YAMLError as exc:
-            why = " ".join(str(exc).split())
-            raise ReproError(f"{item!r}: the value is not a YAML scalar or list ({why})") from None
-        if isinstance(found[key], str) and NUMBER.fullmatch(raw.strip()):  # YAML 1.1 reads 1e-3 as text
-            found[key] = float(raw)
-        if isinstance(found[key], dict):
-            raise ReproError(f"{item!r}: give one key per override (e.g. {key}.NAME=VALUE), not a mapping")
+            raise ReproError(f"{shown}: no value after '='")
+        if len(raw) > MAX_VALUE_CHARS:
+            raise ReproError(f"{shown}: a value of {len(raw):,} characters; at most {MAX_VALUE_CHARS}")
+        try:  # YAML 1.2, as spec files are read (repro.utils): `1:30` is text, `1e-3` a number
+            found[key] = yaml_value(raw, key)
+        except ReproError as exc:
+            raise ReproError(
+                f"{shown}: the value is not a YAML scalar or list ({str(exc).split(': ', 1)[-1]})"
+            ) from None
+        if isinstance(found[key], dict) or (
+            isinstance(found[key], list) and any(isinstance(v, (list, dict)) for v in found[key])
+        ):
+            raise ReproError(f"{shown}: give one key per override (e.g. {key}.NAME=VALUE), not a mapping")
     return tuple(sorted(found.items()))
 
 
@@ -333,5 +340,5 @@ def _check_sizes(rows: list[Row], settings: dict[str, Any], overrides) -> None:
         except ReproError as exc:
             raise ReproError(f"{keys}: {exc}") from None
         except Exception as exc:  # noqa: BLE001 - a model that cannot be built with these sizes
-            why = f"{type(exc).__name__}: {exc}"
+            why = reason(exc)
             raise ReproError(f"{keys}: row {row.name!r} cannot be built with these sizes ({why})") from None

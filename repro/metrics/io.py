@@ -49,7 +49,7 @@ from io import StringIO
 from pathlib import Path
 from typing import Any
 
-from repro.errors import ReproError
+from repro.errors import ReproError, reason
 from repro.metrics.base import shown
 from repro.metrics.vqa import AnswerTable, Labels
 from repro.utils import DuplicateKey, csv_field_limit, unique_keys
@@ -573,16 +573,14 @@ def _read_npz(path: Path) -> dict:
         try:
             loaded = np.load(handle, allow_pickle=False)
         except NPZ_ERRORS as exc:
-            raise ReproError(
-                f"{path}: not an .npz archive of score matrices ({exc.__class__.__name__}: {exc})"
-            ) from None
+            raise ReproError(f"{path}: not an .npz archive of score matrices ({reason(exc)})") from None
         if not isinstance(loaded, np.lib.npyio.NpzFile):
             raise ReproError(f"{path}: a single array (.npy), not an .npz archive holding 'i2t' and 't2i'")
         try:
             with loaded as data:
                 return {k: data[k] for k in ("i2t", "t2i") if k in data.files}
         except NPZ_ERRORS as exc:
-            raise ReproError(f"{path}: cannot read the score matrices ({exc.__class__.__name__}: {exc})") from None
+            raise ReproError(f"{path}: cannot read the score matrices ({reason(exc)})") from None
 
 
 def _matrix(value: Any, path: Path, name: str):

@@ -22,7 +22,7 @@ from typing import Any
 
 import yaml
 
-from repro.errors import ReproError
+from repro.errors import ReproError, reason
 from repro.paths import data_dir
 from repro.utils import DuplicateKey, check_not_an_input, paused_gc, unique_keys, write_bytes_atomic
 
@@ -81,7 +81,7 @@ def load_targets(path: Path = TARGETS_FILE) -> dict[str, Target]:
     try:
         raw = yaml.safe_load(path.read_text(encoding="utf-8"))
     except (OSError, yaml.YAMLError) as exc:
-        raise ReproError(f"{path}: cannot read the submission targets ({type(exc).__name__})") from None
+        raise ReproError(f"{path}: cannot read the submission targets ({reason(exc)})") from None
     if not isinstance(raw, dict):
         raise ReproError(f"{path}: expected a mapping of target names")
     return {name: _target(name, entry, path) for name, entry in raw.items()}
@@ -119,7 +119,7 @@ def _target(name: str, entry: Any, path: Path) -> Target:
             for_dataset=bool(entry.get("for_dataset", False)),
         )
     except (KeyError, TypeError, ValueError) as exc:
-        raise ReproError(f"{where}: malformed ({type(exc).__name__}: {exc})") from None
+        raise ReproError(f"{where}: malformed ({reason(exc)})") from None
     if target.on_evalai and (not target.challenge or not (target.phase or target.phase_names)):
         raise ReproError(f"{where}: an EvalAI target needs a challenge and a phase id or phase names")
     if not target.on_evalai and not (target.package and target.instructions):
@@ -165,7 +165,7 @@ def read_predictions(path: Path) -> tuple[list[Any], str]:
     except FileNotFoundError:
         raise ReproError(f"{path}: no such predictions file") from None
     except (OSError, UnicodeDecodeError) as exc:
-        raise ReproError(f"{path}: cannot read it as UTF-8 text ({type(exc).__name__})") from None
+        raise ReproError(f"{path}: cannot read it as UTF-8 text ({reason(exc)})") from None
     body = text.lstrip()
     if not body:
         raise ReproError(f"{path}: empty file")
@@ -210,7 +210,7 @@ def read_question_ids(path: Path, source: QuestionSource, id_type: type) -> set:
             f"question file {path} not found; download the dataset (`repro download`) or pass --questions FILE"
         ) from None
     except (OSError, ValueError) as exc:
-        raise ReproError(f"question file {path}: unreadable ({type(exc).__name__})") from None
+        raise ReproError(f"question file {path}: unreadable ({reason(exc)})") from None
     try:
         if source.layout == "keyed":
             ids = list(data)

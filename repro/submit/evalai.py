@@ -33,7 +33,7 @@ from typing import Any
 
 import requests
 
-from repro.errors import ReproError
+from repro.errors import ReproError, reason
 from repro.terminal import printable
 
 DEFAULT_HOST = "https://eval.ai"
@@ -131,7 +131,7 @@ def _token_from_file(path: Path) -> str:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
-        raise ReproError(f"{path}: not a readable token file ({type(exc).__name__})") from None
+        raise ReproError(f"{path}: not a readable token file ({reason(exc)})") from None
     token = data.get("token") if isinstance(data, dict) else None
     if not isinstance(token, str) or not token.strip():
         raise ReproError(f'{path}: no "token" string in it')
