@@ -255,7 +255,7 @@ def truncated_tar() -> bytes:
 @pytest.mark.parametrize(
     "case, expect",
     [
-        ("redirect-loop", "TooManyRedirects"),
+        ("redirect-loop", "Exceeded 30 redirects"),
         ("unparsable-host", "a..b"),
         ("disk-full", "disk is full"),
         ("bad-zip", "not a readable zip archive"),

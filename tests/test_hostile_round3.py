@@ -403,3 +403,44 @@ def test_eval_refuses_string_ids_where_the_annotations_have_integers_as_submit_d
     out = runner.invoke(app, ["eval", "--metric", "accuracy", "--annotations", str(gold), "--predictions", str(preds)])
     assert out.exit_code == 2, out.output
     assert "1 prediction id(s) are written as strings where the annotations write int" in out.output
+
+
+# --- YAML 1.2 everywhere ------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "value, expect",
+    [
+        ("1:30", "got text"),  # YAML 1.1 read it as 90 (base 60)
+        ("0o17", "write numbers in decimal"),
+        ("0x1f", "write numbers in decimal"),
+        ("9" * 5000, "an integer of 5,000 digits"),
+        ("2001-01-01", "YAML timestamp"),
+    ],
+)
+def test_a_spec_value_yaml_1_1_would_read_otherwise_is_refused_with_its_line(runner, toy_family, value, expect):
+    from tests.conftest import TOY_SPEC
+
+    write_spec(toy_family, TOY_SPEC.replace("smoke: {seeds: [0]}", f"smoke: {{seeds: [{value}]}}"), "toy", "toy-table1")
+    out = runner.invoke(app, ["run", "toy-table1", "--scale", "smoke", "--dry-run"])
+    assert out.exit_code == 2, out.output
+    line = [n for n, text in enumerate(TOY_SPEC.splitlines(), 1) if "smoke: {seeds" in text][0]
+    assert f"toy-table1.yaml:{line}: " in out.output and (expect in out.output or "seed is an integer" in out.output)
+    assert len(out.output.strip().splitlines()) == 1 and len(out.output) < 1000
+
+
+@pytest.mark.parametrize("value", ["1:30", "0x10", "9" * 5000])
+def test_an_override_is_read_as_yaml_1_2_too(runner, toy_family, value):
+    out = runner.invoke(app, ["run", "toy-table1", "--scale", "smoke", "--dry-run", f"recipe.epochs={value}"])
+    assert out.exit_code == 2, out.output
+    assert "recipe.epochs=" in out.output and len(out.output) < 1000
+    assert "Error" not in out.output  # no exception class name
+
+
+def test_a_catalog_value_is_read_as_yaml_1_2(tmp_path):
+    from repro.data.catalog import load_catalog
+
+    path = tmp_path / "catalog.yaml"
+    path.write_text("datasets:\n  a:\n    files: [{url: 'http://h/a', size: 0x10}]\n")
+    with pytest.raises(ReproError, match=r"catalog .*catalog\.yaml:3: .*write numbers in decimal"):
+        load_catalog(path)

@@ -211,7 +211,7 @@ def _load_yaml(path: Path) -> tuple[Any, dict[tuple, int]]:
         lines: dict[tuple, int] = {}
         if node is not None:
             _index_lines(path, node, (), lines)
-        data = loader.construct_document(node) if node is not None else None
+        data = _values_yaml12(path, text) if node is not None else None
     except yaml.reader.ReaderError as exc:
         line = text[: exc.position].count("\n") + 1
         raise ReproError(
@@ -229,6 +229,17 @@ def _load_yaml(path: Path) -> tuple[Any, dict[tuple, int]]:
         if loader is not None:
             loader.dispose()
     return data, lines
+
+
+def _values_yaml12(path: Path, text: str) -> Any:
+    """The document's values as YAML 1.2 reads them (`repro.utils`, as specs and recipes are read): `1:30` and
+    `yes` are text, a date or a number in octal or hex is refused; the structure was checked by the loader above."""
+    from repro.utils import Located, compose_yaml
+
+    try:
+        return Located(path).to_python(compose_yaml(text, str(path), max_aliases=MAX_ALIASES))
+    except ReproError as exc:
+        raise ReproError(f"catalog {exc}") from None
 
 
 def _index_lines(path: Path, node: yaml.Node, at: tuple, lines: dict[tuple, int]) -> None:
