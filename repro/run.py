@@ -207,6 +207,9 @@ def make_plan(
     variant = variant or Variant()
     settings = scale_settings(spec, scale)
     rows = select_rows(spec, row_names)
+    from repro.variants import check_spec_settings
+
+    check_spec_settings(spec, scale, settings, rows)  # as an override would be checked, with the spec's file:line
     if variant.overrides:
         from repro.variants import apply
 

@@ -102,10 +102,19 @@ class Spec:
     claims: tuple[Claim, ...] = ()
     notes: str | None = None
     design: Design | None = None  # the statistical design the claims are judged under (repro.design)
+    lines: dict[tuple, int] = field(default_factory=dict, compare=False, repr=False)  # key path -> line in the file
 
     def design_hash(self, scale: str) -> str:
         """The hash of the design a record of `scale` is judged under ("" when the spec has none for it)."""
         return design_hash(self.design, scale, [c.canonical() for c in self.claims])
+
+    def error(self, where: tuple, message: str) -> ReproError:
+        """`file:line: message`, the line of the key at `where` (or of the nearest key above it)."""
+        line = self.lines.get(where)
+        while line is None and where:
+            where = where[:-1]
+            line = self.lines.get(where)
+        return ReproError(f"{self.path}:{line or 1}: {message}")
 
     def column(self, name: str) -> Column:
         for col in self.columns:
@@ -245,6 +254,7 @@ def parse_spec(path: Path, in_tree: bool = True) -> Spec:
         claims=claims,
         notes=notes,
         design=design,
+        lines=loc.lines,
     )
 
 
@@ -463,6 +473,7 @@ def _column_notes(loc: Located, where: tuple, item: dict, key: str, reported: di
 
 
 MAX_SEED = 2**31 - 1  # seeds a run accepts (torch and numpy take 32-bit seeds)
+MAX_TOLERANCE = 10_000  # in a column's own units: a wider one would pass any number
 
 
 def _check_run_settings(loc: Located, where: tuple, settings: dict) -> None:
@@ -488,8 +499,11 @@ def _parse_tolerance(loc: Located, where: tuple, raw: Any, column_names: set[str
     for col, value in raw.items():
         if col != "default" and col not in column_names:
             raise loc.error(where + (col,), f"tolerance for unknown column {col!r}")
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < math.inf:
-            raise loc.error(where + (col,), f"tolerance must be a finite non-negative number, got {value!r}")
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= MAX_TOLERANCE:
+            raise loc.error(
+                where + (col,),
+                f"tolerance must be a finite non-negative number up to {MAX_TOLERANCE:,} (column units), got {value}",
+            )
     return {str(k): float(v) for k, v in raw.items()}
 
 

@@ -8,6 +8,7 @@ target, so a file is either complete or absent; an error or interrupt leaves the
 from __future__ import annotations
 
 import difflib
+import functools
 import gc
 import hashlib
 import json
@@ -248,6 +249,12 @@ def _yaml_reader():
     return YAML(typ="safe", pure=True)  # YAML 1.2, the core schema
 
 
+@functools.cache
+def _scalars():
+    """One constructor for every scalar (a reader per value would cost more than the value)."""
+    return _yaml_reader().constructor
+
+
 def yaml_scalar(node: Any, where: str) -> Any:
     """One scalar node as a Python value (YAML 1.2 core schema); ReproError at `where` (`file:line`) for a tag,
     a date, an octal or hexadecimal number or an integer of more than MAX_DIGITS digits."""
@@ -264,15 +271,20 @@ def yaml_scalar(node: Any, where: str) -> Any:
             )
     if tag == f"{_CORE}float" and len(text) > 400:
         raise ReproError(f"{where}: a number written with {len(text):,} characters; write it shorter")
-    return _yaml_reader().constructor.construct_object(node)
+    return _scalars().construct_object(node)
 
 
 class Located:
-    """Line numbers of every mapping key and sequence item of one YAML document."""
+    """Line numbers of every mapping key and sequence item of one YAML document, read into plain Python: at most
+    `max_aliases` uses of an alias (*name; none by default: no spec needs them, and they allow exponential
+    "billion laughs" documents), none recursive."""
 
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, max_aliases: int = 0):
         self.path = path
         self.lines: dict[tuple, int] = {}
+        self.max_aliases, self._aliases = max_aliases, 0
+        self._open: set[int] = set()
+        self._read: set[int] = set()
 
     def error(self, where: tuple, message: str) -> ReproError:
         line = self.lines.get(where)
@@ -286,6 +298,28 @@ class Located:
 
         line = node.start_mark.line + 1
         self.lines.setdefault(where, line)
+        if node.anchor is not None and self.max_aliases == 0:
+            raise ReproError(f"{self.path}:{line}: YAML anchors and aliases (&, *) are not allowed here")
+        if id(node) in self._open:
+            raise ReproError(f"{self.path}:{line}: recursive alias *{node.anchor}")
+        if id(node) in self._read:  # a node read before: an alias of it
+            self._aliases += 1
+            if self._aliases > self.max_aliases:
+                raise ReproError(
+                    f"{self.path}:{line}: more than {self.max_aliases} aliases (*name); write the values out"
+                )
+        self._read.add(id(node))
+        if isinstance(node, nodes.ScalarNode):
+            return yaml_scalar(node, f"{self.path}:{line}")
+        self._open.add(id(node))
+        try:
+            return self._collection(node, where, line)
+        finally:
+            self._open.discard(id(node))
+
+    def _collection(self, node: Any, where: tuple, line: int) -> Any:
+        from ruamel.yaml import nodes
+
         if isinstance(node, nodes.MappingNode):
             if node.tag != f"{_CORE}map":
                 raise ReproError(f"{self.path}:{line}: YAML tag {node.tag!r} is not allowed")
@@ -302,44 +336,22 @@ class Located:
                 self.lines[where + (key,)] = key_line
                 out[key] = self.to_python(value_node, where + (key,))
             return out
-        if isinstance(node, nodes.SequenceNode):
-            if node.tag != f"{_CORE}seq":
-                raise ReproError(f"{self.path}:{line}: YAML tag {node.tag!r} is not allowed")
-            items = []
-            for i, item in enumerate(node.value):
-                self.lines[where + (i,)] = item.start_mark.line + 1
-                items.append(self.to_python(item, where + (i,)))
-            return items
-        return yaml_scalar(node, f"{self.path}:{line}")
+        if node.tag != f"{_CORE}seq":
+            raise ReproError(f"{self.path}:{line}: YAML tag {node.tag!r} is not allowed")
+        items = []
+        for i, item in enumerate(node.value):
+            self.lines[where + (i,)] = item.start_mark.line + 1
+            items.append(self.to_python(item, where + (i,)))
+        return items
 
 
-def compose_yaml(text: str, where: str, max_aliases: int = 0) -> Any:
-    """One YAML document's node graph (YAML 1.2); at most `max_aliases` aliases (*name; none by default: no
-    spec needs them, and they allow exponential "billion laughs" documents), none recursive. ReproError with
-    `where:line` for anything that is not one well-formed document."""
+def compose_yaml(text: str, where: str) -> Any:
+    """One YAML document's node graph (YAML 1.2; `Located.to_python` reads it); ReproError with `where:line` for
+    anything that is not one well-formed document."""
     from ruamel.yaml.error import YAMLError
-    from ruamel.yaml.events import AliasEvent, CollectionEndEvent, CollectionStartEvent
 
-    reader = _yaml_reader()
     try:
-        aliases, open_anchors = 0, []
-        for event in reader.parse(text):
-            line = event.start_mark.line + 1
-            if isinstance(event, AliasEvent):
-                aliases += 1
-                if max_aliases == 0:
-                    raise ReproError(f"{where}:{line}: YAML anchors and aliases (&, *) are not allowed here")
-                if aliases > max_aliases:
-                    raise ReproError(f"{where}:{line}: more than {max_aliases} aliases (*name); write the values out")
-                if event.anchor in open_anchors:
-                    raise ReproError(f"{where}:{line}: recursive alias *{event.anchor}")
-            elif getattr(event, "anchor", None) and max_aliases == 0:
-                raise ReproError(f"{where}:{line}: YAML anchors and aliases (&, *) are not allowed here")
-            if isinstance(event, CollectionStartEvent):
-                open_anchors.append(event.anchor)
-            elif isinstance(event, CollectionEndEvent):
-                open_anchors.pop()
-        return reader.compose(text)
+        return _yaml_reader().compose(text)
     except YAMLError as exc:
         mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
         line = mark.line + 1 if mark else 1

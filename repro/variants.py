@@ -43,6 +43,7 @@ SECTIONS = ("recipe", "sizes", "generator", "model")
 RECIPE_FIXED = {"name", "path", "description", "seed", "train_splits"}  # seeds: --seeds; splits: the family's
 VARIANTS_FOLDER = "variants"
 MAX_VALUE_CHARS = 1000  # an override value: a number, a name or a short list
+MAX_SETTING = 10**9  # a recipe, size or generator number above this is a typo
 
 
 @dataclass(frozen=True)
@@ -191,18 +192,84 @@ def apply(
     return settings, rows
 
 
+def check_spec_settings(spec: Spec, scale: str, settings: dict[str, Any], rows: list[Row]) -> None:
+    """A spec's own settings at `scale` (its recipe changes, sizes and generator) through the checks an override
+    of the same key meets (`apply`): kinds, finite non-negative numbers, the recipe's and the generator's ranges, a
+    model that builds with the sizes; each refusal names the spec's file and line."""
+    where = ("scales", scale)
+    for section in ("recipe", "sizes", "generator"):
+        values = settings.get(section)
+        if values is None:
+            continue
+        if not isinstance(values, dict):
+            raise spec.error(where + (section,), f"{section} must be a mapping, got {_kind(values)}")
+        for key, value in values.items():
+            if section == "recipe" and key in ("schedule", "optimizer"):
+                continue  # mappings the recipe checks itself, below
+            for path, leaf in _leaves((key,), value, nested=section == "sizes"):  # sizes may be given per arch
+                try:
+                    _finite(leaf)
+                except ReproError as exc:
+                    dotted = ".".join(map(str, path))
+                    raise spec.error(where + (section, *path), f"{section}.{dotted}={_text(leaf)}: {exc}") from None
+    if settings.get("recipe") and spec.recipe and any(r.model is not None for r in rows):
+        from repro.families import load_recipe
+
+        try:
+            load_recipe(spec.recipe).replace(**settings["recipe"])
+        except ReproError as exc:
+            field_name = str(exc).split(":")[0].split(" ")[0]
+            raise spec.error(where + ("recipe", field_name), f"recipe: {exc}") from None
+    if settings.get("generator") is not None and scale != "paper":
+        from repro.families import for_row
+
+        readers = {for_row(r).generator_settings for r in rows if r.model is not None and for_row(r)} - {None}
+        for cls in {read(settings) for read in readers}:
+            try:
+                cls.from_mapping(settings["generator"])
+            except ReproError as exc:
+                named = [k for k in settings["generator"] if re.search(rf"\b{re.escape(k)}\b", str(exc))]
+                raise spec.error(where + ("generator", *named[:1]), f"generator: {exc}") from None
+    if settings.get("sizes"):
+        sizes = json.dumps(settings["sizes"], sort_keys=True)
+        unbuilt = [r for r in rows if r.model is not None and (type(r.config), r.config, sizes) not in _BUILT]
+        try:
+            _check_sizes(unbuilt, settings, tuple((f"sizes.{k}", v) for k, v in settings["sizes"].items()))
+        except ReproError as exc:
+            raise spec.error(where + ("sizes",), str(exc)) from None
+        _BUILT.update((type(r.config), r.config, sizes) for r in unbuilt)
+
+
+_BUILT: set[tuple] = set()  # (config, sizes) a model was built with on the meta device in this process
+
+
+def _leaves(path: tuple, value: Any, nested: bool):
+    """(key path, value) of each setting, inside the mappings of a nested section (sizes per arch)."""
+    if nested and isinstance(value, dict):
+        for key, inner in value.items():
+            yield from _leaves(path + (key,), inner, nested=False)
+    else:
+        yield path, value
+
+
 def _finite(value: Any, negative_ok: bool = False) -> None:
     """No NaN or infinity anywhere in a value (it would train, or skip clipping, silently), and no negative
     number for a recipe, size or generator setting (counts, rates, norms: none is negative)."""
     import math
 
+    if isinstance(value, dict):
+        raise ReproError("must be a number, a name or a list of them, not a mapping")
     for item in value if isinstance(value, list) else [value]:
+        if isinstance(item, (list, dict)):
+            raise ReproError(f"must be a number, a name or a list of them, not {_kind(item)} inside a list")
         if isinstance(item, bool) or not isinstance(item, (int, float)):
             continue
         if not math.isfinite(item):
             raise ReproError("must be a finite number")
         if item < 0 and not negative_ok:
             raise ReproError("must not be negative")
+        if abs(item) > MAX_SETTING:
+            raise ReproError(f"at most {MAX_SETTING:,} (no count, size or rate is larger)")
 
 
 def _one_level(path: list[str]) -> None:
@@ -230,6 +297,8 @@ def same_type(current: Any, value: Any) -> None:
 
 
 def _kind(value: Any) -> str:
+    if isinstance(value, dict):
+        return "a mapping"
     return {bool: "true/false", int: "an integer", float: "a number", str: "text"}.get(
         type(value), "a list" if isinstance(value, (list, tuple)) else type(value).__name__
     )

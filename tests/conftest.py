@@ -50,14 +50,18 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 @pytest.fixture(autouse=True, scope="session")
 def _scratch_folder(tmp_path_factory: pytest.TempPathFactory):
     """Smoke and variant records of a test that leaves REPRO_RESULTS unset go to a folder of this session, never
-    to (nor read from) the user's ~/.cache/repro/results (repro.paths.scratch_dir)."""
-    before = os.environ.get("REPRO_SCRATCH")
+    to (nor read from) the user's ~/.cache/repro/results (repro.paths.scratch_dir); so do its caches."""
+    names = ("REPRO_SCRATCH", "XDG_CACHE_HOME")
+    before = {name: os.environ.get(name) for name in names}
     os.environ["REPRO_SCRATCH"] = str(tmp_path_factory.mktemp("scratch"))
+    # the caches a test fills (question ids, WordNet staged for the WUPS tests) are the session's too
+    os.environ["XDG_CACHE_HOME"] = str(tmp_path_factory.mktemp("cache"))
     yield
-    if before is None:
-        os.environ.pop("REPRO_SCRATCH", None)
-    else:
-        os.environ["REPRO_SCRATCH"] = before
+    for name, value in before.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
 
 
 # what a test may leave in the checkout or the user's cache: the caches of the tools that run the tests

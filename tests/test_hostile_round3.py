@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import random
+import re
 import shutil
 from pathlib import Path
 
@@ -444,3 +445,180 @@ def test_a_catalog_value_is_read_as_yaml_1_2(tmp_path):
     path.write_text("datasets:\n  a:\n    files: [{url: 'http://h/a', size: 0x10}]\n")
     with pytest.raises(ReproError, match=r"catalog .*catalog\.yaml:3: .*write numbers in decimal"):
         load_catalog(path)
+
+
+# --- spec files meet the checks overrides meet: 70 random mutations --------------------------------------------
+
+HOSTILE_VALUES = [
+    float("inf"),
+    float("-inf"),
+    float("nan"),
+    -1,
+    0,
+    2.5,
+    10**40,
+    2**70,
+    {"a": 1},
+    [1, 2],
+    [1, 1],
+    [3, 1],
+    "text",
+    True,
+    None,
+    1e20,
+    "1:30",
+    [],
+    1,
+    3,
+    7,
+    0.5,
+]
+
+
+def _settings_leaves(spec: dict) -> list[tuple[tuple, object]]:
+    """(key path, value) of each synthetic-scale setting a mutation may change, and the tolerance."""
+    synthetic = spec["scales"]["synthetic"]
+    leaves = [(("scales", "synthetic", "tolerance", "default"), synthetic["tolerance"]["default"])]
+    for section in ("generator", "sizes", "recipe"):
+        for key, value in synthetic[section].items():
+            if isinstance(value, dict):
+                leaves += [(("scales", "synthetic", section, key, k), v) for k, v in value.items() if k != "name"]
+            else:
+                leaves.append((("scales", "synthetic", section, key), value))
+    return leaves
+
+
+def _sane(path: tuple, original, value) -> bool:
+    """A value any reader would accept for the setting at `path`: the original's kind, finite, not negative, a
+    count stays a count, a schedule's milestones rise. Such a value is harmless if a run takes it."""
+    import math
+
+    if isinstance(original, bool) or isinstance(value, bool):
+        return isinstance(original, bool) and isinstance(value, bool)
+    if isinstance(original, list):
+        return (
+            isinstance(value, list)
+            and all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in value)
+            and value == sorted(set(value))
+        )
+    if isinstance(original, int):  # a size of 0 (no layers) builds and trains: an ablation, not a crash
+        ok = isinstance(value, int) and value >= (1 if original >= 1 and "sizes" not in path else 0)
+        return ok and (path[-1] != "seed" or value < 2**31) and value <= 10**8
+    if isinstance(original, float):
+        top = 1 if path[-1].endswith(("probability", "_error", "_share", "_change")) else 10_000
+        return isinstance(value, (int, float)) and math.isfinite(value) and 0 <= value <= top
+    return type(value) is type(original)
+
+
+def _line_of(text: str, path: tuple) -> set[int]:
+    """The lines of the key at `path` and of each mapping above it, in a block-style YAML text."""
+    lines, depth, found = text.splitlines(), 0, set()
+    start = 0
+    for depth, key in enumerate(path):
+        for n in range(start, len(lines)):
+            if lines[n].startswith("  " * depth + f"{key}:"):
+                found.add(n + 1)
+                start = n + 1
+                break
+    return found
+
+
+@pytest.mark.slow
+def test_70_random_spec_mutations_are_refused_with_their_line_or_harmless(runner, sandbox, tmp_path):
+    import copy
+
+    import yaml
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    from repro.paths import REPO_DIR
+
+    original = yaml.safe_load((REPO_DIR / "experiments" / "mcan-pa" / "mcan-pa-table5-ablation.yaml").read_text())
+    original["scales"]["synthetic"]["sizes"] = dict(original["scales"]["synthetic"]["sizes"])
+    leaves = _settings_leaves(original)
+    outcomes = {"refused": 0, "harmless": 0}
+
+    @settings(max_examples=70, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
+    @given(st.sampled_from(leaves), st.sampled_from(HOSTILE_VALUES))
+    def mutate(leaf, value):
+        path, before = leaf
+        spec = copy.deepcopy(original)
+        inner = spec
+        for key in path[:-1]:
+            inner = inner[key]
+        inner[path[-1]] = value
+        copy_file = tmp_path / "mutated.yaml"
+        text = yaml.safe_dump(spec, sort_keys=False, default_flow_style=False, allow_unicode=True)
+        if value == "1:30":
+            text = text.replace("'1:30'", "1:30")  # as a person would type it (YAML 1.1 read 90)
+        copy_file.write_text(text)
+        out = runner.invoke(app, ["run", str(copy_file), "--scale", "synthetic", "--dry-run", "--rows", "MCAN"])
+        if out.exit_code == 0:
+            assert _sane(path, before, value), (path, value, out.output[-300:])
+            outcomes["harmless"] += 1
+            return
+        line = out.output.strip()
+        assert out.exit_code == 2 and "\n" not in line and len(line) < 1000, (path, value, out.output)
+        assert line.startswith(f"error: {copy_file}:"), (path, value, line)
+        at = int(line.split(f"{copy_file}:")[1].split(":")[0])
+        assert at in _line_of(text, path), (path, value, line)
+        assert "Traceback" not in out.output and "Error:" not in line
+        outcomes["refused"] += 1
+
+    mutate()
+    assert outcomes["refused"] >= 35 and sum(outcomes.values()) == 70, outcomes
+
+
+# --- finite weights, or a refusal naming the tensor ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "bad, expect",
+    [
+        (float("nan"), "fc_1.weight holds 1 NaN or infinite value(s) of 12"),
+        (float("inf"), "fc_1.weight holds 1 NaN or infinite value(s) of 12"),
+        (1e300, "fc_1.weight holds 1e+300, beyond what float32 holds"),
+    ],
+)
+def test_a_released_checkpoint_with_values_no_model_can_hold_is_refused_naming_the_tensor(bad, expect):
+    from repro.weights import convert_by_rules, strict_load
+    from tests.test_weights import RULES, Toy, _official, _snapshot, _unchanged
+
+    model, official = Toy(), _official()
+    official = {k: v.double() for k, v in official.items()}
+    official["fc_1.weight"][1, 2] = bad
+    before = _snapshot(model)
+    with pytest.raises(ReproError, match=re.escape(expect)):
+        strict_load(model, convert_by_rules(official, RULES, "toy"), "toy")
+    assert _unchanged(model, before)
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("-inf")])
+def test_the_toolkits_own_checkpoint_with_a_nan_weight_is_refused_before_resume_or_evaluation(tmp_path, bad):
+    model = torch.nn.Linear(3, 2)
+    optimizer = torch.optim.Adam(model.parameters())
+    with torch.no_grad():
+        model.weight[0, 1] = bad
+    checkpoint.save_checkpoint(tmp_path / "last.pt", model=model, optimizer=optimizer, epoch=1, step=1, step_in_epoch=0)
+    with pytest.raises(ReproError, match=r"last\.pt: model\.weight holds 1 NaN or infinite value\(s\) of 6; refused"):
+        checkpoint.load_checkpoint(tmp_path / "last.pt")
+
+
+def test_the_toolkits_own_checkpoint_with_float64_beyond_float32_is_refused(tmp_path):
+    state = {"format": checkpoint.FORMAT, "model": {"w": torch.tensor([1.0, 1e39], dtype=torch.float64)}, "extra": {}}
+    torch.save(state, tmp_path / "last.pt")
+    with pytest.raises(ReproError, match=r"model\.w holds 1e\+39, beyond what float32 holds"):
+        checkpoint.load_checkpoint(tmp_path / "last.pt")
+
+
+def test_resume_from_a_checkpoint_with_a_nan_weight_is_one_line(runner, toy_family, tmp_path):
+    out = runner.invoke(app, ["run", "toy-table1", "--scale", "smoke", "--rows", "Sighted"])
+    assert out.exit_code == 0, out.output
+    last = _toy_unit(toy_family / "data" / "runs")
+    state = torch.load(last, weights_only=False)
+    name = next(iter(state["model"]))
+    state["model"][name].view(-1)[0] = float("nan")
+    torch.save(state, last)
+    out = runner.invoke(app, ["run", "toy-table1", "--scale", "smoke", "--rows", "Sighted", "--resume", "--force"])
+    assert out.exit_code != 0
+    assert f"model.{name} holds 1 NaN or infinite value(s)" in out.output and "Traceback" not in out.output

@@ -237,7 +237,7 @@ def _values_yaml12(path: Path, text: str) -> Any:
     from repro.utils import Located, compose_yaml
 
     try:
-        return Located(path).to_python(compose_yaml(text, str(path), max_aliases=MAX_ALIASES))
+        return Located(path, max_aliases=MAX_ALIASES).to_python(compose_yaml(text, str(path)))
     except ReproError as exc:
         raise ReproError(f"catalog {exc}") from None
 

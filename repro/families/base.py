@@ -26,7 +26,9 @@ from repro.variants import same_type
 
 class GeneratorSettings:
     """Base of a family's synthetic generator config (a frozen dataclass): read from the spec's
-    `scales.<scale>.generator` mapping, unknown keys refused; `key()` names the generated data's folder."""
+    `scales.<scale>.generator` mapping, unknown keys refused; `key()` names the generated data's folder. Every
+    setting is of its default's kind and in range (`_in_range`): a seed in 0..MAX_SEED, a count whose default is
+    positive at least 1, no integer above MAX_COUNT, every number finite, none negative."""
 
     @classmethod
     def from_mapping(cls, data: dict | None):
@@ -42,6 +44,7 @@ class GeneratorSettings:
         for name, value in data.items():
             try:
                 same_type(defaults[name], value)
+                _in_range(name, value, defaults[name])
             except ReproError as exc:
                 raise ReproError(f"synthetic generator setting {name}: {exc}") from None
         config = cls(**data)
@@ -54,6 +57,28 @@ class GeneratorSettings:
     def key(self) -> str:
         blob = json.dumps(asdict(self), sort_keys=True).encode()
         return hashlib.sha256(blob).hexdigest()[:12]
+
+
+MAX_COUNT = 10**8  # more images, videos or items than a generator could make on any machine
+SHARES = ("probability", "_error", "_share", "_change")  # settings that are probabilities or shares, in 0..1
+
+
+def _in_range(name: str, value: Any, default: Any) -> None:
+    from repro.specs import MAX_SEED
+
+    for item in value if isinstance(value, (list, tuple)) else [value]:
+        if isinstance(item, bool) or not isinstance(item, (int, float)):
+            continue
+        if not math.isfinite(item) or item < 0:
+            raise ReproError(f"must be a finite number, 0 or more, got {item!r}")
+        if name == "seed" and item > MAX_SEED:
+            raise ReproError(f"a seed is an integer in 0..{MAX_SEED}")
+        if name != "seed" and item > MAX_COUNT:
+            raise ReproError(f"at most {MAX_COUNT:,}")
+        if name.endswith(SHARES) and item > 1:
+            raise ReproError(f"is a probability or share, 0..1, got {item!r}")
+    if isinstance(default, int) and not isinstance(default, bool) and default >= 1 and value == 0:
+        raise ReproError("must be at least 1 (a count of 0 generates nothing)")
 
 
 @dataclass(frozen=True)
