@@ -180,6 +180,7 @@ def apply(
                 _one_level(path)
                 settings.setdefault("sizes", {})
                 same_type(settings["sizes"].get(path[0]), value)
+                _size(path[0], value)
                 settings["sizes"][path[0]] = value
             elif section == "generator":
                 _generator(scale, settings, rows, path, value)
@@ -209,6 +210,8 @@ def check_spec_settings(spec: Spec, scale: str, settings: dict[str, Any], rows: 
             for path, leaf in _leaves((key,), value, nested=section == "sizes"):  # sizes may be given per arch
                 try:
                     _finite(leaf)
+                    if section == "sizes":
+                        _size(path[-1], leaf)
                 except ReproError as exc:
                     dotted = ".".join(map(str, path))
                     raise spec.error(where + (section, *path), f"{section}.{dotted}={_text(leaf)}: {exc}") from None
@@ -241,6 +244,24 @@ def check_spec_settings(spec: Spec, scale: str, settings: dict[str, Any], rows: 
 
 
 _BUILT: set[tuple] = set()  # (config, sizes) a model was built with on the meta device in this process
+
+
+RATES = ("dropout", "momentum")  # model sizes that are rates in 0..1; `init_std` a scale; every other an integer
+
+
+def _size(name: Any, value: Any) -> None:
+    """A model size is a whole number (a width, a count of layers or tokens) or null (the family's own), except the
+    rates (RATES: 0..1) and `init_std` (a number); a mapping holds the sizes of one arch."""
+    if value is None or isinstance(value, dict):
+        return
+    if str(name).endswith(RATES):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
+            raise ReproError(f"is a rate, a number in 0..1, got {_text(value)}")
+    elif name == "init_std":
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ReproError(f"is a number, got {_kind(value)}")
+    elif isinstance(value, bool) or not isinstance(value, int):
+        raise ReproError(f"is a whole number (a width or a count), got {_kind(value)} {_text(value)}")
 
 
 def _leaves(path: tuple, value: Any, nested: bool):

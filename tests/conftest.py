@@ -69,9 +69,10 @@ TOOL_CACHES = frozenset({"__pycache__", ".pytest_cache", ".hypothesis", ".ruff_c
 
 
 class _Folders:
-    """The folders of the checkout and of the user's `~/.cache/repro`, each with its entries: a test that leaves a
-    file there, outside the results, scratch and data folders the tests point the toolkit at, is caught by the
-    folder's changed mtime (one stat per folder after a test), then its listing."""
+    """The folders of the checkout, each with its entries: a test that leaves a file there, outside the results,
+    scratch and data folders the tests point the toolkit at, is caught by the folder's changed mtime (one stat per
+    folder after a test), then its listing. (The user's ~/.cache is out of reach: `_scratch_folder` points
+    XDG_CACHE_HOME, the parent of the default data and scratch folders, at the session's own folder.)"""
 
     def __init__(self, roots: list[Path]):
         self.roots = roots
@@ -112,13 +113,13 @@ class _Folders:
 def _watched_folders() -> _Folders:
     from repro.paths import REPO_DIR
 
-    return _Folders([REPO_DIR, Path.home() / ".cache" / "repro"])
+    return _Folders([REPO_DIR])
 
 
 @pytest.fixture(autouse=True)
 def _nothing_left_outside(_watched_folders: _Folders):
     """No test leaves a file outside the results, scratch and data folders it was given (tmp_path, the session's
-    scratch folder): nothing new in the checkout, nothing in ~/.cache/repro."""
+    scratch and cache folders): nothing new in the checkout."""
     yield
     left = _watched_folders.new_entries()
     if left:

@@ -3,6 +3,7 @@ its own input."""
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import re
@@ -622,3 +623,96 @@ def test_resume_from_a_checkpoint_with_a_nan_weight_is_one_line(runner, toy_fami
     out = runner.invoke(app, ["run", "toy-table1", "--scale", "smoke", "--rows", "Sighted", "--resume", "--force"])
     assert out.exit_code != 0
     assert f"model.{name} holds 1 NaN or infinite value(s)" in out.output and "Traceback" not in out.output
+
+
+# --- the token never leaves, in any form --------------------------------------------------------------------------
+
+
+def _encodings(token: str) -> dict[str, str]:
+    import base64
+    import codecs
+
+    raw = token.encode()
+    return {
+        "as is": token,
+        "upper case": token.upper(),
+        "hex": raw.hex(),
+        "base32": base64.b32encode(raw).decode(),
+        "base64": base64.b64encode(raw).decode(),
+        "rot13": codecs.encode(token, "rot13"),
+        "fullwidth": "".join(chr(ord(c) + 0xFEE0) if "!" <= c <= "~" else c for c in token),
+        "zero-width": "\u200b".join(token),
+        "spaced": " ".join(token),
+        "dashed": "-".join(token[i : i + 4] for i in range(0, len(token), 4)),
+    }
+
+
+def _leaks(text: str, token: str) -> list[str]:
+    """Which form of the token a text holds: each encoding looked for after the text is normalised as a reader
+    would read it (NFKC, zero-width characters and separators removed, any case), by any 12 characters in a row."""
+    import base64
+    import codecs
+    import unicodedata
+
+    def norm(s: str) -> str:
+        s = unicodedata.normalize("NFKC", s).lower()
+        return "".join(c for c in s if c not in "\u200b\u200c\u200d\u2060\ufeff\u00ad \t\n\r-_.:/")
+
+    seen = norm(text)
+    raw = token.encode()
+    forms = {
+        "token": token,
+        "hex": raw.hex(),
+        "base32": base64.b32encode(raw).decode(),
+        "base64": base64.b64encode(raw).decode(),
+        "rot13": codecs.encode(token, "rot13"),
+    }
+    found = []
+    for name, form in forms.items():
+        form = norm(form)
+        if any(form[i : i + 12] in seen for i in range(len(form) - 11)):
+            found.append(name)
+    return found
+
+
+@pytest.mark.parametrize("outcome", ["finished", "failed"])
+def test_the_token_appears_in_no_output_record_or_file_in_any_encoding(runner, sandbox, monkeypatch, outcome):
+    from tests.evalai_stub import EvalAIStub
+    from tests.test_submit import TOKEN, vqa_predictions, vqa_questions
+
+    home = sandbox / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.delenv("EVALAI_API_URL", raising=False)
+    echoes = " | ".join(f"{name}: {text}" for name, text in _encodings(TOKEN).items())
+    server = EvalAIStub(TOKEN).start()
+    try:
+        (home / ".evalai").mkdir()
+        (home / ".evalai" / "host_url").write_text(server.url)
+        (home / ".evalai" / "token.json").write_text(json.dumps({"token": TOKEN}))
+        server.outcome = outcome
+        server.result = [{"test-dev": {"overall": 71.05, f"echo {echoes}": 1.0}}, {echoes: {"number": 54.86}}]
+        server.stderr_text = f"Traceback (most recent call last):\nValueError: bad token {echoes}\n"
+        server.remaining[1793] = {"remaining_submissions_today_count": 1, "message": f"hello {echoes}"}
+        vqa_questions(sandbox)
+        preds = vqa_predictions(sandbox / "p.json")
+        words = ["submit", "vqa2-test-dev", "-p", str(preds), "--yes", "--wait", "--poll", "0.01"]
+        out = runner.invoke(app, words)
+        assert out.exit_code == (0 if outcome == "finished" else 1), out.output
+        assert ("71.05" in out.stdout) == (outcome == "finished")
+        sid = max(server.submissions)
+        status = runner.invoke(app, ["submit", "--status", str(sid)])
+        server.fail["poll"] = (403, {"error": f"token {echoes} not allowed"})
+        refused = runner.invoke(app, ["submit", "--status", str(sid)])
+        assert refused.exit_code == 1
+    finally:
+        server.stop()
+    texts = {"output": out.output, "status": status.output, "refused": refused.output}
+    for path in sandbox.rglob("*"):
+        if path.is_file() and ".evalai" not in path.parts and path.suffix in (".jsonl", ".json", ".txt", ".log"):
+            texts[str(path)] = path.read_text(encoding="utf-8", errors="replace")
+    assert any("submissions.jsonl" in name for name in texts)
+    assert any(f"{sid}." in name for name in texts)  # the server's file, kept
+    leaked = {name: forms for name, text in texts.items() if (forms := _leaks(text, TOKEN))}
+    assert leaked == {}
+    assert _leaks(echoes, TOKEN)  # the check finds every form it looks for

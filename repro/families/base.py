@@ -43,7 +43,7 @@ class GeneratorSettings:
         defaults = {f.name: f.default for f in fields(cls)}
         for name, value in data.items():
             try:
-                same_type(defaults[name], value)
+                same_type(_example(cls, name, defaults[name]), value)
                 _in_range(name, value, defaults[name])
             except ReproError as exc:
                 raise ReproError(f"synthetic generator setting {name}: {exc}") from None
@@ -57,6 +57,17 @@ class GeneratorSettings:
     def key(self) -> str:
         blob = json.dumps(asdict(self), sort_keys=True).encode()
         return hashlib.sha256(blob).hexdigest()[:12]
+
+
+def _example(cls: type, name: str, default: Any) -> Any:
+    """A value of the kind setting `name` takes: its default, or for a default of None (`position_noise: float |
+    None`) a value of its declared type."""
+    if default is not None:
+        return default
+    import typing
+
+    kinds = [k for k in typing.get_args(typing.get_type_hints(cls).get(name)) if k is not type(None)]
+    return kinds[0]() if len(kinds) == 1 and kinds[0] in (int, float, str, bool) else None
 
 
 MAX_COUNT = 10**8  # more images, videos or items than a generator could make on any machine
