@@ -716,3 +716,26 @@ def test_the_token_appears_in_no_output_record_or_file_in_any_encoding(runner, s
     leaked = {name: forms for name, text in texts.items() if (forms := _leaks(text, TOKEN))}
     assert leaked == {}
     assert _leaks(echoes, TOKEN)  # the check finds every form it looks for
+
+
+# --- a dataset's type codes are its own -------------------------------------------------------------------------
+
+
+def test_a_cocoqa_type_code_outside_its_four_is_refused_with_its_line(runner, tmp_path):
+    split = tmp_path / "test"
+    split.mkdir()
+    (split / "answers.txt").write_text("dog\nred\n")
+    (split / "types.txt").write_text("0\n7\n")
+    preds = _json(tmp_path / "pred.txt", "dog\nblue\n")
+    out = runner.invoke(app, ["eval", "--metric", "accuracy", "-a", str(split), "-p", str(preds)])
+    assert out.exit_code == 2 and f"{split / 'types.txt'}:2: type 7 is not one of COCO-QA's 0-3" in out.output
+
+
+def test_a_cocoqa_file_that_is_not_utf8_is_one_line_with_its_line(tmp_path):
+    from repro.datasets.vqa import COCOQA_FILES, read_cocoqa_split
+
+    for name in COCOQA_FILES:
+        (tmp_path / name).write_text("1\n2\n" if name != "questions.txt" else "what?\nwho?\n")
+    (tmp_path / "types.txt").write_bytes(b"0\n\xff\n")
+    with pytest.raises(ReproError, match=r"types\.txt:2: not UTF-8 text"):
+        read_cocoqa_split(tmp_path)

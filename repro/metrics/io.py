@@ -362,8 +362,12 @@ def _cocoqa(path: Path) -> Gold:
     fields = {}
     types_file = folder / "types.txt"
     if types_file.is_file():
-        names = {"0": "object", "1": "number", "2": "color", "3": "location"}
-        types = [names.get(t.strip(), t.strip()) for t in _lines(types_file, allow_empty=True)][: len(answers)]
+        names = {"0": "object", "1": "number", "2": "color", "3": "location"}  # COCO-QA's four, and no other
+        codes = [t.strip() for t in _lines(types_file, allow_empty=True)][: len(answers)]
+        for line, code in enumerate(codes, 1):
+            if code not in names:
+                raise ReproError(f"{types_file}:{line}: type {shown(code)} is not one of COCO-QA's 0-3")
+        types = [names[code] for code in codes]
         if len(types) == len(answers):
             fields["type"] = types
     return Gold(list(range(len(answers))), answers, fields, answers_file)
