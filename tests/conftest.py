@@ -126,9 +126,24 @@ def _nothing_left_outside(_watched_folders: _Folders):
         pytest.fail(f"the test left files outside its folders: {', '.join(map(str, left[:5]))}", pytrace=False)
 
 
+class LineCheckingRunner(CliRunner):
+    """A CliRunner whose every invocation is held to the toolkit's rule for what it says about a failure: no
+    error or warning line longer than 1,000 characters (repro.errors.LINE_LIMIT), none with a traceback unless
+    --debug asked for it."""
+
+    def invoke(self, *args, **kwargs):
+        result = super().invoke(*args, **kwargs)
+        for line in result.output.splitlines():
+            if line.lstrip().startswith(("error:", "warning:")):
+                assert len(line) <= 1000, f"a line of {len(line):,} characters: {line[:200]}"
+        if os.environ.get("REPRO_DEBUG", "") in ("", "0") and "--debug" not in (args[1] if len(args) > 1 else ()):
+            assert "Traceback (most recent call last)" not in result.output, result.output[-2000:]
+        return result
+
+
 @pytest.fixture
 def runner() -> CliRunner:
-    return CliRunner()
+    return LineCheckingRunner()
 
 
 @pytest.fixture

@@ -503,7 +503,8 @@ def _sane(path: tuple, original, value) -> bool:
             and value == sorted(set(value))
         )
     if isinstance(original, int):  # a size of 0 (no layers) builds and trains: an ablation, not a crash
-        ok = isinstance(value, int) and value >= (1 if original >= 1 and "sizes" not in path else 0)
+        counts = "sizes" not in path and "schedule" not in path  # a schedule's warm-up of 0 epochs: none
+        ok = isinstance(value, int) and value >= (1 if original >= 1 and counts else 0)
         return ok and (path[-1] != "seed" or value < 2**31) and value <= 10**8
     if isinstance(original, float):
         top = 1 if path[-1].endswith(("probability", "_error", "_share", "_change")) else 10_000
