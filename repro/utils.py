@@ -8,6 +8,7 @@ target, so a file is either complete or absent; an error or interrupt leaves the
 from __future__ import annotations
 
 import difflib
+import errno
 import functools
 import gc
 import hashlib
@@ -123,6 +124,18 @@ def atomic_open(path: Path, mode: str = "w") -> Iterator[IO]:
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, path)
+    except OSError as exc:
+        Path(tmp).unlink(missing_ok=True)
+        if exc.filename is None:  # a write's error (disk full, `ulimit -f`) names no file: this one it is
+            raise OSError(exc.errno, exc.strerror or str(exc), str(path)) from None
+        raise
+    except RuntimeError as exc:
+        Path(tmp).unlink(missing_ok=True)
+        if "write failed" in str(exc):  # torch.save's writer wraps the system's error in its own
+            raise OSError(
+                errno.EIO, "writing failed (disk full, or the file size limit of `ulimit -f`)", str(path)
+            ) from None
+        raise
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise

@@ -740,3 +740,79 @@ def test_a_cocoqa_file_that_is_not_utf8_is_one_line_with_its_line(tmp_path):
     (tmp_path / "types.txt").write_bytes(b"0\n\xff\n")
     with pytest.raises(ReproError, match=r"types\.txt:2: not UTF-8 text"):
         read_cocoqa_split(tmp_path)
+
+
+# --- every failure is one clean line ------------------------------------------------------------------------------
+
+EXCEPTION_NAME = re.compile(r"\b[A-Z][A-Za-z]*(Error|Exception)\b")
+
+
+def _one_clean_line(out) -> str:
+    lines = [line for line in out.output.splitlines() if line.strip()]
+    assert out.exit_code == 2, out.output
+    assert len(lines) == 1 and lines[0].startswith("error: "), out.output
+    assert not EXCEPTION_NAME.search(lines[0]) and len(lines[0]) <= 1000, lines[0]
+    return lines[0]
+
+
+def test_100000_deep_json_in_submit_dry_run_is_one_line(runner, tmp_path):
+    deep = tmp_path / "deep.json"
+    deep.write_text("[" * 100_000 + "]" * 100_000)
+    out = runner.invoke(app, ["submit", "vqa2-test-dev", "-p", str(deep), "--dry-run"])
+    assert f"{deep}: not readable: the JSON is nested too deeply" in _one_clean_line(out)
+
+
+def test_a_5000_digit_number_in_a_prediction_file_and_an_override_is_one_line(runner, toy_family, tmp_path):
+    big = tmp_path / "big.json"
+    big.write_text('[{"question_id": 1, "answer": 1' + "0" * 5000 + "}]")
+    out = runner.invoke(app, ["submit", "vqa2-test-dev", "-p", str(big), "--dry-run"])
+    assert "a number in it has too many digits" in _one_clean_line(out)
+    out = runner.invoke(app, ["run", "toy-table1", "--scale", "smoke", "--dry-run", "recipe.epochs=" + "9" * 5000])
+    line = _one_clean_line(out)
+    assert "a value of 5,000 characters" in line and "(4,814 more characters)" in line  # the echo cut, with a count
+
+
+@pytest.mark.parametrize("key", ["1=2", "recipe.1=2", "x" * 5000 + "=1", "recipe.epochs" + "." * 3000 + "=2"])
+def test_odd_override_keys_are_one_short_line(runner, toy_family, key):
+    out = runner.invoke(app, ["run", "toy-table1", "--scale", "smoke", "--dry-run", key])
+    assert len(_one_clean_line(out)) < 400
+
+
+def test_a_spec_with_an_integer_key_is_refused_with_its_line(runner, toy_family):
+    from tests.conftest import TOY_SPEC
+
+    write_spec(toy_family, TOY_SPEC.replace("smoke: {seeds: [0]}", "smoke: {seeds: [0], 7: 1}"), "toy", "toy-table1")
+    out = runner.invoke(app, ["run", "toy-table1", "--scale", "smoke", "--dry-run"])
+    assert "key 7 is not a name; quote it" in _one_clean_line(out)
+
+
+def test_a_file_size_limit_is_one_line_naming_the_file(tmp_path):
+    """`ulimit -f`: the write fails with EFBIG (Python ignores SIGXFSZ); the command says which file, in one line."""
+    import subprocess
+    import sys
+
+    out = tmp_path / "table.md"
+    script = (
+        "import resource, sys; resource.setrlimit(resource.RLIMIT_FSIZE, (64, 64)); "
+        "from repro.cli import main; "
+        "sys.argv = ['repro', 'table', 'mcan-pa-table5-ablation', '-o', sys.argv[1]]; main()"
+    )
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])}
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(out)], capture_output=True, text=True, env=env, timeout=300
+    )
+    lines = [line for line in (done.stdout + done.stderr).splitlines() if line.strip()]
+    assert done.returncode == 2 and lines == [f"error: {out}: File too large"], done.stdout + done.stderr
+    assert not out.exists() and not list(tmp_path.glob(".table.md.*"))  # no partial file left
+
+
+def test_weights_convert_into_a_folder_it_cannot_write_is_one_line(runner, tmp_path):
+    official = tmp_path / "model.pth"
+    torch.save({"state_dict": {"a": torch.zeros(2)}}, official)
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    out = runner.invoke(
+        app,
+        ["weights", "convert", str(official), "--family", "mcan-pa", "--layout", "mcan-vqa", "-o", f"{blocker}/x.pt"],
+    )
+    assert f"{blocker}/x.pt: Not a directory" in _one_clean_line(out)

@@ -179,6 +179,10 @@ def read_predictions(path: Path) -> tuple[list[Any], str]:
         if body[0] == "{" and exc.msg == "Extra data":
             return _read_json_lines(path, text), "lines"
         raise ReproError(f"{path}:{exc.lineno}:{exc.colno}: not valid JSON ({exc.msg})") from None
+    except RecursionError:
+        raise ReproError(f"{path}: not readable: the JSON is nested too deeply") from None
+    except ValueError:  # an integer of more digits than Python reads
+        raise ReproError(f"{path}: not readable: a number in it has too many digits") from None
     if isinstance(data, dict):
         return [data], "lines"  # a one-line JSON-lines file
     return data, "array"
@@ -194,6 +198,8 @@ def _read_json_lines(path: Path, text: str) -> list[Any]:
                 raise ReproError(f"{path}:{number}: {exc}") from None
             except json.JSONDecodeError as exc:
                 raise ReproError(f"{path}:{number}: not valid JSON lines ({exc.msg})") from None
+            except (RecursionError, ValueError):
+                raise ReproError(f"{path}:{number}: not readable: nested too deeply or a number too long") from None
     return entries
 
 

@@ -71,6 +71,8 @@ def _in_range(section: str, name: str, value: Any) -> None:
     for number in numbers:
         if not math.isfinite(number) or number < 0:
             raise _At((name,), f"{section}.{name} must be a finite number, 0 or more, got {number!r}")
+        if name.endswith(("_epochs", "_iterations", "_steps")) and not isinstance(number, int):
+            raise _At((name,), f"{section}.{name} counts epochs, iterations or steps: a whole number, got {number!r}")
     if section == "schedule" and isinstance(value, (list, tuple)) and list(value) != sorted(set(value)):
         raise _At((name,), f"{section}.{name} must rise, each value once, got {list(value)!r}")
 
