@@ -43,6 +43,8 @@ class GeneratorSettings:
         defaults = {f.name: f.default for f in fields(cls)}
         for name, value in data.items():
             try:
+                if value is None and defaults[name] is not None:
+                    raise ReproError("needs a value (null leaves it unset)")
                 same_type(_example(cls, name, defaults[name]), value)
                 _in_range(name, value, defaults[name])
             except ReproError as exc:
