@@ -816,3 +816,25 @@ def test_weights_convert_into_a_folder_it_cannot_write_is_one_line(runner, tmp_p
         ["weights", "convert", str(official), "--family", "mcan-pa", "--layout", "mcan-vqa", "-o", f"{blocker}/x.pt"],
     )
     assert f"{blocker}/x.pt: Not a directory" in _one_clean_line(out)
+
+
+@pytest.mark.parametrize(
+    "override, expect",
+    [
+        ("recipe.schedule.decay_epochs=[1, 1]", "must rise, each value once"),
+        ("recipe.schedule.decay_epochs=[3, 1]", "must rise, each value once"),
+        ("recipe.schedule.warmup_epochs=-1", "must not be negative"),
+        ("generator.seed=2^70", "expected an integer"),
+        ("generator.seed=1180591620717411303424", "at most 1,000,000,000"),
+        ("generator.train_images=0", "must be at least 1"),
+        ("generator.annotator_error=1.5", "a probability or share, 0..1"),
+        ("sizes.layers=2.5", "expected an integer"),
+    ],
+)
+def test_overrides_the_issue_names_are_refused(runner, sandbox, override, expect):
+    from tests.conftest import copy_spec
+
+    copy_spec(sandbox, "mcan-pa", "mcan-pa-table5-ablation")
+    words = ["run", "mcan-pa-table5-ablation", "--scale", "synthetic", "--rows", "MCAN", "--dry-run", override]
+    line = _one_clean_line(runner.invoke(app, words))
+    assert expect in line and override.split("=")[0] in line, line
