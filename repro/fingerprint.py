@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from repro.errors import ReproError
+from repro.names import inside
 from repro.paths import results_dir, results_read_dir
 from repro.specs import Row, Spec
 from repro.utils import write_json_atomic
@@ -75,7 +76,7 @@ def settings(spec: Spec, scale: str) -> dict[str, Any] | None:
 
 def path_for(spec: Spec, scale: str, root: Path | None = None) -> Path:
     """The stored fingerprint of a spec at a scale (no `root`: where `repro check` reads that scale's records)."""
-    return (root or results_read_dir(scale)) / spec.paper / spec.id / "fingerprints" / f"{scale}.json"
+    return inside(root or results_read_dir(scale), spec.paper, spec.id, "fingerprints", f"{scale}.json")
 
 
 def trajectory(spec: Spec, row: Row, scale: str, steps: int, seed: int = 0, stage: str = "") -> list[float]:

@@ -37,6 +37,7 @@ from typing import Any
 
 from repro import __version__
 from repro.errors import ReproError
+from repro.names import inside
 from repro.paths import (
     REPO_DIR,
     command_words,
@@ -106,7 +107,7 @@ class CorruptResult(UserWarning):
 def result_path(spec: Spec, row: Row | str, scale: str, root: Path | None = None) -> Path:
     name = row_slug(row if isinstance(row, str) else row.name)
     suffix = "" if scale == "paper" else f".{scale}"
-    return (root or results_dir(scale)) / spec.paper / spec.id / f"{name}{suffix}.json"
+    return inside(root or results_dir(scale), spec.paper, spec.id, f"{name}{suffix}.json")
 
 
 @dataclass
@@ -166,7 +167,7 @@ def _check_metrics(metrics: Any) -> None:
 def seed_path(spec: Spec, row: Row | str, scale: str, seed: int, root: Path | None = None) -> Path:
     name = row_slug(row if isinstance(row, str) else row.name)
     suffix = "" if scale == "paper" else f".{scale}"
-    return (root or results_dir(scale)) / spec.paper / spec.id / "seeds" / f"{name}{suffix}.seed{seed}.json"
+    return inside(root or results_dir(scale), spec.paper, spec.id, "seeds", f"{name}{suffix}.seed{seed}.json")
 
 
 def read_seed_results(spec: Spec, row: Row, scale: str, root: Path | None = None) -> dict[int, SeedResult]:
@@ -361,7 +362,7 @@ def read_results(spec: Spec, scale: str | None = None, root: Path | None = None)
         roots = results_read_roots()
     found: dict[tuple[str, str], Result] = {}
     for folder, scratch in roots:
-        found.update(_read_folder(spec, folder / spec.paper / spec.id, scale, scratch))
+        found.update(_read_folder(spec, inside(folder, spec.paper, spec.id), scale, scratch))
     return found
 
 

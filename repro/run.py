@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 from repro import families
 from repro.errors import ReproError
 from repro.families.base import DataNeed, Hooks, Resources, RowRun, RunContext, default_resources
+from repro.names import inside
 from repro.results import SeedResult, config_hash, read_seed_results, seed_path
 from repro.specs import Row, Spec, scale_settings, select_rows
 from repro.variants import Variant
@@ -178,8 +179,8 @@ class Plan:
 def unit_dir(workdir: Path, spec: Spec, scale: str, row: Row, seed: int, variant: Variant | None = None) -> Path:
     """A unit's checkpoints and logs; a variant's are kept apart from the spec's own."""
     if variant is not None and not variant.empty:
-        workdir = workdir / "variants" / variant.name
-    return workdir / spec.id / scale / row.slug / f"seed{seed}"
+        workdir = inside(workdir, "variants", variant.name)
+    return inside(workdir, spec.id, scale, row.slug, f"seed{seed}")
 
 
 def data_commands(spec: Spec) -> list[str]:
@@ -308,6 +309,10 @@ def make_plan(
         raise ValueError(f"plan the spec with the variant's overrides applied (repro.variants.resolve): {variant.name}")
     settings = dict(scale_settings(spec, scale))
     rows = select_rows(spec, row_names)
+    from repro.variants import check_spec_settings
+
+    hooks_of = {row.name: families.for_row(row) for row in rows}  # once per row: every unit of the row carries it
+    check_spec_settings(spec, scale, settings, rows, hooks_of)  # as an override is checked, with the spec's file:line
     if variant.limit is not None:
         _check_limit(scale, variant.limit)
     if ensemble is not None:  # how seeds are scheduled, not what they compute
@@ -325,7 +330,7 @@ def make_plan(
     steps = []
     left_out: list[str] = []  # rows their family runs at paper scale only, not named: left out, said in `data`
     for row in rows:
-        hooks = families.for_row(row)  # once per row: every unit of the row carries it
+        hooks = hooks_of[row.name]
         if variant.limit is not None and (row.compute is not None or hooks is None or not hooks.supports_limit):
             raise ReproError(f"{spec.id} row {row.name!r}: --limit is not supported by the code that runs it")
         elsewhere = hooks.not_at_scale(row.config, scale) if hooks is not None and row.compute is None else None

@@ -10,20 +10,19 @@ from __future__ import annotations
 import difflib
 import math
 import os
-import re
 from dataclasses import dataclass, field
 from functools import cache, lru_cache
 from pathlib import Path
 from typing import Any
 
 from repro.design import Design, design_hash, parse_design
-from repro.errors import ReproError
+from repro.errors import ReproError, echoed
 from repro.metrics import DIRECTIONS, METRICS
+from repro.names import identifier_problem, slug
 from repro.paths import experiments_dir
 from repro.utils import Located, did_you_mean, read_yaml, unknown_keys
 
 COMPUTE_TASKS = ("complexity", "statistics")
-SPEC_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,99}")  # an id is a folder name: one plain path component
 SCALES = ("paper", "synthetic", "smoke")
 DEFAULT_TOLERANCE = {"paper": 0.5, "synthetic": 1.0, "smoke": 1.0}
 
@@ -105,10 +104,19 @@ class Spec:
     # the key=value overrides already in its settings and rows (a variant's, applied once by
     # `repro.variants.resolve`); () for the spec as written
     overrides: tuple[tuple[str, Any], ...] = ()
+    lines: dict[tuple, int] = field(default_factory=dict, compare=False, repr=False)  # key path -> line in the file
 
     def design_hash(self, scale: str) -> str:
         """The hash of the design a record of `scale` is judged under ("" when the spec has none for it)."""
         return design_hash(self.design, scale, [c.canonical() for c in self.claims])
+
+    def error(self, where: tuple, message: str) -> ReproError:
+        """`file:line: message`, the line of the key at `where` (or of the nearest key above it)."""
+        line = self.lines.get(where)
+        while line is None and where:
+            where = where[:-1]
+            line = self.lines.get(where)
+        return ReproError(f"{self.path}:{line or 1}: {message}")
 
     def column(self, name: str) -> Column:
         for col in self.columns:
@@ -168,10 +176,8 @@ def select_rows(spec: Spec, names: list[str] | None) -> list[Row]:
 
 
 def row_slug(name: str) -> str:
-    """A row name as a file name: `MCAN+PA (ours)` -> `MCAN+PA_ours`, `MCAN+PA*` -> `MCAN+PA-star`."""
-    text = name.replace("*", "-star").replace("†", "-dagger")
-    text = re.sub(r"[^A-Za-z0-9+.=@-]+", "_", text).strip("_")
-    return text or "row"
+    """A row name as a file name (`repro.names.slug`): `MCAN+PA (ours)` -> `MCAN+PA_ours`."""
+    return slug(name)
 
 
 # --- validation --------------------------------------------------------------------------------
@@ -204,10 +210,6 @@ def _expect(loc: Located, where: tuple, value: Any, kind: type | tuple, what: st
     return value
 
 
-def _cut(text: str, limit: int = 80) -> str:
-    return text if len(text) <= limit else f"{text[:limit]}… ({len(text) - limit} more characters)"
-
-
 def _kind_name(kind: type | tuple) -> str:
     names = {str: "a string", dict: "a mapping", list: "a list", int: "an integer", float: "a number"}
     if isinstance(kind, tuple):
@@ -228,13 +230,10 @@ def parse_spec(path: Path, in_tree: bool = True) -> Spec:
             raise loc.error((), f"missing required key {key!r}")
     for key in ("id", "paper", "table", "title", "split"):
         _expect(loc, (key,), data[key], str, key)
-    if not SPEC_ID.fullmatch(data["id"]) or ".." in data["id"]:
-        # the id names the spec's folders (results/<paper>/<id>, runs/<paper>/<id>, the variants folder)
-        raise loc.error(
-            ("id",),
-            f"id {_cut(data['id'])!r} is not a plain name: letters, digits, '.', '_', '+' and '-' only (at most "
-            "100), no path separator, no '..', not absolute",
-        )
+    problem = identifier_problem(data["id"])
+    if problem:
+        # the id names the spec's folders (results/<paper>/<id>, runs/<id>, the variants folder): repro.names
+        raise loc.error(("id",), f"id {echoed(data['id'])} is not a plain name: {problem}")
     if data["paper"] not in papers():
         raise loc.error(("paper",), f"unknown paper {data['paper']!r}; one of {', '.join(papers())}")
     if in_tree and (path.parent.name != data["paper"] or path.stem != data["id"]):
@@ -289,6 +288,7 @@ def parse_spec(path: Path, in_tree: bool = True) -> Spec:
         claims=claims,
         notes=notes,
         design=design,
+        lines=loc.lines,
     )
 
 
@@ -351,7 +351,7 @@ def _parse_claims(loc: Located, raw: Any, row_names: set[str], column_names: set
             if not math.isfinite(margin) or margin <= 0:
                 raise loc.error(where + ("margin",), f"a claim's margin must be a positive number, got {margin!r}")
         control = item.get("control")
-        if control is not None and (not isinstance(control, str) or not SPEC_ID.fullmatch(control)):
+        if control is not None and identifier_problem(control):
             raise loc.error(where + ("control",), "a claim's control must be the id of the control's spec")
         claims.append(
             Claim(
@@ -507,6 +507,7 @@ def _column_notes(loc: Located, where: tuple, item: dict, key: str, reported: di
 
 
 MAX_SEED = 2**31 - 1  # seeds a run accepts (torch and numpy take 32-bit seeds)
+MAX_TOLERANCE = 10_000  # in a column's own units: a wider one would pass any number
 
 
 def _check_run_settings(loc: Located, where: tuple, settings: dict) -> None:
@@ -532,8 +533,11 @@ def _parse_tolerance(loc: Located, where: tuple, raw: Any, column_names: set[str
     for col, value in raw.items():
         if col != "default" and col not in column_names:
             raise loc.error(where + (col,), f"tolerance for unknown column {col!r}")
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < math.inf:
-            raise loc.error(where + (col,), f"tolerance must be a finite non-negative number, got {value!r}")
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= MAX_TOLERANCE:
+            raise loc.error(
+                where + (col,),
+                f"tolerance must be a finite non-negative number up to {MAX_TOLERANCE:,} (column units), got {value}",
+            )
     return {str(k): float(v) for k, v in raw.items()}
 
 
@@ -579,7 +583,7 @@ def _by_its_file(ident: str, root: Path) -> Spec | None:
     """The spec of a plain id whose file is the only `<paper>/<ident>.yaml`, read alone (every spec's file is named
     by its id, so no other can claim it); None where the whole collection decides (an alias, another case, a path,
     an id two folders hold). A command on one spec parses one file."""
-    if not SPEC_ID.fullmatch(ident) or ".." in ident:
+    if identifier_problem(ident) is not None:
         return None
     if _load_all.cache_info().currsize:  # the collection is read already
         return None

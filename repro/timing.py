@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from repro.errors import ReproError
+from repro.names import inside
 from repro.specs import Claim, Spec, row_slug
 
 PAIRS = 10  # K: ratios per claim unless the scale's `timing.pairs` says otherwise
@@ -44,7 +45,7 @@ def timing_path(spec: Spec, claim: Claim, scale: str, root: Path | None = None) 
     root = root or results_dir(scale)
     suffix = "" if scale == "paper" else f".{scale}"
     name = "--".join(row_slug(n) for n in (claim.row, claim.over, claim.column))
-    return root / spec.paper / spec.id / "timing" / f"{name}{suffix}.json"
+    return inside(root, spec.paper, spec.id, "timing", f"{name}{suffix}.json")
 
 
 def read_timing(spec: Spec, claim: Claim, scale: str, root: Path | None = None) -> dict[str, Any] | None:

@@ -8,11 +8,14 @@ target, so a file is either complete or absent; an error or interrupt leaves the
 from __future__ import annotations
 
 import difflib
+import errno
 import functools
 import gc
 import hashlib
 import json
 import os
+import pickle
+import re
 import secrets
 import shutil
 import socket
@@ -24,9 +27,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import IO, Any
 
-import yaml
-
-from repro.errors import ReproError
+from repro.errors import ReproError, cut, echoed
 
 
 def check_output_path(path: Path, what: str = "output") -> None:
@@ -52,12 +53,20 @@ def check_output_path(path: Path, what: str = "output") -> None:
     raise ReproError(f"{what} {path} is {kind}, not a regular file; give a file name (it is never replaced)")
 
 
-def check_not_an_input(output: Path, inputs: dict[str, Path], what: str = "output") -> None:
+def check_not_an_input(output: Path, inputs: dict[str, Path | None], what: str = "output") -> None:
     """A ReproError when `output` is one of the command's own inputs (the same path, or the same file through a
-    link): writing it would replace the input, and an official file fetched by hand may not be fetched again."""
+    link), or lies in an input folder (the records a table reads): writing it would replace the input, and an
+    official file fetched by hand may not be fetched again. None stands for an input the command lacks."""
     output = Path(output)
     for name, given in inputs.items():
+        if given is None:
+            continue
         given = Path(given)
+        if given.is_dir() and output.resolve().is_relative_to(given.resolve()):
+            raise ReproError(
+                f"{what} {output} is inside the {name} it reads ({given}); write it elsewhere (the {name} is never "
+                "written into)"
+            )
         same = output.resolve() == given.resolve()
         if not same and output.exists() and given.exists():
             try:
@@ -69,6 +78,20 @@ def check_not_an_input(output: Path, inputs: dict[str, Path], what: str = "outpu
                 f"{what} {output} is the {name} it reads ({given}); give another file name (the {name} is never "
                 "written over)"
             )
+
+
+class _PlainData(pickle.Unpickler):
+    """Reads a pickle of plain data (text, numbers, bytes, lists, tuples, mappings, sets): every class or function
+    it asks for is refused, so loading it runs nothing."""
+
+    def find_class(self, module: str, name: str):
+        raise pickle.UnpicklingError(f"refused: the file asks for {module}.{name}")
+
+
+def load_plain_pickle(path: Path) -> Any:
+    """A pickle of plain data only (`_PlainData`): a pickle.UnpicklingError when it holds anything else."""
+    with open(path, "rb") as handle:
+        return _PlainData(handle).load()
 
 
 def _create_temporary(path: Path) -> tuple[int, str]:
@@ -101,6 +124,18 @@ def atomic_open(path: Path, mode: str = "w") -> Iterator[IO]:
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, path)
+    except OSError as exc:
+        Path(tmp).unlink(missing_ok=True)
+        if exc.filename is None:  # a write's error (disk full, `ulimit -f`) names no file: this one it is
+            raise OSError(exc.errno, exc.strerror or str(exc), str(path)) from None
+        raise
+    except RuntimeError as exc:
+        Path(tmp).unlink(missing_ok=True)
+        if "write failed" in str(exc):  # torch.save's writer wraps the system's error in its own
+            raise OSError(
+                errno.EIO, "writing failed (disk full, or the file size limit of `ulimit -f`)", str(path)
+            ) from None
+        raise
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
@@ -153,6 +188,20 @@ def paused_gc() -> Iterator[None]:
             gc.enable()
 
 
+class DuplicateKey(ValueError):
+    """A JSON object that names a key twice (which of the two counts is not defined: Python keeps the last)."""
+
+
+def unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """`json.loads(..., object_pairs_hook=unique_keys)`: an object, or DuplicateKey when it names a key twice."""
+    out = dict(pairs)
+    if len(out) != len(pairs):
+        seen: set[str] = set()
+        twice = next(key for key, _ in pairs if key in seen or seen.add(key))
+        raise DuplicateKey(f"a JSON object names {twice[:200]!r} twice; give each key once")
+    return out
+
+
 def write_json_atomic(path: Path, data: Any) -> None:
     """Write JSON (strict: no NaN) so that `path` is either the old file or the complete new one."""
     with atomic_open(path) as handle:
@@ -193,16 +242,62 @@ def now_iso() -> str:
 
 
 # --- YAML with line numbers ---------------------------------------------------------------------
+#
+# Every YAML file and value the toolkit reads (specs, recipes, the catalog, the submission targets, key=value
+# overrides) is read here, by ruamel.yaml as YAML 1.2: `1:30` is text (YAML 1.1 read it as 90, in base 60), `yes`
+# is text, `012` is twelve. A value is text, a number, true/false, null, a list or a mapping, and nothing else:
+# no dates, no binary, no tags; a number written in octal or hexadecimal (`0o17`, `0x1f`) is refused rather than
+# read as a surprise, and so is an integer too long to be a count.
 
 MAX_YAML_BYTES = 4 << 20  # specs and recipes are a few kB; anything far larger is not one
+MAX_DIGITS = 30  # an integer longer than this is no count, seed or size
+_CORE = "tag:yaml.org,2002:"
+_VALUE_TAGS = {f"{_CORE}{kind}" for kind in ("str", "int", "float", "bool", "null")}
+_BASED = re.compile(r"[-+]?0[oOxXbB]")
+
+
+def _yaml_reader():
+    from ruamel.yaml import YAML
+
+    return YAML(typ="safe", pure=True)  # YAML 1.2, the core schema
+
+
+@functools.cache
+def _scalars():
+    """One constructor for every scalar (a reader per value would cost more than the value)."""
+    return _yaml_reader().constructor
+
+
+def yaml_scalar(node: Any, where: str) -> Any:
+    """One scalar node as a Python value (YAML 1.2 core schema); ReproError at `where` (`file:line`) for a tag,
+    a date, an octal or hexadecimal number or an integer of more than MAX_DIGITS digits."""
+    tag, text = node.tag, node.value
+    if tag not in _VALUE_TAGS:
+        kind = tag.rsplit(":", 1)[-1] if tag.startswith(_CORE) else tag
+        raise ReproError(f"{where}: YAML {kind} {echoed(text)} is not a value here; quote it to mean the text")
+    if tag == f"{_CORE}int":
+        if _BASED.match(text):
+            raise ReproError(f"{where}: {echoed(text)}: write numbers in decimal (no 0o, 0x or 0b)")
+        if len(text.lstrip("+-")) > MAX_DIGITS:
+            raise ReproError(
+                f"{where}: an integer of {len(text.lstrip('+-')):,} digits is no count; at most {MAX_DIGITS}"
+            )
+    if tag == f"{_CORE}float" and len(text) > 400:
+        raise ReproError(f"{where}: a number written with {len(text):,} characters; write it shorter")
+    return _scalars().construct_object(node)
 
 
 class Located:
-    """Line numbers of every mapping key and sequence item of one YAML document."""
+    """Line numbers of every mapping key and sequence item of one YAML document, read into plain Python: at most
+    `max_aliases` uses of an alias (*name; none by default: no spec needs them, and they allow exponential
+    "billion laughs" documents), none recursive."""
 
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, max_aliases: int = 0):
         self.path = path
         self.lines: dict[tuple, int] = {}
+        self.max_aliases, self._aliases = max_aliases, 0
+        self._open: set[int] = set()
+        self._read: set[int] = set()
 
     def error(self, where: tuple, message: str) -> ReproError:
         line = self.lines.get(where)
@@ -211,52 +306,78 @@ class Located:
             line = self.lines.get(where)
         return ReproError(f"{self.path}:{line or 1}: {message}")
 
-    def to_python(self, node: yaml.Node, where: tuple = ()) -> Any:
-        self.lines.setdefault(where, node.start_mark.line + 1)
-        if node.tag and node.tag.startswith("!") and not node.tag.startswith("!!"):
-            raise ReproError(f"{self.path}:{node.start_mark.line + 1}: YAML tag {node.tag!r} is not allowed")
-        if node.tag and node.tag.startswith("tag:yaml.org,2002:python"):
-            raise ReproError(f"{self.path}:{node.start_mark.line + 1}: YAML tag {node.tag!r} is not allowed")
-        if isinstance(node, yaml.MappingNode):
+    def to_python(self, node: Any, where: tuple = ()) -> Any:
+        from ruamel.yaml import nodes
+
+        line = node.start_mark.line + 1
+        self.lines.setdefault(where, line)
+        if node.anchor is not None and self.max_aliases == 0:
+            raise ReproError(f"{self.path}:{line}: YAML anchors and aliases (&, *) are not allowed here")
+        if id(node) in self._open:
+            raise ReproError(f"{self.path}:{line}: recursive alias *{node.anchor}")
+        if id(node) in self._read:  # a node read before: an alias of it
+            self._aliases += 1
+            if self._aliases > self.max_aliases:
+                raise ReproError(
+                    f"{self.path}:{line}: more than {self.max_aliases} aliases (*name); write the values out"
+                )
+        self._read.add(id(node))
+        if isinstance(node, nodes.ScalarNode):
+            return yaml_scalar(node, f"{self.path}:{line}")
+        self._open.add(id(node))
+        try:
+            return self._collection(node, where, line)
+        finally:
+            self._open.discard(id(node))
+
+    def _collection(self, node: Any, where: tuple, line: int) -> Any:
+        from ruamel.yaml import nodes
+
+        if isinstance(node, nodes.MappingNode):
+            if node.tag != f"{_CORE}map":
+                raise ReproError(f"{self.path}:{line}: YAML tag {node.tag!r} is not allowed")
             out: dict[Any, Any] = {}
             for key_node, value_node in node.value:
-                key = self.to_python(key_node, where + ("<key>",))
-                if not isinstance(key, (str, int, float, bool)) and key is not None:
-                    raise ReproError(f"{self.path}:{key_node.start_mark.line + 1}: a key must be a plain value")
+                key_line = key_node.start_mark.line + 1
+                if not isinstance(key_node, nodes.ScalarNode):
+                    raise ReproError(f"{self.path}:{key_line}: a key must be a plain value")
+                key = yaml_scalar(key_node, f"{self.path}:{key_line}")
+                if not isinstance(key, str):
+                    raise ReproError(f"{self.path}:{key_line}: key {echoed(key)} is not a name; quote it")
                 if key in out:
-                    raise ReproError(f"{self.path}:{key_node.start_mark.line + 1}: duplicate key {key!r}")
-                self.lines[where + (key,)] = key_node.start_mark.line + 1
+                    raise ReproError(f"{self.path}:{key_line}: duplicate key {echoed(key)}")
+                self.lines[where + (key,)] = key_line
                 out[key] = self.to_python(value_node, where + (key,))
             return out
-        if isinstance(node, yaml.SequenceNode):
-            items = []
-            for i, item in enumerate(node.value):
-                self.lines[where + (i,)] = item.start_mark.line + 1
-                items.append(self.to_python(item, where + (i,)))
-            return items
-        try:
-            return yaml.SafeLoader.construct_object(_SCALAR_LOADER, node)
-        except yaml.YAMLError as exc:
-            raise ReproError(
-                f"{self.path}:{node.start_mark.line + 1}: {getattr(exc, 'problem', None) or exc}"
-            ) from None
+        if node.tag != f"{_CORE}seq":
+            raise ReproError(f"{self.path}:{line}: YAML tag {node.tag!r} is not allowed")
+        items = []
+        for i, item in enumerate(node.value):
+            self.lines[where + (i,)] = item.start_mark.line + 1
+            items.append(self.to_python(item, where + (i,)))
+        return items
 
 
-_SCALAR_LOADER = yaml.SafeLoader("")
+def compose_yaml(text: str, where: str) -> Any:
+    """One YAML document's node graph (YAML 1.2; `Located.to_python` reads it); ReproError with `where:line` for
+    anything that is not one well-formed document."""
+    from ruamel.yaml.error import YAMLError
 
-
-def _compose_without_aliases(text: str, path: Path) -> yaml.Node | None:
-    """Compose one YAML document, refusing anchors and aliases (no spec needs them; they allow
-    exponential "billion laughs" documents) and more than one document."""
-    for event in yaml.parse(text, Loader=yaml.SafeLoader):
-        if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None):
-            line = event.start_mark.line + 1
-            raise ReproError(f"{path}:{line}: YAML anchors and aliases (&, *) are not allowed here")
-    loader = yaml.SafeLoader(text)
     try:
-        return loader.get_single_node()
-    finally:
-        loader.dispose()
+        return _yaml_reader().compose(text)
+    except YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+        line = mark.line + 1 if mark else 1
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        if "expected a single document" in str(exc):
+            problem = "more than one YAML document"
+        raise ReproError(f"{where}:{line}: invalid YAML: {one_line_text(problem)}") from None
+    except RecursionError:
+        raise ReproError(f"{where}: YAML nested too deeply") from None
+
+
+def one_line_text(text: str) -> str:
+    return cut(" ".join(str(text).split()))
 
 
 def read_yaml(path: Path, what: str = "file") -> tuple[Any, Located]:
@@ -278,15 +399,7 @@ def read_yaml(path: Path, what: str = "file") -> tuple[Any, Located]:
     located.lines = {}
 
     def parse() -> tuple[Any, dict[tuple, int]]:
-        try:
-            node = _compose_without_aliases(text, path)
-        except yaml.YAMLError as exc:
-            mark = getattr(exc, "problem_mark", None)
-            line = mark.line + 1 if mark else 1
-            problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-            raise ReproError(f"{path}:{line}: invalid YAML: {problem}") from None
-        except RecursionError:
-            raise ReproError(f"{path}: YAML nested too deeply") from None
+        node = compose_yaml(text, str(path))
         if node is None:
             raise ReproError(f"{path}:1: empty {what}")
         try:
@@ -341,7 +454,9 @@ def parsed_once(raw: bytes, parse, reader: Path) -> tuple[Any, dict[tuple, int]]
 @functools.cache
 def _source_digest(reader: Path) -> bytes:
     """What decides how a file parses, besides its bytes: the reader's source, this module's, the library's version."""
-    return hashlib.sha256(reader.read_bytes() + Path(__file__).read_bytes() + yaml.__version__.encode()).digest()
+    from ruamel.yaml import __version__ as ruamel_version
+
+    return hashlib.sha256(reader.read_bytes() + Path(__file__).read_bytes() + ruamel_version.encode()).digest()
 
 
 def _encode(value: Any) -> Any:
@@ -366,6 +481,18 @@ def _decode(value: Any) -> Any:
     return value
 
 
+def yaml_value(text: str, where: str) -> Any:
+    """A YAML 1.2 value given on the command line (`recipe.epochs=2`: `2`), by the rules of the files."""
+    node = compose_yaml(text, where)
+    if node is None:
+        return None
+    located = Located(Path(where))
+    try:
+        return located.to_python(node)
+    except ReproError as exc:
+        raise ReproError(str(exc).replace(f"{where}:1: ", f"{where}: ", 1)) from None
+
+
 def did_you_mean(key: Any, known: Iterable[str]) -> str:
     """` (did you mean 'x'?)` with the known name closest to `key`, or nothing: the hint of every unknown key
     (specs, recipes, model configs)."""
@@ -387,9 +514,7 @@ def value_text(value: Any) -> str:
     """A setting's value as typed on a command line: text as it is, lists and mappings as JSON, else YAML."""
     if isinstance(value, str):
         return value
-    if isinstance(value, (list, dict)):
-        return json.dumps(value, separators=(",", ":"))
-    return yaml.safe_dump(value).split("\n")[0]
+    return json.dumps(value, separators=(",", ":"))  # lists and mappings as JSON; true, null and numbers as YAML
 
 
 def same_type(current: Any, value: Any) -> None:
@@ -408,10 +533,13 @@ def same_type(current: Any, value: Any) -> None:
     else:
         ok = isinstance(value, type(current))
     if not ok:
-        raise ReproError(f"expected {_kind(current)}, got {_kind(value)} {value_text(value)}")
+        raise ReproError(f"expected {kind_of(current)}, got {kind_of(value)} {cut(value_text(value))}")
 
 
-def _kind(value: Any) -> str:
+def kind_of(value: Any) -> str:
+    """What kind of value a setting holds, in words: true/false, an integer, a number, text, a list, a mapping."""
+    if isinstance(value, dict):
+        return "a mapping"
     return {bool: "true/false", int: "an integer", float: "a number", str: "text"}.get(
         type(value), "a list" if isinstance(value, (list, tuple)) else type(value).__name__
     )

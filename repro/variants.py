@@ -31,17 +31,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from repro.errors import ReproError
+from repro.errors import ReproError, echoed, reason
+from repro.names import inside
 from repro.paths import experiments_dir, scratch_dir
 from repro.specs import Row, Spec, scale_settings, select_rows
-from repro.utils import same_type, value_text
+from repro.utils import kind_of, same_type, value_text, yaml_value
 
 SECTIONS = ("recipe", "sizes", "generator", "model")
 RECIPE_FIXED = {"name", "path", "description", "seed", "train_splits"}  # seeds: --seeds; splits: the family's
 VARIANTS_FOLDER = "variants"
-NUMBER = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?")
+MAX_VALUE_CHARS = 1000  # an override value: a number, a name or a short list
+MAX_SETTING = 10**9  # a recipe, size or generator number above this is a typo
 
 
 @dataclass(frozen=True)
@@ -65,6 +65,7 @@ class Variant:
         parts += [f"limit={self.limit}"] if self.limit else []
         text = ",".join(parts)
         safe = re.sub(r"[^A-Za-z0-9._=,@+-]+", "_", text)
+        safe = "_" + safe[1:] if safe.startswith(".") else safe  # a plain name, never a hidden folder
         if safe == text and len(text) <= 80:
             return text
         digest = hashlib.sha256(json.dumps(self.to_json(), sort_keys=True, default=str).encode()).hexdigest()[:8]
@@ -92,7 +93,7 @@ class Variant:
     def results_root(self) -> Path | None:
         """Where this variant's records go, every scale's (None: the spec's own folder for the scale): under
         the scratch folder, never the committed results (`repro.paths.scratch_dir`)."""
-        return None if self.empty else scratch_dir() / VARIANTS_FOLDER / self.name
+        return None if self.empty else inside(scratch_dir(), VARIANTS_FOLDER, self.name)
 
 
 # --- reading the command line ---------------------------------------------------------------------
@@ -104,25 +105,31 @@ def parse_overrides(items: list[str] | None) -> tuple[tuple[str, Any], ...]:
     for item in items or ():
         key, sep, raw = item.partition("=")
         key = key.strip()
+        shown = echoed(item)
         if not sep or not key:
-            raise ReproError(f"{item!r}: an override is key=value, e.g. recipe.epochs=2")
+            raise ReproError(f"{shown}: an override is key=value, e.g. recipe.epochs=2")
         parts = key.split(".")
         if parts[0] not in SECTIONS or len(parts) < 2 or not all(parts):
             starts = ", ".join(s + "." for s in SECTIONS)
-            raise ReproError(f"{item!r}: override keys start with {starts} (e.g. recipe.epochs=2)")
+            raise ReproError(f"{shown}: override keys start with {starts} (e.g. recipe.epochs=2)")
+        if len(parts) > 3 or not all(re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,63}", p) for p in parts):
+            raise ReproError(f"{shown}: an override key is names joined by '.' (letters, digits, '_'), e.g. sizes.ffn")
         if key in found:
-            raise ReproError(f"{item!r}: {key} is given twice")
+            raise ReproError(f"{shown}: {key} is given twice")
         if raw.strip() == "":
-            raise ReproError(f"{item!r}: no value after '='")
-        try:
-            found[key] = yaml.safe_load(raw)
-        except yaml.YAMLError as exc:
-            why = " ".join(str(exc).split())
-            raise ReproError(f"{item!r}: the value is not a YAML scalar or list ({why})") from None
-        if isinstance(found[key], str) and NUMBER.fullmatch(raw.strip()):  # YAML 1.1 reads 1e-3 as text
-            found[key] = float(raw)
-        if isinstance(found[key], dict):
-            raise ReproError(f"{item!r}: give one key per override (e.g. {key}.NAME=VALUE), not a mapping")
+            raise ReproError(f"{shown}: no value after '='")
+        if len(raw) > MAX_VALUE_CHARS:
+            raise ReproError(f"{shown}: a value of {len(raw):,} characters; at most {MAX_VALUE_CHARS}")
+        try:  # YAML 1.2, as spec files are read (repro.utils): `1:30` is text, `1e-3` a number
+            found[key] = yaml_value(raw, key)
+        except ReproError as exc:
+            raise ReproError(
+                f"{shown}: the value is not a YAML scalar or list ({str(exc).split(': ', 1)[-1]})"
+            ) from None
+        if isinstance(found[key], dict) or (
+            isinstance(found[key], list) and any(isinstance(v, (list, dict)) for v in found[key])
+        ):
+            raise ReproError(f"{shown}: give one key per override (e.g. {key}.NAME=VALUE), not a mapping")
     return tuple(sorted(found.items()))
 
 
@@ -187,6 +194,7 @@ def apply(
                 _one_level(path)
                 settings.setdefault("sizes", {})
                 same_type(settings["sizes"].get(path[0]), value)
+                _size(path[0], value)
                 settings["sizes"][path[0]] = value
             elif section == "generator":
                 _generator(scale, settings, rows, path, value)
@@ -199,18 +207,111 @@ def apply(
     return settings, rows
 
 
+def check_spec_settings(
+    spec: Spec, scale: str, settings: dict[str, Any], rows: list[Row], hooks: dict[str, Any] | None = None
+) -> None:
+    """A spec's own settings at `scale` (its recipe changes, sizes and generator) through the checks an override
+    of the same key meets (`apply`): kinds, finite non-negative numbers, the recipe's and the generator's ranges, a
+    model that builds with the sizes; each refusal names the spec's file and line. `hooks`: row name -> its
+    family's hooks, where the caller has looked them up already (the plan does, once per row)."""
+    if hooks is None:
+        from repro.families import for_row
+
+        hooks = {r.name: for_row(r) if r.model is not None else None for r in rows}
+    where = ("scales", scale)
+    for section in ("recipe", "sizes", "generator"):
+        values = settings.get(section)
+        if values is None:
+            continue
+        if not isinstance(values, dict):
+            raise spec.error(where + (section,), f"{section} must be a mapping, got {kind_of(values)}")
+        for key, value in values.items():
+            if section == "recipe" and key in ("schedule", "optimizer"):
+                continue  # mappings the recipe checks itself, below
+            for path, leaf in _leaves((key,), value, nested=section == "sizes"):  # sizes may be given per arch
+                try:
+                    _finite(leaf)
+                    if section == "sizes":
+                        _size(path[-1], leaf)
+                except ReproError as exc:
+                    dotted = ".".join(map(str, path))
+                    raise spec.error(
+                        where + (section, *path), f"{section}.{dotted}={value_text(leaf)}: {exc}"
+                    ) from None
+    if settings.get("recipe") and spec.recipe and any(r.model is not None for r in rows):
+        from repro.families import load_recipe
+
+        try:
+            load_recipe(spec.recipe).replace(**settings["recipe"])
+        except ReproError as exc:
+            field_name = str(exc).split(":")[0].split(" ")[0]
+            raise spec.error(where + ("recipe", field_name), f"recipe: {exc}") from None
+    if settings.get("generator") is not None and scale != "paper":
+        readers = {hooks[r.name].generator_settings for r in rows if r.model is not None and hooks[r.name]} - {None}
+        for cls in {read(settings) for read in readers}:
+            try:
+                cls.from_mapping(settings["generator"])
+            except ReproError as exc:
+                named = [k for k in settings["generator"] if re.search(rf"\b{re.escape(k)}\b", str(exc))]
+                raise spec.error(where + ("generator", *named[:1]), f"generator: {exc}") from None
+    if settings.get("sizes"):
+        sizes = json.dumps(settings["sizes"], sort_keys=True)
+        unbuilt = [r for r in rows if r.model is not None and (type(r.config), r.config, sizes) not in _BUILT]
+        try:
+            _check_sizes(unbuilt, settings, tuple((f"sizes.{k}", v) for k, v in settings["sizes"].items()), hooks)
+        except ReproError as exc:
+            raise spec.error(where + ("sizes",), str(exc)) from None
+        _BUILT.update((type(r.config), r.config, sizes) for r in unbuilt)
+
+
+_BUILT: set[tuple] = set()  # (config, sizes) a model was built with on the meta device in this process
+
+
+RATES = ("dropout", "momentum")  # model sizes that are rates in 0..1; `init_std` a scale; every other an integer
+
+
+def _size(name: Any, value: Any) -> None:
+    """A model size is a whole number (a width, a count of layers or tokens) or null (the family's own), except the
+    rates (RATES: 0..1) and `init_std` (a number); a mapping holds the sizes of one arch."""
+    if value is None or isinstance(value, dict):
+        return
+    if str(name).endswith(RATES):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
+            raise ReproError(f"is a rate, a number in 0..1, got {value_text(value)}")
+    elif name == "init_std":
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ReproError(f"is a number, got {kind_of(value)}")
+    elif isinstance(value, bool) or not isinstance(value, int):
+        raise ReproError(f"is a whole number (a width or a count), got {kind_of(value)} {value_text(value)}")
+
+
+def _leaves(path: tuple, value: Any, nested: bool):
+    """(key path, value) of each setting, inside the mappings of a nested section (sizes per arch)."""
+    if nested and isinstance(value, dict):
+        for key, inner in value.items():
+            yield from _leaves(path + (key,), inner, nested=False)
+    else:
+        yield path, value
+
+
 def _finite(value: Any, negative_ok: bool = False) -> None:
     """No NaN or infinity anywhere in a value (it would train, or skip clipping, silently), and no negative
     number for a recipe, size or generator setting (counts, rates, norms: none is negative)."""
     import math
 
+    if isinstance(value, dict):
+        raise ReproError("must be a number, a name or a list of them, not a mapping")
     for item in value if isinstance(value, list) else [value]:
+        if isinstance(item, (list, dict)):
+            raise ReproError(f"must be a number, a name or a list of them, not {kind_of(item)} inside a list")
         if isinstance(item, bool) or not isinstance(item, (int, float)):
             continue
         if not math.isfinite(item):
             raise ReproError("must be a finite number")
         if item < 0 and not negative_ok:
             raise ReproError("must not be negative")
+        if abs(item) > MAX_SETTING:
+            raise ReproError(f"at most {MAX_SETTING:,} (no count, size or rate is larger)")
 
 
 def _one_level(path: list[str]) -> None:
@@ -306,7 +407,7 @@ def _model(rows: list[Row], path: list[str], value: Any) -> list[Row]:
     return out
 
 
-def _check_sizes(rows: list[Row], settings: dict[str, Any], overrides) -> None:
+def _check_sizes(rows: list[Row], settings: dict[str, Any], overrides, hooks: dict[str, Any] | None = None) -> None:
     """Each family builds its model with the sizes on the meta device: unknown keys and bad values fail here."""
     import torch
 
@@ -314,7 +415,10 @@ def _check_sizes(rows: list[Row], settings: dict[str, Any], overrides) -> None:
 
     keys = ", ".join(f"{k}={value_text(v)}" for k, v in overrides if k.startswith("sizes."))
     for row in rows:
-        family = for_row(row) if row.model is not None else None
+        if row.model is None:
+            family = None
+        else:
+            family = hooks[row.name] if hooks is not None and row.name in hooks else for_row(row)
         if family is None:
             continue
         try:
@@ -323,5 +427,5 @@ def _check_sizes(rows: list[Row], settings: dict[str, Any], overrides) -> None:
         except ReproError as exc:
             raise ReproError(f"{keys}: {exc}") from None
         except Exception as exc:  # noqa: BLE001 - a model that cannot be built with these sizes
-            why = f"{type(exc).__name__}: {exc}"
+            why = reason(exc)
             raise ReproError(f"{keys}: row {row.name!r} cannot be built with these sizes ({why})") from None

@@ -24,6 +24,7 @@ import torch
 from torch import nn
 
 from repro.errors import ReproError
+from repro.train.checkpoint import unusable_values
 
 
 @dataclass(frozen=True)
@@ -169,6 +170,9 @@ def check(
                 )
             if value.is_floating_point() != ours[dst].is_floating_point():
                 raise ReproError(f"{source}: {src} is {value.dtype}, this model's {dst} {ours[dst].dtype}")
+            problem = unusable_values(src, value, ours[dst].dtype)
+            if problem:
+                raise ReproError(f"{source}: {problem}; refused (a model holding it scores nothing meaningful)")
             full[dst] = value.to(ours[dst].dtype)
             if place.change:
                 report.reshaped.append((src, dst, place.change))

@@ -9,7 +9,12 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from repro import specs
+# The width of the terminal the suite was started from (CI sets COLUMNS) must not decide the width of the
+# CLI's output: the CLI's console is made at import and keeps a COLUMNS it saw then; tests set their own.
+os.environ.pop("COLUMNS", None)
+os.environ.pop("LINES", None)
+
+from repro import specs  # noqa: E402
 
 SPEC_TEXT = """\
 id: t1-demo
@@ -50,10 +55,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 @pytest.fixture(autouse=True, scope="session")
 def _scratch_folder(tmp_path_factory: pytest.TempPathFactory):
     """Smoke and variant records of a test that leaves REPRO_RESULTS unset go to a folder of this session, never
-    to (nor read from) the user's ~/.cache/repro/results (repro.paths.scratch_dir); parsed YAML is kept in another."""
-    before = {name: os.environ.get(name) for name in ("REPRO_SCRATCH", "REPRO_CACHE")}
+    to (nor read from) the user's ~/.cache/repro/results (repro.paths.scratch_dir); so do its caches, parsed YAML
+    among them."""
+    names = ("REPRO_SCRATCH", "REPRO_CACHE", "XDG_CACHE_HOME")
+    before = {name: os.environ.get(name) for name in names}
     os.environ["REPRO_SCRATCH"] = str(tmp_path_factory.mktemp("scratch"))
-    os.environ["REPRO_CACHE"] = str(tmp_path_factory.mktemp("cache"))  # parsed YAML (repro.utils.parsed_once)
+    os.environ["REPRO_CACHE"] = str(tmp_path_factory.mktemp("parsed"))  # parsed YAML (repro.utils.parsed_once)
+    # the caches a test fills (question ids, WordNet staged for the WUPS tests) are the session's too
+    os.environ["XDG_CACHE_HOME"] = str(tmp_path_factory.mktemp("cache"))
     yield
     for name, value in before.items():
         if value is None:
@@ -62,9 +71,86 @@ def _scratch_folder(tmp_path_factory: pytest.TempPathFactory):
             os.environ[name] = value
 
 
+# what a test may leave in the checkout or the user's cache: the caches of the tools that run the tests
+TOOL_CACHES = frozenset({"__pycache__", ".pytest_cache", ".hypothesis", ".ruff_cache"})
+
+
+class _Folders:
+    """The folders of the checkout, each with its entries: a test that leaves a file there, outside the results,
+    scratch and data folders the tests point the toolkit at, is caught by the folder's changed mtime (one stat per
+    folder after a test), then its listing. (The user's ~/.cache is out of reach: `_scratch_folder` points
+    XDG_CACHE_HOME, the parent of the default data and scratch folders, at the session's own folder.)"""
+
+    def __init__(self, roots: list[Path]):
+        self.roots = roots
+        self.seen: dict[Path, tuple[int, frozenset[str]]] = {}
+        for root in roots:
+            self._walk(root)
+
+    def _walk(self, folder: Path) -> None:
+        try:
+            stat, entries = folder.stat(), list(os.scandir(folder))
+        except OSError:
+            return
+        self.seen[folder] = (stat.st_mtime_ns, frozenset(e.name for e in entries if e.name not in TOOL_CACHES))
+        for entry in entries:
+            if entry.name not in TOOL_CACHES and entry.name not in (".git", ".venv") and entry.is_dir():
+                if not entry.is_symlink():
+                    self._walk(Path(entry.path))
+
+    def new_entries(self) -> list[Path]:
+        found = []
+        for folder, (mtime, names) in list(self.seen.items()):
+            try:
+                if folder.stat().st_mtime_ns == mtime:
+                    continue
+                now = frozenset(name for name in os.listdir(folder) if name not in TOOL_CACHES)
+            except OSError:
+                now = frozenset()
+            found += [folder / name for name in sorted(now - names)]
+            self._walk(folder)
+        for root in self.roots:
+            if root not in self.seen and root.exists():
+                found.append(root)
+                self._walk(root)
+        return found
+
+
+@pytest.fixture(scope="session")
+def _watched_folders() -> _Folders:
+    from repro.paths import REPO_DIR
+
+    return _Folders([REPO_DIR])
+
+
+@pytest.fixture(autouse=True)
+def _nothing_left_outside(_watched_folders: _Folders):
+    """No test leaves a file outside the results, scratch and data folders it was given (tmp_path, the session's
+    scratch and cache folders): nothing new in the checkout."""
+    yield
+    left = _watched_folders.new_entries()
+    if left:
+        pytest.fail(f"the test left files outside its folders: {', '.join(map(str, left[:5]))}", pytrace=False)
+
+
+class LineCheckingRunner(CliRunner):
+    """A CliRunner whose every invocation is held to the toolkit's rule for what it says about a failure: no
+    error or warning line longer than 1,000 characters (repro.errors.LINE_LIMIT), none with a traceback unless
+    --debug asked for it."""
+
+    def invoke(self, *args, **kwargs):
+        result = super().invoke(*args, **kwargs)
+        for line in result.output.splitlines():
+            if line.lstrip().startswith(("error:", "warning:")):
+                assert len(line) <= 1000, f"a line of {len(line):,} characters: {line[:200]}"
+        if os.environ.get("REPRO_DEBUG", "") in ("", "0") and "--debug" not in (args[1] if len(args) > 1 else ()):
+            assert "Traceback (most recent call last)" not in result.output, result.output[-2000:]
+        return result
+
+
 @pytest.fixture
 def runner() -> CliRunner:
-    return CliRunner()
+    return LineCheckingRunner()
 
 
 @pytest.fixture

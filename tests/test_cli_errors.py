@@ -18,12 +18,13 @@ def _disk_full(*args, **kwargs):
 
 @pytest.mark.parametrize(
     "failure, code, text",
-    [(_boom, 1, "RuntimeError: something unforeseen"), (_disk_full, 2, "/data/x.part: No space left on device")],
+    [(_boom, 1, "internal error: something unforeseen"), (_disk_full, 2, "/data/x.part: No space left on device")],
 )
 def test_unexpected_and_system_failures_are_one_line(demo_spec, runner, monkeypatch, failure, code, text):
     monkeypatch.setattr(specs, "load_all", failure)
     out = runner.invoke(app, ["list"])
     assert out.exit_code == code and text in out.output and "Traceback" not in out.output
+    assert "Error" not in out.output  # no exception class name without --debug
     assert len([line for line in out.output.splitlines() if line.strip()]) == 1
 
 

@@ -255,7 +255,7 @@ def truncated_tar() -> bytes:
 @pytest.mark.parametrize(
     "case, expect",
     [
-        ("redirect-loop", "TooManyRedirects"),
+        ("redirect-loop", "Exceeded 30 redirects"),
         ("unparsable-host", "a..b"),
         ("disk-full", "disk is full"),
         ("bad-zip", "not a readable zip archive"),
@@ -418,7 +418,8 @@ def tiny_builtin(tmp_path, monkeypatch) -> None:
 
 def check_catalog_file(path: Path, root: Path) -> None:
     """The property: a catalog loads with every name inside its folder, or fails with one line naming the file."""
-    from repro.data.catalog import dataset_name_problem, plain_name_problem
+    from repro.data.catalog import dataset_name_problem
+    from repro.names import plain_name_problem
 
     try:
         catalog = load_catalog(path)

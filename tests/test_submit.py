@@ -311,7 +311,10 @@ def test_failed_evaluation_is_one_line_with_the_servers_error(runner, sandbox, s
     result = submit(runner, "vqa2-test-dev", "-p", str(preds), "--yes", "--wait", "--poll", "0.01")
     assert result.exit_code == 1
     line = one_line(result)
-    assert f"submission {max(stub.submissions)} failed" in line and "KeyError: 'answer'" in line
+    sid = max(stub.submissions)
+    kept = sandbox / "results" / "submissions" / f"{sid}.stderr.txt"
+    assert line.endswith(f"submission {sid} failed on the server; its error log is in {kept}")
+    assert "KeyError: 'answer'" in kept.read_text()  # the server's text, in a file, never printed
     assert records(sandbox)[0]["status"] == "failed"
 
 

@@ -18,7 +18,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from repro import completion as complete
-from repro.errors import ReproError
+from repro.errors import LINE_LIMIT, ReproError
 
 SCALES = ("paper", "synthetic", "smoke")  # repro.specs.SCALES (a test keeps them equal)
 TABLE_FORMATS = ("rich", "text", "md", "csv", "latex", "html", "json")  # repro.report.FORMATS (idem)
@@ -133,7 +133,9 @@ class OneLineErrors(ReproGroup):
                 typer.echo(exc.ctx.get_help())
                 sys.exit(2)
             where = f" (`{exc.ctx.command_path} -h` lists the options)" if getattr(exc, "ctx", None) else ""
-            err_console.print(f"[bold red]error:[/] {escape(one_line(exc.format_message()))}{where}", highlight=False)
+            err_console.print(
+                f"[bold red]error:[/] {escape(line_cut(one_line(exc.format_message())))}{where}", highlight=False
+            )
             sys.exit(exc.exit_code)
         except typer.Abort:
             err_console.print("Aborted.", highlight=False)
@@ -155,9 +157,18 @@ err_console = Console(stderr=True, soft_wrap=True)
 
 
 def fail(message: str, code: int = 2) -> None:
-    """Print one line to stderr and exit with `code`."""
-    err_console.print(f"[bold red]error:[/] {message}", markup=True, highlight=False)
+    """Print one line to stderr (at most LINE_LIMIT characters) and exit with `code`."""
+    err_console.print(f"[bold red]error:[/] {line_cut(message)}", markup=True, highlight=False)
     raise typer.Exit(code)
+
+
+def line_cut(text: str) -> str:
+    """A message cut to what one line may hold (LINE_LIMIT characters with a count of the rest), never in the
+    middle of a markup escape."""
+    if len(text) <= LINE_LIMIT - 20:
+        return text
+    head = text[: LINE_LIMIT - 60].rstrip("\\")
+    return f"{head}… ({len(text) - len(head):,} more characters)"
 
 
 def debugging() -> bool:
@@ -190,47 +201,53 @@ def overrides_argument(help: str):
     return typer.Argument(None, metavar="[KEY=VALUE]...", help=help)
 
 
+def boundary(fn: Callable) -> Callable:
+    """The error boundary every command runs behind: a ReproError is one line on stderr and its exit code (2: bad
+    input, 1: a server refused); a failure of the system (disk full, a file size limit, permission, a file that
+    vanished) is one line naming the file and exit 2; input nested too deeply or a number too long to read is one
+    line, exit 2; anything else is one line, exit 1, and a hint. No line names a Python exception class, none is
+    longer than LINE_LIMIT characters. `--debug` (REPRO_DEBUG=1) shows the traceback instead."""
+
+    @functools.wraps(fn)
+    def wrapper(*a, **k):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            try:
+                return fn(*a, **k)
+            except ReproError as exc:
+                if debugging():
+                    raise
+                fail(escape(one_line(exc)), exc.exit_code)
+            except OSError as exc:
+                if debugging():
+                    raise
+                where = f"{exc.filename}: " if getattr(exc, "filename", None) else ""
+                fail(escape(one_line(f"{where}{exc.strerror or exc}")), 2)
+            except (KeyboardInterrupt, typer.Exit, typer.Abort, SystemExit):
+                raise
+            except RecursionError:
+                if debugging():
+                    raise
+                fail("the input is nested too deeply to read (run with --debug for the traceback)", 2)
+            except Exception as exc:  # noqa: BLE001 - the boundary: no traceback unless asked
+                if debugging():
+                    raise
+                if isinstance(exc, ValueError) and "integer string conversion" in str(exc):
+                    fail("a number in the input has too many digits to read", 2)
+                said = one_line(exc) or "no message"
+                fail(escape(f"internal error: {said} (run with --debug or REPRO_DEBUG=1 for the traceback)"), 1)
+            finally:
+                for w in caught:
+                    err_console.print(f"[yellow]warning:[/] {escape(line_cut(one_line(w.message)))}", highlight=False)
+
+    return wrapper
+
+
 def command(*args, **kwargs) -> Callable:
-    """`app.command` behind the error boundary: a ReproError is one line on stderr and its exit code
-    (2: bad input, 1: a server refused); a failure of the system (disk full, permission, a file that
-    vanished) is one line naming the file and exit 2; anything else is one line, exit 1, and a hint.
-    `--debug` (REPRO_DEBUG=1) shows the traceback instead."""
+    """`app.command` behind the error boundary (`boundary`)."""
 
     def decorate(fn: Callable) -> Callable:
-        @functools.wraps(fn)
-        def wrapper(*a, **k):
-            with warnings.catch_warnings(record=True) as caught:
-                warnings.simplefilter("always")
-                try:
-                    return fn(*a, **k)
-                except ReproError as exc:
-                    if debugging():
-                        raise
-                    fail(escape(one_line(exc)), exc.exit_code)
-                except OSError as exc:
-                    if debugging():
-                        raise
-                    where = f"{exc.filename}: " if getattr(exc, "filename", None) else ""
-                    fail(escape(one_line(f"{where}{exc.strerror or exc}")), 2)
-                except (KeyboardInterrupt, typer.Exit, typer.Abort, SystemExit):
-                    raise
-                except Exception as exc:  # noqa: BLE001 - the boundary: no traceback unless asked
-                    if debugging():
-                        raise
-                    fail(
-                        escape(
-                            one_line(
-                                f"{type(exc).__name__}: {exc} (internal error; run with --debug or "
-                                f"REPRO_DEBUG=1 for the traceback)"
-                            )
-                        ),
-                        1,
-                    )
-                finally:
-                    for w in caught:
-                        err_console.print(f"[yellow]warning:[/] {escape(one_line(w.message))}", highlight=False)
-
-        return app.command(*args, **kwargs)(wrapper)
+        return app.command(*args, **kwargs)(boundary(fn))
 
     return decorate
 
@@ -248,6 +265,19 @@ def target_and_variant(
 
     spec, variant = load(ident, overrides, limit)
     return (spec if scale is None else resolve(spec, scale, rows, variant)), variant
+
+
+def view_inputs(view, variant) -> dict:
+    """What `repro table -o` and `repro plot -o` read, which their output may not replace: the spec file and the
+    folders of its records (the variant's, else the results and scratch folders)."""
+    from repro.names import inside
+    from repro.paths import results_read_roots
+
+    roots = [variant.results_root()] if not variant.empty else [root for root, _ in results_read_roots()]
+    inputs = {"spec file": view.spec.path}
+    for name, root in zip(("records folder", "scratch records folder"), roots):
+        inputs[name] = inside(root, view.spec.paper, view.spec.id)
+    return inputs
 
 
 def variant_view(ident: str, overrides: list[str] | None, limit: int | None, scale: str, columns: str | None):

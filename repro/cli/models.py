@@ -108,15 +108,19 @@ def attention_command(
     from repro.report.plot import draw_attention, require_matplotlib, save_maps
     from repro.run import make_plan
     from repro.train.distributed import check_device, use_device
+    from repro.utils import check_not_an_input
 
     device = check_device(device)  # the form, and that the GPU exists here
     require_matplotlib()
     spec, variant = target_and_variant(ident, overrides, None, scale, [row])
+    check_not_an_input(output, {"spec file": spec.path}, "-o")
     plan = make_plan(spec, scale, [row], [seed], variant, workdir=Path(workdir) if workdir else None, device=device)
     unit = plan.units[0]
     if unit.hooks is None or unit.hooks.attention is None:
         raise ReproError(f"row {unit.row.name!r} of {spec.id}: its family draws no attention maps yet")
     ctx = unit.context(progress=False)
+    for out in (output, output.with_suffix(".npz")):  # the figure and its maps, never the unit's own files
+        check_not_an_input(out, {"unit's work folder": ctx.workdir}, "-o")
     with use_device(device):  # as a unit of `repro run --device` would: where the family puts the model
         maps = unit.hooks.attention(with_data(ctx) if scale != "paper" else ctx, question)
     what = draw_attention(maps, output, map_name, layer, head)

@@ -243,12 +243,14 @@ def cp_command(
 
     Example: [bold]repro cp mcan-pa-table5-ablation ./my.yaml[/]
     """
+    from repro.paths import experiments_dir
     from repro.specs import resolve
-    from repro.utils import atomic_open
+    from repro.utils import atomic_open, check_not_an_input
 
     spec = resolve(ident)
     if dest.suffix not in (".yaml", ".yml"):
         raise ReproError(f"{dest}: a spec file ends in .yaml")
+    check_not_an_input(dest, {"spec": spec.path, "experiments folder": experiments_dir()}, "the copy")
     if dest.exists() and not force:
         raise ReproError(f"{dest} exists; pass --force to replace it")
     with atomic_open(dest) as handle:
@@ -326,9 +328,10 @@ def records_line(plan) -> str:
     """Where the run's records went; smoke and variant runs say they are scratch, kept out of results/."""
     import os
 
+    from repro.names import inside
     from repro.paths import SCRATCH_SCALES, results_dir, shown
 
-    folder = (plan.results_root or results_dir(plan.scale)) / plan.spec.paper / plan.spec.id
+    folder = inside(plan.results_root or results_dir(plan.scale), plan.spec.paper, plan.spec.id)
     line = f"records: {escape(shown(folder))}/"
     if not os.environ.get("REPRO_RESULTS") and (plan.scale in SCRATCH_SCALES or not plan.variant.empty):
         line += " (smoke and variant runs are scratch: kept out of results/; REPRO_SCRATCH or REPRO_RESULTS moves them)"

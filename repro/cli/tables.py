@@ -25,6 +25,7 @@ from repro.cli.common import (
     overrides_argument,
     target_argument,
     variant_view,
+    view_inputs,
 )
 from repro.errors import ReproError
 
@@ -344,7 +345,7 @@ def table_command(
     import shutil
 
     from repro.report import SUFFIXES, render_claims_rich, render_rich, render_text
-    from repro.utils import atomic_open
+    from repro.utils import atomic_open, check_not_an_input
 
     if output is not None:
         by_suffix = SUFFIXES.get(output.suffix.lower())
@@ -356,7 +357,9 @@ def table_command(
         if fmt_name not in (None, "rich") and by_suffix not in (None, fmt_name):
             raise ReproError(f"-o {output} names a {by_suffix} file but --format is {fmt_name}")
         fmt_name = by_suffix if fmt_name in (None, "rich") else fmt_name
-    view, _ = variant_view(ident, overrides, limit, scale, columns)
+    view, variant = variant_view(ident, overrides, limit, scale, columns)
+    if output is not None:
+        check_not_an_input(output, view_inputs(view, variant), "-o")
     if fmt_name is None:
         fmt_name = "rich" if console.is_terminal else "text"
     if output is not None:
@@ -393,8 +396,10 @@ def plot_command(
     """
     from repro.paths import data_dir
     from repro.report.plot import draw, training_logs
+    from repro.utils import check_not_an_input
 
     view, variant = variant_view(ident, overrides, limit, scale, columns)
+    check_not_an_input(output, view_inputs(view, variant), "-o")
     root = Path(workdir) if workdir else data_dir() / "runs"
     curves = training_logs(root, view, None if variant.empty else variant.name)
     held = draw(view, output, curves)

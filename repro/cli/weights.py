@@ -9,26 +9,12 @@ from pathlib import Path
 import typer
 from rich.markup import escape
 
-from repro.cli.common import RICH_OR_JSON, app, console, fail, one_line
+from repro.cli.common import RICH_OR_JSON, app, boundary, console
 from repro.errors import ReproError
 
 weights_app = typer.Typer(
     name="weights", help="Released checkpoints: what there is, download and conversion.", no_args_is_help=True
 )
-
-
-def _boundary(fn):
-    """The app's error boundary for this group's commands: a ReproError is one line and its exit code."""
-    import functools
-
-    @functools.wraps(fn)
-    def wrapper(*a, **k):
-        try:
-            return fn(*a, **k)
-        except ReproError as exc:
-            fail(escape(one_line(exc)), exc.exit_code)
-
-    return wrapper
 
 
 def released_rows() -> list[dict]:
@@ -70,7 +56,7 @@ def _size(row: dict) -> str:
 
 
 @weights_app.command("ls")
-@_boundary
+@boundary
 def ls_command(fmt: str = typer.Option("rich", "--format", "-f", help="Output format: rich or json.")) -> None:
     """What is released for which rows: where each downloads from (`repro weights download NAME`), its size and
     sha256 where published (? where not), and whether it is on disk."""
@@ -117,7 +103,7 @@ class ReleasedView:
 
 
 @weights_app.command("download")
-@_boundary
+@boundary
 def download_command(
     names: list[str] = typer.Argument(..., metavar="NAME...", help="Released checkpoints (`repro weights ls`)."),
     verify: bool = typer.Option(False, "--verify", help="Rehash files already recorded as verified."),
@@ -158,7 +144,7 @@ def convert_checkpoint(path: Path, paper: str, layout: str, option: str | None =
 
 
 @weights_app.command("convert")
-@_boundary
+@boundary
 def convert_command(
     checkpoint: Path = typer.Argument(..., metavar="OFFICIAL.pth", help="The official checkpoint file."),
     family: str = typer.Option(..., "--family", help="The paper whose model it is (`repro weights ls` lists them)."),

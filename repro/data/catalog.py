@@ -16,13 +16,14 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass, field
-from pathlib import Path, PureWindowsPath
+from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
 
 import yaml
 
-from repro.errors import ReproError
+from repro.errors import ReproError, echoed
+from repro.names import inside, plain_name_problem
 from repro.paths import PACKAGE_DIR
 from repro.utils import parsed_once
 
@@ -33,38 +34,10 @@ _FILE_KEYS = {"name", "url", "sha256", "sha256_from", "size", "size_hint", "extr
 # where a digest comes from: published by someone who pins it, or computed from the official file
 SHA256_ORIGINS = ("published", "computed")
 MAX_ALIASES = 8  # YAML aliases allowed in one catalog file
-MAX_NAME_BYTES = 200  # leaves room for ".part", ".corrupt" and ".lock" within the usual 255-byte limit
 # folders of the data root the toolkit itself writes (checkpoints, prepared data, synthetic sets)
 RESERVED_NAMES = frozenset({"runs", "prepared", "synthetic"})
 # what the downloader adds next to a file; a catalog file name must not collide with it
 TEMP_SUFFIXES = (".part", ".corrupt")
-
-
-def plain_name_problem(value: Any) -> str | None:
-    """Why `value` is not a plain file or folder name (one path component, no hidden file), or None."""
-    if not isinstance(value, str):
-        return f"expected text, got {type(value).__name__}"
-    if not value:
-        return "empty"
-    if value in (".", ".."):
-        return "'.' and '..' are not names"
-    if "/" in value or "\\" in value:
-        return "a path separator ('/' or '\\') would leave its folder"
-    if os.path.isabs(value) or PureWindowsPath(value).drive:
-        return "an absolute path"
-    if any(ord(c) < 32 or ord(c) == 127 for c in value):
-        return "control characters (or NUL) in a name"
-    try:
-        size = len(value.encode("utf-8"))
-    except UnicodeEncodeError:
-        return "not valid Unicode (a lone surrogate)"
-    if size > MAX_NAME_BYTES:
-        return f"longer than {MAX_NAME_BYTES} bytes"
-    if value.startswith("."):
-        return "hidden names (starting with '.') are the toolkit's own"
-    if value != value.strip():
-        return "leading or trailing spaces"
-    return None
 
 
 def dataset_name_problem(value: Any) -> str | None:
@@ -79,8 +52,8 @@ def folder_inside(root: Path, name: str, what: str = "dataset") -> Path:
     """`root / name`, or ReproError when `name` is not a plain name (code that builds entries by hand)."""
     problem = dataset_name_problem(name) if what == "dataset" else plain_name_problem(name)
     if problem:
-        raise ReproError(f"{what} name {name!r} refused: {problem}")
-    return root / name
+        raise ReproError(f"{what} name {echoed(name)} refused: {problem}")
+    return inside(root, name, what=what)
 
 
 class _Loc:
@@ -243,7 +216,7 @@ def _parse_yaml(path: Path, text: str) -> tuple[Any, dict[tuple, int]]:
         lines: dict[tuple, int] = {}
         if node is not None:
             _index_lines(path, node, (), lines)
-        data = loader.construct_document(node) if node is not None else None
+        data = _values_yaml12(path, text) if node is not None else None
     except yaml.reader.ReaderError as exc:
         line = text[: exc.position].count("\n") + 1
         raise ReproError(
@@ -261,6 +234,17 @@ def _parse_yaml(path: Path, text: str) -> tuple[Any, dict[tuple, int]]:
         if loader is not None:
             loader.dispose()
     return data, lines
+
+
+def _values_yaml12(path: Path, text: str) -> Any:
+    """The document's values as YAML 1.2 reads them (`repro.utils`, as specs and recipes are read): `1:30` and
+    `yes` are text, a date or a number in octal or hex is refused; the structure was checked by the loader above."""
+    from repro.utils import Located, compose_yaml
+
+    try:
+        return Located(path, max_aliases=MAX_ALIASES).to_python(compose_yaml(text, str(path)))
+    except ReproError as exc:
+        raise ReproError(f"catalog {exc}") from None
 
 
 def _index_lines(path: Path, node: yaml.Node, at: tuple, lines: dict[tuple, int]) -> None:

@@ -53,7 +53,7 @@ from rich.progress import Progress
 from repro.data.catalog import DatasetEntry, FileEntry, folder_inside
 from repro.data.extract import Placed, unpack
 from repro.data.progress import Bar
-from repro.errors import ReproError
+from repro.errors import ReproError, reason
 from repro.utils import now_iso, write_json_atomic
 
 RECORD_NAME = ".repro-verified.json"
@@ -323,15 +323,13 @@ def fetch_file(
                     since = time.monotonic()
                 pause = options.backoff * (2 ** max(failures - 1, 0))
                 if failures > options.retries or time.monotonic() - since + pause > options.deadline:
-                    errors.append(f"{url}: {type(exc).__name__}: {_short(exc)}")
+                    errors.append(f"{url}: {_short(exc)}")
                     digest = None
                     break
                 options.sleep(pause)
             except (_MirrorRefused, requests.RequestException, ValueError) as exc:
                 # a url requests cannot use, a redirect loop, more bytes than declared: not worth a retry
-                errors.append(
-                    f"{url}: {type(exc).__name__}: {exc}" if not isinstance(exc, _MirrorRefused) else f"{url}: {exc}"
-                )
+                errors.append(f"{url}: {reason(exc)}" if not isinstance(exc, _MirrorRefused) else f"{url}: {exc}")
                 digest = None
                 break
         if digest is None:

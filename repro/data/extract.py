@@ -27,7 +27,7 @@ import zlib
 from collections.abc import Callable, Iterable
 from pathlib import Path, PurePosixPath
 
-from repro.errors import ReproError
+from repro.errors import ReproError, reason
 from repro.utils import work_dir
 
 ARCHIVE_SUFFIXES = (".zip", ".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tbz2", ".tar.xz", ".txz")
@@ -200,7 +200,7 @@ def _extract_zip(archive: Path, staging: Path, check_space: Callable[[int], None
             for info in infos:
                 zf.extract(info, staging)
     except (zipfile.BadZipFile, *_READ_ERRORS) as exc:
-        raise ReproError(f"{archive}: not a readable zip archive ({type(exc).__name__}: {exc})") from None
+        raise ReproError(f"{archive}: not a readable zip archive ({reason(exc)})") from None
     except OSError as exc:
         raise _write_error(archive, exc) from None
 
@@ -227,7 +227,7 @@ def _extract_tar(archive: Path, staging: Path, check_space: Callable[[int], None
     except tarfile.FilterError as exc:
         raise ReproError(f"{archive}: refused to extract ({exc})") from None
     except (tarfile.TarError, *_READ_ERRORS) as exc:
-        raise ReproError(f"{archive}: not a readable tar archive ({type(exc).__name__}: {exc})") from None
+        raise ReproError(f"{archive}: not a readable tar archive ({reason(exc)})") from None
     except OSError as exc:
         raise _write_error(archive, exc) from None
 

@@ -29,6 +29,7 @@ from repro.datasets.features import store_from_npz_dir, store_from_tsv, tsv_spli
 from repro.datasets.vqa import DATASETS as VQA_DATASETS
 from repro.datasets.vqa import find_file, prepare_vqa
 from repro.errors import ReproError
+from repro.names import inside
 from repro.paths import data_dir
 
 GLOVE_FILE = "glove.840B.300d.txt"
@@ -39,7 +40,7 @@ def prepared_dir(name: str, root: Path | None = None) -> Path:
 
 
 def feature_store_dir(source: str, root: Path | None = None) -> Path:
-    return (root or data_dir()) / "prepared" / "features" / source
+    return inside(root or data_dir(), "prepared", "features", source, what="dataset")
 
 
 def _visible(path: Path, base: Path) -> bool:

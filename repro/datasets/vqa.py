@@ -147,6 +147,9 @@ def read_cocoqa_split(folder: Path) -> list[Question]:
             columns[name] = path.read_text(encoding="utf-8").splitlines()
         except OSError:
             raise ReproError(f"{path}: missing (COCO-QA {folder.name}/ needs {', '.join(COCOQA_FILES)})") from None
+        except UnicodeDecodeError as exc:
+            line = path.read_bytes()[: exc.start].count(b"\n") + 1
+            raise ReproError(f"{path}:{line}: not UTF-8 text (byte {exc.start})") from None
     lengths = {name: len(lines) for name, lines in columns.items()}
     if len(set(lengths.values())) != 1:
         raise ReproError(f"{folder}: COCO-QA files are not line-aligned ({lengths})")

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from repro.errors import ReproError
+from repro.names import inside
 
 
 @dataclass(frozen=True)
@@ -69,7 +70,7 @@ def recipe_path(name: str) -> Path:
     paper, _, short = name.partition("/")
     if not short or "/" in short or short.startswith("."):
         raise ReproError(f"recipe name {name!r} must be <paper>/<name>, e.g. mcan-pa/vqa2")
-    return recipes_dir(paper) / f"{short}.yaml"
+    return inside(recipes_dir(paper), f"{short}.yaml", what="recipe")
 
 
 def load_recipe(name: str):

@@ -19,13 +19,16 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from repro.errors import ReproError
+from repro.names import inside
 from repro.specs import Row, Spec
 from repro.utils import same_type
 
 
 class GeneratorSettings:
     """Base of a family's synthetic generator config (a frozen dataclass): read from the spec's
-    `scales.<scale>.generator` mapping, unknown keys refused; `key()` names the generated data's folder."""
+    `scales.<scale>.generator` mapping, unknown keys refused; `key()` names the generated data's folder. Every
+    setting is of its default's kind and in range (`_in_range`): a seed in 0..MAX_SEED, a count whose default is
+    positive at least 1, no integer above MAX_COUNT, every number finite, none negative."""
 
     @classmethod
     def from_mapping(cls, data: dict | None):
@@ -40,7 +43,10 @@ class GeneratorSettings:
         defaults = {f.name: f.default for f in fields(cls)}
         for name, value in data.items():
             try:
-                same_type(defaults[name], value)
+                if value is None and defaults[name] is not None:
+                    raise ReproError("needs a value (null leaves it unset)")
+                same_type(_example(cls, name, defaults[name]), value)
+                _in_range(name, value, defaults[name])
             except ReproError as exc:
                 raise ReproError(f"synthetic generator setting {name}: {exc}") from None
         config = cls(**data)
@@ -53,6 +59,39 @@ class GeneratorSettings:
     def key(self) -> str:
         blob = json.dumps(asdict(self), sort_keys=True).encode()
         return hashlib.sha256(blob).hexdigest()[:12]
+
+
+def _example(cls: type, name: str, default: Any) -> Any:
+    """A value of the kind setting `name` takes: its default, or for a default of None (`position_noise: float |
+    None`) a value of its declared type."""
+    if default is not None:
+        return default
+    import typing
+
+    kinds = [k for k in typing.get_args(typing.get_type_hints(cls).get(name)) if k is not type(None)]
+    return kinds[0]() if len(kinds) == 1 and kinds[0] in (int, float, str, bool) else None
+
+
+MAX_COUNT = 10**8  # more images, videos or items than a generator could make on any machine
+SHARES = ("probability", "_error", "_share", "_change")  # settings that are probabilities or shares, in 0..1
+
+
+def _in_range(name: str, value: Any, default: Any) -> None:
+    from repro.specs import MAX_SEED
+
+    for item in value if isinstance(value, (list, tuple)) else [value]:
+        if isinstance(item, bool) or not isinstance(item, (int, float)):
+            continue
+        if not math.isfinite(item) or item < 0:
+            raise ReproError(f"must be a finite number, 0 or more, got {item!r}")
+        if name == "seed" and item > MAX_SEED:
+            raise ReproError(f"a seed is an integer in 0..{MAX_SEED}")
+        if name != "seed" and item > MAX_COUNT:
+            raise ReproError(f"at most {MAX_COUNT:,}")
+        if name.endswith(SHARES) and item > 1:
+            raise ReproError(f"is a probability or share, 0..1, got {item!r}")
+    if isinstance(default, int) and not isinstance(default, bool) and default >= 1 and value == 0:
+        raise ReproError("must be at least 1 (a count of 0 generates nothing)")
 
 
 @dataclass(frozen=True)
@@ -135,11 +174,11 @@ class RunContext:
         scale = "" if self.scale == "paper" else f".{self.scale}"
         partial = ".partial" if self.limit else ""
         name = f"{self.row.slug}{scale}.seed{self.seed}.{split}{partial}.json"
-        return (self.results_root or results_dir(self.scale)) / self.spec.paper / self.spec.id / "predictions" / name
+        return inside(self.results_root or results_dir(self.scale), self.spec.paper, self.spec.id, "predictions", name)
 
     def workdir_of(self, row: Row) -> Path:
-        """The work folder of another row's unit with this seed (`repro.launch.units.unit_dir`'s layout)."""
-        return self.workdir.parent.parent / row.slug / self.workdir.name
+        """The work folder of another row's unit with this seed (`repro.run.unit_dir`'s layout)."""
+        return inside(self.workdir.parent.parent, row.slug, self.workdir.name)
 
     def limited(self, split):
         """The first `limit` questions of a split (`repro run --limit N`: a partial run), or all of them."""

@@ -43,9 +43,11 @@ from submitit.helpers import Checkpointable, DelayedSubmission
 
 from repro.errors import ReproError
 from repro.families.base import Resources, RunContext
+from repro.launch.unit import read_outcome
+from repro.names import inside
 from repro.run import Plan, Unit
 from repro.terminal import printable
-from repro.utils import now_iso, write_bytes_atomic, write_json_atomic
+from repro.utils import load_plain_pickle, now_iso, write_bytes_atomic, write_json_atomic
 
 MAX_JOB_HOURS = 24.0  # one job's time limit unless --slurm-opt time=... says otherwise; longer units requeue
 STOP_GRACE_S = 60  # how long a stopped unit may take to save its checkpoint (USR2 comes 90 s before the limit)
@@ -202,8 +204,8 @@ def jobs_root(workdir: Path, spec_id: str, scale: str, variant_name: str | None 
     """The folder of a spec's jobs at a scale; a variant's are kept apart, as its checkpoints are."""
     root = Path(workdir) / "slurm"
     if variant_name:
-        root = root / "variants" / variant_name
-    return root / spec_id / scale
+        root = inside(root, "variants", variant_name)
+    return inside(root, spec_id, scale)
 
 
 # --- the job ----------------------------------------------------------------------------------------
@@ -228,7 +230,9 @@ class UnitJob(Checkpointable):
         attempt = int(os.environ.get("SLURM_RESTART_COUNT") or 0) + 1
         ctxs = [replace(c, resume=c.resume or attempt > 1, progress=False) for c in self.contexts]
         folder = Path(submitit.JobEnvironment().paths.folder)
-        inbox, outbox = folder / "unit.pkl", folder / "outcome.pkl"
+        # the order is pickled (units and contexts with their typed configs), in the folder whose `_submitted.pkl`
+        # submitit itself loads to start this job; the outcome comes back as JSON
+        inbox, outbox = folder / "unit.pkl", folder / "outcome.json"
         record = {"rebaseline": self.rebaseline, "lock": self.lock}
         write_bytes_atomic(inbox, pickle.dumps({"units": self.units, "contexts": ctxs, "record": record}))
         outbox.unlink(missing_ok=True)
@@ -243,7 +247,7 @@ class UnitJob(Checkpointable):
         self._child = subprocess.Popen(unit_command(self.gpus, inbox, outbox), env=env, start_new_session=True)
         signal.signal(signal.SIGTERM, self._relay)
         code = self._wait_child()
-        status, payload = pickle.loads(outbox.read_bytes()) if outbox.exists() else ("failed", None)
+        status, payload = read_outcome(outbox)
         if status == "interrupted":
             # stopped from outside with its checkpoint saved: Slurm's USR2 (submitit requeues the job and this
             # process exits in the middle of the wait) or a requeue by Slurm itself normally follows
@@ -574,13 +578,14 @@ def unit_states(plan: Plan, seeds: list[int] | None = None) -> list[UnitState]:
 
 
 def _outcome(job) -> tuple[str | None, str | None]:
-    """("success" or "error", the error's last line) from a job's result pickle; (None, None) before it has one."""
+    """("success" or "error", the error's last line) from a job's result pickle; (None, None) before it has one.
+    The pickle is read as plain data only (text, numbers, lists, mappings): one that asks for any class or function
+    is refused, so a file planted in the jobs folder runs nothing where `--status` or `--wait` reads it."""
     path = job.paths.result_pickle
     if not path.exists():
         return None, None
     try:
-        with open(path, "rb") as handle:
-            outcome, payload = pickle.load(handle)
+        outcome, payload = load_plain_pickle(path)
     except (OSError, EOFError, pickle.UnpicklingError, ValueError, TypeError, AttributeError, ImportError):
         return None, None
     if outcome == "success":

@@ -4,8 +4,8 @@ seeds trained together (`ensemble: true`, one process).
 
 ORDER is a pickled {"units": [repro.run.Unit, ...], "contexts": [RunContext, ...], "record": {...} or None}: one
 unit and its context, or one per seed of an ensemble; with "record" (`rebaseline` and the `lock` file of
-`repro.launch.units.store_unit`), rank 0 writes each seed's record into the results store. Rank 0 writes OUTCOME, a
-pickled (status, payload):
+`repro.launch.units.store_unit`), rank 0 writes each seed's record into the results store. Rank 0 writes OUTCOME,
+JSON [status, payload]:
   ("done", [{"seed": N, "metrics": ..., "record": path or None}, ...])
   ("interrupted", message)   SIGTERM/SIGINT stopped training; the trainer saved last.pt, `resume` continues
   ("failed", message)        bad input or data (a ReproError); anything else leaves its traceback in the log
@@ -13,6 +13,7 @@ pickled (status, payload):
 
 from __future__ import annotations
 
+import json
 import os
 import pickle
 import sys
@@ -28,6 +29,16 @@ def label(row: str, seeds: list[int]) -> str:
     if len(seeds) == 1:
         return f"{row} seed {seeds[0]}"
     return f"{row} seeds {','.join(map(str, seeds))} together"
+
+
+def read_outcome(path: Path) -> tuple[str, object]:
+    """(status, payload) from the OUTCOME file a unit's rank 0 wrote: JSON, never a pickle; ("failed", None) when
+    there is none or it is not one."""
+    try:
+        status, payload = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, TypeError, RecursionError):
+        return "failed", None
+    return (status, payload) if status in EXIT else ("failed", None)
 
 
 def main(argv: list[str]) -> int:
@@ -60,7 +71,7 @@ def main(argv: list[str]) -> int:
         result = ("failed", " ".join(str(exc).split()))
     status, payload = result
     if main_rank:
-        write_bytes_atomic(outbox, pickle.dumps(result))
+        write_bytes_atomic(outbox, json.dumps(result).encode("utf-8"))
         print(f"repro unit: {name}: {status}: {payload}", file=sys.stderr, flush=True)
     return EXIT[status]
 

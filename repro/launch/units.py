@@ -7,8 +7,10 @@ recipe, paths, stored record) was resolved once by the plan (`repro.run.Unit`); 
 from __future__ import annotations
 
 import dataclasses
+import os
 import time
-from contextlib import nullcontext
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -103,8 +105,36 @@ def run_unit(ctx: RunContext) -> Outcome:
     return run, started, now_iso(), time.time() - clock
 
 
+@contextmanager
+def unit_locks(ctxs: list[RunContext]) -> Iterator[None]:
+    """Each unit's lock (`<work folder>.lock`, beside it) held while it trains: a second `repro run` of the same
+    (spec, row, scale, seed) at once is refused in one line instead of training in the same folder. Rank 0 of a
+    torchrun unit holds it for every rank."""
+    from filelock import FileLock, Timeout
+
+    with ExitStack() as stack:
+        if os.environ.get("RANK", "0") == "0":
+            for ctx in ctxs:
+                path = ctx.workdir.parent / f"{ctx.workdir.name}.lock"
+                path.parent.mkdir(parents=True, exist_ok=True)
+                try:
+                    stack.enter_context(FileLock(str(path), timeout=0))
+                except Timeout:
+                    raise ReproError(
+                        f"{ctx.spec.id} {ctx.row.name!r} seed {ctx.seed} ({ctx.scale}) is being trained by another "
+                        f"repro run now (it holds {path}); wait for that run to finish, then run again"
+                    ) from None
+        yield
+
+
 def run_units(ctxs: list[RunContext]) -> list[Outcome]:
-    """One unit, or a row's seeds trained together by its family (each seed's time: its share of the whole)."""
+    """One unit, or a row's seeds trained together by its family (each seed's time: its share of the whole); each
+    unit's lock held meanwhile (`unit_locks`)."""
+    with unit_locks(ctxs):
+        return _run_units(ctxs)
+
+
+def _run_units(ctxs: list[RunContext]) -> list[Outcome]:
     if len(ctxs) == 1:
         return [run_unit(ctxs[0])]
     from repro.train.distributed import use_device

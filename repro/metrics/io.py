@@ -49,10 +49,10 @@ from io import StringIO
 from pathlib import Path
 from typing import Any
 
-from repro.errors import ReproError
+from repro.errors import ReproError, reason
 from repro.metrics.base import shown
 from repro.metrics.vqa import AnswerTable, Labels
-from repro.utils import csv_field_limit
+from repro.utils import DuplicateKey, csv_field_limit, unique_keys
 
 SHOW_IDS = 5
 MAX_BYTES = 4 << 30  # the largest input file read (REPRO_EVAL_MAX_BYTES)
@@ -158,7 +158,9 @@ def read_text(path: Path, allow_empty: bool = False) -> str:
 def read_json(path: Path) -> Any:
     text = read_text(path)
     try:
-        return json.loads(text)
+        return json.loads(text, object_pairs_hook=unique_keys)
+    except DuplicateKey as exc:
+        raise ReproError(f"{path}: {exc}") from None
     except json.JSONDecodeError as exc:
         raise ReproError(f"{path}:{exc.lineno}:{exc.colno}: not valid JSON ({exc.msg})") from None
     except RecursionError:
@@ -360,8 +362,12 @@ def _cocoqa(path: Path) -> Gold:
     fields = {}
     types_file = folder / "types.txt"
     if types_file.is_file():
-        names = {"0": "object", "1": "number", "2": "color", "3": "location"}
-        types = [names.get(t.strip(), t.strip()) for t in _lines(types_file, allow_empty=True)][: len(answers)]
+        names = {"0": "object", "1": "number", "2": "color", "3": "location"}  # COCO-QA's four, and no other
+        codes = [t.strip() for t in _lines(types_file, allow_empty=True)][: len(answers)]
+        for line, code in enumerate(codes, 1):
+            if code not in names:
+                raise ReproError(f"{types_file}:{line}: type {shown(code)} is not one of COCO-QA's 0-3")
+        types = [names[code] for code in codes]
         if len(types) == len(answers):
             fields["type"] = types
     return Gold(list(range(len(answers))), answers, fields, answers_file)
@@ -538,7 +544,22 @@ def align(gold: Gold, predictions: dict, path: Path) -> list[Any]:
         raise ReproError(
             f"{path}: missing predictions for {len(missing)} of {len(gold.ids)} question(s): {_few(missing)}"
         )
+    retyped = [by_text[_key(q)][0] for q in gold.ids if type(by_text[_key(q)][0]) is not type(q)]
+    if retyped:  # "1" for 1: the text matches, but a server reads the id as the annotations write it
+        theirs = {type(q).__name__ for q in gold.ids}
+        raise ReproError(
+            f"{path}: {len(retyped)} prediction id(s) are written as {_type_words(retyped)} where the annotations "
+            f"write {' and '.join(sorted(theirs))}: {_few(retyped)}; write each id as the annotations do (repro "
+            "submit refuses them too)"
+        )
     return [by_text[_key(q)][1] for q in gold.ids]
+
+
+def _type_words(ids: list) -> str:
+    names = {"int": "integers", "str": "strings"}
+    return " and ".join(
+        sorted(names.get(type(q).__name__, type(q).__name__) for q in {type(q): q for q in ids}.values())
+    )
 
 
 # what np.load and reading an archive member raise on a file that is not a good .npz
@@ -556,16 +577,14 @@ def _read_npz(path: Path) -> dict:
         try:
             loaded = np.load(handle, allow_pickle=False)
         except NPZ_ERRORS as exc:
-            raise ReproError(
-                f"{path}: not an .npz archive of score matrices ({exc.__class__.__name__}: {exc})"
-            ) from None
+            raise ReproError(f"{path}: not an .npz archive of score matrices ({reason(exc)})") from None
         if not isinstance(loaded, np.lib.npyio.NpzFile):
             raise ReproError(f"{path}: a single array (.npy), not an .npz archive holding 'i2t' and 't2i'")
         try:
             with loaded as data:
                 return {k: data[k] for k in ("i2t", "t2i") if k in data.files}
         except NPZ_ERRORS as exc:
-            raise ReproError(f"{path}: cannot read the score matrices ({exc.__class__.__name__}: {exc})") from None
+            raise ReproError(f"{path}: cannot read the score matrices ({reason(exc)})") from None
 
 
 def _matrix(value: Any, path: Path, name: str):

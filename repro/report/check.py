@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from repro.names import inside
 from repro.paths import read_here, results_read_dir, results_read_roots
 from repro.results import (
     CorruptResult,
@@ -111,7 +112,7 @@ def check_records(spec: Spec, results_root: Path | None = None) -> RecordCheck:
 
 def _check_root(spec: Spec, root: Path, scratch: bool | None, out: RecordCheck) -> None:
     """`check_records` in one folder, of the scales read there (`repro.paths.read_here`), into `out`."""
-    folder = root / spec.paper / spec.id
+    folder = inside(root, spec.paper, spec.id)
     if not folder.is_dir():
         return
 

@@ -177,7 +177,9 @@ def plan_memory(plan: Plan) -> tuple[dict[str, str], list[str]]:
                 try:
                     measured[key] = f"{row_estimate(hooks, step.row.config, recipe, gpus).gib:.1f}"
                 except Exception as exc:  # a model that does not build or run on `meta`: the plan goes on
-                    measured[key] = f"? ({type(exc).__name__}: {exc})"
+                    from repro.errors import reason
+
+                    measured[key] = f"? ({reason(exc)})"
             cells[step.row.name], _, failure = measured[key].partition(" ")
             if not failure:
                 continue

@@ -41,14 +41,15 @@ def training_logs(workdir: Path, view: TableView, variant_name: str | None = Non
     """{row: {seed: {stage: [(step, loss), ...]}}} from the units' train.jsonl under a run folder; the stage is ""
     for a unit that trains in one go, else the sub-folder of the stage's log (ace-rpe: pretrain, flickr30k, ...;
     psac: action, trans, ...)."""
+    from repro.names import inside
     from repro.specs import row_slug
 
-    base = workdir / "variants" / variant_name if variant_name else workdir
+    base = inside(workdir, "variants", variant_name) if variant_name else workdir
     out: Curves = {}
     for row in view.rows:
         if not row.runnable:
             continue
-        folder = base / view.spec.id / view.scale / row_slug(row.name)
+        folder = inside(base, view.spec.id, view.scale, row_slug(row.name))
         for seed_dir in sorted(folder.glob("seed*")) if folder.is_dir() else []:
             tail = seed_dir.name[len("seed") :]
             if not tail.isdigit():

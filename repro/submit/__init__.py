@@ -21,7 +21,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from repro.errors import ReproError
+from repro.errors import ReproError, cut
 from repro.paths import portable
 from repro.submit.check import (
     MB,
@@ -81,12 +81,22 @@ def submit(opts: SubmitOptions, console: Console, err: Console, confirm: Callabl
     client = EvalAI(resolve_connection(opts.host, opts.token))
     phase_id, phase_name = resolve_phase(target, client, opts.phase)
     detail = client.phase(target.challenge, phase_id)
-    phase_name = printable(detail.get("name") or phase_name)
-    limits = client.remaining(target.challenge, phase_id)
+    if isinstance(detail.get("allowed_submission_file_types"), str):
+        detail = {**detail, "allowed_submission_file_types": said(client, detail["allowed_submission_file_types"])}
+    phase_name = said(client, detail.get("name") or phase_name)
+    limits = _said_limits(client, client.remaining(target.challenge, phase_id))
     upload = write_upload_file(check)
     _check_file_type(detail, upload, phase_name)
     large = _is_large(check, opts)
-    _summary(console, check, (phase_id, phase_name), large, limits, host=client.conn.host, detail=detail)
+    _summary(
+        console,
+        check,
+        (phase_id, phase_name),
+        large,
+        _said_limits(client, limits),
+        host=client.conn.host,
+        detail=detail,
+    )
     _refuse_when_exhausted(limits, phase_name)
     if not opts.yes and not confirm(f"Submit {upload.name} to {target.name} ({phase_name})?"):
         console.print("not submitted")
@@ -138,8 +148,8 @@ def show_status(
     if data["status"] in TERMINAL:
         return _finish(client, data, console)
     console.print(
-        f"submission {submission_id}: [bold]{escape(printable(data['status']))}[/] "
-        f"(submitted {escape(printable(data.get('submitted_at', '?')))})",
+        f"submission {submission_id}: [bold]{escape(said(client, data['status']))}[/] "
+        f"(submitted {escape(said(client, data.get('submitted_at', '?')))})",
         highlight=False,
     )
     return 0
@@ -161,66 +171,116 @@ def follow(client: Any, submission_id: int, console: Console, err: Console, poll
                     raise
                 data = {"status": f"unreachable ({exc})"}
             elapsed = time.monotonic() - start
-            spinner.update(f"submission {submission_id}: {escape(printable(data['status']))} ({elapsed:.0f} s)")
+            spinner.update(f"submission {submission_id}: {escape(said(client, data['status']))} ({elapsed:.0f} s)")
             if data["status"] in TERMINAL:
                 return _finish(client, data, console)
             if elapsed + delay > timeout_s:
                 raise ServerError(
-                    f"submission {submission_id} is still {data['status']} after {elapsed:.0f} s; "
+                    f"submission {submission_id} is still {said(client, data['status'])} after {elapsed:.0f} s; "
                     f"check later with `repro submit --status {submission_id} --wait`"
                 )
             time.sleep(delay)
             delay = min(delay * 1.5, 60.0)
 
 
+def said(client: Any, text: Any, limit: int = 200) -> str:
+    """Text a server sent, as it may be printed or stored: one line, no escape sequences, the token redacted in
+    every form it could be echoed in (`Connection.redact`), cut after `limit` characters."""
+    return cut(client.conn.redact(printable(text)), limit)
+
+
+def _said_limits(client: Any, limits: dict | None) -> dict | None:
+    """The remaining-submission counts as numbers, and the server's message (if any) redacted and cut."""
+    if not isinstance(limits, dict):
+        return None
+    out = {k: v for k, v in limits.items() if isinstance(v, int) and not isinstance(v, bool)}
+    for key in ("message", "remaining_time"):
+        if limits.get(key) is not None:
+            out[key] = said(client, limits[key])
+    return out
+
+
 def _finish(client: Any, data: dict, console: Console) -> int:
+    """The end of a submission: its result as numbers (a table, and the record), or its failure in one line; what
+    the server sent (the result file, the error log) is kept in a file whose path is printed, never shown raw."""
     from repro.submit.evalai import ServerError
 
-    sid, status = data.get("id"), data["status"]
-    changes: dict[str, Any] = {"status": status, "completed_at": data.get("completed_at")}
+    sid, status = data.get("id"), said(client, data["status"])
+    changes: dict[str, Any] = {"status": status, "completed_at": said(client, data.get("completed_at"))}
     if status == "finished":
         result = client.result_file(data["submission_result_file"]) if data.get("submission_result_file") else None
-        changes["result"] = result
+        kept = None if result is None else _keep(client, sid, "result.json", result)
+        numbers = result_numbers(client, result)
+        changes.update(result=numbers, result_file=None if kept is None else portable(str(kept)))
         update_record(sid, client.conn.host, **changes)
         console.print(f"submission {sid}: [bold green]finished[/]", highlight=False)
-        render_result(console, result)
+        render_result(console, numbers, result is not None)
+        if kept is not None:
+            console.print(f"the server's result file: {escape(str(kept))}", highlight=False)
         return 0
-    update_record(sid, client.conn.host, **changes)
-    why = ""
+    where = ""
     if status == "failed" and data.get("stderr_file"):
         try:
-            text = client.result_file(data["stderr_file"])
-            lines = [line for line in str(text).splitlines() if line.strip()]
-            why = f": {lines[-1].strip()}" if lines else ""
+            kept = _keep(client, sid, "stderr.txt", client.result_file(data["stderr_file"]))
+            changes["stderr_file"] = portable(str(kept))
+            where = f"; its error log is in {kept}"
         except ServerError:
-            why = " (its error log could not be fetched)"
-    raise ServerError(f"submission {sid} {status} on the server{why}")
+            where = " (its error log could not be fetched)"
+    update_record(sid, client.conn.host, **changes)
+    raise ServerError(f"submission {sid} {status} on the server{where}")
 
 
-def render_result(console: Console, result: Any) -> None:
-    """VQA-style `[{split: {metric: value}}]` as a table; anything else as JSON."""
-    rows = []
-    if isinstance(result, list) and all(isinstance(x, dict) for x in result):
-        for entry in result:
-            for split, metrics in entry.items():
-                if not isinstance(metrics, dict):
-                    rows = []
-                    break
-                rows.append((split, metrics))
+def _keep(client: Any, sid: Any, what: str, content: Any) -> Path:
+    """A file the server sent, in `submissions/` beside the records, with the token redacted."""
+    from repro.names import inside
+    from repro.submit.records import records_path
+    from repro.utils import write_bytes_atomic
+
+    text = content if isinstance(content, str) else json.dumps(content, indent=2)
+    path = inside(records_path().parent, "submissions", f"{int(sid)}.{what}")
+    write_bytes_atomic(path, client.conn.redact(text).encode("utf-8"))
+    return path
+
+
+def result_numbers(client: Any, result: Any) -> list[dict] | None:
+    """A VQA-style result `[{split: {metric: value}}]` as numbers only (names redacted and cut to 40 characters,
+    values finite numbers); None for anything else."""
+    import math
+
+    if not isinstance(result, list) or not all(isinstance(x, dict) for x in result):
+        return None
+    out = []
+    for entry in result:
+        rows = {}
+        for split, metrics in entry.items():
+            if not isinstance(metrics, dict):
+                return None
+            values = {
+                said(client, name, 40): float(value)
+                for name, value in metrics.items()
+                if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+            }
+            rows[said(client, split, 40)] = values
+        out.append(rows)
+    return out
+
+
+def render_result(console: Console, numbers: list[dict] | None, sent: bool = True) -> None:
+    """The result's numbers as a table (`result_numbers`); a line when the server sent none or no table."""
+    rows = [(split, metrics) for entry in numbers or [] for split, metrics in entry.items()]
     if rows:
         names = list(dict.fromkeys(k for _, m in rows for k in m))
         table = Table(title="evaluated result")
         table.add_column("split")
         for name in names:
-            table.add_column(escape(printable(name)), justify="right")
+            table.add_column(escape(name), justify="right")
         for split, metrics in rows:
-            table.add_row(escape(printable(split)), *(escape(printable(metrics.get(n, "–"))) for n in names))
+            table.add_row(escape(split), *(f"{metrics[n]:g}" if n in metrics else "–" for n in names))
         console.print(table)
-    elif result is None:
+    elif not sent:
         console.print("the server reports no result file")
     else:
-        text = json.dumps(result, indent=2) if not isinstance(result, str) else result
-        console.print(escape(printable(text, one_line=False)), highlight=False)
+        console.print("the server's result is not a table of numbers; open its file (below)")
 
 
 def _is_large(check: Preflight, opts: SubmitOptions) -> bool:

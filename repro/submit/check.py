@@ -22,9 +22,9 @@ from typing import Any
 
 import yaml
 
-from repro.errors import ReproError
+from repro.errors import ReproError, reason
 from repro.paths import data_dir
-from repro.utils import paused_gc, write_bytes_atomic
+from repro.utils import DuplicateKey, check_not_an_input, paused_gc, unique_keys, write_bytes_atomic
 
 TARGETS_FILE = Path(__file__).resolve().parent / "targets.yaml"
 MB = 1024 * 1024
@@ -81,7 +81,7 @@ def load_targets(path: Path = TARGETS_FILE) -> dict[str, Target]:
     try:
         raw = yaml.safe_load(path.read_text(encoding="utf-8"))
     except (OSError, yaml.YAMLError) as exc:
-        raise ReproError(f"{path}: cannot read the submission targets ({type(exc).__name__})") from None
+        raise ReproError(f"{path}: cannot read the submission targets ({reason(exc)})") from None
     if not isinstance(raw, dict):
         raise ReproError(f"{path}: expected a mapping of target names")
     return {name: _target(name, entry, path) for name, entry in raw.items()}
@@ -119,7 +119,7 @@ def _target(name: str, entry: Any, path: Path) -> Target:
             for_dataset=bool(entry.get("for_dataset", False)),
         )
     except (KeyError, TypeError, ValueError) as exc:
-        raise ReproError(f"{where}: malformed ({type(exc).__name__}: {exc})") from None
+        raise ReproError(f"{where}: malformed ({reason(exc)})") from None
     if target.on_evalai and (not target.challenge or not (target.phase or target.phase_names)):
         raise ReproError(f"{where}: an EvalAI target needs a challenge and a phase id or phase names")
     if not target.on_evalai and not (target.package and target.instructions):
@@ -165,18 +165,24 @@ def read_predictions(path: Path) -> tuple[list[Any], str]:
     except FileNotFoundError:
         raise ReproError(f"{path}: no such predictions file") from None
     except (OSError, UnicodeDecodeError) as exc:
-        raise ReproError(f"{path}: cannot read it as UTF-8 text ({type(exc).__name__})") from None
+        raise ReproError(f"{path}: cannot read it as UTF-8 text ({reason(exc)})") from None
     body = text.lstrip()
     if not body:
         raise ReproError(f"{path}: empty file")
     if body[0] not in "[{":
         raise ReproError(f"{path}: not JSON (a JSON array of records is expected)")
     try:
-        data = json.loads(text)
+        data = json.loads(text, object_pairs_hook=unique_keys)
+    except DuplicateKey as exc:
+        raise ReproError(f"{path}: {exc}") from None
     except json.JSONDecodeError as exc:
         if body[0] == "{" and exc.msg == "Extra data":
             return _read_json_lines(path, text), "lines"
         raise ReproError(f"{path}:{exc.lineno}:{exc.colno}: not valid JSON ({exc.msg})") from None
+    except RecursionError:
+        raise ReproError(f"{path}: not readable: the JSON is nested too deeply") from None
+    except ValueError:  # an integer of more digits than Python reads
+        raise ReproError(f"{path}: not readable: a number in it has too many digits") from None
     if isinstance(data, dict):
         return [data], "lines"  # a one-line JSON-lines file
     return data, "array"
@@ -187,9 +193,13 @@ def _read_json_lines(path: Path, text: str) -> list[Any]:
     for number, line in enumerate(text.splitlines(), 1):
         if line.strip():
             try:
-                entries.append(json.loads(line))
+                entries.append(json.loads(line, object_pairs_hook=unique_keys))
+            except DuplicateKey as exc:
+                raise ReproError(f"{path}:{number}: {exc}") from None
             except json.JSONDecodeError as exc:
                 raise ReproError(f"{path}:{number}: not valid JSON lines ({exc.msg})") from None
+            except (RecursionError, ValueError):
+                raise ReproError(f"{path}:{number}: not readable: nested too deeply or a number too long") from None
     return entries
 
 
@@ -206,7 +216,7 @@ def read_question_ids(path: Path, source: QuestionSource, id_type: type) -> set:
             f"question file {path} not found; download the dataset (`repro download`) or pass --questions FILE"
         ) from None
     except (OSError, ValueError) as exc:
-        raise ReproError(f"question file {path}: unreadable ({type(exc).__name__})") from None
+        raise ReproError(f"question file {path}: unreadable ({reason(exc)})") from None
     try:
         if source.layout == "keyed":
             ids = list(data)
@@ -431,6 +441,7 @@ def package_manual(check: Preflight, method: str) -> Path:
         raise ReproError(f"--method {method!r}: use letters, digits, '_' or '-' (it becomes part of a file name)")
     folder = check.source.parent / f"{check.source.stem}.{target.name}"
     out = folder / spec["name"]
+    check_not_an_input(out, {"predictions": check.source})
     if spec["format"] == "json":
         write_bytes_atomic(out, canonical_bytes(check.records))
     elif spec["format"] == "csv":

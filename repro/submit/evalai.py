@@ -33,7 +33,7 @@ from typing import Any
 
 import requests
 
-from repro.errors import ReproError
+from repro.errors import ReproError, reason
 from repro.terminal import printable
 
 DEFAULT_HOST = "https://eval.ai"
@@ -75,18 +75,28 @@ class Connection:
         """The text with every echo of the token replaced by `***`.
 
         Besides the whole token as is and base64-encoded, any run of 6 or more consecutive characters
-        of the token is removed in whatever case and encoding the server echoes it: %xx URL escapes
+        of the token is removed in whatever case, encoding and form the server echoes it: %xx URL escapes
         (also twice encoded, %25xx), HTML character references (&#65; &#x41; &amp;#65; and named
-        ones), JSON \\u escapes.
+        ones), JSON \\u escapes; NFKC-normalised (fullwidth letters), with zero-width characters, spaces and
+        separators (- _ . : /) between its characters; and re-encoded as hex, base32, base64 or rot13.
         """
         if not self.token:
             return text
         import base64
+        import codecs
 
-        whole = base64.b64encode(self.token.encode()).decode().rstrip("=")
+        raw = self.token.encode()
+        whole = base64.b64encode(raw).decode().rstrip("=")
         if len(whole) >= REDACT_RUN:
             text = text.replace(whole, "***")
-        return _redact_runs(text, self.token)
+        text = _redact_runs(text, self.token)
+        for encoded, run in (
+            (raw.hex(), 2 * REDACT_RUN),  # 6 bytes of the token, as hex digits
+            (base64.b32encode(raw).decode().rstrip("="), 2 * REDACT_RUN),
+            (codecs.encode(self.token, "rot13"), REDACT_RUN),
+        ):
+            text = _redact_runs(text, encoded, run)
+        return text
 
     @property
     def headers(self) -> dict[str, str]:
@@ -131,7 +141,7 @@ def _token_from_file(path: Path) -> str:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
-        raise ReproError(f"{path}: not a readable token file ({type(exc).__name__})") from None
+        raise ReproError(f"{path}: not a readable token file ({reason(exc)})") from None
     token = data.get("token") if isinstance(data, dict) else None
     if not isinstance(token, str) or not token.strip():
         raise ReproError(f'{path}: no "token" string in it')
@@ -149,9 +159,16 @@ _UNIT = re.compile(
 )
 
 
+# what may stand between two characters of an echoed token without hiding it: zero-width characters, spaces and
+# the separators a server or a person puts into long strings
+_SEPARATORS = frozenset("\u200b\u200c\u200d\u2060\ufeff\u00ad \t\n\r-_.:/")
+
+
 def _decoded_units(text: str) -> list[tuple[str, int, int]]:
-    """`text` as (decoded character, start, end) units: an escape sequence is one unit."""
+    """`text` as (normalised characters, start, end) units: an escape sequence is one unit; a unit's characters are
+    its NFKC form in lower case (a fullwidth Ａ is a), and a separator's are none."""
     import html
+    import unicodedata
 
     units, i = [], 0
     while i < len(text):
@@ -170,26 +187,35 @@ def _decoded_units(text: str) -> list[tuple[str, int, int]]:
             elif m["json"] is not None:
                 ch = chr(int(m["json"], 16))
         if ch is not None:
-            units.append((ch, i, m.end()))
-            i = m.end()
+            start, i = i, m.end()
         else:
-            units.append((text[i], i, i + 1))
-            i += 1
+            ch, start, i = text[i], i, i + 1
+        units.append(("" if ch in _SEPARATORS else unicodedata.normalize("NFKC", ch).lower(), start, i))
     return units
 
 
-def _redact_runs(text: str, token: str) -> str:
-    """Replace each stretch of `text` that decodes to a run of >= REDACT_RUN consecutive characters of
-    `token` (any case) by `***`."""
-    run = min(REDACT_RUN, len(token))
-    lowered = token.lower()
+def _normalised(token: str) -> str:
+    import unicodedata
+
+    return "".join(c for c in unicodedata.normalize("NFKC", token).lower() if c not in _SEPARATORS)
+
+
+def _redact_runs(text: str, token: str, run: int = REDACT_RUN) -> str:
+    """Replace each stretch of `text` that decodes to a run of >= `run` consecutive characters of `token`
+    (any case, any normal form, separators ignored) by `***`."""
+    lowered = _normalised(token)
+    run = min(run, len(lowered))
+    if run == 0:
+        return text
     grams = {lowered[k : k + run] for k in range(len(lowered) - run + 1)}
     units = _decoded_units(text)
-    decoded = "".join(u[0] for u in units).lower()
+    owner = [k for k, (chars, _, _) in enumerate(units) for _ in chars]  # decoded position -> its unit
+    decoded = "".join(u[0] for u in units)
     marked = [False] * len(units)
     for pos in range(len(decoded) - run + 1):
         if decoded[pos : pos + run] in grams:
-            marked[pos : pos + run] = [True] * run
+            for k in range(owner[pos], owner[pos + run - 1] + 1):  # separators inside the run go with it
+                marked[k] = True
     if not any(marked):
         return text
     out, last = [], 0
@@ -200,6 +226,17 @@ def _redact_runs(text: str, token: str) -> str:
             last = end
     out.append(text[last:])
     return "".join(out)
+
+
+def _request_failure(exc: BaseException) -> str:
+    """What a failed request ran into, in words (no exception class names)."""
+    kinds = (
+        (requests.Timeout, "timed out"),
+        (requests.TooManyRedirects, "too many redirects"),
+        (requests.ConnectionError, "connection failed"),
+        (requests.HTTPError, "the server answered with an error"),
+    )
+    return next((words for kind, words in kinds if isinstance(exc, kind)), "the request failed")
 
 
 def _origin(url: str) -> tuple[str, str, int | None]:
@@ -356,7 +393,7 @@ class _Recorder:
             try:
                 response = bounded_request(fn, url, *args, **kwargs)
             except requests.RequestException as exc:
-                record.error = str(exc) if isinstance(exc, DeadlineExceeded) else type(exc).__name__
+                record.error = str(exc) if isinstance(exc, DeadlineExceeded) else _request_failure(exc)
                 if method == "put":
                     self.storage_upload_failed = True
                 raise
@@ -479,7 +516,7 @@ class EvalAI:
         try:
             response = bounded_request(requests.get, url, headers=self.conn.headers, params=params)
         except requests.RequestException as exc:
-            call.error = str(exc) if isinstance(exc, DeadlineExceeded) else type(exc).__name__
+            call.error = str(exc) if isinstance(exc, DeadlineExceeded) else _request_failure(exc)
             raise self._redacted(describe_http_failure(call, self.conn.host)) from None
         call.status, call.reason = response.status_code, response.reason or ""
         try:
@@ -537,8 +574,8 @@ class EvalAI:
             response = bounded_request(requests.get, url)
             response.raise_for_status()
         except requests.RequestException as exc:
-            why = str(exc) if isinstance(exc, DeadlineExceeded) else type(exc).__name__
-            raise ServerError(f"could not fetch the result file ({why})") from None
+            why = str(exc) if isinstance(exc, DeadlineExceeded) else _request_failure(exc)
+            raise ServerError(self.conn.redact(f"could not fetch the result file ({why})")) from None
         try:
             return response.json()
         except ValueError:
@@ -600,7 +637,7 @@ class EvalAI:
         if failed is not None:
             raise self._redacted(describe_http_failure(failed, self.conn.host))
         if failure is not None or sid is None:
-            said = _clean_output(output) or (type(failure).__name__ if failure else "no submission id returned")
+            said = _clean_output(output) or (reason(failure) if failure else "no submission id returned")
             raise ServerError(self.conn.redact(f"the evalai client did not complete the submission: {said}"))
         return int(sid)
 

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from repro.errors import ReproError
+from repro.errors import ReproError, cut
 from repro.utils import atomic_open
 
 LAST = "last.pt"
@@ -104,7 +104,39 @@ def load_checkpoint(path: Path, map_location: str | torch.device = "cpu") -> dic
     if not isinstance(state, dict) or state.get("format") not in READABLE:
         found = state.get("format") if isinstance(state, dict) else "?"
         raise ReproError(f"{path}: not a checkpoint of this toolkit (format {found})")
+    for part in ("model", "optimizer"):  # nothing trains on, or is evaluated with, a weight that is not a number
+        for name, tensor in _tensors(state.get(part), part):
+            problem = unusable_values(name, tensor, torch.float32)
+            if problem:
+                raise ReproError(f"{path}: {problem}; refused (resume from an earlier checkpoint or train again)")
     return state
+
+
+def _tensors(value: Any, name: str):
+    """(dotted name, tensor) of every tensor in a nested dict/list (a state dict, an optimizer's state)."""
+    if isinstance(value, torch.Tensor):
+        yield name, value
+    elif isinstance(value, dict):
+        for key, inner in value.items():
+            yield from _tensors(inner, f"{name}.{key}")
+    elif isinstance(value, (list, tuple)):
+        for i, inner in enumerate(value):
+            yield from _tensors(inner, f"{name}.{i}")
+
+
+def unusable_values(name: str, tensor: torch.Tensor, dtype: torch.dtype | None = None) -> str | None:
+    """Why the floating-point `tensor` cannot be used as the weight `name` of a model of `dtype`: NaN or infinite
+    values, or values beyond what `dtype` holds (a float64 file loaded into float32 becomes infinite); else None."""
+    if not tensor.is_floating_point() or tensor.numel() == 0:
+        return None
+    bad = ~torch.isfinite(tensor)
+    if bad.any():
+        return f"{cut(name)} holds {int(bad.sum()):,} NaN or infinite value(s) of {tensor.numel():,}"
+    if dtype is not None and dtype.is_floating_point and torch.finfo(dtype).bits < torch.finfo(tensor.dtype).bits:
+        largest, top = float(tensor.abs().max()), torch.finfo(dtype).max
+        if largest > top:
+            return f"{cut(name)} holds {largest:.3g}, beyond what {str(dtype).replace('torch.', '')} holds ({top:.3g})"
+    return None
 
 
 def _refused_global(exc: BaseException) -> str:

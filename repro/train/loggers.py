@@ -205,5 +205,5 @@ def open_loggers(
 
 
 def run_name(workdir: Path) -> str:
-    """`<spec>/<scale>/<row>/seed<N>` from a unit's work folder (`repro.launch.units.unit_dir`), or its last parts."""
+    """`<spec>/<scale>/<row>/seed<N>` from a unit's work folder (`repro.run.unit_dir`), or its last parts."""
     return "/".join(Path(workdir).absolute().parts[-4:])

@@ -8,6 +8,7 @@ seed and the splits trained on. Example: `mcan-pa/vqa2`.
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -63,6 +64,19 @@ class _At(ValueError):
         self.path = path
 
 
+def _in_range(section: str, name: str, value: Any) -> None:
+    """A schedule's or optimiser's number is finite and not negative (rates, epochs, betas, decays: none is); a
+    list of them (a schedule's `decay_epochs`) rises strictly, each milestone once (`[1, 1]` would decay twice)."""
+    numbers = value if isinstance(value, (list, tuple)) else [value]
+    for number in numbers:
+        if not math.isfinite(number) or number < 0:
+            raise _At((name,), f"{section}.{name} must be a finite number, 0 or more, got {number!r}")
+        if name.endswith(("_epochs", "_iterations", "_steps")) and not isinstance(number, int):
+            raise _At((name,), f"{section}.{name} counts epochs, iterations or steps: a whole number, got {number!r}")
+    if section == "schedule" and isinstance(value, (list, tuple)) and list(value) != sorted(set(value)):
+        raise _At((name,), f"{section}.{name} must rise, each value once, got {list(value)!r}")
+
+
 class RecipeFields(BaseModel):
     """What a recipe file may give, validated with pydantic as the model configs are (`extra="forbid"`, strict
     types). Each message starts with the field's name, so the YAML loader can point at its line."""
@@ -98,6 +112,8 @@ class RecipeFields(BaseModel):
                 raise _At((name,), f"unknown {section['name']} {key} key {name!r}{did_you_mean(name, allowed)}")
             if name != "name" and not _numeric(value):
                 raise _At((name,), f"{key}.{name} must be a number or a list of numbers, got {value!r}")
+            if name != "name":
+                _in_range(key, name, value)
         return section
 
     @field_validator("schedule")
