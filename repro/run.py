@@ -481,11 +481,15 @@ def resolved_config(
 def hashed_config(config: dict[str, Any]) -> dict[str, Any]:
     """What `config_hash` hashes of a `resolved_config`: all of it, except that a recipe's `precision: fp32` is
     hashed as `auto`, the value every recipe gave before the recipes stated their paper's precision (the committed
-    units trained on CPUs, where `auto` was fp32), and the claims' timing settings (`CLAIM_TIMING_KEYS`) are left
-    out, so the units trained before keep their hash and new seeds pool with them."""
+    units trained on CPUs, where `auto` was fp32), `accumulate: 1` (one pass a step, as every unit trained before
+    the recipes had the key) and the claims' timing settings (`CLAIM_TIMING_KEYS`) are left out, so the units
+    trained before keep their hash and new seeds pool with them."""
     recipe = config.get("recipe")
     if isinstance(recipe, dict) and recipe.get("precision") == "fp32":
         config = {**config, "recipe": {**recipe, "precision": "auto"}}
+    recipe = config.get("recipe")
+    if isinstance(recipe, dict) and recipe.get("accumulate") == 1:
+        config = {**config, "recipe": {k: v for k, v in recipe.items() if k != "accumulate"}}
     timing = (config.get("settings") or {}).get("timing")
     if isinstance(timing, dict) and CLAIM_TIMING_KEYS & set(timing):  # the claims' timing run's, not the unit's
         kept = {k: v for k, v in timing.items() if k not in CLAIM_TIMING_KEYS}

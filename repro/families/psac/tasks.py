@@ -46,6 +46,7 @@ def run_task(ctxs: list[RunContext], task: str, root: Path, store: Path | None =
             recipe.eval_batch_size or recipe.batch_size,
             predict_step=predict_step,
             progress=ctx.progress,
+            num_workers=recipe.num_workers,
         )
         out.append(
             {

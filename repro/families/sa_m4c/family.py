@@ -114,12 +114,15 @@ def run_ensemble(ctxs: list[RunContext]) -> list[RowRun]:
 
 
 def score(ctx: RunContext, model: nn.Module, state, data: Splits, recipe) -> RowRun:
-    """A trained unit: its val scores (kept in its workdir), the spec's columns, and its test answers written."""
+    """A trained unit: its val scores (kept in its workdir), the spec's columns, and its test answers written (under
+    torchrun every rank scores its share of each split, and rank 0 alone writes the files)."""
+    from repro.train.distributed import is_main_process
     from repro.utils import write_json_atomic
 
     config = as_config(ctx.config)
     scores = _val_scores(data.val, _answers(model, data.val, config.beam, recipe, ctx.progress))
-    write_json_atomic(ctx.workdir / VAL_SCORES, {str(q): v for q, v in scores.items()})
+    if is_main_process():
+        write_json_atomic(ctx.workdir / VAL_SCORES, {str(q): v for q, v in scores.items()})
     baseline = None if config.arch == "m4c" or ctx.weights is not None else (lambda: _baseline_scores(ctx, data))
     metrics = _columns(ctx, data.val, scores, baseline)
     run = RowRun(metrics=metrics, split="val", training=None if state is None else state.summary())
@@ -144,6 +147,7 @@ def _answers(model, dataset, beam: int, recipe, progress: bool) -> dict[int, tup
         recipe.eval_batch_size or recipe.batch_size,
         predict_step=lambda m, b: predict_step(m, b, beam),
         progress=progress,
+        num_workers=recipe.num_workers,
     )
     index = {q["question_id"]: k for k, q in enumerate(dataset.questions)}
     return {int(q): dataset.answer_of(index[int(q)], row.long().tolist()) for q, row in zip(ids.tolist(), indices)}
@@ -176,10 +180,12 @@ def _per_kind(val, scores: dict[int, dict[str, Any]]) -> dict[str, float]:
 def _write_test_predictions(ctx: RunContext, answers: dict[int, tuple[str, bool]]) -> Path:
     """Test answers as [{question_id, answer}]: the EvalAI TextVQA format and the ST-VQA Task 3 upload
     format alike, ready for `repro submit textvqa-test` / `repro submit stvqa-test`."""
+    from repro.train.distributed import is_main_process
     from repro.utils import write_json_atomic
 
     out = ctx.predictions_file("test")
-    write_json_atomic(out, [{"question_id": q, "answer": a} for q, (a, _) in sorted(answers.items())])
+    if is_main_process():
+        write_json_atomic(out, [{"question_id": q, "answer": a} for q, (a, _) in sorted(answers.items())])
     return out
 
 
