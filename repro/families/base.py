@@ -116,14 +116,16 @@ class RunContext:
     def recipe(self, name: str | None = None, overrides: Mapping[str, Any] | None = None, **fixed: Any):
         """The recipe this unit trains with: `name` (default the spec's), the scale's `recipe:` overrides (or
         `overrides`), the unit's seed, then `fixed` (what the family's protocol sets whatever the spec says). A
-        `recipe.precision=` override reaches every recipe, those a family names (ace-rpe's) too."""
+        `recipe.precision=` override reaches every recipe, those a family names (ace-rpe's) too, and so does
+        `recipe.max_steps=` where the named recipe's `overrides` set none (a one-step smoke of every stage)."""
         from repro.families import load_recipe
 
         if self.base_recipe is not None and overrides is None and name in (None, self.spec.recipe):
             return self.base_recipe.replace(seed=self.seed, **fixed)  # the plan's: loaded and overridden once
         settings = self.settings.get("recipe", {})
         precision = {k: v for k, v in settings.items() if k == "precision"}
-        base = settings if overrides is None else {**overrides, **precision}
+        max_steps = {k: v for k, v in settings.items() if k == "max_steps"}
+        base = settings if overrides is None else {**max_steps, **overrides, **precision}
         return load_recipe(name or self.spec.recipe).replace(**{**base, "seed": self.seed, **fixed})
 
     def predictions_file(self, split: str) -> Path:
