@@ -315,6 +315,7 @@ def make_plan(
     if device not in (None, "auto"):  # where units run, not what they compute
         settings["device"] = device
     seeds = seeds if seeds is not None else list(settings.get("seeds", [0]))
+    precision = override_precision(settings)  # the GPU-hours at it where an estimate comes from FLOPs
     workdir = Path(workdir or data_dir() / "runs").absolute()
     trains = any(r.model is not None for r in rows)
     written = families.load_recipe(spec.recipe) if spec.recipe and trains else None
@@ -343,14 +344,15 @@ def make_plan(
             kind, unit_seeds, ready = "train", list(seeds), hooks is not None
             detail = f"{spec.recipe or '(no recipe)'}: {row.config.model_dump_json(exclude_defaults=True)}"
             if hooks is not None and scale == "paper":
-                facts["gpu_hours"] = hooks.gpu_hours(row.config)
+                facts["gpu_hours"] = hooks.gpu_hours(row.config, precision=precision)
                 # a family whose unit trains in several stages (pre-training, then fine-tuning) lists them
-                stages = tuple(hooks.stages(row.config, spec))
+                stages = tuple(hooks.stages(row.config, spec, precision=precision))
                 if stages:
                     facts["stages"] = stages
                     facts["gpu_hours"] = None if any(h is None for *_, h in stages) else sum(h for *_, h in stages)
                 elif variant.limit is not None and hooks.limited_hours is not None and facts["gpu_hours"] is not None:
-                    facts["gpu_hours"], facts["limited"] = hooks.limited_hours(row.config, variant.limit), True
+                    hours = hooks.limited_hours(row.config, variant.limit, precision=precision)
+                    facts["gpu_hours"], facts["limited"] = hours, True
                 row_needs, missing, facts["unsupported"] = _paper_needs(spec, row, hooks, seen)
                 for need in row_needs:  # each once, in order
                     if not any(n[:2] == need[:2] for n in needs):
@@ -419,6 +421,12 @@ def make_plan(
         recipe=recipe,
         written_recipe=written,
     )
+
+
+def override_precision(settings: dict[str, Any]) -> str | None:
+    """The precision a scale's settings or a `recipe.precision=` override set, else None (each recipe's own)."""
+    precision = (settings.get("recipe") or {}).get("precision")
+    return None if precision in (None, "auto") else precision
 
 
 def _check_limit(scale: str, limit: int) -> None:

@@ -175,7 +175,9 @@ def test_the_plan_prices_each_row_times_its_seeds(empty_data):
     from repro.report.plan import cost_lines, row_hours
 
     assert row_hours(plan.steps[0]) == "15.0 x 3 = 45.0"
-    assert cost_lines(plan) == ["estimated GPU-hours (paper schedule): 45.0 for 3 seed(s) per row"]
+    estimate, assumption = cost_lines(plan)
+    assert estimate == "estimated GPU-hours (paper schedule): 45.0 for 3 seed(s) per row"
+    assert assumption.startswith("GPU-hours from FLOPs (where the paper states no training time) assume one A100")
 
 
 def test_psac_trains_the_official_codes_epochs_per_task_at_paper_scale(empty_data):

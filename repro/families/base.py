@@ -236,7 +236,7 @@ def train_units(
     return [score(c, m, s, data, r) for c, m, s, r in zip(ctxs, models, states, recipes)]
 
 
-def no_stages(config: Any, spec: Spec) -> list[tuple[str, str, float | None]]:
+def no_stages(config: Any, spec: Spec, precision: str | None = None) -> list[tuple[str, str, float | None]]:
     return []
 
 
@@ -275,7 +275,9 @@ class Hooks:
     archs: tuple[str, ...]  # the `arch:` values it can build and run so far
     build_model: Callable[..., Any]  # (config, sizes=None, ...) -> nn.Module: the paper's sizes unless overridden
     describe: Callable[[Any, Spec | None], list[ModelInfo]]  # (config, spec): one ModelInfo per model of a row
-    gpu_hours: Callable[[Any], float | None]  # paper-scale GPU-hours of one training run (None: unknown)
+    # (config, precision=None) -> paper-scale GPU-hours of one training run (None: unknown) at the precision the run
+    # trains in (None: its recipe's own); an estimate from FLOPs goes through `repro.train.cost`
+    gpu_hours: Callable[..., float | None]
     prepare_data: Callable[[Spec, str, dict[str, Any]], Any]  # once per run: generate (smoke, synthetic) or
     # find (paper) the data; what it returns is every unit's `ctx.data`; the spec holds only the rows the run trains
     run_row: Callable[[RunContext], RowRun]  # train and evaluate one (row, seed)
@@ -288,13 +290,18 @@ class Hooks:
     supports_limit: bool = False
     # (config, N) -> paper-scale GPU-hours of a run on the first N questions of each split (`--limit N`); None: the
     # plan says its estimate is for the whole splits
-    limited_hours: Callable[[Any, int], float | None] | None = None
+    limited_hours: Callable[..., float | None] | None = None  # (config, N, precision=None)
     # the generator config class a scale's `generator:` mapping is read with (checks `generator.<key>=`)
     generator_settings: Callable[[dict[str, Any]], type] | None = None
     # (ctx, question_id) -> AttentionMaps for `repro attention`; None: the family draws none
     attention: Callable[[RunContext, int], AttentionMaps] | None = None
-    # (config, spec) -> [(name, what, GPU-hours)]: a unit that trains in stages, listed by the paper-scale plan
-    stages: Callable[[Any, Spec], list[tuple[str, str, float | None]]] = no_stages
+    # (config, spec, precision=None) -> [(name, what, GPU-hours)]: a unit that trains in stages, listed by the
+    # paper-scale plan
+    stages: Callable[..., list[tuple[str, str, float | None]]] = no_stages
+    # (config, spec) -> (recipe name, build, example_batch(n)): the stage whose training holds the most per GPU, for
+    # the plan's memory estimate of a family whose specs name no recipe of their own (its stages train with
+    # theirs); None: the spec's recipe with `build_model` and `example_batch`
+    memory_stage: Callable[[Any, Spec], tuple[str, Callable[[], Any], Callable[[int], dict[str, Any]]]] | None = None
     # spec -> what the paper scale reads beyond the catalog downloads (e.g. the user's images)
     data_notes: Callable[[Spec], list[str]] = no_notes
     # (spec, row) -> what a paper-scale row reads, in the order a run asks for it (the plan's download and

@@ -182,7 +182,9 @@ def describe(config: McanConfig | VlBertConfig | dict, spec: Spec | None = None)
     ]
 
 
-def gpu_hours(config: McanConfig | dict) -> float | None:
+def gpu_hours(config: McanConfig | dict, precision: str | None = None) -> float | None:
+    """Table VI's measured seconds per epoch (MCAN, MCAN+PA) times the 13 epochs: the paper's own time, on its
+    GPU at its precision, whatever `precision`."""
     config = as_config(config)
     if isinstance(config, VlBertConfig):
         return None
@@ -194,7 +196,7 @@ def gpu_hours(config: McanConfig | dict) -> float | None:
 TRAIN_VAL_QUESTIONS = 443_757 + 214_354
 
 
-def limited_hours(config: McanConfig | dict, limit: int) -> float | None:
+def limited_hours(config: McanConfig | dict, limit: int, precision: str | None = None) -> float | None:
     """`--limit N`: the training estimate times the share of the questions the first N of each training split
     (train, val, vg) are; the epochs stay the same."""
     return share_of_hours(gpu_hours(config), 3 * limit / TRAIN_VAL_QUESTIONS)

@@ -154,7 +154,7 @@ COMPUTE_TASKS = {"statistics": statistics}  # `compute: {task: ...}` rows -> wha
 TRAIN_QUESTIONS = {"action": 20_475, "transition": 52_704, "frameqa": 39_392, "count": 26_843}
 
 
-def limited_hours(config, limit: int) -> float | None:
+def limited_hours(config, limit: int, precision: str | None = None) -> float | None:
     """`--limit N`: each task's GPU-hours (`gpu_hours`: seconds per epoch times the official epochs) times the
     share of its Train questions a run on the first N trains on; the epochs stay the same."""
     config = as_config(config)

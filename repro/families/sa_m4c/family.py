@@ -288,10 +288,10 @@ def evaluation_hours(config, spec: Spec) -> float | None:
 TRAIN_QUESTIONS = 34_602  # TextVQA 0.5.1's train questions
 
 
-def limited_hours(config, limit: int) -> float | None:
+def limited_hours(config, limit: int, precision: str | None = None) -> float | None:
     """`--limit N`: the training estimate (`gpu_hours`: the recipe's epochs over the train questions) times the
     share of the train questions a run on the first N trains on; the epochs stay the same."""
-    return share_of_hours(gpu_hours(config), limit / TRAIN_QUESTIONS)
+    return share_of_hours(gpu_hours(config, precision), limit / TRAIN_QUESTIONS)
 
 
 HOOKS = Hooks(
