@@ -247,11 +247,14 @@ def no_notes(spec: Spec) -> list[str]:
 class DataNeed(NamedTuple):
     """One thing a paper-scale row reads: the catalog entry `repro download DATASET` fetches, then (where the
     row reads it prepared) `repro prepare PREPARE`; `ready` says whether it is on disk (None: every catalog
-    file of DATASET is there and, after a prepare step, its output where `repro.run.prepared` knows it)."""
+    file of DATASET is there and, after a prepare step, its output where `repro.run.prepared` knows it).
+    `splits`: the training splits it holds, by the names the recipes' `train_splits` use (VG's QA is `vg`), so
+    that a plan lists a step for every split a row trains on (tests/test_plan_splits.py)."""
 
     dataset: str
     prepare: str | None = None
     ready: Callable[[], bool] | None = None
+    splits: tuple[str, ...] = ()
 
 
 def no_paper_data(spec: Spec, row: Row) -> list[DataNeed]:

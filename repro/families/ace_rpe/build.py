@@ -330,7 +330,15 @@ def paper_data(spec: Spec, row) -> list[DataNeed]:
         files += [albef / f"{RETRIEVAL_NAMES[dataset]}_{part}.json" for part in ("train", "test")]
     heads = task_data(spec)
     files += [albef / name for name, _ in heads["albef-data"]]
-    needs.append(DataNeed("albef-data", ready=lambda: all(f.is_file() for f in files)))
+    names = {f.name for f in files}
+    splits = {  # what ALBEF's json files hold, by the recipes' split names
+        "pretrain": any(n in names for pairs in PRETRAIN_FILES.values() for n in pairs),
+        "train": any(n.endswith("_train.json") for n in names),
+        "val": "vqa_val.json" in names,
+        "vg": "vg_qa.json" in names,
+    }
+    held = tuple(split for split, there in splits.items() if there)
+    needs.append(DataNeed("albef-data", ready=lambda: all(f.is_file() for f in files), splits=held))
     images = {"flickr30k": ("flickr30k-images",), "coco-images": ("train2014", "val2014")}
     for dataset in recall_datasets(spec):
         folder = IMAGE_FOLDERS[dataset]

@@ -224,7 +224,8 @@ def paper_data(spec: Spec, row) -> list[DataNeed]:
     maps = root / "prepared" / "depth-maps"
     store = root / "prepared" / "features" / "bottom-up-36" / "trainval.store"
     words = DataNeed(BERT_FOLDER) if config.question_encoder == "bert" else DataNeed("glove-840b")
-    needs = [words, DataNeed("vqa2", "vqa2"), DataNeed("bottom-up-36", "bottom-up-36"), DataNeed("glpn-nyu")]
+    questions = DataNeed("vqa2", "vqa2", splits=("train", "val"))
+    needs = [words, questions, DataNeed("bottom-up-36", "bottom-up-36"), DataNeed("glpn-nyu")]
     for folder in ("train2014", "val2014"):
         images = root / "coco-images" / folder
         needs.append(DataNeed("coco-images", f"depth-maps --source {images}", lambda m=maps / folder: _has_files(m)))

@@ -204,14 +204,18 @@ def limited_hours(config: McanConfig | dict, limit: int, precision: str | None =
 
 def paper_data(spec: Spec, row) -> list[DataNeed]:
     """What a paper-scale row reads, in the order of its commands: GloVe (and Visual Genome's QA, where the
-    spec trains with it) before `repro prepare` of the questions reads them, the bottom-up features (36
-    boxes per image, MCAN's) prepared into stores; WordNet for COCO-QA's WUPS; BERT's vocabulary and
-    weights for VL-BERT, and VL-BERT's released pre-training for a row that starts from it."""
+    recipe trains on its `vg` split: Tables II-V, §IV-B) before `repro prepare` of the questions reads them, the
+    bottom-up features (36 boxes per image, MCAN's) prepared into stores; WordNet for COCO-QA's WUPS; BERT's
+    vocabulary and weights for VL-BERT, and VL-BERT's released pre-training for a row that starts from it."""
+    from repro.families import load_recipe
+
     dataset = spec.datasets[0]
+    trains_on = load_recipe(spec.recipe).train_splits if spec.recipe else ()
     needs = [DataNeed("glove-840b")]
-    if "vg-qa" in spec.datasets:
-        needs.append(DataNeed("vg-qa"))
-    needs += [DataNeed(dataset, dataset), DataNeed("bottom-up-36", "bottom-up-36")]
+    if "vg" in trains_on:
+        needs.append(DataNeed("vg-qa", splits=("vg",)))
+    own = ("train",) if dataset == "coco-qa" else ("train", "val")
+    needs += [DataNeed(dataset, dataset, splits=own), DataNeed("bottom-up-36", "bottom-up-36")]
     if dataset == "coco-qa":
         needs.append(DataNeed("wordnet"))
     config = as_config(row.config) if row.config is not None else None

@@ -284,7 +284,7 @@ def paper_data(spec: Spec, row) -> list[DataNeed]:
     config = as_config(row.config)
     store = feature_store_dir("tgif-qa") / f"{config.video_features}.store" / "meta.json"
     return [
-        DataNeed("tgif-qa", ready=questions),
+        DataNeed("tgif-qa", ready=questions, splits=("train",)),
         DataNeed("glove-6b", ready=lambda: glove_file(config.word_dim) is not None),
         DataNeed("tgif-qa-features", "tgif-qa", store.is_file),
     ]

@@ -159,6 +159,10 @@ def paper_data(spec: Spec, row) -> list[DataNeed]:
     for folder, name, command in _inputs(config.ocr, config.det_backbone):
         files.setdefault(command.split()[-1], []).append((folder, name))
     return [
-        DataNeed(dataset, ready=lambda got=got: all(locate(f, n) is not None for f, n in got))
+        DataNeed(
+            dataset,
+            ready=lambda got=got: all(locate(f, n) is not None for f, n in got),
+            splits=("train", "val") if dataset == "textvqa" else (),
+        )
         for dataset, got in files.items()
     ]
