@@ -102,6 +102,48 @@ def test_smoke_table_on_slurm_survives_a_requeue_and_fills_the_table(cluster, ru
 
 
 @pytest.mark.slow
+def test_section_6s_sa_m4c_unit_waits_for_its_m4c_unit_and_reads_its_scores(cluster, runner):
+    """sa-m4c Section 6: SA-M4C's gains over M4C read the val scores the M4C unit of its seed stores; its job is
+    submitted after M4C's with `afterok` on it (the stub starts it once M4C's completed), and does not retrain M4C."""
+    folder = cluster / "experiments" / "sa-m4c"
+    folder.mkdir(parents=True)
+    shutil.copy(REPO_DIR / "experiments" / "sa-m4c" / "sa-m4c-sec6-spatial.yaml", folder)
+    words = ["run", "sa-m4c-sec6-spatial", "--scale", "smoke", "--rows", "M4C,SA-M4C (ours)", "--launcher", "slurm"]
+    result = runner.invoke(app, [*words, "--wait"], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    assert "submitted M4C seed 0: job 1000 " in result.output
+    assert "submitted SA-M4C (ours) seed 0: job 1001 " in result.output
+    assert "SA-M4C (ours) seed 0: job 1001 pending" in result.output  # while M4C's job ran
+    assert "#SBATCH --dependency=afterok:1000\n" in (cluster / "slurm-state" / "1001.sh").read_text()
+    assert "dependency" not in (cluster / "slurm-state" / "1000.sh").read_text()
+    runs = cluster / "data" / "runs" / "sa-m4c-sec6-spatial" / "smoke"
+    assert (runs / "M4C" / "seed0" / "val_scores.json").is_file()
+    assert not (runs / row_slug("SA-M4C (ours)") / "seed0" / "baseline").exists()  # M4C not trained again
+    record = json.loads((cluster / "results" / "sa-m4c" / "sa-m4c-sec6-spatial" / "SA-M4C_ours.smoke.json").read_text())
+    assert {"D_spa gain", "D_spa+ocr gain"} <= set(record["metrics"])
+
+
+def test_a_dependent_job_whose_prerequisite_failed_never_starts(cluster, monkeypatch):
+    """The stub honours afterok as Slurm does: a job waiting on a failed one is cancelled, never run."""
+    import subprocess
+
+    state = cluster / "slurm-state"
+    scripts = {name: cluster / f"{name}.sh" for name in ("first", "second")}
+    scripts["first"].write_text("#!/bin/bash\nexit 3\n")
+    scripts["second"].write_text(f"#!/bin/bash\n#SBATCH --dependency=afterok:1000\ntouch {cluster / 'ran'}\n")
+    env = {**os.environ, "SLURM_STUB_STATE": str(state)}
+    for name in ("first", "second"):
+        done = subprocess.run([sys.executable, slurm_stub.__file__, "sbatch", str(scripts[name])], env=env)
+        assert done.returncode == 0
+    deadline = __import__("time").monotonic() + 30
+    while json.loads((state / "tasks" / "1001.json").read_text())["state"] != "CANCELLED":
+        assert __import__("time").monotonic() < deadline
+        __import__("time").sleep(0.2)
+    assert json.loads((state / "tasks" / "1000.json").read_text())["state"] == "FAILED"
+    assert not (cluster / "ran").exists()
+
+
+@pytest.mark.slow
 def test_a_rows_seeds_trained_together_are_one_job_that_resumes_after_a_requeue(cluster, runner, monkeypatch):
     """`ensemble: true`: one job for the row's two seeds, preempted mid-training, requeued, resumed from both
     seeds' checkpoints; each seed its own record, equal to the same ensemble trained here without a stop."""

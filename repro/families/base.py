@@ -269,6 +269,10 @@ def evaluates_any(config: Any) -> str | None:
     return None
 
 
+def no_prerequisites(spec: Spec, row: Row) -> tuple[str, ...]:
+    return ()
+
+
 @dataclass(frozen=True)
 class Hooks:
     """A family's interface to the generic layers (`repro run`, `repro model`, `repro attention`, Slurm):
@@ -314,6 +318,9 @@ class Hooks:
     not_at_scale: Callable[[Any, str], str | None] = runs_everywhere
     # (config, scale) -> what one unit asks a cluster for; None: `default_resources`
     resources: Callable[[Any, str], Resources] | None = None
+    # (spec, row) -> the rows whose unit of the same seed this row's unit reads from (their stored outputs): on a
+    # cluster its job waits for theirs to succeed (Slurm `afterok`) instead of redoing their work
+    after: Callable[[Spec, Row], tuple[str, ...]] = no_prerequisites
     # (batch_size, sizes) -> a batch of the data interface's format, for FLOPs and benchmarks
     example_batch: Callable[..., dict[str, Any]] | None = None
     # the official checkpoint layouts it reads (`repro weights convert --layout`), and the conversion:

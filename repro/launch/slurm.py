@@ -361,9 +361,10 @@ def submit(
     root = jobs_root(plan.workdir, spec.id, scale, None if plan.variant.empty else plan.variant.name)
     units = units_to_run(plan, resume, force)
     wanted = {(u.row.name, u.seed) for u in units}
+    states = unit_states(plan)
     busy = [
         f"{u.row} seed {u.seed} (job {u.job_id}, {u.state})"
-        for u in unit_states(plan)
+        for u in states
         if u.state in ("pending", "running") and (u.row, u.seed) in wanted
     ]
     if busy:
@@ -377,9 +378,8 @@ def submit(
         **{k: os.environ[k] for k in ("REPRO_LOGGERS",) if os.environ.get(k)},  # --logger: the jobs' writers too
     }
     planned = [(group, group_resources(group, options)) for group in groups(plan, units)]
-    executors = {res: _executor(root, f"repro-{spec.id}-{scale}", res, options) for _, res in planned}
     prepared = prepare_data(plan)  # generated once here, before the jobs read it
-    by_resources: dict[Resources, list[UnitJob]] = {}
+    jobs: list[tuple[UnitJob, Resources, tuple[tuple[str, int], ...]]] = []
     for group, res in planned:
         data = prepared.get(group[0].row.name)
         job = UnitJob(
@@ -390,33 +390,57 @@ def submit(
             rebaseline=rebaseline,
             environ=environ,
         )
-        by_resources.setdefault(res, []).append(job)
+        jobs.append((job, res, _prerequisites(spec, group)))
 
+    # a unit that reads what another row's unit of its seed stores (`Hooks.after`) is submitted after it, its job
+    # waiting for that one to succeed (afterok): the one just submitted, or one still pending or running from before
+    earlier = {(u.row, u.seed): u.job_id for u in states if u.state in ("pending", "running")}
     submitted: list[Submitted] = []
-    for res, jobs in by_resources.items():
-        try:
-            with _timed_commands():
-                handles = executors[res].submit_array(jobs)
-        except _CommandTimedOut as exc:
-            _remember(root, submitted)
-            raise ReproError(str(exc)) from None
-        except (FailedJobError, FailedSubmissionError) as exc:
-            _remember(root, submitted)  # the arrays submitted before this one
-            said = printable(str(exc)) or "no message"
-            raise ReproError(f"sbatch refused the jobs of {len(jobs)} unit(s): {said}") from None
-        for unit, job in zip(jobs, handles):
-            submitted.append(
-                Submitted(
-                    unit.contexts[0].row.name,
-                    [c.seed for c in unit.contexts],
-                    job.job_id,
-                    str(job.paths.stdout),
-                    str(job.paths.stderr),
-                    res,
-                )
-            )
+    for wave in ([j for j in jobs if not j[2]], [j for j in jobs if j[2]]):
+        batches: dict[tuple[Resources, str | None], list[UnitJob]] = {}
+        now = {(s.row, seed): s.job_id for s in submitted for seed in s.seeds}
+        for job, res, needs in wave:
+            ids = sorted({i for need in needs for i in [now.get(need) or earlier.get(need)] if i})
+            batches.setdefault((res, "afterok:" + ":".join(ids) if ids else None), []).append(job)
+        for (res, dependency), batch in batches.items():
+            executor = _executor(root, f"repro-{spec.id}-{scale}", res, options, dependency)
+            submitted += _submit_array(executor, batch, res, root, submitted)
     _remember(root, submitted)
     return submitted
+
+
+def _prerequisites(spec, group: list[Unit]) -> tuple[tuple[str, int], ...]:
+    """The (row, seed) units the units of one job read from (their family's `after`)."""
+    first = group[0]
+    rows = first.hooks.after(spec, first.row) if first.kind == "train" and first.hooks is not None else ()
+    return tuple((row, unit.seed) for row in rows for unit in group)
+
+
+def _submit_array(
+    executor, batch: list[UnitJob], res: Resources, root: Path, before: list[Submitted]
+) -> list[Submitted]:
+    """One job array of `batch`; a refusal or a hung sbatch is one error, the jobs submitted `before` remembered."""
+    try:
+        with _timed_commands():
+            handles = executor.submit_array(batch)
+    except _CommandTimedOut as exc:
+        _remember(root, before)
+        raise ReproError(str(exc)) from None
+    except (FailedJobError, FailedSubmissionError) as exc:
+        _remember(root, before)  # the arrays submitted before this one
+        said = printable(str(exc)) or "no message"
+        raise ReproError(f"sbatch refused the jobs of {len(batch)} unit(s): {said}") from None
+    return [
+        Submitted(
+            unit.contexts[0].row.name,
+            [c.seed for c in unit.contexts],
+            job.job_id,
+            str(job.paths.stdout),
+            str(job.paths.stderr),
+            res,
+        )
+        for unit, job in zip(batch, handles)
+    ]
 
 
 def group_resources(group: list[Unit], options: SlurmOptions) -> Resources:
@@ -435,10 +459,14 @@ def group_resources(group: list[Unit], options: SlurmOptions) -> Resources:
     return res
 
 
-def _executor(root: Path, name: str, res: Resources, options: SlurmOptions):
+def _executor(root: Path, name: str, res: Resources, options: SlurmOptions, dependency: str | None = None):
+    """A submitit executor for jobs of `res`; `dependency` (`afterok:ID:...`): they start once those succeeded,
+    beside any dependency the user's `--slurm-opt dependency=` gives."""
     import submitit
 
     extra = dict(options.extra)
+    if dependency:
+        extra["dependency"] = ",".join(filter(None, [str(extra.get("dependency") or ""), dependency]))
     minutes = int(extra.pop("time", 0)) or int(math.ceil(min(res.hours, MAX_JOB_HOURS) * 60))
     requeues = math.ceil(res.hours * 60 / minutes) + 2  # time limits the unit may reach and still requeue
     root.mkdir(parents=True, exist_ok=True)

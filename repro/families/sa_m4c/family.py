@@ -22,7 +22,7 @@ from repro.families.sa_m4c.build import ARCHS, as_config, build_model, describe,
 from repro.families.sa_m4c.model import decoding_bce
 from repro.families.sa_m4c.splits import Splits, read_splits
 from repro.families.sa_m4c.synthetic import GeneratorConfig
-from repro.specs import Spec
+from repro.specs import Row, Spec
 
 # --- training and prediction steps ---------------------------------------------------------------
 
@@ -210,6 +210,17 @@ def _columns(ctx: RunContext, val, scores: dict[int, dict[str, Any]], baseline) 
     return out
 
 
+def after(spec: Spec, row: Row) -> tuple[str, ...]:
+    """Section 6's gain columns compare a row with the spec's M4C row on the same subset: the SA-M4C unit reads the
+    val scores the M4C unit of its seed stored (`_baseline_scores`), so on a cluster its job waits for that one."""
+    if row.config is None or as_config(row.config).arch == "m4c":
+        return ()
+    if not any(c.key and c.key.endswith("-gain-over-m4c") for c in spec.columns):
+        return ()
+    baseline = next((r for r in spec.rows if r.config is not None and as_config(r.config).arch == "m4c"), None)
+    return () if baseline is None else (baseline.name,)
+
+
 def _baseline_scores(ctx: RunContext, data: Splits) -> dict[int, dict[str, Any]]:
     """The val scores of the spec's M4C row, same seed: stored by its own unit, else trained here."""
     import json
@@ -306,6 +317,7 @@ HOOKS = Hooks(
     compute_tasks=COMPUTE_TASKS,
     example_batch=example_batch,
     paper_data=paper_data,
+    after=after,
     supports_limit=True,  # --limit N: the first N questions of each split at paper scale (splits.datasets)
     limited_hours=limited_hours,
     supports_weights=True,  # --weights: an mmf M4C or sam-textvqa SA-M4C checkpoint, scored on val, test answered
