@@ -123,6 +123,40 @@ def test_section_6s_sa_m4c_unit_waits_for_its_m4c_unit_and_reads_its_scores(clus
     assert {"D_spa gain", "D_spa+ocr gain"} <= set(record["metrics"])
 
 
+@pytest.mark.slow
+def test_psacs_tasks_are_jobs_of_their_own_at_paper_scale_and_the_units_job_scores_them(cluster, runner):
+    """psac at paper scale: each TGIF-QA task of a unit trains in a job of its own (its task's GPU-hours), storing
+    its score; the unit's own job waits for the four (afterok) and writes the record from what they stored."""
+    from tests.families.psac.paper_fixtures import write_psac_paper_fixtures
+    from tests.families.psac.test_paper_run import QUICK
+
+    folder = cluster / "experiments" / "psac"
+    folder.mkdir(parents=True)
+    shutil.copy(REPO_DIR / "experiments" / "psac" / "psac-table2-sota.yaml", folder)
+    write_psac_paper_fixtures(cluster / "data", train=4, test=2)
+    assert runner.invoke(app, ["prepare", "tgif-qa"]).exit_code == 0
+    words = ["run", "psac-table2-sota", "--rows", "PSAC(R)", "--limit", "2", *QUICK, "--launcher", "slurm"]
+    dry = runner.invoke(app, [*words, "--dry-run"], env={"COLUMNS": "400"})
+    assert dry.exit_code == 0, dry.output
+    assert "slurm: PSAC(R): per seed, action: 1 GPU(s)" in dry.output and "then one job that scores" in dry.output
+    result = runner.invoke(app, [*words, "--wait"], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    tasks = ("action", "transition", "frameqa", "count")
+    for job, task in zip(range(1000, 1004), tasks):
+        assert f"submitted PSAC(R) seed 0, {task}: job {job} " in result.output
+    assert "submitted PSAC(R) seed 0: job 1004 " in result.output
+    script = (cluster / "slurm-state" / "1004.sh").read_text()
+    assert "#SBATCH --dependency=afterok:1000:1001:1002:1003\n" in script and "#SBATCH --time=60\n" in script
+    [unit] = (cluster / "data" / "runs").rglob("PSAC_R/seed0")
+    assert all((unit / task / "result.json").is_file() for task in tasks)
+    [record] = (cluster / "results").rglob("PSAC_R.seed0.json")
+    training = json.loads(record.read_text())["training"]
+    assert set(training["per_task"]) == set(tasks) and all(t["steps"] == 1 for t in training["per_task"].values())
+    [units] = (cluster / "data" / "runs" / "slurm").rglob("units.json")
+    [entry] = json.loads(units.read_text())["units"]
+    assert entry["job_id"] == "1004" and entry["parts"] == dict(zip(tasks, ["1000", "1001", "1002", "1003"]))
+
+
 def test_a_dependent_job_whose_prerequisite_failed_never_starts(cluster, monkeypatch):
     """The stub honours afterok as Slurm does: a job waiting on a failed one is cancelled, never run."""
     import subprocess

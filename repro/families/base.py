@@ -107,6 +107,9 @@ class RunContext:
     hooks: Hooks | None = None
     task: Callable[[RunContext], RowRun] | None = None
     base_recipe: Any = None
+    # one of the unit's parts (`Hooks.parts`: psac's tasks at paper scale) trained by a cluster job of its own, which
+    # stores what it scored for the unit's own job to read; None: the whole unit
+    part: str | None = None
 
     @property
     def generated(self) -> bool:
@@ -273,6 +276,10 @@ def no_prerequisites(spec: Spec, row: Row) -> tuple[str, ...]:
     return ()
 
 
+def no_parts(spec: Spec, row: Row, scale: str) -> dict[str, Resources]:
+    return {}
+
+
 @dataclass(frozen=True)
 class Hooks:
     """A family's interface to the generic layers (`repro run`, `repro model`, `repro attention`, Slurm):
@@ -321,6 +328,10 @@ class Hooks:
     # (spec, row) -> the rows whose unit of the same seed this row's unit reads from (their stored outputs): on a
     # cluster its job waits for theirs to succeed (Slurm `afterok`) instead of redoing their work
     after: Callable[[Spec, Row], tuple[str, ...]] = no_prerequisites
+    # (spec, row, scale) -> {part: resources}: on a cluster a unit trains in parts, one job each (`RunContext.part`:
+    # psac's tasks at paper scale, 300 epochs of Transition and 100 of the others), which store what they scored;
+    # the unit's own job waits for them (afterok) and makes the record from what they stored. {}: one job
+    parts: Callable[[Spec, Row, str], dict[str, Resources]] = no_parts
     # (batch_size, sizes) -> a batch of the data interface's format, for FLOPs and benchmarks
     example_batch: Callable[..., dict[str, Any]] | None = None
     # the official checkpoint layouts it reads (`repro weights convert --layout`), and the conversion:

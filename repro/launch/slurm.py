@@ -220,6 +220,7 @@ class UnitJob(Checkpointable):
     gpus: int = 0
     rebaseline: bool = False
     environ: dict[str, str] = field(default_factory=dict)  # REPRO_* folders as the submitting shell had them
+    stores_record: bool = True  # False: a part of the unit (`RunContext.part`), whose own job writes the record
 
     def __call__(self) -> dict[str, Any]:
         import submitit
@@ -229,7 +230,7 @@ class UnitJob(Checkpointable):
         ctxs = [replace(c, resume=c.resume or attempt > 1, progress=False) for c in self.contexts]
         folder = Path(submitit.JobEnvironment().paths.folder)
         inbox, outbox = folder / "unit.pkl", folder / "outcome.pkl"
-        record = {"rebaseline": self.rebaseline, "lock": self.lock}
+        record = {"rebaseline": self.rebaseline, "lock": self.lock} if self.stores_record else None
         write_bytes_atomic(inbox, pickle.dumps({"units": self.units, "contexts": ctxs, "record": record}))
         outbox.unlink(missing_ok=True)
         words = "resuming from its checkpoint" if ctxs[0].resume else "from the start"
@@ -253,6 +254,9 @@ class UnitJob(Checkpointable):
             raise ReproError(f"{name}: {payload}; the job was not requeued")
         if status != "done":
             raise ReproError(f"{name} failed: {payload or f'exit code {code}'}")
+        if not self.stores_record:
+            print(f"repro: {name} done; the unit's own job writes its record", flush=True)
+            return {"row": ctxs[0].row.name, "part": ctxs[0].part, "units": payload}
         for unit in payload:
             print(
                 f"repro: {ctxs[0].row.name} seed {unit['seed']}: {unit['metrics']}; record {unit['record']}", flush=True
@@ -263,7 +267,8 @@ class UnitJob(Checkpointable):
     def name(self) -> str:
         from repro.launch.unit import label
 
-        return label(self.contexts[0].row.name, [c.seed for c in self.contexts])
+        part = self.contexts[0].part
+        return label(self.contexts[0].row.name, [c.seed for c in self.contexts]) + (f", {part}" if part else "")
 
     def checkpoint(self, *args: Any, **kwargs: Any):
         """Called by submitit on USR2 (preemption, time limit): stop the unit, which saves last.pt at its
@@ -341,6 +346,7 @@ class Submitted:
     stdout: str
     stderr: str
     resources: Resources
+    part: str | None = None  # a part of the unit (`Hooks.parts`), trained by a job of its own
 
 
 def submit(
@@ -379,26 +385,42 @@ def submit(
     }
     planned = [(group, group_resources(group, options)) for group in groups(plan, units)]
     prepared = prepare_data(plan)  # generated once here, before the jobs read it
-    jobs: list[tuple[UnitJob, Resources, tuple[tuple[str, int], ...]]] = []
+    jobs: list[tuple[UnitJob, Resources, tuple[Key, ...]]] = []
     for group, res in planned:
         data = prepared.get(group[0].row.name)
+        contexts = [unit.context(resume=resume, progress=False, data=data) for unit in group]
         job = UnitJob(
             units=list(group),
-            contexts=[unit.context(resume=resume, progress=False, data=data) for unit in group],
+            contexts=contexts,
             lock=root / "records.lock",
             gpus=res.gpus,
             rebaseline=rebaseline,
             environ=environ,
         )
-        jobs.append((job, res, _prerequisites(spec, group)))
+        needs = _prerequisites(spec, group)
+        parts = unit_parts(spec, group) if len(group) == 1 else {}
+        for part, part_res in parts.items():  # a job each; the unit's own job then scores what they stored
+            part_job = replace(job, contexts=[replace(c, part=part) for c in contexts], stores_record=False)
+            jobs.append((part_job, part_res, ()))
+            needs += tuple((unit.row.name, unit.seed, part) for unit in group)
+        if parts:
+            job = replace(job, contexts=[replace(c, resume=True) for c in contexts])
+            res = replace(res, hours=1.0)
+        jobs.append((job, res, needs))
 
-    # a unit that reads what another row's unit of its seed stores (`Hooks.after`) is submitted after it, its job
-    # waiting for that one to succeed (afterok): the one just submitted, or one still pending or running from before
-    earlier = {(u.row, u.seed): u.job_id for u in states if u.state in ("pending", "running")}
+    # a job that reads what other jobs store waits for them to succeed (afterok), each submitted before the jobs
+    # that wait for it: a unit after another row's unit of its seed (`Hooks.after`: just submitted, or still pending
+    # or running from before), a unit after its parts (`Hooks.parts`)
+    earlier: dict[Key, str] = {(u.row, u.seed, None): u.job_id for u in states if u.state in ("pending", "running")}
+    coming = {key for job, _, _ in jobs for key in _keys(job)}
     submitted: list[Submitted] = []
-    for wave in ([j for j in jobs if not j[2]], [j for j in jobs if j[2]]):
+    while jobs:
+        now = {key: s.job_id for s in submitted for key in _keys(s)}
+        wave = [j for j in jobs if all(need in now or need not in coming for need in j[2])]
+        if not wave:
+            raise ReproError(f"{spec.id}: its units wait for each other in a circle; no order submits them")
+        jobs = [j for j in jobs if not any(j is w for w in wave)]
         batches: dict[tuple[Resources, str | None], list[UnitJob]] = {}
-        now = {(s.row, seed): s.job_id for s in submitted for seed in s.seeds}
         for job, res, needs in wave:
             ids = sorted({i for need in needs for i in [now.get(need) or earlier.get(need)] if i})
             batches.setdefault((res, "afterok:" + ":".join(ids) if ids else None), []).append(job)
@@ -409,11 +431,28 @@ def submit(
     return submitted
 
 
-def _prerequisites(spec, group: list[Unit]) -> tuple[tuple[str, int], ...]:
-    """The (row, seed) units the units of one job read from (their family's `after`)."""
+Key = tuple[str, int, "str | None"]  # (row, seed, part) of a job: part None for a unit's own job
+
+
+def _keys(job: UnitJob | Submitted) -> list[Key]:
+    if isinstance(job, Submitted):
+        return [(job.row, seed, job.part) for seed in job.seeds]
+    return [(c.row.name, c.seed, c.part) for c in job.contexts]
+
+
+def _prerequisites(spec, group: list[Unit]) -> tuple[Key, ...]:
+    """The units the units of one job read from (their family's `after`)."""
     first = group[0]
     rows = first.hooks.after(spec, first.row) if first.kind == "train" and first.hooks is not None else ()
-    return tuple((row, unit.seed) for row in rows for unit in group)
+    return tuple((row, unit.seed, None) for row in rows for unit in group)
+
+
+def unit_parts(spec, group: list[Unit]) -> dict[str, Resources]:
+    """The parts a unit trains as jobs of their own (its family's `parts`), with their resources."""
+    first = group[0]
+    if first.kind != "train" or first.hooks is None:
+        return {}
+    return first.hooks.parts(spec, first.row, first.scale)
 
 
 def _submit_array(
@@ -438,6 +477,7 @@ def _submit_array(
             str(job.paths.stdout),
             str(job.paths.stderr),
             res,
+            unit.contexts[0].part,
         )
         for unit, job in zip(batch, handles)
     ]
@@ -494,7 +534,14 @@ def _remember(root: Path, submitted: list[Submitted]) -> None:
     an ensemble job."""
     path = root / "units.json"
     known = {(u["row"], u["seed"]): u for u in _read_units(root)}
+    parts = {(s.row, seed): {} for s in submitted for seed in s.seeds}
     for s in submitted:
+        for seed in s.seeds:
+            if s.part is not None:
+                parts[(s.row, seed)][s.part] = s.job_id
+    for s in submitted:
+        if s.part is not None:  # a part's job: named under its unit's
+            continue
         for seed in s.seeds:
             known[(s.row, seed)] = {
                 "row": s.row,
@@ -505,6 +552,7 @@ def _remember(root: Path, submitted: list[Submitted]) -> None:
                 "submitted": now_iso(),
                 "resources": s.resources.__dict__,
                 **({"together": s.seeds} if len(s.seeds) > 1 else {}),
+                **({"parts": parts[(s.row, seed)]} if parts[(s.row, seed)] else {}),
             }
     write_json_atomic(path, {"units": list(known.values())})
 
