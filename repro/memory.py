@@ -141,18 +141,6 @@ def estimate(
     )
 
 
-def stage_estimate(hooks: Any, config: Any, spec: Any, gpus: int, precision: str | None = None):
-    """(estimate, recipe) of a row whose spec names no recipe: its family's stage that holds the most per GPU
-    (`Hooks.memory_stage`) at `precision` (None: the stage's recipe's); None where the family names none."""
-    from repro.families import load_recipe
-
-    if hooks.memory_stage is None:
-        return None
-    name, build, example = hooks.memory_stage(config, spec)
-    recipe = load_recipe(name).replace(**({"precision": precision} if precision else {}))
-    return row_estimate(hooks, config, recipe, gpus, build=build, example=example), recipe
-
-
 def row_estimate(
     hooks: Any, config: Any, recipe: Any, gpus: int, *, build: Callable | None = None, example: Callable | None = None
 ) -> MemoryEstimate | None:

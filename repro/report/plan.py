@@ -155,8 +155,7 @@ def plan_memory(plan: Plan) -> tuple[dict[str, str], list[str]]:
     """Each paper-scale training row's estimated peak memory per GPU (`repro.memory`), as text (`?` where it
     cannot be estimated), one measurement per distinct model, recipe and GPU count; and the notes that say
     what the estimate is and which rows have none, and why."""
-    from repro.memory import ALLOWANCE_GIB, row_estimate, stage_estimate
-    from repro.run import override_precision
+    from repro.memory import ALLOWANCE_GIB, row_estimate
 
     cells: dict[str, str] = {}
     unknown: dict[str, list[str]] = {}
@@ -178,9 +177,7 @@ def plan_memory(plan: Plan) -> tuple[dict[str, str], list[str]]:
             if key not in measured:
                 try:
                     if recipe is None:  # the family's stage that holds the most (ace-rpe's pre-training)
-                        estimate, stage = stage_estimate(
-                            hooks, step.row.config, plan.spec, gpus, override_precision(plan.settings)
-                        )
+                        estimate, stage = _stage_estimate(plan, step, gpus)
                     else:
                         estimate, stage = row_estimate(hooks, step.row.config, recipe, gpus), recipe
                     used[stage.name] = stage
@@ -207,6 +204,19 @@ def plan_memory(plan: Plan) -> tuple[dict[str, str], list[str]]:
     for why, rows in unknown.items():
         notes.append(f"GiB/GPU ? for {', '.join(rows)}: {why}")
     return cells, notes
+
+
+def _stage_estimate(plan: Plan, step, gpus: int):
+    """(estimate, recipe) of a row whose spec names no recipe: its family's stage that holds the most per GPU
+    (`Hooks.memory_stage`), at the plan's precision where the settings or an override set one."""
+    from repro import families
+    from repro.memory import row_estimate
+    from repro.run import override_precision
+
+    name, build, example = step.hooks.memory_stage(step.row.config, plan.spec)
+    precision = override_precision(plan.settings)
+    recipe = families.load_recipe(name).replace(**({"precision": precision} if precision else {}))
+    return row_estimate(step.hooks, step.row.config, recipe, gpus, build=build, example=example), recipe
 
 
 def recipe_states(recipe) -> str:
