@@ -74,6 +74,11 @@ class Unit:
         """Its family, or its compute task, is implemented."""
         return self.task is not None if self.kind == "compute" else self.hooks is not None
 
+    def __getstate__(self) -> dict[str, Any]:
+        """What a job is sent (a Slurm job pickles its units): the data needs without their on-disk checks, which
+        are closures that do not pickle (psac's, ace-rpe's) and which a job, reading its data, does not use."""
+        return {**self.__dict__, "needs": tuple(need._replace(ready=None) for need in self.needs)}
+
     def with_seed(self, seed: int) -> Unit:
         """The same row's unit of another seed (one an earlier run submitted): its own paths, no stored record."""
         return replace(

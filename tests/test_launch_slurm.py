@@ -157,6 +157,28 @@ def test_psacs_tasks_are_jobs_of_their_own_at_paper_scale_and_the_units_job_scor
     assert entry["job_id"] == "1004" and entry["parts"] == dict(zip(tasks, ["1000", "1001", "1002", "1003"]))
 
 
+@pytest.mark.parametrize(
+    "ident, row",
+    [
+        ("mcan-pa-table5-ablation", "MCAN"),
+        ("psac-table2-sota", "PSAC(R)"),
+        ("sa-m4c-table1-textvqa", "6 M4C†"),
+        ("dsganet-table7-ablation", "5"),
+        ("ace-rpe-table1-pe", "ACE-RPE"),
+    ],
+)
+def test_a_paper_scale_unit_reaches_its_job(sandbox, ident, row):
+    """A Slurm job receives its units pickled: every family's paper-scale unit pickles, its data needs without their
+    on-disk checks (closures, which a job does not use)."""
+    from repro.run import make_plan
+    from repro.specs import resolve
+
+    [unit] = make_plan(resolve(ident, REPO_DIR / "experiments"), "paper", [row]).units
+    back = pickle.loads(pickle.dumps(unit))
+    assert back.row == unit.row and back.config_hash == unit.config_hash
+    assert [n.dataset for n in back.needs] == [n.dataset for n in unit.needs] and back.missing == unit.missing
+
+
 def test_a_dependent_job_whose_prerequisite_failed_never_starts(cluster, monkeypatch):
     """The stub honours afterok as Slurm does: a job waiting on a failed one is cancelled, never run."""
     import subprocess
