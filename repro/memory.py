@@ -20,7 +20,9 @@ estimate of what a GPU must hold, not a guarantee that it fits.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -65,6 +67,23 @@ class MemoryEstimate:
         return (self.model_bytes + self.activation_bytes) / GIB + ALLOWANCE_GIB
 
 
+@contextmanager
+def _masks_built() -> Iterator[None]:
+    """transformers leaves out the attention mask of a batch where every token is present, which it decides by
+    reading the mask's values; a meta tensor has none to read ("Tensor.item() cannot be called on meta tensors"),
+    so within this the mask is built, as for a padded batch (a mask's bytes, next to nothing of the estimate)."""
+    masking = sys.modules.get("transformers.masking_utils")
+    skip = getattr(masking, "_ignore_bidirectional_mask_sdpa", None)
+    if skip is None:
+        yield
+        return
+    masking._ignore_bidirectional_mask_sdpa = lambda *args, **kwargs: False
+    try:
+        yield
+    finally:
+        masking._ignore_bidirectional_mask_sdpa = skip
+
+
 def saved_bytes(model: nn.Module, batch: dict[str, torch.Tensor]) -> int:
     """Bytes of the tensors one training-mode forward pass of `model` on `batch` saves for backward, each storage
     counted once, the model's parameters and buffers left out; the batch itself is counted (it stays on the GPU)."""
@@ -86,7 +105,7 @@ def saved_bytes(model: nn.Module, batch: dict[str, torch.Tensor]) -> int:
     was_training = model.training
     model.train()
     try:
-        with torch.enable_grad(), torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        with torch.enable_grad(), torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), _masks_built():
             model(batch)
     finally:
         model.train(was_training)
@@ -122,19 +141,22 @@ def estimate(
     )
 
 
-def row_estimate(hooks: Any, config: Any, recipe: Any, gpus: int) -> MemoryEstimate | None:
-    """A family's row at paper sizes under `recipe` on `gpus` GPUs; None where the family has no example batch."""
-    if hooks.example_batch is None:
+def row_estimate(
+    hooks: Any, config: Any, recipe: Any, gpus: int, *, build: Callable | None = None, example: Callable | None = None
+) -> MemoryEstimate | None:
+    """A family's row at paper sizes under `recipe` on `gpus` GPUs (`build` and `example`: a stage's own model and
+    batch, else the family's `build_model` and `example_batch`); None where the family has no example batch."""
+    if example is None and hooks.example_batch is None:
         return None
-    takes_config = "config" in inspect.signature(hooks.example_batch).parameters
+    takes_config = example is None and "config" in inspect.signature(hooks.example_batch).parameters
 
-    def example(n: int) -> dict[str, torch.Tensor]:
+    def family_example(n: int) -> dict[str, torch.Tensor]:
         return hooks.example_batch(n, seed=0, **({"config": config} if takes_config else {}))
 
     precision = "fp32" if recipe.precision == "auto" else recipe.precision
     return estimate(
-        lambda: hooks.build_model(config),
-        example,
+        build or (lambda: hooks.build_model(config)),
+        example or family_example,
         batch=max(1, recipe.batch_size // max(gpus, 1)),
         optimizer=recipe.optimizer,
         precision=precision,

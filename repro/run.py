@@ -75,6 +75,11 @@ class Unit:
         """Its family, or its compute task, is implemented."""
         return self.task is not None if self.kind == "compute" else self.hooks is not None
 
+    def __getstate__(self) -> dict[str, Any]:
+        """What a job is sent (a Slurm job pickles its units): the data needs without their on-disk checks, which
+        are closures that do not pickle (psac's, ace-rpe's) and which a job, reading its data, does not use."""
+        return {**self.__dict__, "needs": tuple(need._replace(ready=None) for need in self.needs)}
+
     def with_seed(self, seed: int) -> Unit:
         """The same row's unit of another seed (one an earlier run submitted): its own paths, no stored record."""
         return replace(
@@ -320,6 +325,7 @@ def make_plan(
     if device not in (None, "auto"):  # where units run, not what they compute
         settings["device"] = device
     seeds = seeds if seeds is not None else list(settings.get("seeds", [0]))
+    precision = override_precision(settings)  # the GPU-hours at it where an estimate comes from FLOPs
     workdir = Path(workdir or data_dir() / "runs").absolute()
     trains = any(r.model is not None for r in rows)
     written = families.load_recipe(spec.recipe) if spec.recipe and trains else None
@@ -348,14 +354,15 @@ def make_plan(
             kind, unit_seeds, ready = "train", list(seeds), hooks is not None
             detail = f"{spec.recipe or '(no recipe)'}: {row.config.model_dump_json(exclude_defaults=True)}"
             if hooks is not None and scale == "paper":
-                facts["gpu_hours"] = hooks.gpu_hours(row.config)
+                facts["gpu_hours"] = hooks.gpu_hours(row.config, precision=precision)
                 # a family whose unit trains in several stages (pre-training, then fine-tuning) lists them
-                stages = tuple(hooks.stages(row.config, spec))
+                stages = tuple(hooks.stages(row.config, spec, precision=precision))
                 if stages:
                     facts["stages"] = stages
                     facts["gpu_hours"] = None if any(h is None for *_, h in stages) else sum(h for *_, h in stages)
                 elif variant.limit is not None and hooks.limited_hours is not None and facts["gpu_hours"] is not None:
-                    facts["gpu_hours"], facts["limited"] = hooks.limited_hours(row.config, variant.limit), True
+                    hours = hooks.limited_hours(row.config, variant.limit, precision=precision)
+                    facts["gpu_hours"], facts["limited"] = hours, True
                 row_needs, missing, facts["unsupported"] = _paper_needs(spec, row, hooks, seen)
                 for need in row_needs:  # each once, in order
                     if not any(n[:2] == need[:2] for n in needs):
@@ -426,6 +433,12 @@ def make_plan(
     )
 
 
+def override_precision(settings: dict[str, Any]) -> str | None:
+    """The precision a scale's settings or a `recipe.precision=` override set, else None (each recipe's own)."""
+    precision = (settings.get("recipe") or {}).get("precision")
+    return None if precision in (None, "auto") else precision
+
+
 def _check_limit(scale: str, limit: int) -> None:
     """--limit N: a quick, partial look at real data; only families that read `RunContext.limit` take it (each
     row's family is asked as the row is planned)."""
@@ -486,11 +499,15 @@ def resolved_config(
 def hashed_config(config: dict[str, Any]) -> dict[str, Any]:
     """What `config_hash` hashes of a `resolved_config`: all of it, except that a recipe's `precision: fp32` is
     hashed as `auto`, the value every recipe gave before the recipes stated their paper's precision (the committed
-    units trained on CPUs, where `auto` was fp32), and the claims' timing settings (`CLAIM_TIMING_KEYS`) are left
-    out, so the units trained before keep their hash and new seeds pool with them."""
+    units trained on CPUs, where `auto` was fp32), `accumulate: 1` (one pass a step, as every unit trained before
+    the recipes had the key) and the claims' timing settings (`CLAIM_TIMING_KEYS`) are left out, so the units
+    trained before keep their hash and new seeds pool with them."""
     recipe = config.get("recipe")
     if isinstance(recipe, dict) and recipe.get("precision") == "fp32":
         config = {**config, "recipe": {**recipe, "precision": "auto"}}
+    recipe = config.get("recipe")
+    if isinstance(recipe, dict) and recipe.get("accumulate") == 1:
+        config = {**config, "recipe": {k: v for k, v in recipe.items() if k != "accumulate"}}
     timing = (config.get("settings") or {}).get("timing")
     if isinstance(timing, dict) and CLAIM_TIMING_KEYS & set(timing):  # the claims' timing run's, not the unit's
         kept = {k: v for k, v in timing.items() if k not in CLAIM_TIMING_KEYS}

@@ -329,6 +329,11 @@ def _recipe(spec: Spec, rows: list[Row], settings: dict[str, Any], path: list[st
             raise ReproError(f"no precision {value_text(value)}; one of {', '.join(PRECISIONS)}")
         settings.setdefault("recipe", {})["precision"] = value
         return
+    if path == ["max_steps"] and trains and not spec.recipe:  # its stages' recipes, each (RunContext.recipe)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+            raise ReproError(f"recipe.max_steps must be a positive integer or null, got {value_text(value)}")
+        settings.setdefault("recipe", {})["max_steps"] = value
+        return
     if not spec.recipe or not trains:
         raise ReproError(f"{spec.id}: these rows train with no recipe")
     fields = {f.name for f in dataclasses.fields(Recipe)} - RECIPE_FIXED

@@ -6,7 +6,8 @@ on PATH). What they print is what submitit reads from the real ones:
   sbatch FILE      "Submitted batch job N" (or Slurm's error for a partition not in SLURM_STUB_PARTITIONS,
                    default "debug"); runs the script's tasks (`#SBATCH --array=0-K%P`) in a
                    detached process, SLURM_STUB_PARALLEL (default 2) at a time, with the SLURM_* variables
-                   a task sees (SLURM_RESTART_COUNT after a requeue) and its output in `--output`/`--error`
+                   a task sees (SLURM_RESTART_COUNT after a requeue) and its output in `--output`/`--error`;
+                   with `--dependency=afterok:ID[:ID...]` once those jobs completed (cancelled if one failed)
   srun ... CMD     runs CMD with `--output`/`--error` (%j: the job id as submitit writes it, N_i for an
                    array task; %t: 0) and passes SIGTERM, SIGUSR2, SIGINT and SIGCONT on to it
   sacct -o JobID,State,NodeList --parsable2 -j N ...     one line per task: N_i|STATE|node
@@ -145,10 +146,27 @@ def expand(pattern: str, task: str) -> str:
     return pattern.replace("%A", main).replace("%a", index).replace("%j", task).replace("%t", "0")
 
 
+def dependency_met(dependency: str) -> bool:
+    """Wait until every job of `afterok:ID[:ID...]` (clauses joined by commas) has completed: True; False as soon
+    as one failed or was cancelled (Slurm then never starts the dependent job)."""
+    ids = [i for clause in dependency.split(",") if clause.startswith("afterok:") for i in clause[8:].split(":")]
+    while True:
+        states = [read_task(t)["state"] for i in ids for t in job_tasks(i)]
+        if any(state in ("FAILED", "CANCELLED", "TIMEOUT") for state in states):
+            return False
+        if all(state == "COMPLETED" for state in states):
+            return True
+        time.sleep(0.2)
+
+
 def run_job(job: str) -> int:
     script = state_dir() / f"{job}.sh"
     options = dict(re.findall(r"^#SBATCH --([a-z-]+)(?:=(.*))?$", script.read_text(), flags=re.M))
     tasks = job_tasks(job)
+    if options.get("dependency") and not dependency_met(options["dependency"]):
+        for task in tasks:  # DependencyNeverSatisfied: the tasks never run
+            update_task(task, state="CANCELLED", cancelled=True)
+        return 0
     slots = threading.Semaphore(int(os.environ.get("SLURM_STUB_PARALLEL", "2")))
 
     def one(task: str) -> None:

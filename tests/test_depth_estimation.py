@@ -70,3 +70,25 @@ def test_missing_weights_is_one_error(runner, sandbox):
     Image.new("RGB", (32, 32)).save(images / "a_1.png")
     result = runner.invoke(app, ["prepare", "depth-maps", "--source", str(images)])
     assert result.exit_code != 0 and "repro download glpn-nyu" in result.output and "Traceback" not in result.output
+
+
+def test_images_of_one_size_go_through_glpn_together_with_each_map_as_alone(sandbox, tiny_glpn, monkeypatch):
+    images = sandbox / "imgs"
+    images.mkdir()
+    rng = np.random.default_rng(1)
+    sizes = {1: (64, 48), 2: (64, 48), 3: (40, 72), 4: (64, 48)}
+    for image_id, (w, h) in sizes.items():
+        Image.fromarray(rng.integers(0, 255, (h, w, 3), dtype=np.uint8)).save(images / f"img_{image_id}.png")
+    passes = []
+    real = depth_estimation.estimate_batch
+    monkeypatch.setattr(
+        depth_estimation, "estimate_batch", lambda m, p, batch: passes.append(len(batch)) or real(m, p, batch)
+    )
+    out = depth_estimation.depth_maps(images, sandbox / "maps", weights=tiny_glpn, batch_size=2)
+    assert sorted(passes) == [1, 1, 2]  # the three 64x48 images as 2 + 1, the 40x72 one alone
+    model, processor = depth_estimation.load_estimator(tiny_glpn)
+    for image_id, (w, h) in sizes.items():
+        with Image.open(images / f"img_{image_id}.png") as img:
+            alone = depth_estimation.to_gray(real(model, processor, [img])[0], 10.0)
+        written = np.asarray(Image.open(out / f"img_{image_id}.png"))
+        assert written.shape == (h, w) and np.array_equal(written, alone), image_id

@@ -102,6 +102,104 @@ def test_smoke_table_on_slurm_survives_a_requeue_and_fills_the_table(cluster, ru
 
 
 @pytest.mark.slow
+def test_section_6s_sa_m4c_unit_waits_for_its_m4c_unit_and_reads_its_scores(cluster, runner):
+    """sa-m4c Section 6: SA-M4C's gains over M4C read the val scores the M4C unit of its seed stores; its job is
+    submitted after M4C's with `afterok` on it (the stub starts it once M4C's completed), and does not retrain M4C."""
+    folder = cluster / "experiments" / "sa-m4c"
+    folder.mkdir(parents=True)
+    shutil.copy(REPO_DIR / "experiments" / "sa-m4c" / "sa-m4c-sec6-spatial.yaml", folder)
+    words = ["run", "sa-m4c-sec6-spatial", "--scale", "smoke", "--rows", "M4C,SA-M4C (ours)", "--launcher", "slurm"]
+    result = runner.invoke(app, [*words, "--wait"], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    assert "submitted M4C seed 0: job 1000 " in result.output
+    assert "submitted SA-M4C (ours) seed 0: job 1001 " in result.output
+    assert "SA-M4C (ours) seed 0: job 1001 pending" in result.output  # while M4C's job ran
+    assert "#SBATCH --dependency=afterok:1000\n" in (cluster / "slurm-state" / "1001.sh").read_text()
+    assert "dependency" not in (cluster / "slurm-state" / "1000.sh").read_text()
+    runs = cluster / "data" / "runs" / "sa-m4c-sec6-spatial" / "smoke"
+    assert (runs / "M4C" / "seed0" / "val_scores.json").is_file()
+    assert not (runs / row_slug("SA-M4C (ours)") / "seed0" / "baseline").exists()  # M4C not trained again
+    record = json.loads((cluster / "results" / "sa-m4c" / "sa-m4c-sec6-spatial" / "SA-M4C_ours.smoke.json").read_text())
+    assert {"D_spa gain", "D_spa+ocr gain"} <= set(record["metrics"])
+
+
+@pytest.mark.slow
+def test_psacs_tasks_are_jobs_of_their_own_at_paper_scale_and_the_units_job_scores_them(cluster, runner):
+    """psac at paper scale: each TGIF-QA task of a unit trains in a job of its own (its task's GPU-hours), storing
+    its score; the unit's own job waits for the four (afterok) and writes the record from what they stored."""
+    from tests.families.psac.paper_fixtures import write_psac_paper_fixtures
+    from tests.families.psac.test_paper_run import QUICK
+
+    folder = cluster / "experiments" / "psac"
+    folder.mkdir(parents=True)
+    shutil.copy(REPO_DIR / "experiments" / "psac" / "psac-table2-sota.yaml", folder)
+    write_psac_paper_fixtures(cluster / "data", train=4, test=2)
+    assert runner.invoke(app, ["prepare", "tgif-qa"]).exit_code == 0
+    words = ["run", "psac-table2-sota", "--rows", "PSAC(R)", "--limit", "2", *QUICK, "--launcher", "slurm"]
+    dry = runner.invoke(app, [*words, "--dry-run"], env={"COLUMNS": "400"})
+    assert dry.exit_code == 0, dry.output
+    assert "slurm: PSAC(R): per seed, action: 1 GPU(s)" in dry.output and "then one job that scores" in dry.output
+    result = runner.invoke(app, [*words, "--wait"], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    tasks = ("action", "transition", "frameqa", "count")
+    for job, task in zip(range(1000, 1004), tasks):
+        assert f"submitted PSAC(R) seed 0, {task}: job {job} " in result.output
+    assert "submitted PSAC(R) seed 0: job 1004 " in result.output
+    script = (cluster / "slurm-state" / "1004.sh").read_text()
+    assert "#SBATCH --dependency=afterok:1000:1001:1002:1003\n" in script and "#SBATCH --time=60\n" in script
+    [unit] = (cluster / "data" / "runs").rglob("PSAC_R/seed0")
+    assert all((unit / task / "result.json").is_file() for task in tasks)
+    [record] = (cluster / "results").rglob("PSAC_R.seed0.json")
+    training = json.loads(record.read_text())["training"]
+    assert set(training["per_task"]) == set(tasks) and all(t["steps"] == 1 for t in training["per_task"].values())
+    [units] = (cluster / "data" / "runs" / "slurm").rglob("units.json")
+    [entry] = json.loads(units.read_text())["units"]
+    assert entry["job_id"] == "1004" and entry["parts"] == dict(zip(tasks, ["1000", "1001", "1002", "1003"]))
+
+
+@pytest.mark.parametrize(
+    "ident, row",
+    [
+        ("mcan-pa-table5-ablation", "MCAN"),
+        ("psac-table2-sota", "PSAC(R)"),
+        ("sa-m4c-table1-textvqa", "6 M4C†"),
+        ("dsganet-table7-ablation", "5"),
+        ("ace-rpe-table1-pe", "ACE-RPE"),
+    ],
+)
+def test_a_paper_scale_unit_reaches_its_job(sandbox, ident, row):
+    """A Slurm job receives its units pickled: every family's paper-scale unit pickles, its data needs without their
+    on-disk checks (closures, which a job does not use)."""
+    from repro.run import make_plan
+    from repro.specs import resolve
+
+    [unit] = make_plan(resolve(ident, REPO_DIR / "experiments"), "paper", [row]).units
+    back = pickle.loads(pickle.dumps(unit))
+    assert back.row == unit.row and back.config_hash == unit.config_hash
+    assert [n.dataset for n in back.needs] == [n.dataset for n in unit.needs] and back.missing == unit.missing
+
+
+def test_a_dependent_job_whose_prerequisite_failed_never_starts(cluster, monkeypatch):
+    """The stub honours afterok as Slurm does: a job waiting on a failed one is cancelled, never run."""
+    import subprocess
+
+    state = cluster / "slurm-state"
+    scripts = {name: cluster / f"{name}.sh" for name in ("first", "second")}
+    scripts["first"].write_text("#!/bin/bash\nexit 3\n")
+    scripts["second"].write_text(f"#!/bin/bash\n#SBATCH --dependency=afterok:1000\ntouch {cluster / 'ran'}\n")
+    env = {**os.environ, "SLURM_STUB_STATE": str(state)}
+    for name in ("first", "second"):
+        done = subprocess.run([sys.executable, slurm_stub.__file__, "sbatch", str(scripts[name])], env=env)
+        assert done.returncode == 0
+    deadline = __import__("time").monotonic() + 30
+    while json.loads((state / "tasks" / "1001.json").read_text())["state"] != "CANCELLED":
+        assert __import__("time").monotonic() < deadline
+        __import__("time").sleep(0.2)
+    assert json.loads((state / "tasks" / "1000.json").read_text())["state"] == "FAILED"
+    assert not (cluster / "ran").exists()
+
+
+@pytest.mark.slow
 def test_a_rows_seeds_trained_together_are_one_job_that_resumes_after_a_requeue(cluster, runner, monkeypatch):
     """`ensemble: true`: one job for the row's two seeds, preempted mid-training, requeued, resumed from both
     seeds' checkpoints; each seed its own record, equal to the same ensemble trained here without a stop."""

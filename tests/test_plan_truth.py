@@ -74,18 +74,20 @@ def test_empty_data_folder_every_row_missing_and_the_refusal_within_the_plan(pap
 
 
 def test_the_plan_lists_word_vectors_features_and_their_prepare_steps_in_order(empty_data):
-    """The gap of issue 29: mcan-pa's table 5 also reads GloVe and the 36-box features (42 GB)."""
+    """The gap of issue 29: mcan-pa's table 5 also reads GloVe and the 36-box features (42 GB), and Visual Genome's
+    QA, which its recipe trains on, before `repro prepare vqa2` reads it."""
     spec = next(s for s in all_specs() if s.id == "mcan-pa-table5-ablation")
     plan = make_plan(spec, "paper")
     commands = [c for need in plan.needs for c in need_commands(need)]
     assert commands == [
         "repro download glove-840b",
+        "repro download vg-qa",
         "repro download vqa2",
         "repro prepare vqa2",
         "repro download bottom-up-36",
         "repro prepare bottom-up-36",
     ]
-    assert "(42.0 GB)" in plan.data[2]
+    assert "(42.0 GB)" in plan.data[3]
     assert all(_status(s).startswith("[red]missing:[/] `repro download glove-840b`") for s in plan.steps)
 
 
@@ -175,7 +177,9 @@ def test_the_plan_prices_each_row_times_its_seeds(empty_data):
     from repro.report.plan import cost_lines, row_hours
 
     assert row_hours(plan.steps[0]) == "15.0 x 3 = 45.0"
-    assert cost_lines(plan) == ["estimated GPU-hours (paper schedule): 45.0 for 3 seed(s) per row"]
+    estimate, assumption = cost_lines(plan)
+    assert estimate == "estimated GPU-hours (paper schedule): 45.0 for 3 seed(s) per row"
+    assert assumption.startswith("GPU-hours from FLOPs (where the paper states no training time) assume one A100")
 
 
 def test_psac_trains_the_official_codes_epochs_per_task_at_paper_scale(empty_data):

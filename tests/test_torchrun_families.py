@@ -91,6 +91,8 @@ def _pair(root: Path, spec: str, row: str, args: list[str], single: bool = True)
     )
     logs = list((root / "work-two").rglob("run.log"))  # each training says how many processes took part
     assert logs and all("fp32, 2 process(es)" in log.read_text() for log in logs)
+    assert done.stdout.count(f"plan: {spec} at scale paper") == 1  # rank 0 alone prints
+    assert [(root / "dump-two" / f"rank{r}.group").read_text() for r in (0, 1)] == ["False", "False"]  # left
     [record] = (root / "results-two").rglob("seeds/*.seed0.json")
     assert not list((root / "results-two").rglob("*.seed1.json"))
     return one, ranks[0], ranks[1], json.loads(record.read_text())

@@ -37,6 +37,8 @@ def _watching_wrap(model, env, device):
 def _dump(folder: Path) -> None:
     rank = os.environ.get("RANK", "0")
     torch.save([{"initial": start, "final": _weights(m)} for m, start in _models], folder / f"rank{rank}.pt")
+    # whether `repro run` left its process group at the end, as it should
+    (folder / f"rank{rank}.group").write_text(str(torch.distributed.is_initialized()))
 
 
 def main(argv: list[str]) -> None:

@@ -264,7 +264,23 @@ def cp_command(
 
 
 def run_request(request: RunRequest) -> None:
-    """Plan the request, print the plan, then run it here or submit it to Slurm (or only show its Slurm units)."""
+    """Plan the request, print the plan, then run it here or submit it to Slurm (or only show its Slurm units).
+    Under torchrun every rank runs it and rank 0 alone prints (errors excepted); the process group the trainer
+    joined is left at the end."""
+    import os
+
+    from repro.train.distributed import shutdown
+
+    quiet = console.quiet
+    console.quiet = quiet or os.environ.get("RANK", "0") != "0"
+    try:
+        _run_request(request)
+    finally:
+        console.quiet = quiet
+        shutdown()
+
+
+def _run_request(request: RunRequest) -> None:
     from repro.report.plan import cost_lines, precision_line, render_plan
     from repro.run import make_plan
     from repro.train.distributed import check_device, parse_device

@@ -23,16 +23,27 @@ def slurm_run(plan: Plan, request: RunRequest) -> None:
 
     words = f" --scale {plan.scale}"
     if request.dry_run:
+        from dataclasses import replace
+
         from repro.launch.units import groups
 
         first = {}  # each row's first job: its units and what they ask for
         for group in groups(plan, list(plan.units)):
             first.setdefault(group[0].row.name, group)
+        plan_rows = {s.row.name for s in plan.steps}
         for step in plan.steps:
             if step.hooks is not None:
                 group = first[step.row.name]
                 res = slurm.group_resources(group, request.slurm)
                 what = f"one job for its {len(group)} seeds trained together" if len(group) > 1 else "one job per seed"
+                parts = slurm.unit_parts(plan.spec, group) if len(group) == 1 else {}
+                if parts:  # psac's tasks at paper scale: a job each, then one that scores the row from them
+                    what = "per seed, " + ", ".join(f"{p}: {r.describe()}" for p, r in parts.items())
+                    what += ", then one job that scores the row from them"
+                    res = replace(res, hours=1.0)
+                after = [r for r in step.hooks.after(plan.spec, step.row) if r in plan_rows]
+                if after:
+                    what += f", after {', '.join(after)}'s job of its seed (afterok)"
                 console.print(
                     f"slurm: {escape(step.row.name)}: {what}, {res.describe()}", highlight=False, soft_wrap=True
                 )
@@ -45,8 +56,9 @@ def slurm_run(plan: Plan, request: RunRequest) -> None:
     from repro.launch.unit import label
 
     for unit in submitted:
+        part = f", {unit.part}" if unit.part else ""
         console.print(
-            f"submitted {escape(label(unit.row, unit.seeds))}: job {unit.job_id} ({unit.resources.describe()}); "
+            f"submitted {escape(label(unit.row, unit.seeds) + part)}: job {unit.job_id} ({unit.resources.describe()}); "
             f"log {escape(unit.stdout)}",
             highlight=False,
             soft_wrap=True,

@@ -8,7 +8,8 @@ release). Per image: the processor's input (RGB, rescaled to 0..1, sides cut to 
 predicted metric depth resized back to the image's size (bicubic, as the model card does), and written as
 an 8-bit PNG with gray = round(255 * depth / max_depth) (max_depth = 10 m for NYU): one absolute scale for
 every image, 0 = at the camera, as `repro.datasets.depth` reads maps. The PNG keeps the image's file stem,
-so `<name>_<image id>.png` finds its image id as BTS output does.
+so `<name>_<image id>.png` finds its image id as BTS output does. Images of one size go through GLPN together,
+`BATCH` at a time (COCO's 123k images come in a few sizes); each map is the one GLPN gives the image alone.
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ from repro.paths import data_dir
 
 GLPN_FOLDER = "glpn-nyu"  # catalog entry: data_dir()/glpn-nyu
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png")
+BATCH = 16  # images of one size through GLPN at once
+WINDOW = 64 * BATCH  # images whose sizes are read ahead to form batches of one size
 
 
 def load_estimator(folder: Path | None = None):
@@ -53,18 +56,28 @@ def load_estimator(folder: Path | None = None):
 
 def estimate(model, processor, image: Image.Image) -> np.ndarray:
     """Metric depth float32 [H, W] at the image's size, computed on the model's device."""
+    return estimate_batch(model, processor, [image])[0]
+
+
+def estimate_batch(model, processor, images: list[Image.Image]) -> list[np.ndarray]:
+    """`estimate` of several images of one size in one pass of the model."""
     import torch
 
     from repro.train.distributed import model_device
 
+    sizes = {image.size for image in images}
+    if len(sizes) != 1:
+        raise ReproError(f"a GLPN batch takes images of one size, got {sorted(sizes)}")
+    width, height = sizes.pop()
     device = model_device(model)
-    inputs = {k: v.to(device) for k, v in processor(images=image.convert("RGB"), return_tensors="pt").items()}
+    rgb = [image.convert("RGB") for image in images]
+    inputs = {k: v.to(device) for k, v in processor(images=rgb, return_tensors="pt").items()}
     with torch.no_grad():
-        predicted = model(**inputs).predicted_depth  # [1, h, w]
+        predicted = model(**inputs).predicted_depth  # [B, h, w]
     resized = torch.nn.functional.interpolate(
-        predicted[:, None], size=(image.height, image.width), mode="bicubic", align_corners=False
+        predicted[:, None], size=(height, width), mode="bicubic", align_corners=False
     )
-    return resized[0, 0].clamp_min(0).cpu().numpy().astype(np.float32)
+    return list(resized[:, 0].clamp_min(0).cpu().numpy().astype(np.float32))
 
 
 def to_gray(depth: np.ndarray, max_depth: float) -> np.ndarray:
@@ -79,11 +92,12 @@ def depth_maps(
     force: bool = False,
     progress: Progress | None = None,
     device: str | None = None,
+    batch_size: int = BATCH,
 ) -> Path:
     """Write `<stem>.png` depth maps in `out_dir` for every image below `images` (existing maps are kept); GLPN
-    runs on `device` (auto, None: a GPU when there is one, else the CPU; cpu, cuda, cuda:N)."""
+    runs on `device` (auto, None: a GPU when there is one, else the CPU; cpu, cuda, cuda:N), on up to `batch_size`
+    images of one size at a time."""
     from repro.train.distributed import DistEnv, device_for
-    from repro.utils import write_bytes_atomic
 
     images = Path(images)
     files = sorted(p for p in images.rglob("*") if p.suffix.lower() in IMAGE_SUFFIXES) if images.is_dir() else []
@@ -95,16 +109,39 @@ def depth_maps(
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     bar = Bar(progress, f"depth maps {images.name}", len(files))
-    for path in files:
-        target = out_dir / f"{path.stem}.png"
-        if force or not target.exists():
-            try:
-                with Image.open(path) as img:
-                    gray = to_gray(estimate(model, processor, img), max_depth)
-            except (OSError, ValueError) as exc:
-                raise ReproError(f"{path}: unreadable image ({exc})") from None
-            buf = io.BytesIO()
-            Image.fromarray(gray, mode="L").save(buf, format="PNG")
-            write_bytes_atomic(target, buf.getvalue())
-        bar.advance(1)
+    todo = [p for p in files if force or not (out_dir / f"{p.stem}.png").exists()]
+    bar.advance(len(files) - len(todo))
+    for start in range(0, len(todo), WINDOW):
+        for batch in _same_size_batches(todo[start : start + WINDOW], batch_size):
+            _write_maps(model, processor, batch, out_dir, max_depth)
+            bar.advance(len(batch))
     return out_dir
+
+
+def _same_size_batches(paths: list[Path], batch_size: int) -> list[list[Path]]:
+    """`paths` grouped by image size (read from each file's header), in batches of at most `batch_size`."""
+    by_size: dict[tuple[int, int], list[Path]] = {}
+    for path in paths:
+        try:
+            with Image.open(path) as img:
+                by_size.setdefault(img.size, []).append(path)
+        except (OSError, ValueError) as exc:
+            raise ReproError(f"{path}: unreadable image ({exc})") from None
+    return [group[i : i + batch_size] for group in by_size.values() for i in range(0, len(group), batch_size)]
+
+
+def _write_maps(model, processor, paths: list[Path], out_dir: Path, max_depth: float) -> None:
+    from repro.utils import write_bytes_atomic
+
+    loaded = []
+    try:
+        for path in paths:
+            with Image.open(path) as img:
+                img.load()
+                loaded.append(img.copy())
+    except (OSError, ValueError) as exc:
+        raise ReproError(f"{path}: unreadable image ({exc})") from None
+    for path, depth in zip(paths, estimate_batch(model, processor, loaded)):
+        buf = io.BytesIO()
+        Image.fromarray(to_gray(depth, max_depth), mode="L").save(buf, format="PNG")
+        write_bytes_atomic(out_dir / f"{path.stem}.png", buf.getvalue())

@@ -28,7 +28,8 @@ def predict_answers(
     """The question ids of a split, in order, and the model's answer to each (the argmax of its logits)."""
     from repro.train import predict
 
-    question_ids, logits = predict(model, dataset, recipe.eval_batch_size or recipe.batch_size, progress=progress)
+    batch = recipe.eval_batch_size or recipe.batch_size
+    question_ids, logits = predict(model, dataset, batch, progress=progress, num_workers=recipe.num_workers)
     return [int(q) for q in question_ids], [answer_vocab[i] for i in logits.argmax(dim=1).tolist()]
 
 

@@ -37,8 +37,12 @@ def write_test_file(
     out: Path, answers: Mapping[int, str], targets: Sequence[str], questions: Path | None = None
 ) -> list[str]:
     """Write the answers to a test split at `out` in the server's format; returns the `repro submit` command of
-    each target, with `--questions` where the question file is not where `repro submit` looks (generated data)."""
-    write_json_atomic(out, [{"question_id": q, "answer": a} for q, a in answers.items()])
+    each target, with `--questions` where the question file is not where `repro submit` looks (generated data).
+    Under torchrun every rank holds the gathered answers and rank 0 alone writes them."""
+    from repro.train.distributed import is_main_process
+
+    if is_main_process():
+        write_json_atomic(out, [{"question_id": q, "answer": a} for q, a in answers.items()])
     flag = "" if questions is None else f" --questions {questions}"
     return [f"repro submit {target} --predictions {out}{flag}" for target in targets]
 

@@ -146,6 +146,9 @@ class RunContext:
     hooks: Hooks | None = None
     task: Callable[[RunContext], RowRun] | None = None
     base_recipe: Any = None
+    # one of the unit's parts (`Hooks.parts`: psac's tasks at paper scale) trained by a cluster job of its own, which
+    # stores what it scored for the unit's own job to read; None: the whole unit
+    part: str | None = None
 
     @property
     def generated(self) -> bool:
@@ -155,14 +158,16 @@ class RunContext:
     def recipe(self, name: str | None = None, overrides: Mapping[str, Any] | None = None, **fixed: Any):
         """The recipe this unit trains with: `name` (default the spec's), the scale's `recipe:` overrides (or
         `overrides`), the unit's seed, then `fixed` (what the family's protocol sets whatever the spec says). A
-        `recipe.precision=` override reaches every recipe, those a family names (ace-rpe's) too."""
+        `recipe.precision=` override reaches every recipe, those a family names (ace-rpe's) too, and so does
+        `recipe.max_steps=` where the named recipe's `overrides` set none (a one-step smoke of every stage)."""
         from repro.families import load_recipe
 
         if self.base_recipe is not None and overrides is None and name in (None, self.spec.recipe):
             return self.base_recipe.replace(seed=self.seed, **fixed)  # the plan's: loaded and overridden once
         settings = self.settings.get("recipe", {})
         precision = {k: v for k, v in settings.items() if k == "precision"}
-        base = settings if overrides is None else {**overrides, **precision}
+        max_steps = {k: v for k, v in settings.items() if k == "max_steps"}
+        base = settings if overrides is None else {**max_steps, **overrides, **precision}
         return load_recipe(name or self.spec.recipe).replace(**{**base, "seed": self.seed, **fixed})
 
     def predictions_file(self, split: str) -> Path:
@@ -273,7 +278,7 @@ def train_units(
     return [score(c, m, s, data, r) for c, m, s, r in zip(ctxs, models, states, recipes)]
 
 
-def no_stages(config: Any, spec: Spec) -> list[tuple[str, str, float | None]]:
+def no_stages(config: Any, spec: Spec, precision: str | None = None) -> list[tuple[str, str, float | None]]:
     return []
 
 
@@ -284,11 +289,14 @@ def no_notes(spec: Spec) -> list[str]:
 class DataNeed(NamedTuple):
     """One thing a paper-scale row reads: the catalog entry `repro download DATASET` fetches, then (where the
     row reads it prepared) `repro prepare PREPARE`; `ready` says whether it is on disk (None: every catalog
-    file of DATASET is there and, after a prepare step, its output where `repro.run.prepared` knows it)."""
+    file of DATASET is there and, after a prepare step, its output where `repro.run.prepared` knows it).
+    `splits`: the training splits it holds, by the names the recipes' `train_splits` use (VG's QA is `vg`), so
+    that a plan lists a step for every split a row trains on (tests/test_plan_splits.py)."""
 
     dataset: str
     prepare: str | None = None
     ready: Callable[[], bool] | None = None
+    splits: tuple[str, ...] = ()
 
 
 def no_paper_data(spec: Spec, row: Row) -> list[DataNeed]:
@@ -303,6 +311,14 @@ def evaluates_any(config: Any) -> str | None:
     return None
 
 
+def no_prerequisites(spec: Spec, row: Row) -> tuple[str, ...]:
+    return ()
+
+
+def no_parts(spec: Spec, row: Row, scale: str) -> dict[str, Resources]:
+    return {}
+
+
 @dataclass(frozen=True)
 class Hooks:
     """A family's interface to the generic layers (`repro run`, `repro model`, `repro attention`, Slurm):
@@ -312,7 +328,9 @@ class Hooks:
     archs: tuple[str, ...]  # the `arch:` values it can build and run so far
     build_model: Callable[..., Any]  # (config, sizes=None, ...) -> nn.Module: the paper's sizes unless overridden
     describe: Callable[[Any, Spec | None], list[ModelInfo]]  # (config, spec): one ModelInfo per model of a row
-    gpu_hours: Callable[[Any], float | None]  # paper-scale GPU-hours of one training run (None: unknown)
+    # (config, precision=None) -> paper-scale GPU-hours of one training run (None: unknown) at the precision the run
+    # trains in (None: its recipe's own); an estimate from FLOPs goes through `repro.train.cost`
+    gpu_hours: Callable[..., float | None]
     prepare_data: Callable[[Spec, str, dict[str, Any]], Any]  # once per run: generate (smoke, synthetic) or
     # find (paper) the data; what it returns is every unit's `ctx.data`; the spec holds only the rows the run trains
     run_row: Callable[[RunContext], RowRun]  # train and evaluate one (row, seed)
@@ -325,13 +343,18 @@ class Hooks:
     supports_limit: bool = False
     # (config, N) -> paper-scale GPU-hours of a run on the first N questions of each split (`--limit N`); None: the
     # plan says its estimate is for the whole splits
-    limited_hours: Callable[[Any, int], float | None] | None = None
+    limited_hours: Callable[..., float | None] | None = None  # (config, N, precision=None)
     # the generator config class a scale's `generator:` mapping is read with (checks `generator.<key>=`)
     generator_settings: Callable[[dict[str, Any]], type] | None = None
     # (ctx, question_id) -> AttentionMaps for `repro attention`; None: the family draws none
     attention: Callable[[RunContext, int], AttentionMaps] | None = None
-    # (config, spec) -> [(name, what, GPU-hours)]: a unit that trains in stages, listed by the paper-scale plan
-    stages: Callable[[Any, Spec], list[tuple[str, str, float | None]]] = no_stages
+    # (config, spec, precision=None) -> [(name, what, GPU-hours)]: a unit that trains in stages, listed by the
+    # paper-scale plan
+    stages: Callable[..., list[tuple[str, str, float | None]]] = no_stages
+    # (config, spec) -> (recipe name, build, example_batch(n)): the stage whose training holds the most per GPU, for
+    # the plan's memory estimate of a family whose specs name no recipe of their own (its stages train with
+    # theirs); None: the spec's recipe with `build_model` and `example_batch`
+    memory_stage: Callable[[Any, Spec], tuple[str, Callable[[], Any], Callable[[int], dict[str, Any]]]] | None = None
     # spec -> what the paper scale reads beyond the catalog downloads (e.g. the user's images)
     data_notes: Callable[[Spec], list[str]] = no_notes
     # (spec, row) -> what a paper-scale row reads, in the order a run asks for it (the plan's download and
@@ -341,6 +364,13 @@ class Hooks:
     not_at_scale: Callable[[Any, str], str | None] = runs_everywhere
     # (config, scale) -> what one unit asks a cluster for; None: `default_resources`
     resources: Callable[[Any, str], Resources] | None = None
+    # (spec, row) -> the rows whose unit of the same seed this row's unit reads from (their stored outputs): on a
+    # cluster its job waits for theirs to succeed (Slurm `afterok`) instead of redoing their work
+    after: Callable[[Spec, Row], tuple[str, ...]] = no_prerequisites
+    # (spec, row, scale) -> {part: resources}: on a cluster a unit trains in parts, one job each (`RunContext.part`:
+    # psac's tasks at paper scale, 300 epochs of Transition and 100 of the others), which store what they scored;
+    # the unit's own job waits for them (afterok) and makes the record from what they stored. {}: one job
+    parts: Callable[[Spec, Row, str], dict[str, Resources]] = no_parts
     # (batch_size, sizes) -> a batch of the data interface's format, for FLOPs and benchmarks
     example_batch: Callable[..., dict[str, Any]] | None = None
     # the official checkpoint layouts it reads (`repro weights convert --layout`), and the conversion:

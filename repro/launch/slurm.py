@@ -222,6 +222,7 @@ class UnitJob(Checkpointable):
     gpus: int = 0
     rebaseline: bool = False
     environ: dict[str, str] = field(default_factory=dict)  # REPRO_* folders as the submitting shell had them
+    stores_record: bool = True  # False: a part of the unit (`RunContext.part`), whose own job writes the record
 
     def __call__(self) -> dict[str, Any]:
         import submitit
@@ -233,7 +234,7 @@ class UnitJob(Checkpointable):
         # the order is pickled (units and contexts with their typed configs), in the folder whose `_submitted.pkl`
         # submitit itself loads to start this job; the outcome comes back as JSON
         inbox, outbox = folder / "unit.pkl", folder / "outcome.json"
-        record = {"rebaseline": self.rebaseline, "lock": self.lock}
+        record = {"rebaseline": self.rebaseline, "lock": self.lock} if self.stores_record else None
         write_bytes_atomic(inbox, pickle.dumps({"units": self.units, "contexts": ctxs, "record": record}))
         outbox.unlink(missing_ok=True)
         words = "resuming from its checkpoint" if ctxs[0].resume else "from the start"
@@ -257,6 +258,9 @@ class UnitJob(Checkpointable):
             raise ReproError(f"{name}: {payload}; the job was not requeued")
         if status != "done":
             raise ReproError(f"{name} failed: {payload or f'exit code {code}'}")
+        if not self.stores_record:
+            print(f"repro: {name} done; the unit's own job writes its record", flush=True)
+            return {"row": ctxs[0].row.name, "part": ctxs[0].part, "units": payload}
         for unit in payload:
             print(
                 f"repro: {ctxs[0].row.name} seed {unit['seed']}: {unit['metrics']}; record {unit['record']}", flush=True
@@ -267,7 +271,8 @@ class UnitJob(Checkpointable):
     def name(self) -> str:
         from repro.launch.unit import label
 
-        return label(self.contexts[0].row.name, [c.seed for c in self.contexts])
+        part = self.contexts[0].part
+        return label(self.contexts[0].row.name, [c.seed for c in self.contexts]) + (f", {part}" if part else "")
 
     def checkpoint(self, *args: Any, **kwargs: Any):
         """Called by submitit on USR2 (preemption, time limit): stop the unit, which saves last.pt at its
@@ -345,6 +350,7 @@ class Submitted:
     stdout: str
     stderr: str
     resources: Resources
+    part: str | None = None  # a part of the unit (`Hooks.parts`), trained by a job of its own
 
 
 def submit(
@@ -365,9 +371,10 @@ def submit(
     root = jobs_root(plan.workdir, spec.id, scale, None if plan.variant.empty else plan.variant.name)
     units = units_to_run(plan, resume, force)
     wanted = {(u.row.name, u.seed) for u in units}
+    states = unit_states(plan)
     busy = [
         f"{u.row} seed {u.seed} (job {u.job_id}, {u.state})"
-        for u in unit_states(plan)
+        for u in states
         if u.state in ("pending", "running") and (u.row, u.seed) in wanted
     ]
     if busy:
@@ -381,46 +388,103 @@ def submit(
         **{k: os.environ[k] for k in ("REPRO_LOGGERS",) if os.environ.get(k)},  # --logger: the jobs' writers too
     }
     planned = [(group, group_resources(group, options)) for group in groups(plan, units)]
-    executors = {res: _executor(root, f"repro-{spec.id}-{scale}", res, options) for _, res in planned}
     prepared = prepare_data(plan)  # generated once here, before the jobs read it
-    by_resources: dict[Resources, list[UnitJob]] = {}
+    jobs: list[tuple[UnitJob, Resources, tuple[Key, ...]]] = []
     for group, res in planned:
         data = prepared.get(group[0].row.name)
+        contexts = [unit.context(resume=resume, progress=False, data=data) for unit in group]
         job = UnitJob(
             units=list(group),
-            contexts=[unit.context(resume=resume, progress=False, data=data) for unit in group],
+            contexts=contexts,
             lock=root / "records.lock",
             gpus=res.gpus,
             rebaseline=rebaseline,
             environ=environ,
         )
-        by_resources.setdefault(res, []).append(job)
+        needs = _prerequisites(spec, group)
+        parts = unit_parts(spec, group) if len(group) == 1 else {}
+        for part, part_res in parts.items():  # a job each; the unit's own job then scores what they stored
+            part_job = replace(job, contexts=[replace(c, part=part) for c in contexts], stores_record=False)
+            jobs.append((part_job, part_res, ()))
+            needs += tuple((unit.row.name, unit.seed, part) for unit in group)
+        if parts:
+            job = replace(job, contexts=[replace(c, resume=True) for c in contexts])
+            res = replace(res, hours=1.0)
+        jobs.append((job, res, needs))
 
+    # a job that reads what other jobs store waits for them to succeed (afterok), each submitted before the jobs
+    # that wait for it: a unit after another row's unit of its seed (`Hooks.after`: just submitted, or still pending
+    # or running from before), a unit after its parts (`Hooks.parts`)
+    earlier: dict[Key, str] = {(u.row, u.seed, None): u.job_id for u in states if u.state in ("pending", "running")}
+    coming = {key for job, _, _ in jobs for key in _keys(job)}
     submitted: list[Submitted] = []
-    for res, jobs in by_resources.items():
-        try:
-            with _timed_commands():
-                handles = executors[res].submit_array(jobs)
-        except _CommandTimedOut as exc:
-            _remember(root, submitted)
-            raise ReproError(str(exc)) from None
-        except (FailedJobError, FailedSubmissionError) as exc:
-            _remember(root, submitted)  # the arrays submitted before this one
-            said = printable(str(exc)) or "no message"
-            raise ReproError(f"sbatch refused the jobs of {len(jobs)} unit(s): {said}") from None
-        for unit, job in zip(jobs, handles):
-            submitted.append(
-                Submitted(
-                    unit.contexts[0].row.name,
-                    [c.seed for c in unit.contexts],
-                    job.job_id,
-                    str(job.paths.stdout),
-                    str(job.paths.stderr),
-                    res,
-                )
-            )
+    while jobs:
+        now = {key: s.job_id for s in submitted for key in _keys(s)}
+        wave = [j for j in jobs if all(need in now or need not in coming for need in j[2])]
+        if not wave:
+            raise ReproError(f"{spec.id}: its units wait for each other in a circle; no order submits them")
+        jobs = [j for j in jobs if not any(j is w for w in wave)]
+        batches: dict[tuple[Resources, str | None], list[UnitJob]] = {}
+        for job, res, needs in wave:
+            ids = sorted({i for need in needs for i in [now.get(need) or earlier.get(need)] if i})
+            batches.setdefault((res, "afterok:" + ":".join(ids) if ids else None), []).append(job)
+        for (res, dependency), batch in batches.items():
+            executor = _executor(root, f"repro-{spec.id}-{scale}", res, options, dependency)
+            submitted += _submit_array(executor, batch, res, root, submitted)
     _remember(root, submitted)
     return submitted
+
+
+Key = tuple[str, int, "str | None"]  # (row, seed, part) of a job: part None for a unit's own job
+
+
+def _keys(job: UnitJob | Submitted) -> list[Key]:
+    if isinstance(job, Submitted):
+        return [(job.row, seed, job.part) for seed in job.seeds]
+    return [(c.row.name, c.seed, c.part) for c in job.contexts]
+
+
+def _prerequisites(spec, group: list[Unit]) -> tuple[Key, ...]:
+    """The units the units of one job read from (their family's `after`)."""
+    first = group[0]
+    rows = first.hooks.after(spec, first.row) if first.kind == "train" and first.hooks is not None else ()
+    return tuple((row, unit.seed, None) for row in rows for unit in group)
+
+
+def unit_parts(spec, group: list[Unit]) -> dict[str, Resources]:
+    """The parts a unit trains as jobs of their own (its family's `parts`), with their resources."""
+    first = group[0]
+    if first.kind != "train" or first.hooks is None:
+        return {}
+    return first.hooks.parts(spec, first.row, first.scale)
+
+
+def _submit_array(
+    executor, batch: list[UnitJob], res: Resources, root: Path, before: list[Submitted]
+) -> list[Submitted]:
+    """One job array of `batch`; a refusal or a hung sbatch is one error, the jobs submitted `before` remembered."""
+    try:
+        with _timed_commands():
+            handles = executor.submit_array(batch)
+    except _CommandTimedOut as exc:
+        _remember(root, before)
+        raise ReproError(str(exc)) from None
+    except (FailedJobError, FailedSubmissionError) as exc:
+        _remember(root, before)  # the arrays submitted before this one
+        said = printable(str(exc)) or "no message"
+        raise ReproError(f"sbatch refused the jobs of {len(batch)} unit(s): {said}") from None
+    return [
+        Submitted(
+            unit.contexts[0].row.name,
+            [c.seed for c in unit.contexts],
+            job.job_id,
+            str(job.paths.stdout),
+            str(job.paths.stderr),
+            res,
+            unit.contexts[0].part,
+        )
+        for unit, job in zip(batch, handles)
+    ]
 
 
 def group_resources(group: list[Unit], options: SlurmOptions) -> Resources:
@@ -439,10 +503,14 @@ def group_resources(group: list[Unit], options: SlurmOptions) -> Resources:
     return res
 
 
-def _executor(root: Path, name: str, res: Resources, options: SlurmOptions):
+def _executor(root: Path, name: str, res: Resources, options: SlurmOptions, dependency: str | None = None):
+    """A submitit executor for jobs of `res`; `dependency` (`afterok:ID:...`): they start once those succeeded,
+    beside any dependency the user's `--slurm-opt dependency=` gives."""
     import submitit
 
     extra = dict(options.extra)
+    if dependency:
+        extra["dependency"] = ",".join(filter(None, [str(extra.get("dependency") or ""), dependency]))
     minutes = int(extra.pop("time", 0)) or int(math.ceil(min(res.hours, MAX_JOB_HOURS) * 60))
     requeues = math.ceil(res.hours * 60 / minutes) + 2  # time limits the unit may reach and still requeue
     root.mkdir(parents=True, exist_ok=True)
@@ -470,7 +538,14 @@ def _remember(root: Path, submitted: list[Submitted]) -> None:
     an ensemble job."""
     path = root / "units.json"
     known = {(u["row"], u["seed"]): u for u in _read_units(root)}
+    parts = {(s.row, seed): {} for s in submitted for seed in s.seeds}
     for s in submitted:
+        for seed in s.seeds:
+            if s.part is not None:
+                parts[(s.row, seed)][s.part] = s.job_id
+    for s in submitted:
+        if s.part is not None:  # a part's job: named under its unit's
+            continue
         for seed in s.seeds:
             known[(s.row, seed)] = {
                 "row": s.row,
@@ -481,6 +556,7 @@ def _remember(root: Path, submitted: list[Submitted]) -> None:
                 "submitted": now_iso(),
                 "resources": s.resources.__dict__,
                 **({"together": s.seeds} if len(s.seeds) > 1 else {}),
+                **({"parts": parts[(s.row, seed)]} if parts[(s.row, seed)] else {}),
             }
     write_json_atomic(path, {"units": list(known.values())})
 

@@ -69,6 +69,9 @@ def main(argv: list[str]) -> int:
         result = ("interrupted", " ".join(str(exc).split()))
     except ReproError as exc:
         result = ("failed", " ".join(str(exc).split()))
+    from repro.train.distributed import shutdown
+
+    shutdown()  # the process group the trainer joined under torchrun
     status, payload = result
     if main_rank:
         write_bytes_atomic(outbox, json.dumps(result).encode("utf-8"))

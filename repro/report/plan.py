@@ -161,13 +161,14 @@ def plan_memory(plan: Plan) -> tuple[dict[str, str], list[str]]:
     unknown: dict[str, list[str]] = {}
     measured: dict[tuple, str] = {}
     gpu_counts: set[int] = set()
+    used: dict[str, object] = {}  # the recipes the estimates are at, by name
     trained = [s for s in plan.steps if s.kind == "train" and s.ready and not s.unsupported]
     recipe = plan.recipe if trained else None
     for step in trained:
         hooks = step.hooks
-        if recipe is None:
+        if recipe is None and hooks.memory_stage is None:
             why = "the spec names no recipe of its own (its stages train with theirs)"
-        elif hooks.example_batch is None:
+        elif recipe is not None and hooks.example_batch is None:
             why = f"family {step.row.family} has no example batch"
         else:
             gpus = step.units[0].resources.gpus
@@ -175,7 +176,12 @@ def plan_memory(plan: Plan) -> tuple[dict[str, str], list[str]]:
             key = (step.row.config.model_dump_json(), gpus)
             if key not in measured:
                 try:
-                    measured[key] = f"{row_estimate(hooks, step.row.config, recipe, gpus).gib:.1f}"
+                    if recipe is None:  # the family's stage that holds the most (ace-rpe's pre-training)
+                        estimate, stage = _stage_estimate(plan, step, gpus)
+                    else:
+                        estimate, stage = row_estimate(hooks, step.row.config, recipe, gpus), recipe
+                    used[stage.name] = stage
+                    measured[key] = f"{estimate.gib:.1f}"
                 except Exception as exc:  # a model that does not build or run on `meta`: the plan goes on
                     from repro.errors import reason
 
@@ -189,15 +195,30 @@ def plan_memory(plan: Plan) -> tuple[dict[str, str], list[str]]:
     notes = []
     if any(c != "?" for c in cells.values()):
         over = f"{gpu_counts.pop()} GPU(s)" if len(gpu_counts) == 1 else "each row's GPUs"
-        batch = f"the global {recipe.batch_size} over {over}"
+        stages = list(used.values())
+        batch = ", ".join(f"the global {r.batch_size}" + (f" of {r.name}" if recipe is None else "") for r in stages)
         notes.append(
-            f"GiB/GPU: an estimate of training's peak memory per GPU: weights, gradients and {recipe_states(recipe)} "
-            f"at {precision_of(recipe)}, the activations saved for backward at the per-GPU batch ({batch}), "
-            f"+ {ALLOWANCE_GIB} GiB for the CUDA context; the allocator's overhead and transient buffers not counted"
+            f"GiB/GPU: an estimate of training's peak memory per GPU: weights, gradients and "
+            f"{recipe_states(stages[0])} at {precision_of(stages[0])}, the activations saved for backward at the "
+            f"per-GPU batch ({batch} over {over}), + {ALLOWANCE_GIB} GiB for the CUDA context; the allocator's "
+            f"overhead and transient buffers not counted"
         )
     for why, rows in unknown.items():
         notes.append(f"GiB/GPU ? for {', '.join(rows)}: {why}")
     return cells, notes
+
+
+def _stage_estimate(plan: Plan, step, gpus: int):
+    """(estimate, recipe) of a row whose spec names no recipe: its family's stage that holds the most per GPU
+    (`Hooks.memory_stage`), at the plan's precision where the settings or an override set one."""
+    from repro import families
+    from repro.memory import row_estimate
+    from repro.run import override_precision
+
+    name, build, example = step.hooks.memory_stage(step.row.config, plan.spec)
+    precision = override_precision(plan.settings)
+    recipe = families.load_recipe(name).replace(**({"precision": precision} if precision else {}))
+    return row_estimate(step.hooks, step.row.config, recipe, gpus, build=build, example=example), recipe
 
 
 def recipe_states(recipe) -> str:
@@ -233,11 +254,13 @@ def cost_lines(plan: Plan) -> list[str]:
     """At paper scale: the GPU-hours of the planned seeds, and of the seeds judging the claims needs (the
     spec's paper-scale `seeds`, else 3 per row), naming the rows without an estimate."""
     from repro.run import claim_seeds
+    from repro.train import cost
 
     trained = [s for s in plan.steps if s.kind == "train" and not s.unsupported]
     unknown = [s.row.name for s in trained if s.gpu_hours is None]
     planned = sorted({len(s.seeds) for s in trained}) or [0]
     per_row = "/".join(map(str, planned))
+    assumption = cost.assumption(plan_precision(plan)) + "; the paper's measured time where it states one"
     gaps = f"; no estimate for {', '.join(unknown)}" if unknown else ""
     lines = [f"estimated GPU-hours (paper schedule): {gpu_hours(plan):.1f} for {per_row} seed(s) per row{gaps}"]
     limit, whole = plan.variant.limit, [s.row.name for s in trained if not s.limited]
@@ -254,17 +277,44 @@ def cost_lines(plan: Plan) -> list[str]:
             f"{what} {need} seeds per row (`--seeds {','.join(map(str, range(need)))}`): "
             f"{gpu_hours(plan, need):.1f} GPU-hours"
         )
-    return lines
+    return [*lines, assumption]
+
+
+def plan_recipe(plan: Plan):
+    """The recipe the plan's precision is read from, as its file says: the spec's, else (a spec whose stages train
+    with their own recipes) the stage of its first trained row that the family names (`Hooks.memory_stage`); None:
+    neither, or nothing trains."""
+    from repro import families
+
+    trained = [s for s in plan.steps if s.kind == "train" and s.hooks is not None]
+    if not trained:
+        return None
+    if plan.written_recipe is not None:
+        return plan.written_recipe
+    step = trained[0]
+    if step.hooks.memory_stage is None:
+        return None
+    return families.load_recipe(step.hooks.memory_stage(step.row.config, plan.spec)[0])
+
+
+def plan_precision(plan: Plan) -> str | None:
+    """The precision the plan's training runs in: its recipe's with the scale's settings and overrides (None: no
+    recipe to read it from)."""
+    recipe = plan_recipe(plan)
+    if recipe is None:
+        return None
+    chosen = plan.recipe if plan.recipe is not None else recipe.replace(**plan.settings.get("recipe", {}))
+    return "fp32" if chosen.precision == "auto" else chosen.precision
 
 
 def precision_line(plan: Plan) -> str | None:
     """The precision the plan's training runs in: the recipe's `precision:` (what the paper's official code trains
     with), or the scale's or an override's with the recipe's beside it (`auto`, a recipe's own: fp32)."""
-    recipe = plan.written_recipe
-    if recipe is None or not any(s.kind == "train" for s in plan.steps):
+    recipe = plan_recipe(plan)
+    if recipe is None:
         return None
     own = "fp32" if recipe.precision == "auto" else recipe.precision
-    precision = "fp32" if plan.recipe.precision == "auto" else plan.recipe.precision
+    precision = plan_precision(plan)
     if precision == own:
         return (
             f"precision: {own} (recipe {recipe.name}: what the official code trains with; "

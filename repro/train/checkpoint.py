@@ -1,4 +1,5 @@
-"""Checkpoints: model, optimiser, grad scaler, RNG states, epoch/step and sampler position, saved atomically.
+"""Checkpoints: model, optimiser, grad scaler, RNG states (every rank's under torchrun), epoch/step and sampler
+position, saved atomically.
 
 A checkpoint is written to a temp file beside `last.pt` and renamed over it, so a crash or a second
 signal during the save never leaves a truncated file under the name that `--resume` reads.
@@ -23,8 +24,10 @@ from repro.errors import ReproError, cut
 from repro.utils import atomic_open
 
 LAST = "last.pt"
-FORMAT = 2  # 2: numpy's RNG key saved as a tensor, so that weights_only=True reads the whole file
-READABLE = (1, 2)
+# 2: numpy's RNG key saved as a tensor, so that weights_only=True reads the whole file; 3: every rank's RNG states
+# (`rng_ranks`), so that each rank of a resumed torchrun job draws on as it would have (its dropout masks)
+FORMAT = 3
+READABLE = (1, 2, 3)
 
 # What format 1 needs beyond weights_only's defaults: numpy's array of its RNG key, rebuilt from its raw bytes.
 _reconstruct = np._core.multiarray._reconstruct if hasattr(np, "_core") else np.core.multiarray._reconstruct
@@ -68,9 +71,12 @@ def save_checkpoint(
     step: int,
     step_in_epoch: int,
     extra: dict[str, Any] | None = None,
+    rng_ranks: list[dict[str, Any]] | None = None,
 ) -> Path:
     """Save everything a resumed run needs. `epoch` is the epoch in progress (0-indexed) and
-    `step_in_epoch` how many of its batches are done; an epoch boundary is (epoch + 1, 0)."""
+    `step_in_epoch` how many of its batches are done; an epoch boundary is (epoch + 1, 0). `rng_ranks`: every
+    rank's `rng_state()` in rank order (a torchrun job's, gathered by rank 0, which saves); default this process's."""
+    rng_ranks = rng_ranks or [rng_state()]
     state = {
         "format": FORMAT,
         "model": model.state_dict(),
@@ -79,7 +85,8 @@ def save_checkpoint(
         "epoch": epoch,
         "step": step,
         "step_in_epoch": step_in_epoch,
-        "rng": rng_state(),
+        "rng": rng_ranks[0],
+        "rng_ranks": rng_ranks,
         "extra": extra or {},
     }
     with atomic_open(path, "wb") as handle:
@@ -162,8 +169,10 @@ def restore(
     optimizer: torch.optim.Optimizer,
     scaler: Any = None,
     rng: bool = True,
+    rank: int = 0,
 ) -> None:
-    """Load model/optimizer/scaler states (and the RNG states unless rng=False) from a checkpoint dict."""
+    """Load model/optimizer/scaler states (and the RNG states unless rng=False) from a checkpoint dict: `rank`'s
+    own RNG states where the file has them (format 3), else the only ones it has (rank 0's, or one process's)."""
     try:
         model.load_state_dict(state["model"])
     except RuntimeError as exc:
@@ -172,4 +181,11 @@ def restore(
     if scaler is not None and state.get("scaler") is not None:
         scaler.load_state_dict(state["scaler"])
     if rng:
-        set_rng_state(state["rng"])
+        set_rng_state(rank_rng_state(state, rank))
+
+
+def rank_rng_state(state: dict[str, Any], rank: int) -> dict[str, Any]:
+    """The RNG states `rank` saved; a rank the file has none for (a run resumed on more processes than it was
+    saved with, or a file of format 1 or 2) takes rank 0's."""
+    ranks = state.get("rng_ranks") or []
+    return ranks[rank] if rank < len(ranks) else state["rng"]

@@ -7,6 +7,7 @@ the W processes takes batch/W samples per step, so the paper's batch holds whate
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from collections.abc import Iterator
@@ -187,11 +188,75 @@ def all_reduce_mean(value: float, env: DistEnv, device: torch.device) -> float:
     return float(t.item()) / env.world_size
 
 
+def current() -> DistEnv:
+    """The torchrun job this process has joined (`init_from_env`), or a single process: never initialises one."""
+    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() <= 1:
+        return DistEnv()
+    local = int(os.environ.get("LOCAL_RANK", "0") or 0)
+    return DistEnv(dist.get_rank(), dist.get_world_size(), local, dist.get_backend())
+
+
+def is_main_process() -> bool:
+    """Rank 0 of a torchrun job, or a single process: the one that writes a unit's files and prints its lines."""
+    return current().is_main
+
+
+_cpu_groups: dict[int, object] = {}
+
+
+def _cpu_group():
+    """A gloo group over every rank for gathering CPU tensors and objects: the default group where it is gloo,
+    else one made once (collectively) beside nccl, so that gathered answers never pass through GPU memory."""
+    if dist.get_backend() == "gloo":
+        return None
+    key = id(dist.distributed_c10d._get_default_group())
+    if key not in _cpu_groups:
+        _cpu_groups[key] = dist.new_group(backend="gloo")
+    return _cpu_groups[key]
+
+
+def gather_objects(value, env: DistEnv) -> list:
+    """Every rank's `value` (picklable, small: RNG states, a rank's answers), in rank order, on every rank."""
+    if not env.distributed:
+        return [value]
+    out = [None] * env.world_size
+    dist.all_gather_object(out, value, group=_cpu_group())
+    return out
+
+
+def gather_rows(tensor: torch.Tensor, env: DistEnv) -> torch.Tensor:
+    """Every rank's rows of `tensor` (its first dimension; the same trailing shape and dtype on every rank),
+    concatenated in rank order on every rank, on the CPU."""
+    tensor = tensor.detach().cpu().contiguous()
+    if not env.distributed:
+        return tensor
+    shapes = gather_objects((len(tensor), tuple(tensor.shape[1:]), tensor.dtype), env)
+    counts = [n for n, _, _ in shapes]
+    _, trailing, dtype = next((s for s in shapes if s[0]), shapes[0])  # a rank without rows takes another's shape
+    padded = torch.zeros((max(counts), *trailing), dtype=dtype)
+    if len(tensor):
+        padded[: len(tensor)] = tensor
+    parts = [torch.empty_like(padded) for _ in range(env.world_size)]
+    dist.all_gather(parts, padded, group=_cpu_group())
+    return torch.cat([part[:n] for part, n in zip(parts, counts)])
+
+
+def shard_of_batches(size: int, batch_size: int, env: DistEnv) -> range:
+    """The items this rank evaluates: a contiguous run of whole batches of `batch_size`, the ranks' runs in order
+    covering `range(size)` once. Whole batches, so that each batch is the one a single process forms (the same
+    numbers to the last bit); the ranks' shares differ by at most one batch."""
+    batches = math.ceil(size / batch_size)
+    first, last = (batches * env.rank) // env.world_size, (batches * (env.rank + 1)) // env.world_size
+    return range(min(first * batch_size, size), min(last * batch_size, size))
+
+
 def gpu_count(env: DistEnv, device: torch.device) -> int:
     """GPUs taking part in training (0 on CPU)."""
     return env.world_size if device.type == "cuda" else 0
 
 
-def shutdown(env: DistEnv) -> None:
-    if env.distributed and dist.is_initialized():
+def shutdown(env: DistEnv | None = None) -> None:
+    """Leave the torchrun job (the end of `repro run` under torchrun): the process group destroyed, once."""
+    if dist.is_available() and dist.is_initialized() and (env is None or env.distributed):
+        _cpu_groups.clear()
         dist.destroy_process_group()

@@ -167,6 +167,11 @@ def _check(models: list[nn.Module], recipes: list[Recipe], workdirs: list[Path],
         raise ReproError("an ensemble's recipes may differ only in their seed")
     if precision == "fp16":
         raise ReproError("seeds trained together run in fp32 or bf16, not fp16 (its loss scaling is per model)")
+    if recipes[0].accumulate != 1:
+        raise ReproError(
+            f"seeds trained together take each step's batch in one pass (recipe.accumulate=1, not "
+            f"{recipes[0].accumulate}); train the seeds one at a time to accumulate"
+        )
     if dist_utils.init_from_env().distributed:
         raise ReproError("seeds trained together run in one process, not under torchrun")
 
@@ -283,7 +288,7 @@ def fit_ensemble(
             for name, p in params.items():
                 p.copy_(torch.stack([s["model"][name] for s in states]))
         optimizer.load_state_dict(_stacked_optimizer_state([s["optimizer"] for s in states]))
-        ckpt.set_rng_state(states[0]["rng"])
+        ckpt.set_rng_state(ckpt.rank_rng_state(states[0], 0))
         start_epoch, start_step_in_epoch, step = positions.pop()
         resumed_from = {"epoch": start_epoch, "step": step}
         losses = [s["extra"].get("last_loss") for s in states]  # resumed after its last step: still its final loss

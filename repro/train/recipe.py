@@ -1,7 +1,7 @@
 """Training recipes: `<paper>/<name>` is `repro/families/<family>/recipes/<name>.yaml`, checked with `file:line`.
 
 A recipe is everything about *how* a row is trained that the paper fixes: optimiser, learning-rate
-schedule, epochs, batch size (global, whatever the GPU count), gradient clipping, precision, loss,
+schedule, epochs, batch size (global, whatever the GPU count and `accumulate`), gradient clipping, precision, loss,
 seed and the splits trained on. Example: `mcan-pa/vqa2`.
 """
 
@@ -95,6 +95,7 @@ class RecipeFields(BaseModel):
     train_splits: tuple[StrictStr, ...] = ()
     num_workers: StrictInt = 0
     max_steps: StrictInt | None = None
+    accumulate: StrictInt = 1
     description: str = ""
 
     @field_validator("optimizer", "schedule", mode="before")
@@ -124,7 +125,7 @@ class RecipeFields(BaseModel):
             raise ValueError(f"schedule: base_lr must be a positive number, got {base_lr!r}")
         return schedule
 
-    @field_validator("epochs", "batch_size")
+    @field_validator("epochs", "batch_size", "accumulate")
     @classmethod
     def _at_least_one(cls, value: int, info: ValidationInfo) -> int:
         if value < 1:
@@ -194,6 +195,7 @@ _EXPECTED = {
     "num_workers": "an integer",
     "seed": "an integer",
     "max_steps": "a positive integer or null",
+    "accumulate": "an integer",
     "grad_clip": "a number or null",
     "loss": "a loss name",
     "precision": "one of " + ", ".join(PRECISIONS),
@@ -238,6 +240,9 @@ class Recipe:
     train_splits: tuple[str, ...] = ()
     num_workers: int = 0
     max_steps: int | None = None  # stop after this many optimisation steps (short runs: regression fingerprints)
+    # forward passes per optimisation step, their gradients added up: the global batch kept on fewer GPUs (each
+    # pass takes batch_size / (processes x accumulate) samples); the same step as one pass, to float rounding
+    accumulate: int = 1
     description: str = ""
     path: Path | None = field(default=None, compare=False)
 

@@ -33,7 +33,7 @@ from typing import Any
 
 import torch
 from torch import nn
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import DataLoader, Dataset, Subset
 
 from repro.errors import ReproError
 from repro.log import file_only, run_log
@@ -162,8 +162,13 @@ def to_device(batch: dict[str, Any], device: torch.device) -> dict[str, Any]:
     return {k: v.to(device, non_blocking=True) if isinstance(v, torch.Tensor) else v for k, v in batch.items()}
 
 
+# What stops a training run with a checkpoint: Ctrl-C, Slurm's SIGTERM (preemption, scancel, the time limit) and
+# SIGUSR1, which sbatch's `--signal=USR1@<seconds>` sends before the limit (submitit's USR2 is repro.launch.slurm's)
+STOP_SIGNALS = tuple(s for s in (signal.SIGINT, signal.SIGTERM, getattr(signal, "SIGUSR1", None)) if s is not None)
+
+
 class _StopFlag:
-    """Set by SIGINT/SIGTERM while training; the loop checks it after every step."""
+    """Set by a stop signal while training; the loop checks it after every step."""
 
     def __init__(self) -> None:
         self.signal: int | None = None
@@ -177,12 +182,102 @@ def _catch_signals(flag: _StopFlag) -> Iterator[None]:
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    previous = {s: signal.signal(s, flag) for s in (signal.SIGINT, signal.SIGTERM)}
+    previous = {s: signal.signal(s, flag) for s in STOP_SIGNALS}
     try:
         yield
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler)
+
+
+def _worker_ignores_stop_signals(worker_id: int) -> None:
+    """A DataLoader worker leaves the stop signals to the main process. Slurm signals the whole process group, and
+    a worker that died of its SIGTERM (torch's worker handler exits on a SIGTERM from anyone but its parent) made
+    the main process fail with "DataLoader worker ... is killed by signal: Terminated" before it could save; the
+    main process shuts its workers down itself once the checkpoint is written. The signals arrive blocked (the
+    mask `_workers_start` set while they were forked), are ignored from here on, then unblocked."""
+    for s in STOP_SIGNALS:
+        signal.signal(s, signal.SIG_IGN)
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
+
+
+@contextmanager
+def _workers_start() -> Iterator[None]:
+    """The stop signals held back while DataLoader workers are forked, so that none reaches a worker before it
+    ignores them (`_worker_ignores_stop_signals`); one that came meanwhile reaches the main process afterwards."""
+    if not hasattr(signal, "pthread_sigmask") or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
+class _EpochBatches:
+    """The batch sampler of one DataLoader kept over every epoch (its workers persist): the index lists of the
+    epoch in progress, set before each pass."""
+
+    def __init__(self) -> None:
+        self.batches: list[list[int]] = []
+
+    def __iter__(self):
+        return iter(self.batches)
+
+    def __len__(self) -> int:
+        return len(self.batches)
+
+
+class _SeededBatch(list):
+    """A batch's sample indices and the seed its samples are drawn with in a loader worker."""
+
+    seed: int = 0
+
+
+class _WorkerSeeded(Dataset):
+    """A dataset whose random draws in a loader worker (ALBEF's augmentations) are a function of the batch: a
+    worker reseeds `random`, numpy and torch from (recipe seed, epoch, step) before each batch, so a resumed run
+    and persistent workers draw what an uninterrupted run draws, whichever worker takes the batch. In the main
+    process (no workers) nothing is reseeded: the draws follow the process's generators, which checkpoints keep."""
+
+    def __init__(self, dataset: Dataset) -> None:
+        self.dataset = dataset
+
+    def __len__(self) -> int:
+        return len(self.dataset)
+
+    def __getitem__(self, index):
+        return self.dataset[index]
+
+    def __getitems__(self, indices):
+        from torch.utils.data import get_worker_info
+
+        if get_worker_info() is not None and isinstance(indices, _SeededBatch):
+            import random
+
+            import numpy as np
+
+            random.seed(indices.seed)
+            np.random.seed(indices.seed % 2**32)
+            torch.manual_seed(indices.seed)
+        fetch = getattr(self.dataset, "__getitems__", None)
+        return fetch(list(indices)) if callable(fetch) else [self.dataset[i] for i in indices]
+
+
+def _batch_seed(*where: int) -> int:
+    """A seed for one micro-batch from where it is (recipe seed, rank, epoch, step, micro-batch)."""
+    import numpy as np
+
+    return int(np.random.SeedSequence(list(where)).generate_state(1, dtype=np.uint64)[0] >> 1)
+
+
+def _close_workers(loader: DataLoader) -> None:
+    """End a loader's persistent workers now rather than when it is collected (a stopped run exits soon after)."""
+    iterator = getattr(loader, "_iterator", None)
+    if iterator is not None and hasattr(iterator, "_shutdown_workers"):
+        iterator._shutdown_workers()
 
 
 def _rewrite_log(path: Path, keep_until_step: int) -> None:
@@ -223,6 +318,52 @@ def _progress(enabled: bool):
         disable=not enabled,
         transient=False,
     )
+
+
+def micro_batch_size(local_batch: int, accumulate: int) -> int:
+    """The samples of one forward pass: a process's share of the global batch over `accumulate` passes, whose
+    gradients add up to the step's (recipe.accumulate: the paper's global batch on fewer GPUs)."""
+    if local_batch % accumulate:
+        raise ReproError(
+            f"the per-process batch {local_batch} does not split into recipe.accumulate={accumulate} equal "
+            f"micro-batches; use an accumulate that divides it"
+        )
+    return local_batch // accumulate
+
+
+def _micro_batches(indices: list[int], size: int, where: tuple[int, ...]) -> list[_SeededBatch]:
+    """One step's sample indices as forward passes of `size` (the last step of an epoch may have fewer), each
+    with the seed its samples are drawn with in a loader worker (`where`: recipe seed, rank, epoch, step)."""
+    out = []
+    for j in range(0, len(indices), size):
+        batch = _SeededBatch(indices[j : j + size])
+        batch.seed = _batch_seed(*where, j // size)
+        out.append(batch)
+    return out
+
+
+def _accumulate(net, batches, micros, loss_step, summed: bool, loss_scale: int, scaler, precision: str, dev):
+    """One step's gradients from its micro-batches (`batches` yields them in order), and its loss. A loss summed
+    over samples adds up over the micro-batches as it is; a mean is weighted by each micro-batch's share of the
+    step's samples, so that the gradients are those of the whole batch (to float rounding; one micro-batch is
+    the whole batch exactly). DDP synchronises the gradients at the last micro-batch only (`no_sync`)."""
+    total = sum(len(m) for m in micros)
+    loss = None
+    for j, micro in enumerate(micros):
+        batch = to_device(next(batches), dev)
+        last = j == len(micros) - 1
+        with nullcontext() if last or not hasattr(net, "no_sync") else net.no_sync():
+            with _autocast(precision, dev):
+                part = loss_step(net, batch)
+            weight = 1.0 if summed else len(micro) / total
+            scaled = part * weight * loss_scale
+            if scaler is not None:
+                scaler.scale(scaled).backward()
+            else:
+                scaled.backward()
+        value = part.detach().float() * weight
+        loss = value if loss is None else loss + value
+    return loss
 
 
 LossStep = Callable[[nn.Module, dict[str, Any]], torch.Tensor]
@@ -270,6 +411,7 @@ def fit(
     dev = dist_utils.device_for(env, device)
     precision = resolve_precision(recipe.precision, dev, model)
     local_batch = dist_utils.per_device_batch(recipe.batch_size, env)
+    micro_batch = micro_batch_size(local_batch, recipe.accumulate)
     if len(train_dataset) == 0:
         raise ReproError("the training set is empty")
     if log_every < 1:
@@ -296,7 +438,7 @@ def fit(
                 f"{saved.get('dataset_size')} samples; this run has {recipe.batch_size} on "
                 f"{len(train_dataset)}; start again without --resume"
             )
-        ckpt.restore(state, model=model, optimizer=optimizer, scaler=scaler)
+        ckpt.restore(state, model=model, optimizer=optimizer, scaler=scaler, rank=env.rank)
         start_epoch, start_step_in_epoch, step = state["epoch"], state["step_in_epoch"], state["step"]
         resumed_from = {"epoch": start_epoch, "step": step}
         resumed_loss = saved.get("last_loss")  # a run resumed after its last step still reports its final loss
@@ -311,7 +453,8 @@ def fit(
 
     net = dist_utils.wrap(model, env, dev)
     loss_step = loss_step or recipe_loss_step(recipe.loss)
-    loss_scale = env.world_size if is_summed(recipe.loss) else 1
+    summed = is_summed(recipe.loss)
+    loss_scale = env.world_size if summed else 1
     extra = {
         "global_batch": recipe.batch_size,
         "dataset_size": len(train_dataset),
@@ -343,116 +486,119 @@ def fit(
         ),
     ):
         task = bar.add_task(recipe.name, total=total_steps, completed=step, loss="–", lr="–", rate="–")
-        for epoch in range(start_epoch, recipe.epochs):
-            sampler.set_epoch(epoch)
-            order = list(iter(sampler))
-            first = start_step_in_epoch if epoch == start_epoch else 0
-            batches = [order[i : i + local_batch] for i in range(first * local_batch, len(order), local_batch)]
-            loader = DataLoader(
-                train_dataset,
-                batch_sampler=batches,
-                num_workers=recipe.num_workers,
-                collate_fn=collate_fn,
-                generator=torch.Generator().manual_seed(recipe.seed + epoch),
-            )
-            net.train()
-            tick = time.perf_counter()
-            for i, batch in enumerate(loader, start=first):
-                lr = learning_rate(recipe.schedule, epoch, i, steps_per_epoch)
-                for group in optimizer.param_groups:
-                    group["lr"] = lr * group.get("lr_scale", 1.0)
-                batch = to_device(batch, dev)
-                with _autocast(precision, dev):
-                    loss = loss_step(net, batch)
-                optimizer.zero_grad(set_to_none=True)
-                scaled = loss * loss_scale
-                if scaler is not None:
-                    scaler.scale(scaled).backward()
-                    scaler.unscale_(optimizer)
-                else:
-                    scaled.backward()
-                if recipe.grad_clip is not None:
-                    nn.utils.clip_grad_norm_(model.parameters(), recipe.grad_clip)
-                if scaler is not None:
-                    scaler.step(optimizer)
-                    scaler.update()
-                else:
-                    optimizer.step()
-                step += 1
-                samples += recipe.batch_size
-                value = float(loss.detach())
-                last_loss = dist_utils.all_reduce_mean(value, env, dev) * (env.world_size if loss_scale > 1 else 1)
-                now = time.perf_counter()
-                rate = recipe.batch_size / max(now - tick, 1e-9)
-                tick = now
-                if log is not None and (step % log_every == 0 or i + 1 == steps_per_epoch):
-                    log.log_dict(
-                        {
-                            "epoch": epoch + 1,
-                            "epochs": recipe.epochs,
-                            "step": step,
-                            "steps": min(total_steps, recipe.max_steps or total_steps),
-                            "loss": last_loss,
-                            "lr": lr,
-                            "samples_per_s": round(rate, 3),
-                            "elapsed_s": round(now - started, 3),
-                        },
-                        step,
-                    )
-                bar.update(task, advance=1, loss=f"{last_loss:.4g}", lr=f"{lr:.3g}", rate=f"{rate:.1f}")
-                if on_step is not None:
-                    on_step(step)
-                stop = flag.signal is not None
-                if env.distributed:
-                    stop = dist_utils.all_reduce_mean(float(stop), env, dev) > 0
-                if stop:
-                    if env.is_main:
-                        ckpt.save_checkpoint(
-                            ckpt_path,
-                            model=model,
-                            optimizer=optimizer,
-                            scaler=scaler,
-                            epoch=epoch,
-                            step=step,
-                            step_in_epoch=i + 1,
-                            extra={**extra, "last_loss": last_loss},
-                        )
-                    dist_utils.barrier(env)
-                    name = signal.Signals(flag.signal).name if flag.signal else "a signal on another rank"
-                    raise TrainingInterrupted(
-                        f"training interrupted by {name} at epoch {epoch + 1}, step {step}; "
-                        f"checkpoint saved to {ckpt_path}; run again with --resume to continue"
-                    )
-                if recipe.max_steps is not None and step >= recipe.max_steps:
-                    break
-            if recipe.max_steps is not None and step >= recipe.max_steps:
-                break  # a short run (e.g. a regression fingerprint): no checkpoint
+        epoch_batches = _EpochBatches()
+        loader = DataLoader(
+            _WorkerSeeded(train_dataset),
+            batch_sampler=epoch_batches,
+            num_workers=recipe.num_workers,
+            collate_fn=collate_fn,
+            pin_memory=dev.type == "cuda",
+            persistent_workers=recipe.num_workers > 0,
+            worker_init_fn=_worker_ignores_stop_signals if recipe.num_workers > 0 else None,
+            generator=torch.Generator().manual_seed(recipe.seed),  # not the process's: dropout's stream stays put
+        )
+
+        def save(epoch: int, step_in_epoch: int) -> None:
+            rng = dist_utils.gather_objects(ckpt.rng_state(), env)  # every rank's, for its own resume
             if env.is_main:
                 ckpt.save_checkpoint(
                     ckpt_path,
                     model=model,
                     optimizer=optimizer,
                     scaler=scaler,
-                    epoch=epoch + 1,
+                    epoch=epoch,
                     step=step,
-                    step_in_epoch=0,
+                    step_in_epoch=step_in_epoch,
                     extra={**extra, "last_loss": last_loss},
+                    rng_ranks=rng,
                 )
-            _log.info(
-                "epoch %d/%d done: step %d, loss %s, %.1f s",
-                epoch + 1,
-                recipe.epochs,
-                step,
-                last_loss,
-                time.perf_counter() - started,
-                extra=file_only(),
-            )
-            dist_utils.barrier(env)
-            if flag.signal is not None:  # arrived while the epoch's checkpoint was being written
-                raise TrainingInterrupted(
-                    f"training interrupted by {signal.Signals(flag.signal).name} after epoch "
-                    f"{epoch + 1}; checkpoint saved to {ckpt_path}; run again with --resume"
+
+        try:
+            for epoch in range(start_epoch, recipe.epochs):
+                sampler.set_epoch(epoch)
+                order = list(iter(sampler))
+                first = start_step_in_epoch if epoch == start_epoch else 0
+                steps = [
+                    _micro_batches(order[i : i + local_batch], micro_batch, (recipe.seed, env.rank, epoch, k))
+                    for k, i in enumerate(range(first * local_batch, len(order), local_batch), start=first)
+                ]
+                epoch_batches.batches = [m for micros in steps for m in micros]
+                net.train()
+                tick = time.perf_counter()
+                with _workers_start():
+                    batches = iter(loader)
+                for i, micros in enumerate(steps, start=first):
+                    lr = learning_rate(recipe.schedule, epoch, i, steps_per_epoch)
+                    for group in optimizer.param_groups:
+                        group["lr"] = lr * group.get("lr_scale", 1.0)
+                    optimizer.zero_grad(set_to_none=True)
+                    loss = _accumulate(net, batches, micros, loss_step, summed, loss_scale, scaler, precision, dev)
+                    if scaler is not None:
+                        scaler.unscale_(optimizer)
+                    if recipe.grad_clip is not None:
+                        nn.utils.clip_grad_norm_(model.parameters(), recipe.grad_clip)
+                    if scaler is not None:
+                        scaler.step(optimizer)
+                        scaler.update()
+                    else:
+                        optimizer.step()
+                    step += 1
+                    samples += recipe.batch_size
+                    value = float(loss)
+                    last_loss = dist_utils.all_reduce_mean(value, env, dev) * (env.world_size if loss_scale > 1 else 1)
+                    now = time.perf_counter()
+                    rate = recipe.batch_size / max(now - tick, 1e-9)
+                    tick = now
+                    if log is not None and (step % log_every == 0 or i + 1 == steps_per_epoch):
+                        log.log_dict(
+                            {
+                                "epoch": epoch + 1,
+                                "epochs": recipe.epochs,
+                                "step": step,
+                                "steps": min(total_steps, recipe.max_steps or total_steps),
+                                "loss": last_loss,
+                                "lr": lr,
+                                "samples_per_s": round(rate, 3),
+                                "elapsed_s": round(now - started, 3),
+                            },
+                            step,
+                        )
+                    bar.update(task, advance=1, loss=f"{last_loss:.4g}", lr=f"{lr:.3g}", rate=f"{rate:.1f}")
+                    if on_step is not None:
+                        on_step(step)
+                    stop = flag.signal is not None
+                    if env.distributed:
+                        stop = dist_utils.all_reduce_mean(float(stop), env, dev) > 0
+                    if stop:
+                        save(epoch, i + 1)
+                        dist_utils.barrier(env)
+                        name = signal.Signals(flag.signal).name if flag.signal else "a signal on another rank"
+                        raise TrainingInterrupted(
+                            f"training interrupted by {name} at epoch {epoch + 1}, step {step}; "
+                            f"checkpoint saved to {ckpt_path}; run again with --resume to continue"
+                        )
+                    if recipe.max_steps is not None and step >= recipe.max_steps:
+                        break
+                if recipe.max_steps is not None and step >= recipe.max_steps:
+                    break  # a short run (e.g. a regression fingerprint): no checkpoint
+                save(epoch + 1, 0)
+                _log.info(
+                    "epoch %d/%d done: step %d, loss %s, %.1f s",
+                    epoch + 1,
+                    recipe.epochs,
+                    step,
+                    last_loss,
+                    time.perf_counter() - started,
+                    extra=file_only(),
                 )
+                dist_utils.barrier(env)
+                if flag.signal is not None:  # arrived while the epoch's checkpoint was being written
+                    raise TrainingInterrupted(
+                        f"training interrupted by {signal.Signals(flag.signal).name} after epoch "
+                        f"{epoch + 1}; checkpoint saved to {ckpt_path}; run again with --resume"
+                    )
+        finally:
+            _close_workers(loader)
 
     result = TrainState(
         epochs_done=recipe.epochs if recipe.max_steps is None else epoch + 1,
@@ -488,20 +634,32 @@ def predict(
     progress: bool = True,
     precision: str = "fp32",
     predict_step: PredictStep | None = None,
+    num_workers: int = 0,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Score every sample in order: (question_ids [N], logits [N, A]) or, with top_k, (ids, indices [N, k]).
 
-    Runs in one process (evaluation needs no DDP) on `device`, by default where the model is (where `fit`
-    trained it); results are on the CPU.
+    Runs on `device`, by default where the model is (where `fit` trained it); results are on the CPU. Under
+    torchrun each rank scores its share (whole batches, `distributed.shard_of_batches`) and every rank gets the
+    gathered result, in the dataset's order and equal to one process's; rank 0 alone writes what is made of it.
+    `num_workers` loader processes read the samples (a recipe's `num_workers`).
     """
     if batch_size < 1:
         raise ReproError(f"batch size must be at least 1, got {batch_size}")
-    dev = dist_utils.model_device(model) if device is None else dist_utils.device_for(dist_utils.DistEnv(), device)
+    env = dist_utils.current()
+    dev = dist_utils.model_device(model) if device is None else dist_utils.device_for(env, device)
     precision = resolve_precision(precision, dev, model)
     model.to(dev).eval()
-    loader = DataLoader(dataset, batch_size=batch_size, shuffle=False, collate_fn=collate_fn)
+    share = Subset(dataset, dist_utils.shard_of_batches(len(dataset), batch_size, env)) if env.distributed else dataset
+    loader = DataLoader(
+        share,
+        batch_size=batch_size,
+        shuffle=False,
+        collate_fn=collate_fn,
+        num_workers=num_workers,
+        pin_memory=dev.type == "cuda",
+    )
     ids, outs = [], []
-    with _progress(progress) as bar:
+    with _progress(progress and env.is_main) as bar:
         task = bar.add_task("predict", total=len(loader), loss="–", lr="–", rate="–")
         for batch in loader:
             tick = time.perf_counter()
@@ -511,9 +669,11 @@ def predict(
             outs.append(logits.topk(top_k, dim=-1).indices.cpu() if top_k else logits.cpu())
             if "question_id" not in batch:
                 raise ReproError("prediction batches need a 'question_id' entry")
-            ids.append(batch["question_id"].cpu())
+            ids.append(torch.as_tensor(batch["question_id"]).cpu())
             rate = len(logits) / max(time.perf_counter() - tick, 1e-9)
             bar.update(task, advance=1, rate=f"{rate:.1f}")
-    if not outs:
-        return torch.zeros(0, dtype=torch.long), torch.zeros(0)
-    return torch.cat(ids), torch.cat(outs)
+    question_ids = torch.cat(ids) if ids else torch.zeros(0, dtype=torch.long)
+    scores = torch.cat(outs) if outs else torch.zeros(0)
+    if env.distributed:
+        return dist_utils.gather_rows(question_ids, env), dist_utils.gather_rows(scores, env)
+    return question_ids, scores

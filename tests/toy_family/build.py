@@ -35,5 +35,5 @@ def describe(config, spec=None) -> list[ModelInfo]:
     return [ModelInfo("toy", "halves", n, n, None, [("net", n)])]
 
 
-def gpu_hours(config) -> float | None:
+def gpu_hours(config, precision=None) -> float | None:
     return None

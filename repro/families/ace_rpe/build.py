@@ -6,7 +6,9 @@ and the training step they share.
 
 from __future__ import annotations
 
+import functools
 import json
+import math
 from typing import Any
 
 import torch
@@ -130,11 +132,15 @@ def describe(config: ALBEFConfig | dict, spec: Spec | None = None) -> list[Model
     return out
 
 
-def stages(config: ALBEFConfig | dict, spec: Spec) -> list[tuple[str, str, float | None]]:
+def stages(config: ALBEFConfig | dict, spec: Spec, precision: str | None = None) -> list[tuple[str, str, float | None]]:
     """Pre-training, then one retrieval fine-tuning per data set of the spec's recall columns, with
-    their estimated A100 GPU-hours (`cost.py`: the paper gives no times)."""
+    their estimated A100 GPU-hours (`cost.py`: the paper gives no times) at `precision` (None: each stage's
+    recipe's, fp32)."""
     from repro.families import load_recipe
     from repro.families.ace_rpe import cost
+
+    def hours(flops: float, recipe) -> float:
+        return cost.gpu_hours(flops, precision or recipe.precision)
 
     config = as_config(config)
     sizes = paper_sizes(config)
@@ -145,7 +151,7 @@ def stages(config: ALBEFConfig | dict, spec: Spec) -> list[tuple[str, str, float
             "pre-train",
             f"{PRETRAIN_RECIPE}: {pre.epochs} epochs of {cost.PAIRS[config.pretrain] / 1e6:.1f}M pairs "
             f"({config.pretrain}), batch {pre.batch_size}, 256 px",
-            cost.gpu_hours(flops),
+            hours(flops, pre),
         )
         if config.init == "pretrain"
         else ("load", f"ALBEF's {RELEASED[config.pretrain]} (`repro download albef-checkpoints`)", 0.0)
@@ -154,7 +160,7 @@ def stages(config: ALBEFConfig | dict, spec: Spec) -> list[tuple[str, str, float
         recipe = load_recipe(FINETUNE_RECIPES[dataset])
         flops = recipe.epochs * cost.PAIRS[dataset] * cost.finetune_flops_per_pair(sizes)
         what = f"{recipe.name}: {recipe.epochs} epochs, batch {recipe.batch_size}, 384 px; test k = {K_TEST[dataset]}"
-        out.append((f"fine-tune {dataset}", what, cost.gpu_hours(flops)))
+        out.append((f"fine-tune {dataset}", what, hours(flops, recipe)))
     for task in spec_tasks(spec):  # the downstream heads, fine-tuned and evaluated (`cost.head_flops`)
         if task == "retrieval":
             continue
@@ -165,28 +171,89 @@ def stages(config: ALBEFConfig | dict, spec: Spec) -> list[tuple[str, str, float
             what += {"vqa": "; test2015 ranked with k = 128", "grounding": "; Grad-CAM on val, testA, testB"}.get(
                 name, ""
             )
-            out.append((f"fine-tune {name}", what, cost.gpu_hours(cost.head_flops(name, sizes, recipe.epochs))))
+            out.append((f"fine-tune {name}", what, hours(cost.head_flops(name, sizes, recipe.epochs), recipe)))
     return out
 
 
-def gpu_hours(config: ALBEFConfig | dict) -> float | None:
-    """Pre-training and both retrieval fine-tunings (see `stages`)."""
+def gpu_hours(config: ALBEFConfig | dict, precision: str | None = None) -> float | None:
+    """Pre-training and both retrieval fine-tunings (see `stages`) at `precision` (None: the recipes', fp32)."""
     from repro.families.ace_rpe import cost
 
     config = as_config(config)
     sizes = paper_sizes(config)
     flops = 30 * cost.PAIRS[config.pretrain] * cost.pretrain_flops_per_pair(sizes, config.mim_loss)
     flops += (10 * cost.PAIRS["flickr30k"] + 5 * cost.PAIRS["coco-retrieval"]) * cost.finetune_flops_per_pair(sizes)
-    return cost.gpu_hours(flops)
+    return cost.gpu_hours(flops, precision)
+
+
+def memory_stage(config: ALBEFConfig | dict, spec: Spec):
+    """The stage whose training holds the most per GPU, for the plan's memory estimate: pre-training (the model with
+    its MLM and MIM heads, 256 px, recipe ace-rpe/pretrain: batch 512 over the unit's 8 GPUs); a row that starts
+    from ALBEF's checkpoint (`init: albef`) from its retrieval fine-tuning at 384 px. (recipe, build, example)."""
+    from repro.families.ace_rpe import cost
+
+    config = as_config(config)
+    pretrain = config.init == "pretrain"
+    recipe, task, size = (PRETRAIN_RECIPE, "pretrain", 256) if pretrain else (FINETUNE_RECIPES["flickr30k"], None, 384)
+
+    def example(n: int) -> dict[str, torch.Tensor]:
+        tokens = cost.TEXT_TOKENS
+        batch = {
+            "image": torch.zeros(n, 3, size, size),
+            "input_ids": torch.full((n, tokens), 1000, dtype=torch.long),
+            "attention_mask": torch.ones(n, tokens, dtype=torch.long),
+        }
+        return batch if pretrain else {**batch, "idx": torch.arange(n)}
+
+    return recipe, lambda: build_model(config, sizes={"image_size": size}, task=task), example
 
 
 def resources(config: ALBEFConfig | dict, scale: str) -> Resources:
-    """Paper scale: one node of 8 A100s, as the paper pre-trains (Sec. 4.1: batch 512 on 8 NVIDIA A100),
-    for the unit's GPU-hours spread over them with a quarter to spare."""
+    """Paper scale: one node of 8 A100s, as the paper pre-trains (Sec. 4.1: batch 512 on 8 NVIDIA A100), for the
+    unit's GPU-hours spread over them with a quarter to spare, and the host memory its processes hold
+    (`host_memory_gb`)."""
     if scale != "paper":
         return default_resources(scale, None)
     hours = gpu_hours(config)
-    return Resources(gpus=8, cpus=64, mem_gb=512, hours=24.0 if hours is None else max(1.0, round(1.25 * hours / 8)))
+    return Resources(
+        gpus=8,
+        cpus=64,
+        mem_gb=host_memory_gb(config, gpus=8),
+        hours=24.0 if hours is None else max(1.0, round(1.25 * hours / 8)),
+    )
+
+
+PROCESS_GB = 4.0  # a rank's Python, torch and CUDA libraries and context on the host, about
+ENTRY_BYTES = 450  # one pre-training pair as the json reader holds it: a dict of two strings (image path, caption)
+
+
+def host_memory_gb(config: ALBEFConfig | dict, gpus: int) -> int:
+    """Host memory of a paper-scale unit, from the model's and the data's sizes: per rank its process (PROCESS_GB),
+    the pre-training model's weights twice (the model and a checkpoint's state on its way to or from disk), the
+    pre-training pairs' entries in the main process and in each loader worker (a forked worker's copy is
+    written to as Python counts references), and the batches the workers prefetch (2 each, 256 px images);
+    a quarter to spare, in multiples of 16 GB."""
+    from repro.families import load_recipe
+    from repro.families.ace_rpe import cost
+
+    config = as_config(config)
+    recipe = load_recipe(PRETRAIN_RECIPE)
+    workers, per_gpu = recipe.num_workers, recipe.batch_size // gpus
+    weights = _weight_bytes(config.model_dump_json(exclude_defaults=True))
+    entries = cost.PAIRS[config.pretrain] * ENTRY_BYTES
+    prefetched = workers * 2 * per_gpu * 3 * 256 * 256 * 4
+    per_rank = PROCESS_GB * 2**30 + 2 * weights + (1 + workers) * entries + prefetched
+    total = 1.25 * gpus * per_rank / 2**30
+    return int(16 * math.ceil(total / 16))
+
+
+@functools.cache
+def _weight_bytes(config_json: str) -> int:
+    """Bytes of the pre-training model's parameters and buffers (momentum copies and queues included), built on
+    the meta device."""
+    with torch.device("meta"):
+        model = build_model(as_config(json.loads(config_json)), sizes={"image_size": 256}, task="pretrain")
+    return sum(t.numel() * t.element_size() for t in [*model.parameters(), *model.buffers()])
 
 
 def data_notes(spec: Spec) -> list[str]:
@@ -263,7 +330,15 @@ def paper_data(spec: Spec, row) -> list[DataNeed]:
         files += [albef / f"{RETRIEVAL_NAMES[dataset]}_{part}.json" for part in ("train", "test")]
     heads = task_data(spec)
     files += [albef / name for name, _ in heads["albef-data"]]
-    needs.append(DataNeed("albef-data", ready=lambda: all(f.is_file() for f in files)))
+    names = {f.name for f in files}
+    splits = {  # what ALBEF's json files hold, by the recipes' split names
+        "pretrain": any(n in names for pairs in PRETRAIN_FILES.values() for n in pairs),
+        "train": any(n.endswith("_train.json") for n in names),
+        "val": "vqa_val.json" in names,
+        "vg": "vg_qa.json" in names,
+    }
+    held = tuple(split for split, there in splits.items() if there)
+    needs.append(DataNeed("albef-data", ready=lambda: all(f.is_file() for f in files), splits=held))
     images = {"flickr30k": ("flickr30k-images",), "coco-images": ("train2014", "val2014")}
     for dataset in recall_datasets(spec):
         folder = IMAGE_FOLDERS[dataset]

@@ -3,15 +3,15 @@
 The paper gives no training time (only "8 NVIDIA A100 GPUs", Sec. 4.1), so `repro run --dry-run`
 shows an estimate: the matrix-multiply FLOPs of each pass at ALBEF's sizes, counted here
 analytically (2 FLOPs per multiply-add; embeddings, norms and softmax left out), times the passes
-each objective makes, over the data of each stage, at an assumed sustained A100 throughput. It is an
-order of magnitude, not a measurement.
+each objective makes, over the data of each stage, at an A100's sustained rate in the precision the
+stage's recipe trains in (`repro.train.cost`: fp32, TF32 off, as ALBEF's code and these recipes train). It
+is an order of magnitude, not a measurement.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-A100_SUSTAINED = 0.4 * 312e12  # FLOP/s: 40 % of the bf16 dense peak
 TRAIN = 3.0  # a trained pass: forward + backward ~ 3 forward
 # Image-text pairs per epoch: pre-training (Sec. 4.1: 5.1M pairs for 4M images; ALBEF's 14M setting,
 # counted as one pair per image), Karpathy train captions (29,000 x 5 Flickr30K, 113,287 x 5 COCO).
@@ -58,8 +58,11 @@ def finetune_flops_per_pair(sizes: dict[str, Any]) -> float:
     return TRAIN * (f["image"] + f["text"]) + f["image"] + f["text"] + 3 * TRAIN * f["fusion"]
 
 
-def gpu_hours(flops: float) -> float:
-    return flops / A100_SUSTAINED / 3600
+def gpu_hours(flops: float, precision: str | None = None) -> float:
+    """GPU-hours of `flops` at `precision` (None: fp32, what every ace-rpe recipe states)."""
+    from repro.train import cost
+
+    return cost.gpu_hours(flops, precision)
 
 
 # The downstream heads (`tasks.py`): items per epoch and evaluated, as the data sets' papers count them

@@ -32,6 +32,7 @@ from repro.families.ace_rpe.build import (
     describe,
     gpu_hours,
     loss_step,
+    memory_stage,
     paper_data,
     resources,
     stages,
@@ -219,6 +220,7 @@ HOOKS = Hooks(
     run_row=run_row,
     supports_limit=True,  # --limit N: the first N questions of each split at paper scale
     stages=stages,
+    memory_stage=memory_stage,
     data_notes=data_notes,
     paper_data=paper_data,
     resources=resources,

@@ -238,7 +238,10 @@ class ALBEF(nn.Module):
 
     @torch.no_grad()
     def enqueue(self, image_feat, text_feat, idx) -> None:
-        """ALBEF's _dequeue_and_enqueue: under torchrun every rank queues the features of all ranks."""
+        """ALBEF's _dequeue_and_enqueue: under torchrun every rank queues the features of all ranks. A shapes-only
+        pass (the meta device: the plan's memory estimate) has no queue position to read and saves nothing here."""
+        if image_feat.is_meta:
+            return
         image_feat, text_feat = gather_ranks(image_feat), gather_ranks(text_feat)
         idx = None if idx is None else gather_ranks(idx)
         n, size = image_feat.shape[0], self.image_queue.shape[1]
@@ -383,11 +386,14 @@ class ALBEF(nn.Module):
         probs = torch.full(ids.shape, self.sizes["mlm_probability"], device=ids.device)
         chosen = torch.bernoulli(probs).bool() & ~special & mask.bool()
         labels = ids.masked_fill(~chosen, -100)
-        masked_ids = ids.clone()
+        # masks by where, not by indexing: the same draws and ids, and a shapes-only pass (the plan's memory
+        # estimate on the meta device) needs no data-dependent shape
         replace = torch.bernoulli(torch.full(ids.shape, 0.8, device=ids.device)).bool() & chosen
-        masked_ids[replace] = self.sizes["mask_token_id"]
+        masked_ids = ids.masked_fill(replace, self.sizes["mask_token_id"])
         rand = torch.bernoulli(torch.full(ids.shape, 0.5, device=ids.device)).bool() & chosen & ~replace
-        masked_ids[rand] = torch.randint(self.sizes["vocab_size"], ids.shape, device=ids.device)[rand]
+        masked_ids = torch.where(
+            rand, torch.randint(self.sizes["vocab_size"], ids.shape, device=ids.device), masked_ids
+        )
         out = self.fuse(self.text_embeds(masked_ids, mask), mask, image_embeds)
         logits = self.mlm_head(out)
         count = chosen.sum().clamp(min=1)  # a batch with no masked token adds nothing
@@ -397,7 +403,7 @@ class ALBEF(nn.Module):
                 image_m = self.image_embeds(image, momentum=True)
                 out_m = self.fuse(self.text_embeds(masked_ids, mask, momentum=True), mask, image_m, momentum=True)
                 soft = F.softmax(self.mlm_head_m(out_m), dim=-1)
-            distill = -(F.log_softmax(logits, dim=-1) * soft).sum(-1)[chosen].sum() / count
+            distill = -torch.where(chosen, (F.log_softmax(logits, dim=-1) * soft).sum(-1), 0.0).sum() / count
             loss = (1 - alpha) * loss + alpha * distill
         return loss
 

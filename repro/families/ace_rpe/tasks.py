@@ -75,8 +75,35 @@ def _fit(ctx: RunContext, model, dataset, recipe_name: str, name: str, collate):
     return {"steps": state.step, "final_loss": state.final_loss}
 
 
-def _loader(dataset, collate, batch_size: int = GENERATED_EVAL_BATCH):
-    return DataLoader(dataset, batch_size=batch_size, shuffle=False, collate_fn=collate)
+def _loader(dataset, collate, batch_size: int = GENERATED_EVAL_BATCH, workers: int = 0, model=None):
+    """Evaluation batches in order; pinned for a model on a GPU."""
+    from repro.train.distributed import model_device
+
+    pin = model is not None and model_device(model).type == "cuda"
+    return DataLoader(
+        dataset, batch_size=batch_size, shuffle=False, collate_fn=collate, num_workers=workers, pin_memory=pin
+    )
+
+
+def _eval_workers(files: TaskFiles, task: str) -> int:
+    """Loader processes of a head's evaluation: its recipe's `num_workers` at paper scale (images decoded from
+    disk), none on the generated files."""
+    from repro.families import load_recipe
+
+    return load_recipe(TASK_RECIPES[task]).num_workers if files.paper else 0
+
+
+def _share(items, batch_size: int):
+    """This rank's share of an evaluation split under torchrun (whole batches, `distributed.shard_of_batches`:
+    the ranks' shares in order cover it once), or all of it in one process; and the job's DistEnv."""
+    from torch.utils.data import Subset
+
+    from repro.train import distributed
+
+    env = distributed.current()
+    if not env.distributed:
+        return items, env
+    return Subset(items, distributed.shard_of_batches(len(items), batch_size, env)), env
 
 
 def _on_model(model, batch: dict[str, Any]) -> dict[str, Any]:
@@ -121,6 +148,7 @@ class ClassifyEval:
     items: Dataset
     collate: Any
     batch_size: int = GENERATED_EVAL_BATCH
+    workers: int = 0  # loader processes
 
 
 @dataclass
@@ -132,18 +160,23 @@ class VQAEval:
     answers: list[str]
     k: int = K_TEST
     batch_size: int = GENERATED_EVAL_BATCH
+    workers: int = 0  # loader processes
 
 
 @torch.no_grad()
 def evaluate_accuracy(model, data: ClassifyEval, device: str | torch.device | None = None) -> float:
     """ALBEF's SNLI-VE / NLVR2 evaluation: the argmax of the head's logits against the labels, in percent; the
     batches on the model's device (`device`: moved there first)."""
+    from repro.train.distributed import gather_objects
+
     model = _placed(model, device)
+    items, env = _share(data.items, data.batch_size)
     right = total = 0
-    for batch in _loader(data.items, data.collate, data.batch_size):
+    for batch in _loader(items, data.collate, data.batch_size, data.workers, model):
         right += int((model.logits(_on_model(model, batch)).argmax(1).cpu() == batch["label"]).sum())
         total += len(batch["label"])
-    return 100.0 * right / total
+    counts = gather_objects((right, total), env)  # under torchrun: every rank's share
+    return 100.0 * sum(r for r, _ in counts) / sum(t for _, t in counts)
 
 
 @torch.no_grad()
@@ -152,16 +185,18 @@ def evaluate_vqa(model, data: VQAEval, device: str | torch.device | None = None)
     {"predictions": {question_id: answer}, "scores": VQA accuracy (`overall`, per answer type) where the
     questions carry their annotators' answers (val), else {}}; the batches on the model's device."""
     from repro.families.ace_rpe.tasks_data import EOS, tokenize_answers
-    from repro.train.distributed import model_device
+    from repro.train.distributed import gather_objects, model_device
 
     model = _placed(model, device)
     answer_ids, answer_mask = tokenize_answers(data.collate.tok, [a + EOS for a in data.answers])
     where = model_device(model)
     answer_ids, answer_mask = answer_ids.to(where), answer_mask.to(where)
-    predicted: dict[Any, str] = {}
-    for batch in _loader(data.questions, data.collate, data.batch_size):
+    questions, env = _share(data.questions, data.batch_size)
+    mine: list[tuple[Any, str]] = []
+    for batch in _loader(questions, data.collate, data.batch_size, data.workers, model):
         picked = model.rank_answers(_on_model(model, batch), answer_ids, answer_mask, k=data.k)
-        predicted.update({q: data.answers[i] for q, i in zip(batch["question_id"], picked.cpu().tolist())})
+        mine += [(q, data.answers[i]) for q, i in zip(batch["question_id"], picked.cpu().tolist())]
+    predicted: dict[Any, str] = {q: a for share in gather_objects(mine, env) for q, a in share}  # in the split's order
     scores: dict[str, float] = {}
     gold = getattr(data.questions, "gold", None)
     if gold:
@@ -182,7 +217,7 @@ def classify_eval_data(files: TaskFiles, task: str, split: str, tok, size: int, 
     items = reader(files.json[f"{SPLIT_FILES[task][split]}.json"], root, size, limit=files.limit)
     _first_images(files, [(files.json[f"{SPLIT_FILES[task][split]}.json"], items.image_path(items.entries[0]))])
     batch = EVAL_BATCH[task] if files.paper else GENERATED_EVAL_BATCH
-    return ClassifyEval(items, TaskCollate(tok, max_tokens), batch)
+    return ClassifyEval(items, TaskCollate(tok, max_tokens), batch, _eval_workers(files, task))
 
 
 def vqa_eval_data(files: TaskFiles, split: str, tok, size: int, max_tokens: int = 30, k: int = K_TEST) -> VQAEval:
@@ -200,7 +235,7 @@ def vqa_eval_data(files: TaskFiles, split: str, tok, size: int, max_tokens: int 
     _first_images(files, [(source, root / questions.entries[0]["image"])])
     answers = read_answer_list(files.json["answer_list.json"])
     batch = EVAL_BATCH["vqa"] if files.paper else GENERATED_EVAL_BATCH
-    return VQAEval(questions, TaskCollate(tok, max_tokens), answers, k, batch)
+    return VQAEval(questions, TaskCollate(tok, max_tokens), answers, k, batch, _eval_workers(files, "vqa"))
 
 
 # --- the heads' runs ---------------------------------------------------------------------------------
@@ -387,17 +422,21 @@ def grounding(ctx: RunContext, root, weights, sizes, collate, size: int):
     pairs = PairDataset(train, image_root, size, crop_scale=1.0 if files.paper else None)  # ALBEF: resize, no crop
     training = {"grounding": _fit(ctx, model, pairs, TASK_RECIPES["grounding"], "grounding", collate)}
     layer = min(int(ctx.settings.get("gradcam_layer", GRADCAM_LAYER)), len(model.fusion.layer) - 1)
+    from repro.train.distributed import gather_objects
+
     model.eval()
     entries = tests[0] + tests[1]
     step = EVAL_BATCH["grounding"] if files.paper else GENERATED_EVAL_BATCH
+    share, env = _share(entries, step)  # under torchrun: this rank's expressions, whole batches
     grids = []
-    for start in range(0, len(entries), step):
-        chunk = entries[start : start + step]
+    for start in range(0, len(share), step):
+        chunk = [share[i] for i in range(start, min(start + step, len(share)))]
         items = [
             {"image": load_image(image_root / e["image"], size), "caption": pre_caption(e["text"]), "idx": 0}
             for e in chunk
         ]
         grids += list(gradcam(model, _on_model(model, collate(items)), layer).cpu())
+    grids = [grid for part in gather_objects(grids, env) for grid in part]
     result = score_heatmaps(grids, [e["ref_id"] for e in entries], refer, dets)
     return {s: v for s, v in result.aggregate.items() if s != "overall"}, training
 

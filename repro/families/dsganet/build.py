@@ -175,25 +175,29 @@ def describe(config: DSGANetConfig | dict, spec: Spec | None = None) -> list[Mod
 # Paper-scale cost: the paper gives no training time, so it is estimated from FLOPs: one forward pass at the
 # paper's sizes (`repro model`'s count on `example_batch`: 21.2 GFLOPs with BERT, 18.7 with the GRU, 100
 # objects), x3 for the backward pass, over VQA v2's 443,757 train questions for 13 epochs (paper line 310),
-# at an assumed sustained 25 TFLOP/s of one GPU (sa-m4c's assumption).
+# at the recipe's precision (`repro.train.cost`: an A100's sustained rate).
 GFLOPS_PER_QUESTION = {"bert": 21.2, "gru": 18.7}
-TRAIN_QUESTIONS, EPOCHS, SUSTAINED_TFLOPS = 443_757, 13, 25.0
+TRAIN_QUESTIONS, EPOCHS = 443_757, 13
+RECIPE = "dsganet/vqa2"
 
 
-def gpu_hours(config: DSGANetConfig | dict) -> float | None:
-    """Estimated GPU-hours of an object row's training (see GFLOPS_PER_QUESTION); None for grid rows, which do
-    not run at paper scale yet."""
+def gpu_hours(config: DSGANetConfig | dict, precision: str | None = None) -> float | None:
+    """Estimated GPU-hours of an object row's training (see GFLOPS_PER_QUESTION) at `precision` (None: the
+    recipe's own, fp32); None for grid rows, which do not run at paper scale yet."""
+    from repro.families import load_recipe
+    from repro.train import cost
+
     config = as_config(config)
     if config.features != "objects":
         return None
     flops = 3 * GFLOPS_PER_QUESTION[config.question_encoder] * 1e9 * TRAIN_QUESTIONS * EPOCHS
-    return flops / (SUSTAINED_TFLOPS * 1e12) / 3600
+    return cost.gpu_hours(flops, precision or load_recipe(RECIPE).precision)
 
 
-def limited_hours(config: DSGANetConfig | dict, limit: int) -> float | None:
+def limited_hours(config: DSGANetConfig | dict, limit: int, precision: str | None = None) -> float | None:
     """`--limit N`: the training estimate times the share of VQA v2's train questions the first N are; the
     epochs stay the same."""
-    return share_of_hours(gpu_hours(config), limit / TRAIN_QUESTIONS)
+    return share_of_hours(gpu_hours(config, precision), limit / TRAIN_QUESTIONS)
 
 
 DEPTH_KEYS = ("depth_hist", "depth_peak", "depth_mean", "depth_mode")
@@ -220,7 +224,8 @@ def paper_data(spec: Spec, row) -> list[DataNeed]:
     maps = root / "prepared" / "depth-maps"
     store = root / "prepared" / "features" / "bottom-up-36" / "trainval.store"
     words = DataNeed(BERT_FOLDER) if config.question_encoder == "bert" else DataNeed("glove-840b")
-    needs = [words, DataNeed("vqa2", "vqa2"), DataNeed("bottom-up-36", "bottom-up-36"), DataNeed("glpn-nyu")]
+    questions = DataNeed("vqa2", "vqa2", splits=("train", "val"))
+    needs = [words, questions, DataNeed("bottom-up-36", "bottom-up-36"), DataNeed("glpn-nyu")]
     for folder in ("train2014", "val2014"):
         images = root / "coco-images" / folder
         needs.append(DataNeed("coco-images", f"depth-maps --source {images}", lambda m=maps / folder: _has_files(m)))

@@ -182,7 +182,9 @@ def describe(config: McanConfig | VlBertConfig | dict, spec: Spec | None = None)
     ]
 
 
-def gpu_hours(config: McanConfig | dict) -> float | None:
+def gpu_hours(config: McanConfig | dict, precision: str | None = None) -> float | None:
+    """Table VI's measured seconds per epoch (MCAN, MCAN+PA) times the 13 epochs: the paper's own time, on its
+    GPU at its precision, whatever `precision`."""
     config = as_config(config)
     if isinstance(config, VlBertConfig):
         return None
@@ -194,7 +196,7 @@ def gpu_hours(config: McanConfig | dict) -> float | None:
 TRAIN_VAL_QUESTIONS = 443_757 + 214_354
 
 
-def limited_hours(config: McanConfig | dict, limit: int) -> float | None:
+def limited_hours(config: McanConfig | dict, limit: int, precision: str | None = None) -> float | None:
     """`--limit N`: the training estimate times the share of the questions the first N of each training split
     (train, val, vg) are; the epochs stay the same."""
     return share_of_hours(gpu_hours(config), 3 * limit / TRAIN_VAL_QUESTIONS)
@@ -202,14 +204,18 @@ def limited_hours(config: McanConfig | dict, limit: int) -> float | None:
 
 def paper_data(spec: Spec, row) -> list[DataNeed]:
     """What a paper-scale row reads, in the order of its commands: GloVe (and Visual Genome's QA, where the
-    spec trains with it) before `repro prepare` of the questions reads them, the bottom-up features (36
-    boxes per image, MCAN's) prepared into stores; WordNet for COCO-QA's WUPS; BERT's vocabulary and
-    weights for VL-BERT, and VL-BERT's released pre-training for a row that starts from it."""
+    recipe trains on its `vg` split: Tables II-V, §IV-B) before `repro prepare` of the questions reads them, the
+    bottom-up features (36 boxes per image, MCAN's) prepared into stores; WordNet for COCO-QA's WUPS; BERT's
+    vocabulary and weights for VL-BERT, and VL-BERT's released pre-training for a row that starts from it."""
+    from repro.families import load_recipe
+
     dataset = spec.datasets[0]
+    trains_on = load_recipe(spec.recipe).train_splits if spec.recipe else ()
     needs = [DataNeed("glove-840b")]
-    if "vg-qa" in spec.datasets:
-        needs.append(DataNeed("vg-qa"))
-    needs += [DataNeed(dataset, dataset), DataNeed("bottom-up-36", "bottom-up-36")]
+    if "vg" in trains_on:
+        needs.append(DataNeed("vg-qa", splits=("vg",)))
+    own = ("train",) if dataset == "coco-qa" else ("train", "val")
+    needs += [DataNeed(dataset, dataset, splits=own), DataNeed("bottom-up-36", "bottom-up-36")]
     if dataset == "coco-qa":
         needs.append(DataNeed("wordnet"))
     config = as_config(row.config) if row.config is not None else None

@@ -5,6 +5,8 @@ prediction steps of each task and its score.
 
 from __future__ import annotations
 
+import functools
+import json
 from typing import Any
 
 import torch
@@ -194,16 +196,43 @@ def describe(config: PSACConfig | dict, spec: Spec | None = None) -> list[ModelI
 EPOCHS = {"action": 300, "transition": 300, "frameqa": 100, "count": 100}
 
 
-def gpu_hours(config: PSACConfig | dict) -> float | None:
-    """Table 4's seconds per epoch (PSAC or Bi-LSTM) times the official epochs (300 MC, 100 others), all tasks."""
+# Table 4's training seconds per epoch on the paper's (unnamed) GPU, by network: PSAC (one VPSA block) and Bi-LSTM
+EPOCH_SECONDS = {
+    "vpsa": {"action": 269, "transition": 698, "frameqa": 122, "count": 74},
+    "bilstm": {"action": 337, "transition": 870, "frameqa": 143, "count": 83},
+}
+
+
+def gpu_hours(config: PSACConfig | dict, precision: str | None = None) -> float | None:
+    """Table 4's seconds per epoch times the official epochs (300 Action/Trans., 100 FrameQA/Count), all tasks (or
+    the config's one), scaled by the row's forward FLOPs over those of Table 4's model of its kind (PSAC for VPSA
+    stacks and rows without a video encoder, Bi-LSTM for Bi-LSTM rows): Table 3's six VPSA blocks cost about
+    5x one block, its row without VPSA a fifth. The paper's time is at the paper's precision, whatever `precision`."""
     config = as_config(config)
-    per_epoch = (
-        {"action": 337, "transition": 870, "frameqa": 143, "count": 83}
-        if config.video_encoder == "bilstm"
-        else {"action": 269, "transition": 698, "frameqa": 122, "count": 74}
-    )
+    kind = "bilstm" if config.video_encoder == "bilstm" else "vpsa"
+    anchor = as_config({"arch": "psac", "video_encoder": kind, "vpsa_layers": 1 if kind == "vpsa" else 0})
+    same = anchor.model_dump(exclude={"task"}) == config.model_dump(exclude={"task"})
     tasks = (config.task,) if config.task else TASKS
-    return sum(per_epoch[t] * EPOCHS[t] for t in tasks) / 3600
+    seconds = 0.0
+    for task in tasks:
+        ratio = 1.0 if same else _forward_flops(config, task) / _forward_flops(anchor, task)
+        seconds += EPOCH_SECONDS[kind][task] * EPOCHS[task] * ratio
+    return seconds / 3600
+
+
+def _forward_flops(config: PSACConfig, task: str) -> float:
+    """One forward pass's FLOPs at the paper's sizes for `task` (counted on the meta device: no memory)."""
+    return _flops_of(config.model_copy(update={"task": task}).model_dump_json(exclude_defaults=True), task)
+
+
+@functools.cache
+def _flops_of(config_json: str, task: str) -> float:
+    from repro.memory import on_meta
+    from repro.nn.measure import count_flops
+
+    with torch.device("meta"):
+        model = build_model(as_config(json.loads(config_json)))
+    return float(count_flops(model, on_meta(example_batch(1, task=task))))
 
 
 # --- training and prediction steps ---------------------------------------------------------------
@@ -255,7 +284,7 @@ def paper_data(spec: Spec, row) -> list[DataNeed]:
     config = as_config(row.config)
     store = feature_store_dir("tgif-qa") / f"{config.video_features}.store" / "meta.json"
     return [
-        DataNeed("tgif-qa", ready=questions),
+        DataNeed("tgif-qa", ready=questions, splits=("train",)),
         DataNeed("glove-6b", ready=lambda: glove_file(config.word_dim) is not None),
         DataNeed("tgif-qa-features", "tgif-qa", store.is_file),
     ]

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from repro.errors import ReproError
-from repro.families.base import Hooks, RowRun, RunContext, share_of_hours
+from repro.families.base import Hooks, Resources, RowRun, RunContext, default_resources, share_of_hours
 from repro.families.psac.build import (
     ARCHS,
     TASKS,
@@ -118,6 +118,8 @@ def run_ensemble(ctxs: list[RunContext]) -> list[RowRun]:
     for col in ctx.spec.columns:
         if col.key not in TASKS or col.metric not in ("accuracy", "mse"):
             continue
+        if ctx.part is not None and col.key != ctx.part:  # a job of one task: the others are other jobs'
+            continue
         for k, result in enumerate(run_task(ctxs, col.key, root, store)):
             per_task[k][col.key] = result
             metrics[k][col.name] = result["score"]
@@ -141,6 +143,19 @@ def run_ensemble(ctxs: list[RunContext]) -> list[RowRun]:
     return runs
 
 
+def parts(spec: Spec, row, scale: str) -> dict[str, Resources]:
+    """At paper scale a row's tasks train as jobs of their own on a cluster (300 epochs of Action and Transition,
+    100 of FrameQA and Count: some 100 GPU-hours together, one job requeued every day otherwise), each asking for
+    its task's GPU-hours; the unit's own job then scores the row from what they stored."""
+    if scale != "paper" or row.config is None:
+        return {}
+    tasks = [c.key for c in spec.columns if c.key in TASKS and c.metric in ("accuracy", "mse")]
+    if len(tasks) < 2:
+        return {}
+    config = as_config(row.config)
+    return {t: default_resources(scale, gpu_hours(config.model_copy(update={"task": t}))) for t in tasks}
+
+
 def convert_weights(path: Path, layout: str, option: str | None = None):
     """`repro weights convert`: a state dict the official code saved into this project's official network."""
     from repro.families.psac.keymap import convert_checkpoint
@@ -154,7 +169,7 @@ COMPUTE_TASKS = {"statistics": statistics}  # `compute: {task: ...}` rows -> wha
 TRAIN_QUESTIONS = {"action": 20_475, "transition": 52_704, "frameqa": 39_392, "count": 26_843}
 
 
-def limited_hours(config, limit: int) -> float | None:
+def limited_hours(config, limit: int, precision: str | None = None) -> float | None:
     """`--limit N`: each task's GPU-hours (`gpu_hours`: seconds per epoch times the official epochs) times the
     share of its Train questions a run on the first N trains on; the epochs stay the same."""
     config = as_config(config)
@@ -170,6 +185,7 @@ HOOKS = Hooks(
     build_model=build_model,
     describe=describe,
     gpu_hours=gpu_hours,
+    parts=parts,
     prepare_data=prepare_data,
     generator_settings=lambda settings: GeneratorConfig,  # what `generator.<key>=` overrides are checked on
     run_row=run_row,

@@ -23,13 +23,32 @@ from repro.families.psac.build import (
     score,
 )
 
+RESULT = "result.json"  # a task's score and training, in its folder of the unit's workdir
+
+
+def stored_task(ctx: RunContext, task: str) -> dict[str, Any] | None:
+    """What a task's training stored in the unit's folder (`run_task`), where the unit resumes: the job of one task
+    (`RunContext.part`) wrote it before the unit's own job, which scores the row from it. None: not there."""
+    import json
+
+    path = ctx.workdir / task / RESULT
+    if not ctx.resume or not path.is_file():
+        return None
+    return json.loads(path.read_text(encoding="utf-8"))
+
 
 def run_task(ctxs: list[RunContext], task: str, root: Path, store: Path | None = None) -> list[dict[str, Any]]:
     """Train one task's model on Train for each seed of `ctxs` (several: together, `repro.train.ensemble`) and score
-    each on Test; per seed: score, training state, seconds per epoch."""
+    each on Test; per seed: score, training state, seconds per epoch, also stored in `<workdir>/<task>/result.json`
+    (rank 0 writes it) and read back instead of training again where the unit resumes (`stored_task`)."""
     from repro.train import fit, predict
+    from repro.train.distributed import is_main_process
     from repro.train.ensemble import fit_ensemble
+    from repro.utils import write_json_atomic
 
+    stored = [stored_task(c, task) for c in ctxs]
+    if all(s is not None for s in stored):
+        return stored
     ctx = ctxs[0]
     data, recipes, models = task_inputs(ctxs, task, root, store)
     workdirs = [c.workdir / task for c in ctxs]
@@ -46,6 +65,7 @@ def run_task(ctxs: list[RunContext], task: str, root: Path, store: Path | None =
             recipe.eval_batch_size or recipe.batch_size,
             predict_step=predict_step,
             progress=ctx.progress,
+            num_workers=recipe.num_workers,
         )
         out.append(
             {
@@ -57,6 +77,9 @@ def run_task(ctxs: list[RunContext], task: str, root: Path, store: Path | None =
                 "test_questions": len(data["Test"]),
             }
         )
+    if is_main_process():
+        for c, result in zip(ctxs, out):
+            write_json_atomic(c.workdir / task / RESULT, result)
     return out
 
 

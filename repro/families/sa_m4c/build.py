@@ -33,11 +33,11 @@ CONFIG_SIZES = (
 )
 # Paper-scale cost of one training run, an estimate (the paper gives no training time): the recipe's
 # updates x batch x 3 (forward and backward) x the forward FLOPs per sample that `repro model` measures
-# (12.5 G for a 4-layer MMT without fc7, 2.6 G per further layer, 2.5 G for the two fc7 layers), at an
-# assumed sustained 25 TFLOP/s of one GPU in mixed precision.
+# (12.5 G for a 4-layer MMT without fc7, 2.6 G per further layer, 2.5 G for the two fc7 layers), at the
+# recipe's precision (`repro.train.cost`: an A100's sustained rate).
 TRAIN_UPDATES, TRAIN_BATCH = 36_000, 96
 GFLOPS_4_LAYERS, GFLOPS_PER_LAYER, GFLOPS_FC7 = 12.5, 2.6, 2.5
-SUSTAINED_TFLOPS = 25.0
+RECIPE = "sa-m4c/textvqa"
 
 
 def as_config(config: M4CConfig | SAM4CConfig | dict) -> M4CConfig | SAM4CConfig:
@@ -133,13 +133,17 @@ def describe(config: M4CConfig | SAM4CConfig | dict, spec: Spec | None = None) -
     return [ModelInfo.measure(build_model(config), config.arch, "textvqa", example_batch(1))]
 
 
-def gpu_hours(config: M4CConfig | SAM4CConfig | dict) -> float | None:
+def gpu_hours(config: M4CConfig | SAM4CConfig | dict, precision: str | None = None) -> float | None:
+    """The training estimate above at `precision` (None: the recipe's own, fp32)."""
+    from repro.families import load_recipe
     from repro.families.sa_m4c.model import layer_stack
+    from repro.train import cost
 
     config = as_config(config)
     gflops = GFLOPS_4_LAYERS + GFLOPS_PER_LAYER * (len(layer_stack(config)) - 4)
     gflops += GFLOPS_FC7 if config.det_backbone == "resnet-101" else 0.0
-    return TRAIN_UPDATES * TRAIN_BATCH * 3 * gflops * 1e9 / (SUSTAINED_TFLOPS * 1e12) / 3600
+    flops = TRAIN_UPDATES * TRAIN_BATCH * 3 * gflops * 1e9
+    return cost.gpu_hours(flops, precision or load_recipe(RECIPE).precision)
 
 
 def paper_data(spec: Spec, row) -> list[DataNeed]:
@@ -155,6 +159,10 @@ def paper_data(spec: Spec, row) -> list[DataNeed]:
     for folder, name, command in _inputs(config.ocr, config.det_backbone):
         files.setdefault(command.split()[-1], []).append((folder, name))
     return [
-        DataNeed(dataset, ready=lambda got=got: all(locate(f, n) is not None for f, n in got))
+        DataNeed(
+            dataset,
+            ready=lambda got=got: all(locate(f, n) is not None for f, n in got),
+            splits=("train", "val") if dataset == "textvqa" else (),
+        )
         for dataset, got in files.items()
     ]

@@ -22,7 +22,7 @@ from repro.families.sa_m4c.build import ARCHS, as_config, build_model, describe,
 from repro.families.sa_m4c.model import decoding_bce
 from repro.families.sa_m4c.splits import Splits, read_splits
 from repro.families.sa_m4c.synthetic import GeneratorConfig
-from repro.specs import Spec
+from repro.specs import Row, Spec
 
 # --- training and prediction steps ---------------------------------------------------------------
 
@@ -114,12 +114,15 @@ def run_ensemble(ctxs: list[RunContext]) -> list[RowRun]:
 
 
 def score(ctx: RunContext, model: nn.Module, state, data: Splits, recipe) -> RowRun:
-    """A trained unit: its val scores (kept in its workdir), the spec's columns, and its test answers written."""
+    """A trained unit: its val scores (kept in its workdir), the spec's columns, and its test answers written (under
+    torchrun every rank scores its share of each split, and rank 0 alone writes the files)."""
+    from repro.train.distributed import is_main_process
     from repro.utils import write_json_atomic
 
     config = as_config(ctx.config)
     scores = _val_scores(data.val, _answers(model, data.val, config.beam, recipe, ctx.progress))
-    write_json_atomic(ctx.workdir / VAL_SCORES, {str(q): v for q, v in scores.items()})
+    if is_main_process():
+        write_json_atomic(ctx.workdir / VAL_SCORES, {str(q): v for q, v in scores.items()})
     baseline = None if config.arch == "m4c" or ctx.weights is not None else (lambda: _baseline_scores(ctx, data))
     metrics = _columns(ctx, data.val, scores, baseline)
     run = RowRun(metrics=metrics, split="val", training=None if state is None else state.summary())
@@ -144,6 +147,7 @@ def _answers(model, dataset, beam: int, recipe, progress: bool) -> dict[int, tup
         recipe.eval_batch_size or recipe.batch_size,
         predict_step=lambda m, b: predict_step(m, b, beam),
         progress=progress,
+        num_workers=recipe.num_workers,
     )
     index = {q["question_id"]: k for k, q in enumerate(dataset.questions)}
     return {int(q): dataset.answer_of(index[int(q)], row.long().tolist()) for q, row in zip(ids.tolist(), indices)}
@@ -176,10 +180,12 @@ def _per_kind(val, scores: dict[int, dict[str, Any]]) -> dict[str, float]:
 def _write_test_predictions(ctx: RunContext, answers: dict[int, tuple[str, bool]]) -> Path:
     """Test answers as [{question_id, answer}]: the EvalAI TextVQA format and the ST-VQA Task 3 upload
     format alike, ready for `repro submit textvqa-test` / `repro submit stvqa-test`."""
+    from repro.train.distributed import is_main_process
     from repro.utils import write_json_atomic
 
     out = ctx.predictions_file("test")
-    write_json_atomic(out, [{"question_id": q, "answer": a} for q, (a, _) in sorted(answers.items())])
+    if is_main_process():
+        write_json_atomic(out, [{"question_id": q, "answer": a} for q, (a, _) in sorted(answers.items())])
     return out
 
 
@@ -202,6 +208,17 @@ def _columns(ctx: RunContext, val, scores: dict[int, dict[str, Any]], baseline) 
     if any(k and k.startswith("d_spa") for k in keys):
         out.update(subset_columns(ctx.spec, val, scores, baseline))
     return out
+
+
+def after(spec: Spec, row: Row) -> tuple[str, ...]:
+    """Section 6's gain columns compare a row with the spec's M4C row on the same subset: the SA-M4C unit reads the
+    val scores the M4C unit of its seed stored (`_baseline_scores`), so on a cluster its job waits for that one."""
+    if row.config is None or as_config(row.config).arch == "m4c":
+        return ()
+    if not any(c.key and c.key.endswith("-gain-over-m4c") for c in spec.columns):
+        return ()
+    baseline = next((r for r in spec.rows if r.config is not None and as_config(r.config).arch == "m4c"), None)
+    return () if baseline is None else (baseline.name,)
 
 
 def _baseline_scores(ctx: RunContext, data: Splits) -> dict[int, dict[str, Any]]:
@@ -282,10 +299,10 @@ def evaluation_hours(config, spec: Spec) -> float | None:
 TRAIN_QUESTIONS = 34_602  # TextVQA 0.5.1's train questions
 
 
-def limited_hours(config, limit: int) -> float | None:
+def limited_hours(config, limit: int, precision: str | None = None) -> float | None:
     """`--limit N`: the training estimate (`gpu_hours`: the recipe's epochs over the train questions) times the
     share of the train questions a run on the first N trains on; the epochs stay the same."""
-    return share_of_hours(gpu_hours(config), limit / TRAIN_QUESTIONS)
+    return share_of_hours(gpu_hours(config, precision), limit / TRAIN_QUESTIONS)
 
 
 HOOKS = Hooks(
@@ -300,6 +317,7 @@ HOOKS = Hooks(
     compute_tasks=COMPUTE_TASKS,
     example_batch=example_batch,
     paper_data=paper_data,
+    after=after,
     supports_limit=True,  # --limit N: the first N questions of each split at paper scale (splits.datasets)
     limited_hours=limited_hours,
     supports_weights=True,  # --weights: an mmf M4C or sam-textvqa SA-M4C checkpoint, scored on val, test answered

@@ -121,6 +121,20 @@ def test_a_precision_override_reaches_pretraining_and_every_fine_tuning(sandbox,
     assert {json.loads(p.read_text())["precision"] for p in states} == {"bf16"}
 
 
+@pytest.mark.slow
+def test_a_max_steps_override_stops_pretraining_and_every_fine_tuning_after_that_many_steps(sandbox, runner):
+    """`recipe.max_steps=1`: a one-step smoke of every stage, though the spec names no recipe of its own."""
+    _smaller_table8(sandbox)
+    words = ["run", "ace-rpe-table8-mode", "--scale", "smoke", "--rows", "Bias", "recipe.max_steps=1"]
+    out = runner.invoke(app, [*words, "--workdir", str(sandbox / "work")], env={"COLUMNS": "200"})
+    assert out.exit_code == 0, out.output
+    states = sorted((sandbox / "work").rglob("state.json"))
+    assert {p.parent.name for p in states} == {"pretrain", "flickr30k", "coco", "nlvr2_assign", "nlvr2"}
+    assert {json.loads(p.read_text())["step"] for p in states} == {1}
+    bad = runner.invoke(app, ["run", "ace-rpe-table8-mode", "--dry-run", "recipe.max_steps=0"])
+    assert bad.exit_code == 2 and "recipe.max_steps must be a positive integer or null, got 0" in bad.output
+
+
 def test_paper_dry_run_lists_pretraining_and_fine_tuning_with_gpu_hours(runner):
     out = runner.invoke(app, ["run", "ace-rpe-table1-pe", "--dry-run", "--rows", "None"], env={"COLUMNS": "250"})
     assert out.exit_code == 0, out.output
