@@ -6,9 +6,10 @@ generates the spec's synthetic data with `--heldout-images` more train scenes th
 first, so these are the scenes a table run trains on) and scores the questions of the extra scenes after every
 `--every` epochs with the VQA score (Overall, Rel., per question type). The val split, which the tables are
 scored on, is never read. One JSON line per (row, seed, epoch), and a summary per (row, seed): the held-out Overall
-at the last epoch and the largest change over the last quarter of the epochs (the stopping rule of the designs:
-under half a point). `KEY=VALUE` changes `generator.<key>`, `recipe.<key>`, `recipe.schedule.<key>` or
-`sizes.<key>` for the pilot (YAML values), as `repro run` overrides do; `--cpu-threads` sets torch's threads.
+at the last epoch and how it moved over the last quarter of the epochs: its net change (the stopping rule of the
+designs: under half a point) and its range. `KEY=VALUE` changes `generator.<key>`, `recipe.<key>`,
+`recipe.schedule.<key>` or `sizes.<key>` for the pilot (YAML values), as `repro run` overrides do; `--cpu-threads`
+sets torch's threads.
 
 Pilots choose a scale's settings before the runs that judge claims (the family README and the specs say what
 each pilot showed); nothing they print is a result.
@@ -48,13 +49,14 @@ def apply_overrides(settings: dict[str, Any], overrides: list[str]) -> dict[str,
     return out
 
 
-def quarter_change(epochs: list[int], values: list[float]) -> float:
-    """How far a curve moves over the last quarter of training: the range (largest less smallest value) of the
-    evaluations from the last one at or before 3/4 of the last epoch to the last one."""
+def last_quarter(epochs: list[int], values: list[float]) -> tuple[float, float]:
+    """How a curve moves over the last quarter of training, from the last evaluation at or before 3/4 of the last
+    epoch to the last one: (the net change, last less first; the range, largest less smallest)."""
     if not values:
-        return float("nan")
+        return float("nan"), float("nan")
     start = max([i for i, e in enumerate(epochs) if e <= 0.75 * epochs[-1]], default=0)
-    return max(values[start:]) - min(values[start:])
+    tail = values[start:]
+    return tail[-1] - tail[0], max(tail) - min(tail)
 
 
 def heldout_scores(model, dataset, indices, answer_vocab, gold, recipe, rel_ids: set[int]) -> dict[str, Any]:
@@ -162,6 +164,7 @@ def pilot_unit(spec, row, seed: int, settings: dict[str, Any], data: dict, held:
             emit(curve[-1])
 
         fit(model, Subset(train, fit_idx), recipe, Path(work), progress=False, on_step=evaluate)
+    net, spread = last_quarter([c["epoch"] for c in curve], [c["Overall"] for c in curve])
     emit(
         {
             "summary": True,
@@ -172,7 +175,8 @@ def pilot_unit(spec, row, seed: int, settings: dict[str, Any], data: dict, held:
             "epochs": recipe.epochs,
             "batch_size": recipe.batch_size,
             "final": {k: curve[-1][k] for k in ("Overall", "Rel.")} if curve else None,
-            "last_quarter_change": quarter_change([c["epoch"] for c in curve], [c["Overall"] for c in curve]),
+            "last_quarter_net": net,
+            "last_quarter_change": spread,
             "cpu_s": round(time.process_time() - started, 2),
             "threads": torch.get_num_threads(),
         }

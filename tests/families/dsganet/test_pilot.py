@@ -10,12 +10,12 @@ from repro.errors import ReproError
 from repro.families.dsganet import pilot
 
 
-def test_quarter_change_is_the_range_over_the_last_quarter():
+def test_the_last_quarter_is_its_net_change_and_its_range():
     values = [10.0, 20.0, 30.0, 40.0, 40.2, 40.4, 40.1, 40.3]
-    assert pilot.quarter_change(list(range(1, 9)), values) == pytest.approx(0.3)  # epochs 6-8 (40.4 to 40.1)
-    assert pilot.quarter_change([2, 4, 6, 8, 10, 12, 14, 16], values) == pytest.approx(0.3)  # epochs 12-16
-    assert pilot.quarter_change([4, 8], [50.0, 51.0]) == pytest.approx(1.0)  # from the evaluation before epoch 6
-    assert pilot.quarter_change([1], [42.0]) == 0.0
+    assert pilot.last_quarter(list(range(1, 9)), values) == pytest.approx((-0.1, 0.3))  # epochs 6-8
+    assert pilot.last_quarter([2, 4, 6, 8, 10, 12, 14, 16], values) == pytest.approx((-0.1, 0.3))  # epochs 12-16
+    assert pilot.last_quarter([4, 8], [50.0, 51.0]) == pytest.approx((1.0, 1.0))  # from the evaluation before 6
+    assert pilot.last_quarter([1], [42.0]) == (0.0, 0.0)
 
 
 def test_overrides_reach_their_section_and_leave_the_spec_alone():
@@ -35,5 +35,6 @@ def test_a_pilot_scores_held_out_train_scenes_and_never_the_val_split(tmp_path, 
     curve, (summary,) = [x for x in lines if not x.get("summary")], [x for x in lines if x.get("summary")]
     assert [c["epoch"] for c in curve] == [1, 2] and all(0 <= c["Overall"] <= 100 for c in curve)
     assert summary["heldout_questions"] > 0 and summary["train_questions"] > summary["heldout_questions"]
-    assert summary["last_quarter_change"] == pytest.approx(abs(curve[0]["Overall"] - curve[1]["Overall"]))
+    assert summary["last_quarter_net"] == pytest.approx(curve[1]["Overall"] - curve[0]["Overall"])
+    assert summary["last_quarter_change"] == pytest.approx(abs(summary["last_quarter_net"]))
     assert pilot.main(["dsganet-table6-relations", "--rows", "3", "--heldout-images", "0"]) == 2

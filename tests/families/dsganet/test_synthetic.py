@@ -239,3 +239,28 @@ def test_right_of_is_asked_only_where_named():
     assert "right_of" in TEMPLATES and all(m.__name__ != "_right_of" for m in MAKERS) and len(MAKERS) == 10
     assert rel.rel_questions  # "right of" is a Rel. phrase
     assert "right of" in rel.REL_PHRASES
+
+
+def test_generated_splits_are_held_as_ready_items_equal_to_the_stores(tmp_path, monkeypatch):
+    import torch
+
+    from repro.families.base import RunContext
+    from repro.families.dsganet import data as dsg_data
+    from repro.launch.units import with_data
+    from repro.specs import resolve
+
+    monkeypatch.setenv("REPRO_DATA_DIR", str(tmp_path / "data"))
+    spec = resolve("dsganet-table7-ablation")
+    for name in ("3", "8"):  # objects and grids
+        row = spec.row(name)
+        ctx = RunContext(spec, row, row.config, "smoke", spec.scales["smoke"], 0, tmp_path / name, progress=False)
+        ctx = with_data(ctx)
+        splits = dsg_data.splits(ctx)
+        assert isinstance(splits.train, dsg_data.ReadyItems) and isinstance(splits.val, dsg_data.ReadyItems)
+        fresh = splits.val.split  # the store-backed split, read again
+        assert len(splits.val) == len(fresh) > 0 and splits.val.answer_vocab == fresh.answer_vocab
+        assert list(splits.train.image_ids) == list(splits.train.split.image_ids)
+        for i in range(len(fresh)):
+            kept, read = splits.val[i], fresh[i]
+            assert kept.keys() == read.keys()
+            assert all(torch.equal(kept[k], read[k]) if torch.is_tensor(read[k]) else kept[k] == read[k] for k in read)
