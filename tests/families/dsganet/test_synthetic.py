@@ -221,7 +221,7 @@ def test_weights_set_the_share_of_each_template():
     [
         ({"template_weights": [1.0, 2.0]}, "2 weights for 10 templates"),
         ({"templates": ["closest", "behind"], "template_weights": [1.0]}, "1 weights for 2 templates"),
-        ({"templates": ["closest", "behind"], "template_weights": [1.0, -1.0]}, "template_weights: must be a finite number, 0 or more"),
+        ({"templates": ["closest", "behind"], "template_weights": [1.0, -1.0]}, "template_weights: .* 0 or more"),
         ({"templates": ["closest", "behind"], "template_weights": [0.0, 0.0]}, ">= 0 with a positive sum"),
         ({"templates": ["closest", "closest"]}, "named twice"),
     ],
