@@ -60,8 +60,8 @@ def last_quarter(epochs: list[int], values: list[float]) -> tuple[float, float]:
 
 
 def heldout_scores(model, dataset, indices, answer_vocab, gold, recipe, rel_ids: set[int]) -> dict[str, Any]:
-    """VQA score (Overall, Rel. over the questions `rel_ids`, per question type) of `model` on the questions
-    `indices` of `dataset`."""
+    """VQA score (Overall, Rel. over the questions `rel_ids`, per question type) and exact-match accuracy (Acc.) of
+    `model` on the questions `indices` of `dataset`."""
     from torch.utils.data import Subset
 
     from repro.datasets import vqa_scoring
@@ -70,9 +70,11 @@ def heldout_scores(model, dataset, indices, answer_vocab, gold, recipe, rel_ids:
     ids, predicted = vqa_scoring.predict_answers(model, Subset(dataset, indices), answer_vocab, recipe, False)
     result = vqa_scoring.vqa_scores(ids, predicted, gold)
     rel_score, _ = rel.rel_accuracy(result.per_item, rel_ids)
+    exact = sum(p == gold[q]["multiple_choice_answer"] for p, q in zip(predicted, ids, strict=True))
     return {
         "Overall": result.aggregate["overall"],
         "Rel.": rel_score,
+        "Acc.": 100.0 * exact / len(ids),  # exact match, Table VIII's column (family.score's `exact`)
         "per_question_type": result.aggregate.get("per_question_type", {}),
     }
 
@@ -174,7 +176,7 @@ def pilot_unit(spec, row, seed: int, settings: dict[str, Any], data: dict, held:
             "heldout_questions": len(held_idx),
             "epochs": recipe.epochs,
             "batch_size": recipe.batch_size,
-            "final": {k: curve[-1][k] for k in ("Overall", "Rel.")} if curve else None,
+            "final": {k: curve[-1][k] for k in ("Overall", "Rel.", "Acc.")} if curve else None,
             "last_quarter_net": net,
             "last_quarter_change": spread,
             "cpu_s": round(time.process_time() - started, 2),
