@@ -81,9 +81,11 @@ def run_pilot(
     emit,
 ) -> None:
     """`emit` one dict per evaluation, as it is made, and one summary per (row, seed, task) (`"summary": true`)."""
+    from repro.families import by_paper, implementation
     from repro.families.psac.build import TASKS
-    from repro.families.psac.family import prepare_data
     from repro.specs import resolve
+
+    prepare_data = implementation(by_paper("psac")).prepare_data  # family.py, loaded by the family table
 
     spec = resolve(spec_id)
     settings, model = apply_overrides(spec.scales["synthetic"], overrides)
