@@ -142,17 +142,26 @@ def run_row(ctx: RunContext) -> RowRun:
             deit, bert = (read_checkpoint(path) for path in sources.initial)
             load_albef(pretrained, albef_initialisation(deit, bert))
         recipe = ctx.recipe(name=PRETRAIN_RECIPE, overrides=settings.get("pretrain_recipe", {}))
-        state = fit(
-            pretrained,
-            train_pairs,
-            recipe,
-            ctx.workdir / "pretrain",
-            loss_step=loss_step("pretrain"),
-            collate_fn=collate,
-            resume=ctx.resume,
-            progress=ctx.progress,
-        )
-        training["pretrain"] = {"steps": state.step, "final_loss": state.final_loss, "world_size": state.world_size}
+
+        def pretrain() -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
+            state = fit(
+                pretrained,
+                train_pairs,
+                recipe,
+                ctx.workdir / "pretrain",
+                loss_step=loss_step("pretrain"),
+                collate_fn=collate,
+                resume=ctx.resume,
+                progress=ctx.progress,
+            )
+            done = {"steps": state.step, "final_loss": state.final_loss, "world_size": state.world_size}
+            return pretrained.state_dict(), done
+
+        if ctx.generated and recipe.max_steps is None:  # one pre-training per configuration and seed, shared
+            files = sources.pretrain
+            training["pretrain"] = shared_pretraining(ctx, pretrained, pretrain, recipe, vocab, files, max_tokens)
+        else:
+            training["pretrain"] = pretrain()[1]
         if sources.initial is not None:
             training["pretrain"]["initial"] = [str(path) for path in sources.initial]
     weights = pretrained.state_dict()
@@ -202,6 +211,22 @@ def run_row(ctx: RunContext) -> RowRun:
         run.extra.update(done["extra"])
         run.predictions += done["predictions"]
     return run
+
+
+def shared_pretraining(ctx: RunContext, model, pretrain, recipe, vocab: Path, files, max_tokens: int) -> dict[str, Any]:
+    """`pretrain()` through the store of pre-trainings shared across tables (`pretrained.py`): `model` ends with
+    the weights of this configuration and seed, trained here or by the unit that stored them; the record's
+    `training.pretrain` says which (hash, reused, trained_by). `vocab`: the vocabulary the unit tokenizes with;
+    `files`: the pre-training (json, image root) pairs."""
+    from repro.families.ace_rpe import pretrained as store
+
+    data = store.data_hash(store.pretraining_files(vocab, files), {"max_tokens": max_tokens})
+    name, material = store.key(as_config(ctx.config), model.sizes, recipe, data)
+    unit = {"spec": ctx.spec.id, "row": ctx.row.name, "seed": ctx.seed, "scale": ctx.scale}
+    weights, training = store.shared(name, material, unit, pretrain)
+    if training["reused"]:
+        model.load_state_dict(weights)
+    return training
 
 
 def convert_weights(path: Path, layout: str, option: str | None = None):
