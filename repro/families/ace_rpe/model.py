@@ -281,7 +281,7 @@ class ALBEF(nn.Module):
 
     def text_embeds(self, ids, mask, momentum=False):
         encoder = self.text_encoder_m if momentum else self.text_encoder
-        return encoder(input_ids=ids, attention_mask=mask).last_hidden_state
+        return encoder(input_ids=ids, attention_mask=padding_mask(mask)).last_hidden_state
 
     def image_feat(self, embeds, momentum=False):
         proj = self.vision_proj_m if momentum else self.vision_proj
@@ -462,6 +462,15 @@ def gather_ranks(tensor: torch.Tensor) -> torch.Tensor:
     parts = [torch.empty_like(tensor) for _ in range(dist.get_world_size())]
     dist.all_gather(parts, tensor.contiguous())
     return torch.cat(parts)
+
+
+def padding_mask(mask: torch.Tensor) -> torch.Tensor:
+    """A text encoder's attention mask (1 at words, 0 at padding) in the additive 4D form BERT builds from it, given
+    ready: from a 2D one `transformers` first asks whether anything is padded, a branch on the data that seeds
+    trained together (torch.func.vmap) cannot take. The same attention."""
+    from repro.nn.attention import bert_padding_mask
+
+    return bert_padding_mask(mask == 0, torch.get_default_dtype())
 
 
 def batch_special(ids: torch.Tensor, sizes: dict[str, Any]) -> torch.Tensor:
