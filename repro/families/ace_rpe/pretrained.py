@@ -32,6 +32,7 @@ import shutil
 import socket
 import time
 from collections.abc import Callable, Iterable
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -86,40 +87,54 @@ def folder(name: str) -> Path:
     return data_dir() / STORE / name
 
 
+def stored(name: str) -> bool:
+    return (folder(name) / PROVENANCE).is_file() and (folder(name) / WEIGHTS).is_file()
+
+
 def shared(
-    name: str,
-    material: dict[str, Any],
-    unit: dict[str, Any],
-    train: Callable[[], tuple[dict[str, torch.Tensor], dict[str, Any]]],
-) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
-    """The weights of pre-training `name` and the record's `training.pretrain`: read from the store, or trained by
-    `train()` (-> state dict, {"steps", "final_loss", ...}) and stored, under the key's file lock. `unit`: who asks
-    (spec, row, seed, scale)."""
+    names: list[str],
+    materials: list[dict[str, Any]],
+    units: list[dict[str, Any]],
+    train: Callable[[list[int]], list[tuple[dict[str, torch.Tensor], dict[str, Any]]]],
+) -> list[tuple[dict[str, torch.Tensor], dict[str, Any]]]:
+    """Per pre-training `names[i]` its weights and the record's `training.pretrain`: read from the store, or
+    trained by `train(missing)` (the indices not stored yet, trained together where there are several ->
+    [(state dict, {"steps", "final_loss", ...})]) and stored; under the keys' file locks, taken in a fixed order.
+    `units[i]`: who asks (spec, row, seed, scale)."""
     from filelock import FileLock
 
     from repro.results import git_commit
 
+    if len(set(names)) < len(names):
+        raise ReproError(f"one pre-training asked for twice at once: {names}")
+    (data_dir() / STORE).mkdir(parents=True, exist_ok=True)
+    with ExitStack() as held:
+        for name in sorted(names):
+            held.enter_context(FileLock(str(folder(name)) + ".lock"))
+        out: list[Any] = [read(name) if stored(name) else None for name in names]
+        missing = [i for i, got in enumerate(out) if got is None]
+        if missing:
+            started = time.time()
+            trained = train(missing)
+            seconds = round(time.time() - started, 1)
+            for i, (weights, training) in zip(missing, trained):
+                by = {**units[i], "commit": git_commit(), "seconds": seconds, "together": len(missing)}
+                entry = {"hash": names[i], "key": materials[i], "training": training, "trained_by": by}
+                _store(names[i], entry, weights)
+                out[i] = (weights, {**training, "hash": names[i], "reused": False, "trained_by": by})
+    return out
+
+
+def _store(name: str, provenance: dict[str, Any], weights: dict[str, torch.Tensor]) -> None:
+    """Write one entry whole under another name, then rename it into place."""
     where = folder(name)
-    where.parent.mkdir(parents=True, exist_ok=True)
-    with FileLock(str(where) + ".lock"):
-        if (where / PROVENANCE).is_file() and (where / WEIGHTS).is_file():
-            return read(name)
-        started = time.time()
-        weights, training = train()
-        provenance = {
-            "hash": name,
-            "key": material,
-            "training": training,
-            "trained_by": {**unit, "commit": git_commit(), "seconds": round(time.time() - started, 1)},
-        }
-        staging = where.parent / f".{name}.{socket.gethostname()}.{os.getpid()}"
-        shutil.rmtree(staging, ignore_errors=True)
-        staging.mkdir()
-        torch.save({k: v.detach().cpu() for k, v in weights.items()}, staging / WEIGHTS)
-        write_json_atomic(staging / PROVENANCE, provenance)
-        shutil.rmtree(where, ignore_errors=True)  # an entry left incomplete by hand
-        os.replace(staging, where)
-    return weights, {**training, "hash": name, "reused": False, "trained_by": provenance["trained_by"]}
+    staging = where.parent / f".{name}.{socket.gethostname()}.{os.getpid()}"
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir()
+    torch.save({k: v.detach().cpu() for k, v in weights.items()}, staging / WEIGHTS)
+    write_json_atomic(staging / PROVENANCE, provenance)
+    shutil.rmtree(where, ignore_errors=True)  # an entry left incomplete by hand
+    os.replace(staging, where)
 
 
 def read(name: str) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:

@@ -51,21 +51,22 @@ def test_the_data_hash_reads_the_files_content(tmp_path):
 def test_one_pre_training_per_key_when_two_units_ask_at_once(sandbox):
     calls = []
 
-    def train():
-        calls.append(1)
-        return {"w": torch.arange(3.0)}, {"steps": 7, "final_loss": 0.5}
+    def train(missing):
+        calls.append(missing)
+        return [({"w": torch.arange(3.0)}, {"steps": 7, "final_loss": 0.5}) for _ in missing]
 
     out = {}
 
     def unit(i):
-        out[i] = store.shared("k1", {"what": 1}, {"spec": "s", "row": f"r{i}", "seed": 0, "scale": "smoke"}, train)
+        who = {"spec": "s", "row": f"r{i}", "seed": 0, "scale": "smoke"}
+        out[i] = store.shared(["k1"], [{"what": 1}], [who], train)[0]
 
     threads = [threading.Thread(target=unit, args=(i,)) for i in range(3)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    assert len(calls) == 1
+    assert calls == [[0]]
     trained = [i for i in out if not out[i][1]["reused"]]
     assert len(trained) == 1
     for weights, training in out.values():
@@ -76,8 +77,22 @@ def test_one_pre_training_per_key_when_two_units_ask_at_once(sandbox):
     assert not list((sandbox / "data" / "pretrained").glob(".k1*"))  # no staging folder left behind
 
 
+def test_seeds_asking_together_train_only_the_missing_pre_trainings_together(sandbox):
+    store.shared(["a"], [{}], [{"seed": 0}], lambda missing: [({"w": torch.zeros(1)}, {"steps": 1})])
+    calls = []
+
+    def train(missing):
+        calls.append(missing)
+        return [({"w": torch.full((1,), float(i))}, {"steps": 2}) for i in missing]
+
+    got = store.shared(["a", "b", "c"], [{}, {}, {}], [{"seed": s} for s in range(3)], train)
+    assert calls == [[1, 2]]  # seed 0's was stored: the other two trained together
+    assert [t["reused"] for _, t in got] == [True, False, False]
+    assert [float(w["w"]) for w, _ in got] == [0.0, 1.0, 2.0] and got[2][1]["trained_by"]["together"] == 2
+
+
 def test_a_stored_pre_training_that_asks_to_run_code_is_refused_in_one_line(sandbox):
-    store.shared("k2", {}, {}, lambda: ({"w": torch.zeros(1)}, {"steps": 1}))
+    store.shared(["k2"], [{}], [{}], lambda missing: [({"w": torch.zeros(1)}, {"steps": 1})])
     path = sandbox / "data" / "pretrained" / "k2" / "model.pt"
 
     class Planted:
