@@ -28,8 +28,8 @@ import hashlib
 import json
 import os
 import pickle
+import re
 import shutil
-import socket
 import time
 from collections.abc import Callable, Iterable
 from contextlib import ExitStack
@@ -39,13 +39,15 @@ from typing import Any
 import torch
 
 from repro.errors import ReproError
+from repro.names import inside
 from repro.paths import data_dir
-from repro.utils import write_json_atomic
+from repro.utils import atomic_open, work_dir, write_json_atomic
 
 STORE = "pretrained"
 WEIGHTS = "model.pt"
 PROVENANCE = "provenance.json"
 NOT_HASHED = ("task", "pretrain", "init")  # config fields that choose data or a stage, not the network
+HASH = re.compile(r"[0-9a-f]{16}")  # what `key` names a pre-training by
 
 
 def data_hash(files: Iterable[Path], extra: dict[str, Any] | None = None) -> str:
@@ -84,7 +86,10 @@ def key(config: Any, sizes: dict[str, Any], recipe: Any, data: str) -> tuple[str
 
 
 def folder(name: str) -> Path:
-    return data_dir() / STORE / name
+    """`<data>/pretrained/<name>`: `name` a hash as `key` gives it, joined as every name is (`repro.names`)."""
+    if not isinstance(name, str) or not HASH.fullmatch(name):
+        raise ReproError(f"{name!r} is not the name of a stored pre-training (16 hex digits)")
+    return inside(data_dir(), STORE, name, what="pre-training")
 
 
 def stored(name: str) -> bool:
@@ -126,12 +131,12 @@ def shared(
 
 
 def _store(name: str, provenance: dict[str, Any], weights: dict[str, torch.Tensor]) -> None:
-    """Write one entry whole under another name, then rename it into place."""
+    """Write one entry whole in a hidden staging folder (`.<name>.<host>.<pid>.<random>`: one a killed process
+    left is swept), each file synced, then rename the folder into place."""
     where = folder(name)
-    staging = where.parent / f".{name}.{socket.gethostname()}.{os.getpid()}"
-    shutil.rmtree(staging, ignore_errors=True)
-    staging.mkdir()
-    torch.save({k: v.detach().cpu() for k, v in weights.items()}, staging / WEIGHTS)
+    staging = work_dir(where.parent, f".{name}.")
+    with atomic_open(staging / WEIGHTS, "wb") as handle:
+        torch.save({k: v.detach().cpu() for k, v in weights.items()}, handle)
     write_json_atomic(staging / PROVENANCE, provenance)
     shutil.rmtree(where, ignore_errors=True)  # an entry left incomplete by hand
     os.replace(staging, where)
@@ -139,10 +144,22 @@ def _store(name: str, provenance: dict[str, Any], weights: dict[str, torch.Tenso
 
 def read(name: str) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
     """A stored pre-training: its state dict and the record's `training.pretrain` (reused: true)."""
+    from repro.train.checkpoint import unusable_values
+
     where = folder(name)
     try:
-        provenance = json.loads((where / PROVENANCE).read_text())
-        weights = torch.load(where / WEIGHTS, map_location="cpu", weights_only=True)
-    except (OSError, ValueError, RuntimeError, pickle.UnpicklingError) as exc:
-        raise ReproError(f"{where}: a stored pre-training that cannot be read ({exc}); delete the folder") from None
-    return weights, {**provenance["training"], "hash": name, "reused": True, "trained_by": provenance["trained_by"]}
+        provenance = json.loads((where / PROVENANCE).read_text(encoding="utf-8"))
+        weights = torch.load(where / WEIGHTS, map_location="cpu", weights_only=True)  # runs nothing it reads
+        training, trained_by = provenance["training"], provenance["trained_by"]
+        if provenance.get("hash") != name or not isinstance(training, dict) or not isinstance(trained_by, dict):
+            raise ValueError(f"{PROVENANCE} is not this entry's")
+        if not isinstance(weights, dict) or not all(isinstance(v, torch.Tensor) for v in weights.values()):
+            raise ValueError(f"{WEIGHTS} is not a state dict")
+    except (OSError, ValueError, RuntimeError, KeyError, TypeError, pickle.UnpicklingError) as exc:
+        first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
+        raise ReproError(f"{where}: a stored pre-training that cannot be read ({first}); delete the folder") from None
+    for key_name, tensor in weights.items():
+        problem = unusable_values(key_name, tensor)
+        if problem:
+            raise ReproError(f"{where}: {problem}; delete the folder to pre-train again")
+    return weights, {**training, "hash": name, "reused": True, "trained_by": trained_by}

@@ -19,6 +19,8 @@ from repro.families.ace_rpe import pretrained as store
 from repro.families.ace_rpe.config import ALBEFConfig
 from repro.paths import REPO_DIR
 
+K1, K2, A, B, C = (f"{n:016x}" for n in (0xA1, 0xA2, 0xB1, 0xB2, 0xB3))  # names as `store.key` gives them
+
 
 def _key(config=None, sizes=None, seed=0, data="d"):
     config = config or ALBEFConfig(arch="albef", position_embedding="ace-rpe")
@@ -59,7 +61,7 @@ def test_one_pre_training_per_key_when_two_units_ask_at_once(sandbox):
 
     def unit(i):
         who = {"spec": "s", "row": f"r{i}", "seed": 0, "scale": "smoke"}
-        out[i] = store.shared(["k1"], [{"what": 1}], [who], train)[0]
+        out[i] = store.shared([K1], [{"what": 1}], [who], train)[0]
 
     threads = [threading.Thread(target=unit, args=(i,)) for i in range(3)]
     for t in threads:
@@ -70,38 +72,51 @@ def test_one_pre_training_per_key_when_two_units_ask_at_once(sandbox):
     trained = [i for i in out if not out[i][1]["reused"]]
     assert len(trained) == 1
     for weights, training in out.values():
-        assert torch.equal(weights["w"], torch.arange(3.0)) and training["steps"] == 7 and training["hash"] == "k1"
+        assert torch.equal(weights["w"], torch.arange(3.0)) and training["steps"] == 7 and training["hash"] == K1
         assert training["trained_by"]["row"] == f"r{trained[0]}"
-    saved = json.loads((sandbox / "data" / "pretrained" / "k1" / "provenance.json").read_text())
+    saved = json.loads((sandbox / "data" / "pretrained" / K1 / "provenance.json").read_text())
     assert saved["key"] == {"what": 1} and saved["training"] == {"steps": 7, "final_loss": 0.5}
-    assert not list((sandbox / "data" / "pretrained").glob(".k1*"))  # no staging folder left behind
+    assert not list((sandbox / "data" / "pretrained").glob(f".{K1}*"))  # no staging folder left behind
 
 
 def test_seeds_asking_together_train_only_the_missing_pre_trainings_together(sandbox):
-    store.shared(["a"], [{}], [{"seed": 0}], lambda missing: [({"w": torch.zeros(1)}, {"steps": 1})])
+    store.shared([A], [{}], [{"seed": 0}], lambda missing: [({"w": torch.zeros(1)}, {"steps": 1})])
     calls = []
 
     def train(missing):
         calls.append(missing)
         return [({"w": torch.full((1,), float(i))}, {"steps": 2}) for i in missing]
 
-    got = store.shared(["a", "b", "c"], [{}, {}, {}], [{"seed": s} for s in range(3)], train)
+    got = store.shared([A, B, C], [{}, {}, {}], [{"seed": s} for s in range(3)], train)
     assert calls == [[1, 2]]  # seed 0's was stored: the other two trained together
     assert [t["reused"] for _, t in got] == [True, False, False]
     assert [float(w["w"]) for w, _ in got] == [0.0, 1.0, 2.0] and got[2][1]["trained_by"]["together"] == 2
 
 
 def test_a_stored_pre_training_that_asks_to_run_code_is_refused_in_one_line(sandbox):
-    store.shared(["k2"], [{}], [{}], lambda missing: [({"w": torch.zeros(1)}, {"steps": 1})])
-    path = sandbox / "data" / "pretrained" / "k2" / "model.pt"
+    store.shared([K2], [{}], [{}], lambda missing: [({"w": torch.zeros(1)}, {"steps": 1})])
+    path = sandbox / "data" / "pretrained" / K2 / "model.pt"
 
     class Planted:
         def __reduce__(self):
             return (print, ("planted",))
 
     path.write_bytes(pickle.dumps(Planted()))
-    with pytest.raises(ReproError, match="k2: a stored pre-training that cannot be read"):
-        store.read("k2")
+    with pytest.raises(ReproError, match=f"{K2}: a stored pre-training that cannot be read"):
+        store.read(K2)
+
+
+def test_a_stored_pre_training_with_unusable_weights_is_refused(sandbox):
+    store.shared([K2], [{}], [{}], lambda missing: [({"w": torch.zeros(2)}, {"steps": 1})])
+    torch.save({"w": torch.tensor([0.0, float("nan")])}, sandbox / "data" / "pretrained" / K2 / "model.pt")
+    with pytest.raises(ReproError, match="NaN or infinite"):
+        store.read(K2)
+
+
+@pytest.mark.parametrize("name", ["../outside", "k1", "/tmp/x", ".hidden0123456789"])
+def test_only_a_key_names_a_stored_pre_training(sandbox, name):
+    with pytest.raises(ReproError, match="not the name of a stored pre-training"):
+        store.folder(name)
 
 
 def _two_tables(sandbox: Path) -> None:
