@@ -41,8 +41,7 @@ def train(row_name: str, stage: str, seeds: list[int], steps: int, threads: int,
     from repro.families.ace_rpe.data import Collate, PairDataset, read_annotations, tokenizer
     from repro.families.ace_rpe.sources import run_vocabulary
     from repro.families.ace_rpe.stages import train_stage
-    from repro.families.base import RunContext
-    from repro.launch.units import with_data
+    from repro.families.base import RunContext, with_data
     from repro.specs import resolve
     from repro.train.trainer import seed_everything
 
