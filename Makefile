@@ -5,7 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 REPRO := $(VENV)/bin/repro
 
-.PHONY: demo test test-fast test-gpu lint bench clean-venv wordnet
+.PHONY: demo test test-fast test-gpu lint docs bench clean-venv wordnet
 
 $(VENV)/.installed: pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
@@ -48,7 +48,7 @@ demo: $(VENV)/.installed $(VENV)/.plot
 # `make test` runs every test, the slow ones included, in TEST_WORKERS processes (pytest-xdist; an idle worker takes
 # tests queued for a busy one). TEST_WORKERS=0 runs them in this one process. GPU tests skip without CUDA.
 TEST_WORKERS ?= 2
-test: $(VENV)/.installed $(VENV)/.plot wordnet lint
+test: $(VENV)/.installed $(VENV)/.plot wordnet lint docs
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist worksteal
 
 # The inner loop: every test but those marked slow (synthetic-scale regression reruns, seeds trained together,
@@ -69,6 +69,12 @@ test-gpu: $(VENV)/.installed
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+
+# The documentation site (mkdocs.yml, docs/): a strict build, so that a broken link between pages, an anchor that is
+# not there or a page left out of the nav fails; built into a temporary folder, removed after.
+docs: $(VENV)/.installed
+	@site=$$(mktemp -d) && NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict -q -d "$$site"; \
+		status=$$?; rm -rf "$$site"; [ $$status = 0 ] && echo "docs: mkdocs build --strict passed"; exit $$status
 
 # WordNet 3.0 for the WUPS tests: Debian's wordnet-base (/usr/share/wordnet). Idempotent: nothing
 # happens when the files are there; installs only as root with apt-get; otherwise says why and

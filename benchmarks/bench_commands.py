@@ -9,7 +9,7 @@ warm-up run, the parsed specs kept as a first command keeps them): `repro --help
 generated 40,000-question VQA set, beside the official-style scorer of `bench_vqa_eval` (its per-question loop) run
 on the same files as a process of its own. For each: the median wall time and CPU time (user + sys of the process,
 which a loaded machine inflates less than wall time), and their ratios to `python -c pass`; the 1-minute load
-average before and after. It asserts nothing about time (README: Speed).
+average before and after. It asserts nothing about time (docs/benchmarks.md).
 """
 
 from __future__ import annotations

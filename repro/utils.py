@@ -13,6 +13,7 @@ import functools
 import gc
 import hashlib
 import json
+import math
 import os
 import pickle
 import re
@@ -514,6 +515,8 @@ def value_text(value: Any) -> str:
     """A setting's value as typed on a command line: text as it is, lists and mappings as JSON, else YAML."""
     if isinstance(value, str):
         return value
+    if isinstance(value, float) and not math.isfinite(value):
+        return ".nan" if math.isnan(value) else ".inf" if value > 0 else "-.inf"  # YAML's words (JSON has none)
     return json.dumps(value, separators=(",", ":"))  # lists and mappings as JSON; true, null and numbers as YAML
 
 

@@ -228,7 +228,7 @@ def test_every_import_points_down_the_layers():
         for target, line in targets.items()
         if layer_of(target) > layer_of(module)
     ]
-    assert found == [], "imports that point up (README: Architecture):\n" + "\n".join(found)
+    assert found == [], "imports that point up (docs/architecture.md):\n" + "\n".join(found)
 
 
 def test_the_spec_schema_takes_the_family_table_only_where_it_checks_a_spec():

@@ -91,10 +91,11 @@ def _ctx(tmp_path: Path):
     )
 
 
-def _trained_elsewhere(ctx, model, *args, **kwargs):
-    """`_fit` as on a GPU node: the model ends on a device that is not the CPU."""
-    device_checked(model)
-    return {"steps": 1, "final_loss": 0.0}
+def _trained_elsewhere(ctxs, models, *args, **kwargs):
+    """`_fit` as on a GPU node: each seed's model ends on a device that is not the CPU."""
+    for model in models:
+        device_checked(model)
+    return [{"steps": 1, "final_loss": 0.0} for _ in models]
 
 
 def _weights():
@@ -108,12 +109,12 @@ def test_ace_rpe_evaluation_feeds_the_model_on_its_device(task, task_files, tmp_
     monkeypatch.setattr(tasks, "_fit", _trained_elsewhere)
     ctx, size = _ctx(tmp_path), TINY_SIZES["image_size"]
     with pytest.raises(Reached):
-        if task == "vqa":
-            tasks.vqa(ctx, root, _weights(), TINY_SIZES, TaskCollate(tok, 16), size, tok)
+        if task == "vqa":  # the heads take a row's seeds: here one
+            tasks.vqa([ctx], root, [_weights()], TINY_SIZES, TaskCollate(tok, 16), size, tok)
         elif task == "grounding":
-            tasks.grounding(ctx, root, _weights(), TINY_SIZES, Collate(tok, 16), size)
+            tasks.grounding([ctx], root, [_weights()], TINY_SIZES, Collate(tok, 16), size)
         else:
-            tasks.classify(ctx, task, root, root, _weights(), TINY_SIZES, TaskCollate(tok, 16), size)
+            tasks.classify([ctx], task, root, root, [_weights()], TINY_SIZES, TaskCollate(tok, 16), size)
 
 
 def test_grounding_heat_maps_reach_numpy_on_the_cpu(task_files):

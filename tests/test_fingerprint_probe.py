@@ -93,8 +93,8 @@ def test_changing_the_grounding_box_scoring_fails_the_rerun_and_later_stages_sto
     real_fit = tasks._fit
 
     def counted_fit(*args, **kwargs):
-        out = real_fit(*args, **kwargs)
-        steps.append(out["steps"])
+        out = real_fit(*args, **kwargs)  # per seed trained
+        steps.extend(o["steps"] for o in out)
         return out
 
     monkeypatch.setattr(tasks, "_fit", counted_fit)

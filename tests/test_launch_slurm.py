@@ -288,7 +288,7 @@ def test_status_shows_pending_running_failed_and_done_with_logs(cluster, runner)
     assert "failed (COMPLETED)" in text and "2 failed, 1 pending, 1 running" in text
     assert "1000_0_0_log.out" in result.output.replace("\n", "").replace(" ", "").replace("│", "")
 
-    # the same as JSON, one object per unit with every key (README: Running on a Slurm cluster)
+    # the same as JSON, one object per unit with every key (docs/cluster.md)
     result = runner.invoke(app, ["run", "table5-ablation", "--scale", "smoke", "--status", "--format", "json"])
     assert result.exit_code == 0, result.output
     out = json.loads(result.output)

@@ -1,9 +1,9 @@
 """Every command example a newcomer is shown runs: the examples of each command's `-h` and the commands of the
-README's code blocks, executed at the smoke scale in a scratch results and data folder. One smoke run of two
-mcan-pa Table V rows is shared by all of them (a run example keeps its stored units with `--resume`; one that
-names no rows runs the first). Commands that need the network, a GPU, a Slurm account or the real leaderboard
-are left out, and so is the fingerprint rerun (CPU-minutes), each named in NOT_RUN with its reason; commands
-for downloaded data, a cluster or a released checkpoint run their plan (`--dry-run`) instead."""
+code blocks of the README and of every docs/ page, executed at the smoke scale in a scratch results and data folder.
+One smoke run of two mcan-pa Table V rows is shared by all of them (a run example keeps its stored units with
+`--resume`; one that names no rows runs the first). Commands that need the network, a GPU, a Slurm account or the
+real leaderboard are left out, and so is the fingerprint rerun (CPU-minutes), each named in NOT_RUN with its reason;
+commands for downloaded data, a cluster or a released checkpoint run their plan (`--dry-run`) instead."""
 
 from __future__ import annotations
 
@@ -19,11 +19,12 @@ from repro.cli import app
 
 pytest.importorskip("matplotlib")
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+ROOT = Path(__file__).resolve().parents[1]
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]  # the README and the documentation site's pages
 TABLE5 = "mcan-pa-table5-ablation"
 SHARED_ROWS = "MCAN,MCAN+PA (ours)"  # the rows of the one smoke run the examples share
 
-# (a fragment of the command as the README or the help writes it, why it is not run here)
+# (a fragment of the command as a page or the help writes it, why it is not run here)
 NOT_RUN = (
     ("repro download vqa2", "network: fetches the datasets"),
     ("repro weights download", "network: fetches released checkpoints"),
@@ -65,13 +66,19 @@ def _help_examples() -> list[str]:
     return [f.replace("\\[", "[") for f in found]
 
 
-def _readme_examples() -> list[str]:
-    """The `repro …` lines of the README's code blocks: comments cut, continuations joined, `a / b` split."""
-    lines, inside, out = README.read_text(encoding="utf-8").splitlines(), False, []
+def _page_examples() -> list[str]:
+    """The `repro …` lines of the code blocks of the README and the docs/ pages: comments cut, continuations joined,
+    `a / b` split."""
+    return [example for page in PAGES for example in _code_block_examples(page.read_text(encoding="utf-8"))]
+
+
+def _code_block_examples(text: str) -> list[str]:
+    lines, inside, out = text.splitlines(), False, []
     joined: list[str] = []
     for line in lines:
         if line.startswith("```"):
             inside = not inside
+            joined.append("")  # a block's last line never continues into the next block
             continue
         if not inside:
             continue
@@ -144,7 +151,7 @@ def _eval_files(folder: Path) -> None:
 
 
 @pytest.mark.slow
-def test_every_example_of_the_help_and_the_readme_runs(runner, tmp_path, monkeypatch):
+def test_every_example_of_the_help_and_the_docs_runs(runner, tmp_path, monkeypatch):
     monkeypatch.setenv("REPRO_RESULTS", str(tmp_path / "results"))
     monkeypatch.setenv("REPRO_DATA_DIR", str(tmp_path / "data"))
     monkeypatch.setenv("COLUMNS", "120")
@@ -155,8 +162,8 @@ def test_every_example_of_the_help_and_the_readme_runs(runner, tmp_path, monkeyp
     (questions,) = (tmp_path / "data").glob("synthetic/vqa2-*/raw/v2_OpenEnded_mscoco_val2014_questions.json")
     smoke_question = json.loads(questions.read_text())["questions"][0]["question_id"]
 
-    examples = _help_examples() + _readme_examples()
-    assert len(_help_examples()) >= 15 and len(_readme_examples()) >= 40
+    examples = _help_examples() + _page_examples()
+    assert len(_help_examples()) >= 15 and len(_page_examples()) >= 40
     stale = [fragment for fragment, _ in NOT_RUN + PLACEHOLDERS if not any(fragment in e for e in examples)]
     assert not stale, f"NOT_RUN/PLACEHOLDERS name no example any more: {stale}"
     ran, failed, times = 0, [], {}
@@ -174,3 +181,18 @@ def test_every_example_of_the_help_and_the_readme_runs(runner, tmp_path, monkeyp
     print("slowest:", sorted(times.items(), key=lambda kv: -kv[1])[:8])
     assert not failed, "\n".join(failed)
     assert ran >= 35
+
+
+def test_every_page_example_is_run_or_named_with_a_reason():
+    """Without running anything: the README's and every docs page's examples are read, and each is either turned
+    into the words it runs with here or named in NOT_RUN with its reason."""
+    per_page = {page.name: _code_block_examples(page.read_text(encoding="utf-8")) for page in PAGES}
+    for name in ("README.md", "usage.md", "cluster.md", "data.md", "metrics.md"):
+        assert per_page[name], f"{name}: no `repro` example read"
+    unaccounted = [
+        f"{page}: {example}"
+        for page, examples in per_page.items()
+        for example in examples
+        if _runnable(example, smoke_question=1) is None and not any(f in example for f, _ in NOT_RUN)
+    ]
+    assert not unaccounted, unaccounted

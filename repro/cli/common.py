@@ -26,7 +26,7 @@ RICH_OR_JSON = ("rich", "json")
 LAUNCHERS = ("local", "slurm")
 OVERRIDES_HELP = (
     "Overrides such as recipe.epochs=2 sizes.d_model=32 model.positional=[pwa]; the results are a variant, "
-    "kept apart under variants/ in the scratch folder, never in results/ (README: Overrides)."
+    "kept apart under variants/ in the scratch folder, never in results/ (docs/usage.md: Overrides)."
 )
 
 

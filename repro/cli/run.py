@@ -63,7 +63,7 @@ def run_command(
         None,
         "--ensemble/--no-ensemble",
         help="Train a row's seeds together in one process, each recorded as its own run (default: the scale's "
-        "`ensemble` setting; generated scales; README: Specs).",
+        "`ensemble` setting; generated scales; docs/specs.md).",
         show_default=False,
     ),
     limit: int | None = typer.Option(
@@ -74,7 +74,7 @@ def run_command(
         "local",
         "--launcher",
         help="local: here, --jobs at a time; slurm: a job per (row, seed), or per row with `ensemble: true`, on a "
-        "Slurm cluster (README: Running on a Slurm cluster).",
+        "Slurm cluster (docs/cluster.md).",
         what="launcher",
     ),
     partition: str | None = typer.Option(None, "--partition", help="Slurm partition of the jobs."),

@@ -24,7 +24,7 @@ For each file of a catalog entry, into `<data_dir>/<dataset>/`:
 Files without a url (datasets behind a registration form) are never fetched: the user puts them
 in the folder and the same verification applies.
 
-No wait is without end (settings, also in the README): `REPRO_DOWNLOAD_TIMEOUT_S` (default 30) bounds
+No wait is without end (settings, also in docs/data.md): `REPRO_DOWNLOAD_TIMEOUT_S` (default 30) bounds
 connecting, waiting for the headers and any silence in the body; `REPRO_DOWNLOAD_MIN_RATE` (bytes/s,
 default 1024) stops a transfer slower than that on average once it has run that long (the `.part` is
 kept for a later resume and the next mirror is tried); `REPRO_DOWNLOAD_DEADLINE_S` (default 300) is the

@@ -588,7 +588,7 @@ class UnitState:
     together: list[int] | None = None  # an ensemble job: the seeds it trains together (this one among them)
 
     def to_json(self) -> dict[str, Any]:
-        """One unit of `repro run ID --status --format json` (README: Running on a Slurm cluster): every key
+        """One unit of `repro run ID --status --format json` (docs/cluster.md): every key
         always present, null where it has no value. Keys are only ever added."""
         return {
             "row": self.row,

@@ -11,7 +11,7 @@ A run sustains a share of the peak, UTILISATION: 0.3, what `benchmarks/bench_tra
 far less in bf16 (1.9 % there: launch-bound), so a bf16 estimate is a lower bound for them.
 
 Where a paper states its training time (mcan-pa Table VI's seconds per epoch, psac Table 4's), the family uses it
-instead; `check` compares the FLOP model with those times (tests/test_cost_model.py, README: Costs).
+instead; `check` compares the FLOP model with those times (tests/test_cost_model.py, docs/cluster.md: Costs).
 """
 
 from __future__ import annotations

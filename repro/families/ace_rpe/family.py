@@ -31,7 +31,6 @@ from repro.families.ace_rpe.build import (
     data_notes,
     describe,
     gpu_hours,
-    loss_step,
     memory_stage,
     paper_data,
     resources,
@@ -47,6 +46,7 @@ from repro.families.ace_rpe.sources import (
     paper_task_files,
     read_split,
     released_checkpoint,
+    run_vocabulary,
     synthetic_root,
     synthetic_sources,
     tasks_root,
@@ -87,18 +87,26 @@ def prepare_data(spec: Spec, scale: str, settings: dict[str, Any]) -> dict[str, 
 
 
 def run_row(ctx: RunContext) -> RowRun:
-    """Pre-train the row, then fine-tune and evaluate it on each retrieval data set of the spec. At paper
-    scale this runs as one process or as every rank of a torchrun job (the trainer's DDP); the sizes are
-    ALBEF's unless the settings (an override) give others, pre-training at 256 px, fine-tuning at 384."""
-    from repro.families.ace_rpe.data import Collate, PairDataset, RetrievalTest, tokenizer
-    from repro.metrics import retrieval
-    from repro.train import fit
-    from repro.train.trainer import seed_everything
-
+    """Pre-train the row, then fine-tune and evaluate it on each retrieval data set of the spec and each downstream
+    head. At paper scale this runs as one process or as every rank of a torchrun job (the trainer's DDP); the sizes
+    are ALBEF's unless the settings (an override) give others, pre-training at 256 px, fine-tuning at 384."""
     if ctx.weights is not None:  # `repro run --weights`: ALBEF's fine-tuned checkpoints evaluated, not trained
         from repro.families.ace_rpe.released import run_weights
 
         return run_weights(ctx)
+    return run_ensemble([ctx])[0]
+
+
+def run_ensemble(ctxs: list[RunContext]) -> list[RowRun]:
+    """`run_row` for a row's seeds in one process (`ensemble: true`, the generated scales): each stage's seeds
+    trained together where ALBEF's step maps over them (`stages.py` says which), each seed scored as its lone run
+    is; one seed: `run_row`'s own path."""
+    from repro.families.ace_rpe.data import Collate, PairDataset, RetrievalTest, tokenizer
+    from repro.families.ace_rpe.stages import train_stage
+    from repro.metrics import retrieval
+    from repro.train.trainer import seed_everything
+
+    ctx = ctxs[0]
     settings = ctx.settings
     datasets = recall_datasets(ctx.spec)
     data: dict[str, Path] = ctx.data or {}  # `prepare_data`'s, once per run (paper scale: the row's own sources)
@@ -107,7 +115,7 @@ def run_row(ctx: RunContext) -> RowRun:
         vocab = sources.vocab
     else:
         sources = synthetic_sources(data["root"], datasets)
-        vocab = data.get("tasks", data["root"]) / "vocab"  # the tasks' vocabulary holds the captions' words too
+        vocab = run_vocabulary(data)  # the tasks' or, with `task_words`, the pre-training folder's
     tok = tokenizer(vocab)
     sizes = {
         **settings.get("sizes", {}),
@@ -129,79 +137,99 @@ def run_row(ctx: RunContext) -> RowRun:
         ]
         return parts[0] if len(parts) == 1 else torch.utils.data.ConcatDataset(parts)
 
-    seed_everything(ctx.seed)
-    pretrained = build_model(ctx.config, {**sizes, "image_size": pretrain_size}, task="pretrain")
-    training: dict[str, Any] = {}
+    def seeded(c: RunContext, sizes: dict[str, Any], task: str):
+        seed_everything(c.seed)
+        return build_model(c.config, sizes, task=task)
+
+    pretrained = [seeded(c, {**sizes, "image_size": pretrain_size}, "pretrain") for c in ctxs]
+    training: list[dict[str, Any]] = [{} for _ in ctxs]
     if as_config(ctx.config).init == "albef":  # ALBEF's released weights in place of our pre-training
         checkpoint = released_checkpoint(as_config(ctx.config))
-        report = load_albef(pretrained, read_checkpoint(checkpoint))
-        training["pretrain"] = {"checkpoint": str(checkpoint), "steps": 0, "new": report.new}
+        for model, done in zip(pretrained, training):
+            report = load_albef(model, read_checkpoint(checkpoint))
+            done["pretrain"] = {"checkpoint": str(checkpoint), "steps": 0, "new": report.new}
     else:
         train_pairs = pairs(sources.pretrain, "pretrain", pretrain_size, 0.2 if sources.augment else None)
         if sources.initial is not None:  # paper scale: DeiT-B/16 + bert-base-uncased, as ALBEF
             deit, bert = (read_checkpoint(path) for path in sources.initial)
-            load_albef(pretrained, albef_initialisation(deit, bert))
-        recipe = ctx.recipe(name=PRETRAIN_RECIPE, overrides=settings.get("pretrain_recipe", {}))
-        state = fit(
-            pretrained,
-            train_pairs,
-            recipe,
-            ctx.workdir / "pretrain",
-            loss_step=loss_step("pretrain"),
-            collate_fn=collate,
-            resume=ctx.resume,
-            progress=ctx.progress,
-        )
-        training["pretrain"] = {"steps": state.step, "final_loss": state.final_loss, "world_size": state.world_size}
-        if sources.initial is not None:
-            training["pretrain"]["initial"] = [str(path) for path in sources.initial]
-    weights = pretrained.state_dict()
+            for model in pretrained:
+                load_albef(model, albef_initialisation(deit, bert))
+        recipes = [c.recipe(name=PRETRAIN_RECIPE, overrides=settings.get("pretrain_recipe", {})) for c in ctxs]
 
-    metrics: dict[str, float] = {}
-    extra: dict[str, Any] = {}
+        def pretrain(which: list[int]) -> list[tuple[dict[str, torch.Tensor], dict[str, Any]]]:
+            chosen = [ctxs[i] for i in which]
+            models = [pretrained[i] for i in which]
+            done = train_stage(chosen, models, train_pairs, [recipes[i] for i in which], "pretrain", collate)
+            return [(m.state_dict(), d) for m, d in zip(models, done)]
+
+        if ctx.generated and recipes[0].max_steps is None:  # one pre-training per configuration and seed, shared
+            for done, shared in zip(training, shared_pretraining(ctxs, pretrained, pretrain, recipes, vocab, sources)):
+                done["pretrain"] = shared
+        else:
+            for done, (_, stage) in zip(training, pretrain(list(range(len(ctxs))))):
+                done["pretrain"] = stage
+        if sources.initial is not None:
+            for done in training:
+                done["pretrain"]["initial"] = [str(path) for path in sources.initial]
+    weights = [model.state_dict() for model in pretrained]
+
+    metrics: list[dict[str, float]] = [{} for _ in ctxs]
+    extra: list[dict[str, Any]] = [{} for _ in ctxs]
     columns = [(c, column_dataset(ctx.spec, c)) for c in ctx.spec.columns if c.metric == "recall"]
     for dataset in datasets:
         name = RETRIEVAL_NAMES[dataset]
         train_json, test_json, image_root = sources.retrieval[dataset]
-        seed_everything(ctx.seed)
-        model = build_model(ctx.config, sizes, task="retrieval")
-        transfer(weights, model)
+        models = [seeded(c, sizes, "retrieval") for c in ctxs]
+        for model, own in zip(models, weights):
+            transfer(own, model)
         train = pairs([(train_json, image_root)], "train", size, 0.5 if sources.augment else None)
-        recipe = ctx.recipe(name=FINETUNE_RECIPES[dataset])
-        state = fit(
-            model,
-            train,
-            recipe,
-            ctx.workdir / name,
-            loss_step=loss_step("retrieval"),
-            collate_fn=collate,
-            resume=ctx.resume,
-            progress=ctx.progress,
-        )
-        training[name] = {"steps": state.step, "final_loss": state.final_loss, "world_size": state.world_size}
+        recipes = [c.recipe(name=FINETUNE_RECIPES[dataset]) for c in ctxs]
+        for done, stage in zip(training, train_stage(ctxs, models, train, recipes, name, collate)):
+            done[name] = stage
         test = RetrievalTest(read_split(test_json, "test", image_root, ctx.limit), image_root)
         k = int(settings.get("k_test", {}).get(dataset, K_TEST[dataset]))
-        i2t, t2i = score_matrices(model, test, tok, size, k, max_tokens=max_tokens)
-        result = retrieval.evaluate(i2t, t2i, test.img2txt, test.txt2img)
-        extra[f"{name}_r_mean"] = result.aggregate["r_mean"]
-        for col, col_dataset in columns:
-            if col_dataset == dataset:
-                metrics[col.name] = float(result.aggregate[col.key.replace("@mean", "_mean")])
-        del model
+        for model, scores, more in zip(models, metrics, extra):
+            i2t, t2i = score_matrices(model, test, tok, size, k, max_tokens=max_tokens)
+            result = retrieval.evaluate(i2t, t2i, test.img2txt, test.txt2img)
+            more[f"{name}_r_mean"] = result.aggregate["r_mean"]
+            for col, col_dataset in columns:
+                if col_dataset == dataset:
+                    scores[col.name] = float(result.aggregate[col.key.replace("@mean", "_mean")])
+        del models
     split = "test" if ctx.scale == "paper" else "test (generated)"
-    run = RowRun(metrics=metrics, split=split, training=training, extra=extra)
+    runs = [RowRun(metrics=m, split=split, training=t, extra=e) for m, t, e in zip(metrics, training, extra)]
     done = None
     if ctx.scale == "paper" and has_tasks(ctx.spec):  # ALBEF's files; text assignment at the pre-training size
         files = paper_task_files(spec_heads(ctx.spec), ctx.limit)
-        done = run_tasks(ctx, files, None, weights, sizes, tok, size, max_tokens, assign_size=pretrain_size)
+        done = run_tasks(ctxs, files, None, weights, sizes, tok, size, max_tokens, assign_size=pretrain_size)
     elif "tasks" in data:
-        done = run_tasks(ctx, data["tasks"], data["root"], weights, sizes, tok, size, max_tokens)
-    if done is not None:
-        run.metrics.update(done["metrics"])
-        run.training.update(done["training"])
-        run.extra.update(done["extra"])
-        run.predictions += done["predictions"]
-    return run
+        done = run_tasks(ctxs, data["tasks"], data["root"], weights, sizes, tok, size, max_tokens)
+    for run, got in zip(runs, done or []):
+        run.metrics.update(got["metrics"])
+        run.training.update(got["training"])
+        run.extra.update(got["extra"])
+        run.predictions += got["predictions"]
+    return runs
+
+
+def shared_pretraining(ctxs: list[RunContext], models, pretrain, recipes, vocab: Path, sources) -> list[dict[str, Any]]:
+    """`pretrain(indices)` through the store of pre-trainings shared across tables (`pretrained.py`): each seed's
+    model ends with the weights of its configuration and seed, trained here (the missing ones together) or by the
+    unit that stored them; the record's `training.pretrain` says which (hash, reused, trained_by). `vocab`: the
+    vocabulary the units tokenize with; `sources`: where the pre-training pairs are."""
+    from repro.families.ace_rpe import pretrained as store
+
+    max_tokens = int(ctxs[0].settings.get("max_tokens", 30))
+    data = store.data_hash(store.pretraining_files(vocab, sources.pretrain), {"max_tokens": max_tokens})
+    keys = [store.key(as_config(c.config), m.sizes, r, data) for c, m, r in zip(ctxs, models, recipes)]
+    units = [{"spec": c.spec.id, "row": c.row.name, "seed": c.seed, "scale": c.scale} for c in ctxs]
+    out = []
+    got = store.shared([k[0] for k in keys], [k[1] for k in keys], units, pretrain)
+    for model, (weights, training) in zip(models, got):
+        if training["reused"]:
+            model.load_state_dict(weights)
+        out.append(training)
+    return out
 
 
 def convert_weights(path: Path, layout: str, option: str | None = None):
@@ -218,6 +246,7 @@ HOOKS = Hooks(
     gpu_hours=gpu_hours,
     prepare_data=prepare_data,
     run_row=run_row,
+    run_ensemble=run_ensemble,  # a row's seeds in one process (`ensemble: true`), stages together where they map
     supports_limit=True,  # --limit N: the first N questions of each split at paper scale
     stages=stages,
     memory_stage=memory_stage,

@@ -29,7 +29,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from repro.families.ace_rpe.model import ALBEF, Fusion, bert_config, fusion_layer, vit_config
+from repro.families.ace_rpe.model import ALBEF, Fusion, bert_config, fusion_layer, padding_mask, vit_config
 from repro.families.ace_rpe.position import Injection
 
 TASKS = ("vqa", "snli-ve", "nlvr2")
@@ -130,7 +130,7 @@ class TaskALBEF(nn.Module):
 
     def encode(self, image, ids, mask, image_right=None, momentum: bool = False) -> torch.Tensor:
         """Fusion states of a text with one image (VQA, SNLI-VE) or two (NLVR2: left and right)."""
-        text = self.part("text_encoder", momentum)(input_ids=ids, attention_mask=mask).last_hidden_state
+        text = self.part("text_encoder", momentum)(input_ids=ids, attention_mask=padding_mask(mask)).last_hidden_state
         fusion = self.part("fusion", momentum)
         if self.task == "nlvr2":
             return fusion(text, mask, [self.image_embeds(image, momentum), self.image_embeds(image_right, momentum)])
@@ -177,7 +177,7 @@ class TaskALBEF(nn.Module):
             else:
                 left.append(other), right.append(image[i]), labels.append(1)
         ids, mask = batch["input_ids"], batch["attention_mask"]
-        text = self.text_encoder(input_ids=ids, attention_mask=mask).last_hidden_state
+        text = self.text_encoder(input_ids=ids, attention_mask=padding_mask(mask)).last_hidden_state
         out = self.fusion(text, mask, [torch.stack(left), torch.stack(right)])
         return F.cross_entropy(self.ta_head(out[:, 0]), torch.tensor(labels, device=image.device))
 

@@ -182,8 +182,6 @@ class ALBEF(nn.Module):
         self.itm_head = nn.Linear(d, 2)
         if task == "pretrain":
             self.mlm_head = BertOnlyMLMHead(bert_config(sizes, 1, cross=False))
-            self.mlm_head.predictions.decoder.weight = self.text_encoder.embeddings.word_embeddings.weight
-            self.mlm_head.predictions.decoder.bias = self.mlm_head.predictions.bias
             if config.mim_loss:
                 self.mim_head = nn.Linear(d, sizes["patch_size"] ** 2 * 3)
         # momentum copies: no gradients, EMA of the online weights
@@ -194,8 +192,7 @@ class ALBEF(nn.Module):
         self.text_proj_m = copy.deepcopy(self.text_proj)
         if task == "pretrain":  # ALBEF's momentum BertForMaskedLM has its own head, tied to its own embeddings
             self.mlm_head_m = copy.deepcopy(self.mlm_head)
-            self.mlm_head_m.predictions.decoder.weight = self.text_encoder_m.embeddings.word_embeddings.weight
-            self.mlm_head_m.predictions.decoder.bias = self.mlm_head_m.predictions.bias
+        self.tie_weights()
         for p in self.momentum_parameters():
             p.requires_grad_(False)
         q = sizes["queue_size"]
@@ -204,6 +201,21 @@ class ALBEF(nn.Module):
         if task == "retrieval":  # ALBEF's retrieval model: the image index of each queued feature
             self.register_buffer("idx_queue", torch.full((1, q), -100, dtype=torch.long))
         self.register_buffer("queue_ptr", torch.zeros(1, dtype=torch.long))
+
+    def tie_weights(self) -> None:
+        """The MLM decoders read their text encoder's word embeddings (BertForMaskedLM's tie, each model its own)."""
+        if self.task != "pretrain":
+            return
+        for head, encoder in ((self.mlm_head, self.text_encoder), (self.mlm_head_m, self.text_encoder_m)):
+            head.predictions.decoder.weight = encoder.embeddings.word_embeddings.weight
+            head.predictions.decoder.bias = head.predictions.bias
+
+    def _apply(self, fn, recurse=True):
+        """nn.Module's, then the ties again: a move that makes new parameters (to the meta device, as the stateless
+        copy of seeds trained together is) would otherwise leave the decoders with copies of their own."""
+        out = super()._apply(fn, recurse)
+        self.tie_weights()
+        return out
 
     # --- parts ---
     def pairs(self):
@@ -245,14 +257,15 @@ class ALBEF(nn.Module):
         image_feat, text_feat = gather_ranks(image_feat), gather_ranks(text_feat)
         idx = None if idx is None else gather_ranks(idx)
         n, size = image_feat.shape[0], self.image_queue.shape[1]
-        ptr = int(self.queue_ptr)
-        slots = (torch.arange(n, device=image_feat.device) + ptr) % size  # wraps where ALBEF asserts divisibility
+        # wraps where ALBEF asserts divisibility; the pointer stays a tensor (no .item()), so that seeds trained
+        # together (torch.func.vmap) each move their own
+        slots = (torch.arange(n, device=image_feat.device) + self.queue_ptr) % size
         # the queues stay fp32; under bf16 or fp16 autocast the features come in the lower precision
-        self.image_queue[:, slots] = image_feat.T.to(self.image_queue.dtype)
-        self.text_queue[:, slots] = text_feat.T.to(self.text_queue.dtype)
+        self.image_queue.index_copy_(1, slots, image_feat.T.to(self.image_queue.dtype))
+        self.text_queue.index_copy_(1, slots, text_feat.T.to(self.text_queue.dtype))
         if idx is not None:
-            self.idx_queue[0, slots] = idx
-        self.queue_ptr[0] = (ptr + n) % size
+            self.idx_queue.index_copy_(1, slots, idx.view(1, -1).to(self.idx_queue.dtype))
+        self.queue_ptr.copy_((self.queue_ptr + n) % size)
 
     def forward(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         """The training loss of a batch (what DistributedDataParallel wraps under torchrun): the sum of the
@@ -268,7 +281,7 @@ class ALBEF(nn.Module):
 
     def text_embeds(self, ids, mask, momentum=False):
         encoder = self.text_encoder_m if momentum else self.text_encoder
-        return encoder(input_ids=ids, attention_mask=mask).last_hidden_state
+        return encoder(input_ids=ids, attention_mask=padding_mask(mask)).last_hidden_state
 
     def image_feat(self, embeds, momentum=False):
         proj = self.vision_proj_m if momentum else self.vision_proj
@@ -449,6 +462,15 @@ def gather_ranks(tensor: torch.Tensor) -> torch.Tensor:
     parts = [torch.empty_like(tensor) for _ in range(dist.get_world_size())]
     dist.all_gather(parts, tensor.contiguous())
     return torch.cat(parts)
+
+
+def padding_mask(mask: torch.Tensor) -> torch.Tensor:
+    """A text encoder's attention mask (1 at words, 0 at padding) in the additive 4D form BERT builds from it, given
+    ready: from a 2D one `transformers` first asks whether anything is padded, a branch on the data that seeds
+    trained together (torch.func.vmap) cannot take. The same attention."""
+    from repro.nn.attention import bert_padding_mask
+
+    return bert_padding_mask(mask == 0, torch.get_default_dtype())
 
 
 def batch_special(ids: torch.Tensor, sizes: dict[str, Any]) -> torch.Tensor:

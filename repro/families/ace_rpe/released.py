@@ -52,7 +52,9 @@ def run_weights(ctx: RunContext) -> RowRun:
     if ctx.scale == "paper":
         vocab = paper_sources(config, recall).vocab
     else:
-        vocab = data.get("tasks", data["root"]) / "vocab"
+        from repro.families.ace_rpe.sources import run_vocabulary
+
+        vocab = run_vocabulary(data)
     tok = tokenizer(vocab)
     run = RowRun(metrics={}, split="test" if ctx.scale == "paper" else "test (generated)")
     run.info["weights_keys"] = {}

@@ -102,6 +102,21 @@ def read_split(path: Path, kind: str, image_root: Path, limit: int | None = None
     return entries
 
 
+def run_vocabulary(data: dict[str, Path]) -> Path:
+    """The vocabulary folder a generated run tokenizes with (`prepare_data`'s folders): the one whose vocab.txt holds
+    every word of the others: the tasks' (it adds their words to the captions'), or the pre-training folder's where
+    its generator says `task_words` (it adds the tasks' words, and the place words of `place_captions`)."""
+    folders = [data[k] for k in ("tasks", "root") if k in data]
+    words = [set((f / "vocab" / "vocab.txt").read_text().split()) for f in folders]
+    for folder, own in zip(folders, words):
+        if all(own >= other for other in words):
+            return folder / "vocab"
+    raise ReproError(
+        f"{folders[1]}: its captions have words the tasks' vocabulary lacks; set generator.task_words: true so that "
+        f"one vocabulary holds both"
+    )
+
+
 def synthetic_sources(root: Path, datasets: list[str]) -> Sources:
     retrieval = {d: (root / f"{n}_train.json", root / f"{n}_test.json", root) for d, n in RETRIEVAL_NAMES.items()}
     return Sources(vocab=root / "vocab", pretrain=((root / "pretrain.json", root),), retrieval=retrieval)

@@ -29,6 +29,9 @@ SHAPES = ("square", "circle", "triangle")
 RELATIONS = {"left of": "right of", "right of": "left of", "above": "below", "below": "above"}
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 RETRIEVAL_NAMES = {"flickr30k": "flickr30k", "coco-retrieval": "coco"}  # spec dataset -> ALBEF file prefix
+# the downstream tasks' words (`synthetic_tasks.py`), in the vocabulary here too with `task_words`
+TASK_WORDS = ("is", "there", "what", "the", "left", "right", "image", "shows", "yes", "no", "of")
+PLACE_WORDS = ("at", "the", "top", "bottom", "middle", "left", "right")  # "a red square at the top left"
 
 
 @dataclass(frozen=True)
@@ -43,12 +46,20 @@ class GeneratorConfig(GeneratorSettings):
     captions_per_image: int = 5  # test captions per image (Flickr30K and COCO have 5)
     train_captions: int = 2
     twins: bool = False  # every second image: the one before with two shapes exchanged
+    # the share of pre-training captions that say where one shape is in the image ("a red square at the top left")
+    # instead of how two stand to each other; 0 draws nothing for it, so older configs give the same files
+    place_captions: float = 0.0
+    # the vocabulary holds the downstream tasks' words too, so that tables with and without task columns tokenize
+    # alike and share their pre-training (`pretrained.py`)
+    task_words: bool = False
 
     def check(self) -> None:
         if self.objects < 2 or self.objects > self.grid * self.grid:
             raise ReproError(f"generator: objects must be 2..grid^2 ({self.grid**2}), got {self.objects}")
         if min(self.pretrain_images, self.train_images, self.test_images, self.captions_per_image) < 1:
             raise ReproError("generator: image and caption counts must be at least 1")
+        if not 0.0 <= self.place_captions <= 1.0:
+            raise ReproError(f"generator: place_captions must be within [0, 1], got {self.place_captions}")
 
 
 def _scene(rng: random.Random, cfg: GeneratorConfig) -> list[tuple[str, str, int, int]]:
@@ -81,6 +92,24 @@ def _caption(rng: random.Random, scene) -> str:
     return f"a {a[0]} {a[1]} {_relation(a, b)} a {b[0]} {b[1]}"
 
 
+def place(obj, grid: int) -> str:
+    """Where an object is in the image: its row (top, middle, bottom) and column (left, right; none in between),
+    "middle" alone at the centre: "top left", "top", "left", "middle", "bottom right"."""
+    row = "top" if obj[2] == 0 else "bottom" if obj[2] == grid - 1 else "middle"
+    column = "left" if obj[3] == 0 else "right" if obj[3] == grid - 1 else ""
+    if row == "middle" and column:
+        return column
+    return f"{row} {column}".strip()
+
+
+def _pretrain_caption(rng: random.Random, scene, cfg: GeneratorConfig) -> str:
+    """A pre-training caption: with share `place_captions` where one shape is, else how two stand."""
+    if cfg.place_captions > 0 and rng.random() < cfg.place_captions:
+        obj = rng.choice(scene)
+        return f"a {obj[0]} {obj[1]} at the {place(obj, cfg.grid)}"
+    return _caption(rng, scene)
+
+
 def _draw(scene, cfg: GeneratorConfig, path: Path) -> None:
     from PIL import Image, ImageDraw
 
@@ -111,8 +140,13 @@ def _images(rng, cfg, root: Path, split: str, count: int) -> list[tuple[str, lis
     return out
 
 
-def vocabulary() -> list[str]:
+def vocabulary(cfg: GeneratorConfig | None = None) -> list[str]:
+    """The captions' words (with `place_captions` the place words, with `task_words` the tasks' words too)."""
     words = {"a", *COLOURS, *SHAPES, *(w for r in RELATIONS for w in r.split())}
+    if cfg is not None and cfg.place_captions > 0:
+        words |= set(PLACE_WORDS)
+    if cfg is not None and cfg.task_words:
+        words |= set(TASK_WORDS)
     return SPECIALS + sorted(words)
 
 
@@ -125,7 +159,10 @@ def generate(root: Path, cfg: GeneratorConfig) -> Path:
     pretrain = _images(rng, cfg, root, "pretrain", cfg.pretrain_images)
     write_json_atomic(
         root / "pretrain.json",
-        [{"image": rel, "caption": [_caption(rng, s) for _ in range(cfg.train_captions)]} for rel, s in pretrain],
+        [
+            {"image": rel, "caption": [_pretrain_caption(rng, s, cfg) for _ in range(cfg.train_captions)]}
+            for rel, s in pretrain
+        ],
     )
     for name in RETRIEVAL_NAMES.values():
         train = _images(rng, cfg, root, f"{name}_train", cfg.train_images)
@@ -141,6 +178,6 @@ def generate(root: Path, cfg: GeneratorConfig) -> Path:
             [{"image": rel, "caption": [_caption(rng, s) for _ in range(cfg.captions_per_image)]} for rel, s in test],
         )
     (root / "vocab").mkdir(parents=True, exist_ok=True)
-    (root / "vocab" / "vocab.txt").write_text("\n".join(vocabulary()) + "\n")
+    (root / "vocab" / "vocab.txt").write_text("\n".join(vocabulary(cfg)) + "\n")
     marker.write_text(json.dumps({"generator": cfg.__dict__}))
     return root

@@ -37,11 +37,19 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from repro.errors import ReproError
-from repro.families.ace_rpe.synthetic import COLOURS, SHAPES, SPECIALS, _draw, _relation, _scene, vocabulary
+from repro.families.ace_rpe.synthetic import (
+    COLOURS,
+    SHAPES,
+    SPECIALS,
+    TASK_WORDS,
+    _draw,
+    _relation,
+    _scene,
+    vocabulary,
+)
 from repro.families.base import GeneratorSettings
 from repro.utils import write_json_atomic
 
-TASK_WORDS = ("is", "there", "what", "the", "left", "right", "image", "shows", "yes", "no", "of")
 TEST_DEV_SHARE = 0.5  # the first half of the generated test2015 questions form test-dev
 
 

@@ -54,25 +54,14 @@ def _files(root: Path | TaskFiles, pretrain_root: Path | None = None) -> TaskFil
     return root if isinstance(root, TaskFiles) else generated_task_files(root, pretrain_root)
 
 
-def _fit(ctx: RunContext, model, dataset, recipe_name: str, name: str, collate):
-    """Fine-tune `model` on its task's loss, its forward (so DistributedDataParallel synchronises its gradients),
-    on the unit's device."""
-    from repro.families.ace_rpe.build import loss_step
-    from repro.train import fit
+def _fit(ctxs: list[RunContext], models, dataset, recipe_name: str, name: str, collate, together: bool = True):
+    """Fine-tune each seed's model on its task's loss (`stages.train_stage`: several seeds together where
+    `together`), on the units' device; per seed {"steps", "final_loss"} (and "ensemble")."""
+    from repro.families.ace_rpe.stages import train_stage
 
-    recipe = ctx.recipe(name=recipe_name, overrides=ctx.settings.get("task_recipe", {}))
-    state = fit(
-        model,
-        dataset,
-        recipe,
-        ctx.workdir / name,
-        loss_step=loss_step(model.task),
-        collate_fn=collate,
-        resume=ctx.resume,
-        progress=ctx.progress,
-        device=ctx.device,
-    )
-    return {"steps": state.step, "final_loss": state.final_loss}
+    recipes = [c.recipe(name=recipe_name, overrides=c.settings.get("task_recipe", {})) for c in ctxs]
+    done = train_stage(ctxs, models, dataset, recipes, name, collate, together)
+    return [{k: v for k, v in d.items() if k != "world_size"} for d in done]
 
 
 def _loader(dataset, collate, batch_size: int = GENERATED_EVAL_BATCH, workers: int = 0, model=None):
@@ -121,14 +110,18 @@ def _placed(model, device):
     return model.eval()
 
 
-def _model(ctx: RunContext, task: str, sizes, weights):
+def _models(ctxs: list[RunContext], task: str, sizes, weights: list) -> list:
+    """Each seed's `task` model, built after seeding with its seed, from its own pre-trained weights."""
     from repro.families.ace_rpe.heads import load_pretrained
     from repro.train.trainer import seed_everything
 
-    seed_everything(ctx.seed)
-    model = build_model(ctx.config, sizes, task=task)
-    load_pretrained(model, weights)
-    return model
+    out = []
+    for ctx, own in zip(ctxs, weights):
+        seed_everything(ctx.seed)
+        model = build_model(ctx.config, sizes, task=task)
+        load_pretrained(model, own)
+        out.append(model)
+    return out
 
 
 def _first_images(files: TaskFiles, pairs) -> None:
@@ -242,18 +235,18 @@ def vqa_eval_data(files: TaskFiles, split: str, tok, size: int, max_tokens: int 
 
 
 def classify(
-    ctx: RunContext,
+    ctxs: list[RunContext],
     task: str,
     root,
     pretrain_root: Path,
-    weights,
+    weights: list,
     sizes,
     collate,
     size: int,
     assign_size: int | None = None,
 ):
     """SNLI-VE or NLVR2 (after its text-assignment step, at `assign_size` px where given): fine-tune, accuracy
-    on each split."""
+    on each split; per seed (scores, training)."""
     from repro.families.ace_rpe.tasks_data import NLVRData, VEData
 
     files = _files(root, pretrain_root)
@@ -266,13 +259,15 @@ def classify(
         split: classify_eval_data(files, task, split, collate.tok, size, collate.max_tokens)
         for split in SPLIT_FILES[task]
     }
-    training = {}
-    model = _model(ctx, task, sizes, weights)
-    if task == "nlvr2":  # ALBEF's text-assignment step on the pre-training pairs, then NLVR2 from its weights
-        training["nlvr2_assign"] = _assign(ctx, model, files, weights, collate, assign_size or size)
-    training[task] = _fit(ctx, model, train, TASK_RECIPES[task], task, collate)
-    scores = {split: evaluate_accuracy(model, data) for split, data in evals.items()}
-    return scores, training
+    training: list[dict[str, Any]] = [{} for _ in ctxs]
+    models = _models(ctxs, task, sizes, weights)
+    if task == "nlvr2":  # ALBEF's text-assignment step on the pre-training pairs (one seed at a time), then NLVR2
+        for ctx, model, own, done in zip(ctxs, models, weights, training):
+            done["nlvr2_assign"] = _assign(ctx, model, files, own, collate, assign_size or size)
+    for done, stage in zip(training, _fit(ctxs, models, train, TASK_RECIPES[task], task, collate)):
+        done[task] = stage
+    scores = [{split: evaluate_accuracy(model, data) for split, data in evals.items()} for model in models]
+    return list(zip(scores, training))
 
 
 def _assign(ctx: RunContext, model, files: TaskFiles, weights, collate, size: int) -> dict[str, Any]:
@@ -295,7 +290,7 @@ def _assign(ctx: RunContext, model, files: TaskFiles, weights, collate, size: in
         parts.append(PairDataset(entries, image_root, size, crop_scale=0.2 if files.paper else None))
     pairs = parts[0] if len(parts) == 1 else torch.utils.data.ConcatDataset(parts)
     plain = Collate(collate.tok, collate.max_tokens)
-    done = _fit(ctx, assign, pairs, TASK_RECIPES["nlvr2-assign"], "nlvr2_assign", plain)
+    done = _fit([ctx], [assign], pairs, TASK_RECIPES["nlvr2-assign"], "nlvr2_assign", plain)[0]
     if same:
         model.load_state_dict({k: v for k, v in assign.state_dict().items() if k in model.state_dict()}, strict=False)
     else:
@@ -304,13 +299,13 @@ def _assign(ctx: RunContext, model, files: TaskFiles, weights, collate, size: in
     return done
 
 
-def vqa(ctx: RunContext, root, weights, sizes, collate, size: int, tok):
-    """VQA: fine-tune the answer decoder, rank the answer list for every test2015 question, write the
-    server's file; at the generated scales score it as the server does; val where it is not trained on."""
-    from repro.datasets import vqa_server
-    from repro.datasets.vqa_server import PHASES
+def vqa(ctxs: list[RunContext], root, weights: list, sizes, collate, size: int, tok):
+    """VQA: fine-tune the answer decoder (one seed at a time: `stages.py`), rank the answer list for every test2015
+    question, write the server's file; at the generated scales score it as the server does; val where it is not
+    trained on. Per seed (scores, training, predictions file, extra)."""
     from repro.families.ace_rpe.tasks_data import VQATrain
 
+    ctx = ctxs[0]
     files = _files(root)
     splits = ["train"]  # the generated files: vqa_train.json alone
     if files.paper:
@@ -326,8 +321,23 @@ def vqa(ctx: RunContext, root, weights, sizes, collate, size: int, tok):
     test = vqa_eval_data(files, "test", tok, size, collate.max_tokens, k)
     held_out = files.paper and "val" not in splits
     val = vqa_eval_data(files, "val", tok, size, collate.max_tokens, k) if held_out else None
-    model = _model(ctx, "vqa", sizes, weights)
-    training = {"vqa": _fit(ctx, model, train, TASK_RECIPES["vqa"], "vqa", collate)}
+    models = _models(ctxs, "vqa", sizes, weights)
+    done = _fit(ctxs, models, train, TASK_RECIPES["vqa"], "vqa", collate, together=False)
+    out = []
+    for c, model, training in zip(ctxs, models, done):
+        scores, file, extra = _vqa_scores(c, model, files, test, val, k)
+        if files.paper:  # ALBEF's train_file
+            extra["vqa_train_files"] = [p.name for p in train_files]
+        out.append((scores, {"vqa": training}, file, extra))
+    return out
+
+
+def _vqa_scores(ctx: RunContext, model, files: TaskFiles, test: VQAEval, val: VQAEval | None, k: int):
+    """One seed's VQA model: its answers written for the server (and scored as the server would at the generated
+    scales), val scored where held out; (scores, predictions file, extra)."""
+    from repro.datasets import vqa_server
+    from repro.datasets.vqa_server import PHASES
+
     predicted = evaluate_vqa(model, test)["predictions"]
     out = ctx.predictions_file("test2015")
     targets = vqa_server.TEST_FILES["vqa2"][("test", "test2015")]  # all of test2015, for either phase
@@ -343,8 +353,6 @@ def vqa(ctx: RunContext, root, weights, sizes, collate, size: int, tok):
         }
     }
     extra: dict[str, Any] = {"submit": commands, "vqa_model": writer}
-    if files.paper:  # ALBEF's train_file
-        extra["vqa_train_files"] = [p.name for p in train_files]
     if val is not None:
         extra["vqa2_val"] = evaluate_vqa(model, val)["scores"]
     scores = {}
@@ -356,7 +364,7 @@ def vqa(ctx: RunContext, root, weights, sizes, collate, size: int, tok):
         phases = {p: {g["question_id"]: predicted[g["question_id"]] for g in gold if g["split"] == p} for p in PHASES}
         annotations = {g["question_id"]: {"answers": [{"answer": a} for a in g["answer"]]} for g in gold}
         scores = {p: a["overall"] for p, a in vqa_server.server_scores(phases, annotations).items()}
-    return scores, training, str(out), extra
+    return scores, str(out), extra
 
 
 def gradcam(model, batch, layer: int) -> torch.Tensor:
@@ -397,10 +405,10 @@ def score_heatmaps(grids, ref_ids, refer, dets):
     return metric.evaluate(gold, metric.select_boxes(heatmaps, proposals), splits=splits, ref_ids=list(ref_ids))
 
 
-def grounding(ctx: RunContext, root, weights, sizes, collate, size: int):
-    """Weakly supervised grounding: ITC + ITM fine-tuning on expressions, then Grad-CAM box selection;
-    the `grounding` metric on each refer split (val, testA, testB)."""
-    from repro.families.ace_rpe.data import PairDataset, load_image, pre_caption
+def grounding(ctxs: list[RunContext], root, weights: list, sizes, collate, size: int):
+    """Weakly supervised grounding: ITC + ITM fine-tuning on expressions (the seeds together), then Grad-CAM box
+    selection; per seed (the `grounding` metric on each refer split (val, testA, testB), training)."""
+    from repro.families.ace_rpe.data import PairDataset
     from repro.families.ace_rpe.heads import load_resized
     from repro.families.ace_rpe.tasks_data import Refer, grounding_entries, read_dets
     from repro.train.trainer import seed_everything
@@ -412,21 +420,36 @@ def grounding(ctx: RunContext, root, weights, sizes, collate, size: int):
     tests = [grounding_entries(files.json[f"refcoco+_{s}.json"])[: files.limit] for s in ("val", "test")]
     _first_images(files, [(train_json, image_root / expressions[0]["image"])])
     refer, dets = Refer(files.refer), read_dets(files.json["refcoco+/dets.json"])
-    seed_everything(ctx.seed)
-    model = build_model(ctx.config, sizes, task="retrieval")
-    if files.paper:  # pre-trained at 256 px: the resolution-dependent tables resized
-        load_resized(model, weights)
-    else:
-        model.load_state_dict({k: v for k, v in weights.items() if k in model.state_dict()}, strict=False)
+    models = []
+    for ctx, own in zip(ctxs, weights):
+        seed_everything(ctx.seed)
+        model = build_model(ctx.config, sizes, task="retrieval")
+        if files.paper:  # pre-trained at 256 px: the resolution-dependent tables resized
+            load_resized(model, own)
+        else:
+            model.load_state_dict({k: v for k, v in own.items() if k in model.state_dict()}, strict=False)
+        models.append(model)
     train = [{"image": e["image"], "caption": e["text"], "image_id": e["image"].split("/")[-1]} for e in expressions]
     pairs = PairDataset(train, image_root, size, crop_scale=1.0 if files.paper else None)  # ALBEF: resize, no crop
-    training = {"grounding": _fit(ctx, model, pairs, TASK_RECIPES["grounding"], "grounding", collate)}
-    layer = min(int(ctx.settings.get("gradcam_layer", GRADCAM_LAYER)), len(model.fusion.layer) - 1)
+    done = _fit(ctxs, models, pairs, TASK_RECIPES["grounding"], "grounding", collate)
+    entries = tests[0] + tests[1]
+    out = []
+    for ctx, model, training in zip(ctxs, models, done):
+        layer = min(int(ctx.settings.get("gradcam_layer", GRADCAM_LAYER)), len(model.fusion.layer) - 1)
+        grids = _heatmaps(model, entries, image_root, size, collate, layer, files.paper)
+        result = score_heatmaps(grids, [e["ref_id"] for e in entries], refer, dets)
+        out.append(({s: v for s, v in result.aggregate.items() if s != "overall"}, {"grounding": training}))
+    return out
+
+
+def _heatmaps(model, entries, image_root: Path, size: int, collate, layer: int, paper: bool) -> list[torch.Tensor]:
+    """Each expression's Grad-CAM grid (`gradcam`), in batches; under torchrun each rank computes its share of the
+    expressions (whole batches) and every rank gets all of them, in order."""
+    from repro.families.ace_rpe.data import load_image, pre_caption
     from repro.train.distributed import gather_objects
 
     model.eval()
-    entries = tests[0] + tests[1]
-    step = EVAL_BATCH["grounding"] if files.paper else GENERATED_EVAL_BATCH
+    step = EVAL_BATCH["grounding"] if paper else GENERATED_EVAL_BATCH
     share, env = _share(entries, step)  # under torchrun: this rank's expressions, whole batches
     grids = []
     for start in range(0, len(share), step):
@@ -436,43 +459,50 @@ def grounding(ctx: RunContext, root, weights, sizes, collate, size: int):
             for e in chunk
         ]
         grids += list(gradcam(model, _on_model(model, collate(items)), layer).cpu())
-    grids = [grid for part in gather_objects(grids, env) for grid in part]
-    result = score_heatmaps(grids, [e["ref_id"] for e in entries], refer, dets)
-    return {s: v for s, v in result.aggregate.items() if s != "overall"}, training
+    return [grid for part in gather_objects(grids, env) for grid in part]
 
 
 def run_tasks(
-    ctx: RunContext,
+    ctxs: list[RunContext],
     root,
     pretrain_root: Path | None,
-    weights: dict,
+    weights: list[dict],
     sizes: dict,
     tok,
     size: int,
     max_tokens: int,
     assign_size: int | None = None,
-) -> dict[str, Any]:
-    """Every downstream column of the spec, from the row's pre-trained `weights`: {"metrics",
+) -> list[dict[str, Any]]:
+    """Every downstream column of the spec, for each seed from its pre-trained `weights[k]`: per seed {"metrics",
     "training", "extra", "predictions"}; `root` holds the tasks' files (a generated folder, whose pre-training
     pairs are under `pretrain_root`, or the paper-scale `TaskFiles`)."""
     from repro.families.ace_rpe.data import Collate
     from repro.families.ace_rpe.tasks_data import TaskCollate
 
+    spec = ctxs[0].spec
     files = _files(root, pretrain_root)
     collate = TaskCollate(tok, max_tokens)
-    out: dict[str, Any] = {"metrics": {}, "training": {}, "extra": {}, "predictions": []}
-    for task in spec_heads(ctx.spec):
+    out: list[dict[str, Any]] = [{"metrics": {}, "training": {}, "extra": {}, "predictions": []} for _ in ctxs]
+    for task in spec_heads(spec):
         if task == "vqa":
-            scores, training, file, extra = vqa(ctx, files, weights, sizes, collate, size, tok)
-            out["predictions"].append(file)
-            out["extra"].update(extra)
-        elif task == "grounding":
-            scores, training = grounding(ctx, files, weights, sizes, Collate(tok, max_tokens), size)
+            for got, (scores, training, file, extra) in zip(out, vqa(ctxs, files, weights, sizes, collate, size, tok)):
+                got["predictions"].append(file)
+                got["extra"].update(extra)
+                got["training"].update(training)
+                got["scores"] = scores
         else:
-            scores, training = classify(ctx, task, files, pretrain_root, weights, sizes, collate, size, assign_size)
-        out["training"].update(training)
-        for col in ctx.spec.columns:
-            mine = TASK_OF_DATASET.get(col.dataset or "") == task or (task == "grounding" and col.metric == "grounding")
-            if mine and col.split in scores:
-                out["metrics"][col.name] = float(scores[col.split])
+            if task == "grounding":
+                results = grounding(ctxs, files, weights, sizes, Collate(tok, max_tokens), size)
+            else:
+                results = classify(ctxs, task, files, pretrain_root, weights, sizes, collate, size, assign_size)
+            for got, (scores, training) in zip(out, results):
+                got["training"].update(training)
+                got["scores"] = scores
+        for got in out:
+            scores = got.pop("scores")
+            for col in spec.columns:
+                mine = TASK_OF_DATASET.get(col.dataset or "") == task
+                mine = mine or (task == "grounding" and col.metric == "grounding")
+                if mine and col.split in scores:
+                    got["metrics"][col.name] = float(scores[col.split])
     return out

@@ -56,6 +56,8 @@ class OfficialConfig(syn.GeneratorConfig):
 
     def check(self) -> None:
         super().check()
+        if self.question_weights is not None or self.val_question_weights is not None:
+            raise ReproError("question_weights: the release layouts ask the original templates uniformly")
         if min(self.train_images, self.val_images, self.test_images) < 1:
             raise ReproError("official-layout generator needs at least one train, val and test image")
         if not 0 < self.test_dev_fraction <= 1:

@@ -12,6 +12,14 @@ in four families, each in the three VQA v2 answer types:
 - counting in a region: "how many circles are at the top?"
 - word order: "what is on the red cube?" versus "what is the red cube on?" (same words, other order)
 
+and, asked only where `question_weights` (train, and val unless `val_question_weights` gives val its own mix)
+names them, three that the positional modules are built for:
+
+- word order on yes/no: "is the red cube on the blue cone?" about a stacked pair, either way round (PWA's question)
+- counting by relative geometry: "how many objects are next to the red cube?", near in the anchor's own width and
+  height, the terms POA embeds (Eq. 14) (POA's question)
+- absolute position, closer than the features' noise resolves: "what is the leftmost object?" (PMA's question)
+
 The generator is seeded and deterministic, and writes the official VQA v2 files
 (`v2_OpenEnded_mscoco_<split>_questions.json`, `v2_mscoco_<split>_annotations.json`) and one feature
 store per split, so the same loaders, models, metrics and tables run on it as on the real data.
@@ -61,10 +69,25 @@ class GeneratorConfig(GeneratorSettings):
     # features carry (x1, y1, x2, y2); None: the features carry no position. Its draws come from their own
     # stream, so scenes, questions and the class/colour part of the features are the same either way.
     position_noise: float | None = None
+    # template name (TEMPLATES) -> weight: each question's template is drawn with these weights (those left out are
+    # never asked); None: the seven original templates, uniformly, with the draws of the data sets made before the
+    # setting existed (the same files byte for byte)
+    question_weights: dict[str, float] | None = None
+    # the same for the val split (the evaluation set) alone; None: val is drawn as train is
+    val_question_weights: dict[str, float] | None = None
+
+    def weights_for(self, split: str) -> dict[str, float] | None:
+        """The template weights of a split ("train" or "val")."""
+        if split == "val" and self.val_question_weights is not None:
+            return self.val_question_weights
+        return self.question_weights
 
     def check(self) -> None:
         if self.position_noise is not None and not self.position_noise >= 0:
             raise ReproError(f"generator position_noise must be >= 0 or null, got {self.position_noise}")
+        for weights in (self.question_weights, self.val_question_weights):
+            if weights is not None:
+                check_weights(weights)
 
 
 @dataclass
@@ -116,14 +139,29 @@ def _unique(scene: Scene, pick) -> list[int]:
     return [i for i, o in enumerate(scene.objects) if pick(o) and sum(p.name == o.name for p in scene.objects) == 1]
 
 
-def make_questions(rng: np.random.Generator, scene: Scene, n: int) -> list[tuple[str, str, str, str]]:
-    """Up to `n` questions as (question, answer, answer_type, question_type)."""
-    makers = [_what_colour, _how_many, _is_there, _left_of, _is_left_of, _count_top, _on_top]
+def make_questions(
+    rng: np.random.Generator, scene: Scene, n: int, weights: dict[str, float] | None = None
+) -> list[tuple[str, str, str, str]]:
+    """Up to `n` questions as (question, answer, answer_type, question_type); each one's template drawn uniformly
+    from the original seven or, with `weights`, by those weights."""
+    if weights is None:
+        makers = [TEMPLATES[name] for name in ORIGINAL]
+
+        def draw():
+            return makers[int(rng.integers(len(makers)))]
+    else:
+        names = sorted(name for name, w in weights.items() if w > 0)
+        shares = np.asarray([weights[name] for name in names], dtype=np.float64)
+        shares /= shares.sum()
+
+        def draw():
+            return TEMPLATES[names[int(rng.choice(len(names), p=shares))]]
+
     out: list[tuple[str, str, str, str]] = []
     for _ in range(n * 4):
         if len(out) == n:
             break
-        made = makers[int(rng.integers(len(makers)))](rng, scene)
+        made = draw()(rng, scene)
         if made is not None and made[0] not in {q for q, *_ in out}:
             out.append(made)
     return out
@@ -203,6 +241,96 @@ def _on_top(rng, scene):
     return None
 
 
+def _is_on(rng, scene):
+    """Word order on yes/no: a stacked pair named either way round, "Is the A on the B?" (yes when A rests on B) or
+    "Is the B on the A?" (no). The same two names in both; only their order tells the answer apart."""
+    if scene.stacked is None:
+        return None
+    names = [o.name for o in scene.objects]
+    upper, lower = (scene.objects[i].name for i in scene.stacked)
+    if names.count(upper) != 1 or names.count(lower) != 1:
+        return None
+    if rng.random() < 0.5:
+        return f"Is the {upper} on the {lower}?", "yes", "yes/no", "is the X on the Y"
+    return f"Is the {lower} on the {upper}?", "no", "yes/no", "is the X on the Y"
+
+
+# "next to": centres at most NEAR of the anchor's own width apart horizontally and of its height vertically, the
+# ratios |x_i - x_j| / w_i and |y_i - y_j| / h_i of POA's R_ij (Eq. 14, i the anchor). A question is not asked when
+# an object lies within NEAR_MARGIN of that line in either ratio, so that the count is unambiguous from exact boxes.
+NEAR = 1.5
+NEAR_MARGIN = 0.1
+
+
+def _near_ratio(scene: Scene, i: int, j: int) -> float:
+    """How far object j's centre is from anchor i's, in i's width and height (the larger of the two ratios)."""
+    (xi, yi), (xj, yj) = scene.objects[i].centre, scene.objects[j].centre
+    x1, y1, x2, y2 = scene.objects[i].box
+    return max(abs(xj - xi) / (x2 - x1), abs(yj - yi) / (y2 - y1))
+
+
+def _count_near(rng, scene):
+    """Counting by relative geometry: "How many objects are next to the X?" (NEAR)."""
+    anchors = _unique(scene, lambda o: True)
+    if not anchors:
+        return None
+    i = anchors[int(rng.integers(len(anchors)))]
+    ratios = [_near_ratio(scene, i, j) for j in range(len(scene.objects)) if j != i]
+    if any(abs(r - NEAR) < NEAR_MARGIN for r in ratios):
+        return None
+    count = sum(r <= NEAR for r in ratios)
+    return f"How many objects are next to the {scene.objects[i].name}?", str(count), "number", "how many next to"
+
+
+# "what is the leftmost object?": the first and second objects along the axis have centres EXTREME_GAP[0] to
+# EXTREME_GAP[1] of the image's width (height) apart: far enough for exact boxes to tell, close enough that the
+# features' noisy box (position_noise 0.05 on each side) often does not
+EXTREMES = {"leftmost": (0, 1.0), "rightmost": (0, -1.0), "topmost": (1, 1.0), "bottommost": (1, -1.0)}
+EXTREME_GAP = (0.02, 0.08)
+
+
+def _extreme(rng, scene):
+    """Absolute position: "What is the leftmost (rightmost, topmost, bottommost) object?" -> its class."""
+    word = list(EXTREMES)[int(rng.integers(len(EXTREMES)))]
+    axis, sign = EXTREMES[word]
+    order = sorted(range(len(scene.objects)), key=lambda k: sign * scene.objects[k].centre[axis])
+    first, second = order[0], order[1]
+    gap = abs(scene.objects[second].centre[axis] - scene.objects[first].centre[axis])
+    if not EXTREME_GAP[0] <= gap / (scene.width, scene.height)[axis] <= EXTREME_GAP[1]:
+        return None
+    return f"What is the {word} object?", scene.objects[first].cls, "other", "what is the Xmost"
+
+
+# every question template by name (`question_weights`); ORIGINAL: the seven asked uniformly when it is not set, in
+# the order of those draws
+TEMPLATES = {
+    "what_colour": _what_colour,
+    "how_many": _how_many,
+    "is_there": _is_there,
+    "left_of": _left_of,
+    "is_left_of": _is_left_of,
+    "count_top": _count_top,
+    "on_top": _on_top,
+    "is_on": _is_on,
+    "count_near": _count_near,
+    "extreme": _extreme,
+}
+ORIGINAL = ("what_colour", "how_many", "is_there", "left_of", "is_left_of", "count_top", "on_top")
+
+
+def check_weights(weights) -> None:
+    """`question_weights`: template names mapped to non-negative numbers, at least one positive."""
+    if not isinstance(weights, dict) or not weights:
+        raise ReproError(f"generator question_weights must map template names to weights ({', '.join(TEMPLATES)})")
+    for name, weight in weights.items():
+        if name not in TEMPLATES:
+            raise ReproError(f"generator question_weights: unknown template {name!r}; one of {', '.join(TEMPLATES)}")
+        if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not 0 <= weight < float("inf"):
+            raise ReproError(f"generator question_weights.{name} must be a number >= 0, got {weight!r}")
+    if not any(w > 0 for w in weights.values()):
+        raise ReproError("generator question_weights: at least one template needs a positive weight")
+
+
 def object_features(
     rng: np.random.Generator, scene: Scene, projection: np.ndarray, noise: float, position: NoisyPosition | None = None
 ) -> np.ndarray:
@@ -261,7 +389,7 @@ def _draws(cfg: GeneratorConfig):
             features = object_features(rng, scene, projection, cfg.feature_noise, position)
             made = [
                 (*q, _annotator_answers(rng, q[1], q[2], cfg.annotator_error))
-                for q in make_questions(rng, scene, cfg.questions_per_image)
+                for q in make_questions(rng, scene, cfg.questions_per_image, cfg.weights_for(split))
             ]
             yield split, image_id, scene, features, made
 

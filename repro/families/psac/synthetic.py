@@ -84,6 +84,14 @@ class GeneratorConfig(GeneratorSettings):
     # Count videos hold max_count * rep_frames pose frames whatever the count, so that only the order of pose and
     # rest frames tells it (the positive control of VPSA's order signal; default: each repetition 1..2*rep_frames)
     count_fixed_frames: bool = False
+    # Share of questions whose action words are written in rare forms (`word_forms`): every word naming an action
+    # (the verb of a Trans. or FrameQA question, each word of a candidate or Count phrase) gets two letters appended,
+    # drawn afresh per word, from a..m in Train and from n..z in Test, so a Test form is never a Train word and most
+    # Train forms occur once or twice: the word table holds nothing about them, their characters name the action
+    # (Table 5). Drawn from a stream of their own after everything else: the videos and answers stay the same.
+    word_forms: float = 0.0
+    # Share of FrameQA questions about the shirt's colour at the time of an action (the rest: "who <verb>s ?")
+    color_questions: float = 0.7
 
     def key(self) -> str:
         # "-count2": Count on videos of its own; data generated before under the same settings is not reused
@@ -112,6 +120,8 @@ class GeneratorConfig(GeneratorSettings):
             raise ReproError(f"psac generator: at most {len(SUBJECTS)} subjects and 2..{len(COLORS)} colours")
         if self.max_count < 2:
             raise ReproError("psac generator: max_count must be at least 2")
+        if not (0.0 <= self.word_forms <= 1.0 and 0.0 <= self.color_questions <= 1.0):
+            raise ReproError("psac generator: word_forms and color_questions are shares, 0..1")
         if self.max_count * (2 * self.rep_frames + 1) > self.frames:
             raise ReproError(
                 f"psac generator: a Count video of {self.max_count} repetitions of up to {2 * self.rep_frames} "
@@ -228,7 +238,7 @@ def _questions(rng: np.random.Generator, cfg: GeneratorConfig, info: dict, key: 
     )
     rng.integers(len(acts))  # the draw of Count's old question, kept so that FrameQA's questions stay as they were
     i = int(rng.integers(len(acts)))
-    if rng.random() < 0.7:
+    if rng.random() < cfg.color_questions:
         out["frameqa"].append(
             {
                 "gif_name": gif,
@@ -243,6 +253,34 @@ def _questions(rng: np.random.Generator, cfg: GeneratorConfig, info: dict, key: 
             {"gif_name": gif, "question": f"who {ACTIONS[acts[i]]}s ?", "answer": subj, "type": 0, "description": ""}
         )
     return out
+
+
+# Words that name an action: the verbs, the words of their phrases and FrameQA's inflected verbs ("jumps").
+ACTION_WORDS = frozenset(ACTIONS) | {w for p in PHRASES.values() for w in p.split()} | {f"{a}s" for a in ACTIONS}
+FORM_LETTERS = {"Train": "abcdefghijklm", "Test": "nopqrstuvwxyz"}  # a Test form is never a Train word
+TEXT_FIELDS = ("question", "a1", "a2", "a3", "a4", "a5")
+
+
+def rare_form(rng: np.random.Generator, word: str, split: str) -> str:
+    """`word` with two letters of the split's half of the alphabet appended, drawn again while that makes another
+    action's word ("bow" + "ed")."""
+    letters = FORM_LETTERS[split]
+    while True:
+        form = word + "".join(letters[int(i)] for i in rng.integers(len(letters), size=2))
+        if form not in ACTION_WORDS:
+            return form
+
+
+def write_forms(rng: np.random.Generator, share: float, split: str, question: dict) -> bool:
+    """With probability `share`, every action word of the question and its candidates in a rare form (in place);
+    True when it did. One draw per question, then two per action word."""
+    if rng.random() >= share:
+        return False
+    for name in TEXT_FIELDS:
+        if name in question:
+            words = str(question[name]).split(" ")
+            question[name] = " ".join(rare_form(rng, w, split) if w in ACTION_WORDS else w for w in words)
+    return True
 
 
 def generate(root: Path, cfg: GeneratorConfig) -> Path:
@@ -284,6 +322,11 @@ def generate(root: Path, cfg: GeneratorConfig) -> Path:
             "vid_id": f"COUNT{len(rows[(split, 'count')]) + 1}",
         }
         rows[(split, "count")].append(question)
+    if cfg.word_forms > 0:  # a stream of their own, after every video and answer is drawn
+        forms = np.random.default_rng([cfg.seed, 2])
+        for (split, _), qs in rows.items():
+            for q in qs:
+                write_forms(forms, cfg.word_forms, split, q)
     np.save(root / "features.npy", features)
     for (split, task), qs in rows.items():
         with open(root / file_name(split, task), "w", newline="", encoding="utf-8") as fh:

@@ -145,7 +145,7 @@ def test_vqa_with_limit_reads_the_first_entries_and_writes_a_partial_file(paper_
     torch.manual_seed(0)
     weights = build_model(ctx.config, {**sizes, "image_size": 16}, task="pretrain").state_dict()  # 256 -> 384 px
     files = paper_task_files(["vqa"], limit=1)
-    scores, training, path, extra = tasks.vqa(ctx, files, weights, sizes, TaskCollate(tok, 12), 32, tok)
+    scores, training, path, extra = tasks.vqa([ctx], files, [weights], sizes, TaskCollate(tok, 12), 32, tok)[0]
     assert scores == {} and training["vqa"]["steps"] == 1  # 3 questions (one a file), batch 4
     assert path.endswith("None.seed0.test2015.partial.json") and len(json.loads(open(path).read())) == 1
 

@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from repro import specs
+from repro import families, specs
 from repro.cli import app
 from repro.errors import ReproError
 from repro.families.ace_rpe.data import RetrievalTest, pre_caption, read_annotations, tokenizer
@@ -167,3 +167,87 @@ def test_committed_synthetic_results_hold_every_row_and_three_seeds_where_a_clai
                 assert set(result.metrics) == {c.name for c in spec.columns}, (ident, name)
         checks = [c for c in check_spec(spec, REPO_DIR / "results") if c.scale == "synthetic"]
         assert checks and all(c.ok for c in checks), ident
+
+
+def _recorded(tmp_path, monkeypatch, cfg: dict):
+    """The generated files and the objects drawn in each image, by its path."""
+    from repro.families.ace_rpe import synthetic
+
+    scenes = {}
+    monkeypatch.setattr(synthetic, "_draw", lambda scene, cfg, path: scenes.__setitem__(path, scene))
+    return generate(tmp_path, GeneratorConfig.from_mapping(cfg)), scenes
+
+
+@pytest.mark.parametrize("share", [0.0, 0.5, 1.0])
+def test_place_captions_say_where_one_shape_of_the_image_is(tmp_path, monkeypatch, share):
+    from repro.families.ace_rpe.synthetic import _relation, place
+
+    cfg = {**SMALL, "pretrain_images": 40, "grid": 3, "place_captions": share}
+    root, scenes = _recorded(tmp_path, monkeypatch, cfg)
+    placed = related = 0
+    for entry in read_annotations(root / "pretrain.json", "pretrain"):
+        scene = scenes[root / entry["image"]]
+        named = lambda name, scene=scene: [o for o in scene if f"{o[0]} {o[1]}" == name]  # noqa: E731
+        for caption in entry["caption"]:
+            words = caption.split(" ")
+            if " at the " in caption:  # "a C S at the P": an object of the scene, at its own place
+                placed += 1
+                assert any(" ".join(words[5:]) == place(o, 3) for o in named(" ".join(words[1:3])))
+            else:  # "a C S rel a C S", true in the scene
+                related += 1
+                relation = " ".join(words[3:-3])
+                pairs = [(a, b) for a in named(" ".join(words[1:3])) for b in named(" ".join(words[-2:])) if a is not b]
+                assert any(_relation(a, b) == relation for a, b in pairs)
+    assert (placed == 0) == (share == 0.0) and (related == 0) == (share == 1.0)
+    for name in ("flickr30k_test.json", "coco_train.json"):  # retrieval keeps its relational captions
+        assert " at the " not in (root / name).read_text()
+
+
+def test_places_name_the_row_and_the_column_of_a_cell():
+    from repro.families.ace_rpe.synthetic import place
+
+    names = [[place(("red", "square", r, c), 3) for c in range(3)] for r in range(3)]
+    assert names == [
+        ["top left", "top", "top right"],
+        ["left", "middle", "right"],
+        ["bottom left", "bottom", "bottom right"],
+    ]
+    assert [place(("red", "square", r, c), 2) for r in range(2) for c in range(2)] == [
+        "top left",
+        "top right",
+        "bottom left",
+        "bottom right",
+    ]
+
+
+def test_without_the_new_settings_the_generated_files_are_the_same_as_before(tmp_path):
+    """place_captions 0 and task_words false draw nothing and add no word: the files of an older config."""
+    old = generate(tmp_path / "old", GeneratorConfig.from_mapping(SMALL))
+    new = generate(
+        tmp_path / "new", GeneratorConfig.from_mapping({**SMALL, "place_captions": 0.0, "task_words": False})
+    )
+    for name in ("pretrain.json", "flickr30k_train.json", "coco_test.json", "vocab/vocab.txt"):
+        assert (old / name).read_bytes() == (new / name).read_bytes()
+    # the vocabulary of a config from before these settings (fixed here as it was written)
+    assert (old / "vocab" / "vocab.txt").read_text().split()[5:] == sorted(
+        ["a", "red", "green", "blue", "yellow", "square", "circle", "triangle", "left", "right", "of", "above", "below"]
+    )
+
+
+def test_one_vocabulary_serves_a_run_with_and_without_task_columns(sandbox):
+    from repro.families.ace_rpe.sources import run_vocabulary
+
+    spec = specs.resolve("ace-rpe-table8-mode", REPO_DIR / "experiments")
+    prepare_data = families.for_row(spec.rows[0]).prepare_data
+    tasks = {"train_items": 2, "test_items": 2}
+    old = prepare_data(spec, "synthetic", {"generator": SMALL, "task_generator": tasks})
+    assert run_vocabulary(old) == old["tasks"] / "vocab"  # the tasks' words and the captions'
+    placed = {**SMALL, "place_captions": 0.5}
+    with pytest.raises(ReproError, match="set generator.task_words: true"):
+        run_vocabulary(prepare_data(spec, "synthetic", {"generator": placed, "task_generator": tasks}))
+    both = {**placed, "task_words": True}
+    with_tasks = prepare_data(spec, "synthetic", {"generator": both, "task_generator": tasks})
+    without = prepare_data(spec, "synthetic", {"generator": both})
+    assert run_vocabulary(with_tasks) == run_vocabulary(without) == without["root"] / "vocab"
+    words = (without["root"] / "vocab" / "vocab.txt").read_text().split()
+    assert {"top", "middle", "bottom", "at", "is", "what", "yes"} <= set(words)

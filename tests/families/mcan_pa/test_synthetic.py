@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections import Counter
 
 import numpy as np
 import pytest
@@ -171,3 +172,125 @@ def test_generation_is_skipped_when_already_done(tmp_path):
 def test_unknown_setting_is_refused():
     with pytest.raises(ReproError, match="unknown synthetic generator setting"):
         GeneratorConfig.from_mapping({"seeed": 1})
+
+
+# --- question_weights: the mechanism's templates ------------------------------------------------------------------
+
+MECHANISM = {"is_on": 1.0, "count_near": 1.0, "extreme": 4.0}
+
+
+def test_without_question_weights_the_files_are_those_made_before_the_setting(tmp_path):
+    """The digests of two data sets as the generator wrote them before `question_weights` existed (commit 2ff7913)."""
+    plain = generate(tmp_path / "plain", SMALL)
+    noisy = GeneratorConfig(seed=0, train_images=30, val_images=10, stack_probability=0.8, position_noise=0.05)
+    assert _digest(plain) == "adc9ed429c72dc149f0030e2664f8048a13ee25b387e96a9cdfdd39531215f56"
+    assert _digest(generate(tmp_path / "noisy", noisy)) == (
+        "0af7b13d899e2a8f90219c4c8039b81e001177d724de374919cec4e7f48c5adc"
+    )
+
+
+def _drawn(cfg):
+    """Every (scene, question, answer, answer_type, question_type) the generator draws, train and val."""
+    for _, _, scene, _, made in synthetic._draws(cfg):
+        for question, answer, answer_type, question_type, _ in made:
+            yield scene, question, answer, answer_type, question_type
+
+
+def _named(scene, name):
+    (index,) = [i for i, o in enumerate(scene.objects) if o.name == name]
+    return index
+
+
+def _expected(scene, question):
+    """The answer worked out from the boxes, independently of the generator's own rules."""
+    boxes = np.asarray([o.box for o in scene.objects], dtype=np.float64)
+    cx, cy = (boxes[:, 0] + boxes[:, 2]) / 2, (boxes[:, 1] + boxes[:, 3]) / 2
+    if question.startswith("Is the ") and question.endswith("?") and " on the " in question:
+        a, b = question[len("Is the ") : -1].split(" on the ")
+        i, j = _named(scene, a), _named(scene, b)
+        resting = abs(boxes[i, 3] - boxes[j, 1]) < 1e-6 and boxes[j, 0] <= cx[i] <= boxes[j, 2]
+        return "yes" if resting else "no"
+    if question.startswith("How many objects are next to the "):
+        i = _named(scene, question[len("How many objects are next to the ") : -1])
+        w, h = boxes[i, 2] - boxes[i, 0], boxes[i, 3] - boxes[i, 1]
+        ratio = np.maximum(np.abs(cx - cx[i]) / w, np.abs(cy - cy[i]) / h)
+        ratio = np.delete(ratio, i)
+        assert not np.any(np.abs(ratio - 1.5) < 0.1)  # never asked where a box sits on the line
+        return str(int((ratio <= 1.5).sum()))
+    word = question[len("What is the ") : -len(" object?")]
+    centre, size = {"leftmost": (cx, scene.width), "rightmost": (-cx, scene.width)}.get(
+        word, {"topmost": (cy, scene.height), "bottommost": (-cy, scene.height)}.get(word, (None, None))
+    )
+    order = np.argsort(centre)
+    assert 0.02 <= (centre[order[1]] - centre[order[0]]) / size <= 0.08
+    return scene.objects[order[0]].cls
+
+
+def test_every_drawn_mechanism_question_has_the_answer_its_boxes_give():
+    cfg = GeneratorConfig(seed=5, train_images=150, val_images=20, stack_probability=0.8, question_weights=MECHANISM)
+    seen = Counter()
+    for scene, question, answer, answer_type, question_type in _drawn(cfg):
+        assert answer == _expected(scene, question), question
+        seen[(question_type, answer_type)] += 1
+    assert set(seen) == {
+        ("is the X on the Y", "yes/no"),
+        ("how many next to", "number"),
+        ("what is the Xmost", "other"),
+    }
+    assert min(seen.values()) > 50
+
+
+def test_word_order_alone_tells_the_yes_from_the_no():
+    """Each stacked pair is asked about in both orders across scenes; every yes names the upper object first."""
+    cfg = GeneratorConfig(seed=1, train_images=200, val_images=1, stack_probability=1.0, question_weights={"is_on": 1})
+    answers = Counter()
+    for scene, question, answer, *_ in _drawn(cfg):
+        first = question[len("Is the ") : -1].split(" on the ")[0]
+        assert (first == scene.objects[scene.stacked[0]].name) == (answer == "yes")
+        answers[answer] += 1
+    assert abs(answers["yes"] - answers["no"]) < 0.2 * sum(answers.values())
+
+
+def test_question_weights_decide_the_templates_asked():
+    only = GeneratorConfig(seed=2, train_images=60, val_images=1, question_weights={"count_near": 1, "extreme": 0})
+    assert {qt for *_, qt in _drawn(only)} == {"how many next to"}
+    # one question per image from two templates that are always asked: drawn 1 : 3
+    mixed = GeneratorConfig(
+        seed=2, train_images=400, val_images=1, questions_per_image=1, question_weights={"how_many": 1, "is_there": 3}
+    )
+    kinds = Counter(qt for *_, qt in _drawn(mixed))
+    assert 2.3 < kinds["is there a"] / kinds["how many"] < 3.9
+
+
+@pytest.mark.parametrize(
+    ("weights", "message"),
+    [
+        ({"is_onn": 1}, "unknown template 'is_onn'"),
+        ({"is_on": -1}, "must be a number >= 0"),
+        ({"is_on": "2"}, "must be a number >= 0"),
+        ({"is_on": 0}, "at least one template"),
+        ({}, "must map template names"),
+    ],
+)
+def test_bad_question_weights_are_refused(weights, message):
+    with pytest.raises(ReproError, match=message):
+        GeneratorConfig.from_mapping({"question_weights": weights})
+
+
+def test_the_release_layouts_refuse_question_weights():
+    with pytest.raises(ReproError, match="release layouts"):
+        OfficialConfig.from_mapping({"question_weights": {"is_on": 1}})
+
+
+def test_val_question_weights_change_only_the_val_questions(tmp_path):
+    """The evaluation set asks its own mix; train (drawn first) is the same files with or without it."""
+    broad = {"what_colour": 1, "is_there": 1, "is_on": 1, "extreme": 1}
+    both = GeneratorConfig(seed=4, train_images=80, val_images=40, stack_probability=0.8, question_weights=broad)
+    apart = GeneratorConfig(**{**both.__dict__, "val_question_weights": {"extreme": 1}})
+    a, b = generate(tmp_path / "a", both), generate(tmp_path / "b", apart)
+    for key in ("train_questions", "train_annotations"):
+        assert a[key].read_bytes() == b[key].read_bytes()
+    val = json.loads(b["val_annotations"].read_text())["annotations"]
+    assert val and {x["question_type"] for x in val} == {"what is the Xmost"}
+    train = json.loads(b["train_annotations"].read_text())["annotations"]
+    assert len({x["question_type"] for x in train}) == 4

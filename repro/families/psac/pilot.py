@@ -1,0 +1,224 @@
+"""Pilot runs of the synthetic scale: a row's training curve per task on held-out train videos, never on Test.
+
+`python -m repro.families.psac.pilot SPEC --rows "w/ 1 VPSA" --seeds 0,1 --tasks action,count [--heldout 500]
+[--every 2] [KEY=VALUE ...]` generates the spec's synthetic data with `--heldout` more train videos than the spec asks
+for (the generator draws train videos first, and Count's from a stream of their own in the same order, so the
+spec's own train videos are the first ones drawn), trains each (row, seed, task) by the spec's recipe on the
+questions of the spec's own train videos, and scores the questions of the extra videos every `--every` epochs with
+the task's metric (accuracy, or Count's MSE). The Test files, which the tables are scored on, are never read. One
+JSON line per evaluation, and a summary per (row, seed, task): the held-out metric at the last epoch and how it moved
+over the last quarter of the epochs (its net change: the designs' stopping rule is under half a point, or 0.02 of
+Count's MSE; and its range), with the CPU seconds of training and of the held-out evaluations.
+
+`KEY=VALUE` sets `generator.<key>`, `recipe.<key>`, `sizes.<key>`, `task_recipe.<task>.<key>` or `model.<key>` (the
+row's model config) for the pilot (YAML values). Pilots choose a scale's settings before the runs that judge claims
+(the family README and the specs say what each pilot showed); nothing they print is a result.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from repro.errors import ReproError
+
+SECTIONS = ("generator", "recipe", "sizes", "task_recipe", "model")
+
+
+def apply_overrides(settings: dict[str, Any], overrides: list[str]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(a copy of the scale's settings with `section.key=value` set, the `model.key=value` settings)."""
+    out, model = copy.deepcopy(settings), {}
+    for item in overrides:
+        key, sep, text = item.partition("=")
+        path = key.split(".")
+        if not sep or path[0] not in SECTIONS or len(path) < 2:
+            raise ReproError(f"pilot: {item!r} is not SECTION.KEY=VALUE with SECTION one of {', '.join(SECTIONS)}")
+        value = yaml.safe_load(text)
+        if path[0] == "model":
+            model[".".join(path[1:])] = value
+            continue
+        node = out.setdefault(path[0], {})
+        for part in path[1:-1]:
+            if not isinstance(node.get(part), dict):
+                node[part] = {}
+            node = node[part]
+        node[path[-1]] = value
+    return out, model
+
+
+def last_quarter(epochs: list[int], values: list[float]) -> tuple[float, float]:
+    """How a curve moves over the last quarter of training, from the last evaluation at or before 3/4 of the last
+    epoch to the last one: (the net change, last less first; the range, largest less smallest)."""
+    if not values:
+        return float("nan"), float("nan")
+    start = max([i for i, e in enumerate(epochs) if e <= 0.75 * epochs[-1]], default=0)
+    tail = values[start:]
+    return tail[-1] - tail[0], max(tail) - min(tail)
+
+
+def video_index(key: int, videos: int) -> int:
+    """The generator's video number of a question's key: the other tasks' videos are keys 0..videos-1, Count's
+    videos follow them (key videos + i is Count's i-th video)."""
+    return key if key < videos else key - videos
+
+
+def run_pilot(
+    spec_id: str,
+    rows: list[str],
+    seeds: list[int],
+    tasks: list[str],
+    heldout: int,
+    every: int,
+    overrides: list[str],
+    emit,
+) -> None:
+    """`emit` one dict per evaluation, as it is made, and one summary per (row, seed, task) (`"summary": true`)."""
+    from repro.families import by_paper, implementation
+    from repro.families.psac.build import TASKS
+    from repro.specs import resolve
+
+    prepare_data = implementation(by_paper("psac")).prepare_data  # family.py, loaded by the family table
+
+    spec = resolve(spec_id)
+    settings, model = apply_overrides(spec.scales["synthetic"], overrides)
+    unknown = [t for t in tasks if t not in TASKS]
+    if unknown:
+        raise ReproError(f"pilot: unknown task {unknown[0]!r}; one of {', '.join(TASKS)}")
+    generator = settings["generator"]
+    enlarged = {**settings, "generator": {**generator, "train_videos": int(generator["train_videos"]) + heldout}}
+    data = prepare_data(spec, "synthetic", enlarged)
+    for name in rows:
+        for seed in seeds:
+            for task in tasks:
+                pilot_unit(spec, spec.row(name), model, seed, task, enlarged, data, heldout, every, emit)
+
+
+def pilot_unit(spec, row, model_overrides, seed, task, settings, data, heldout, every, emit) -> None:
+    """One (row, seed, task): its held-out curve, then its summary."""
+    import torch
+    from torch.utils.data import Subset
+
+    from repro.families.base import RunContext
+    from repro.families.psac.build import loss_step, predict_step, score
+    from repro.families.psac.config import PSACConfig, for_scale
+    from repro.families.psac.tasks import task_inputs
+    from repro.train import fit, predict
+
+    generator = settings["generator"]
+    train_videos = int(generator["train_videos"]) - heldout  # the spec's own
+    videos = int(generator["train_videos"]) + int(generator["test_videos"])
+    config = PSACConfig.model_validate({**row.config.model_dump(exclude_unset=True), **model_overrides})
+    with tempfile.TemporaryDirectory() as work:
+        ctx = RunContext(
+            spec=spec,
+            row=row,
+            config=for_scale(config, "synthetic"),
+            scale="synthetic",
+            settings=settings,
+            seed=seed,
+            workdir=Path(work),
+            progress=False,
+            data=data,
+        )
+        split, recipes, models = task_inputs([ctx], task, data["root"])
+        train, recipe, net = split["Train"], recipes[0], models[0]
+        index = [video_index(int(k), videos) for k in train.keys]
+        fit_idx = [i for i, v in enumerate(index) if v < train_videos]
+        held_idx = [i for i, v in enumerate(index) if v >= train_videos]
+        held = Subset(train, held_idx)
+        targets = train.targets[held_idx]
+        steps_per_epoch = -(-len(fit_idx) // recipe.batch_size)
+        curve: list[dict[str, Any]] = []
+        started, evaluating = time.process_time(), [0.0]
+
+        def evaluate(step: int) -> None:
+            if step % steps_per_epoch or (step // steps_per_epoch) % every:
+                return
+            tick = time.process_time()
+            _, outputs = predict(net, held, recipe.eval_batch_size or 256, predict_step=predict_step, progress=False)
+            net.train()
+            evaluating[0] += time.process_time() - tick
+            curve.append(
+                {
+                    "row": row.name,
+                    "seed": seed,
+                    "task": task,
+                    "epoch": step // steps_per_epoch,
+                    "score": round(score(task, outputs, targets), 4),
+                    "cpu_s": round(time.process_time() - started, 2),
+                }
+            )
+            if task == "count":  # the regressed number before clipping and rounding: progress the score hides
+                curve[-1]["raw_mse"] = round(float(((outputs.view(-1) - targets.float()) ** 2).mean()), 4)
+            emit(curve[-1])
+
+        state = fit(
+            net, Subset(train, fit_idx), recipe, Path(work), progress=False, on_step=evaluate, loss_step=loss_step(task)
+        )
+    net_change, spread = last_quarter([c["epoch"] for c in curve], [c["score"] for c in curve])
+    total = time.process_time() - started
+    emit(
+        {
+            "summary": True,
+            "row": row.name,
+            "seed": seed,
+            "task": task,
+            "network": ctx.config.network,
+            "train_questions": len(fit_idx),
+            "heldout_questions": len(held_idx),
+            "epochs": recipe.epochs,
+            "batch_size": recipe.batch_size,
+            "lr": recipe.schedule["base_lr"],
+            "final": curve[-1]["score"] if curve else None,
+            "final_train_loss": state.final_loss,
+            "best": (min if task == "count" else max)(c["score"] for c in curve) if curve else None,
+            "last_quarter_net": round(net_change, 4),
+            "last_quarter_range": round(spread, 4),
+            "cpu_s_train": round(total - evaluating[0], 2),
+            "cpu_s_eval": round(evaluating[0], 2),
+            "threads": torch.get_num_threads(),
+        }
+    )
+
+
+def _print(line: dict[str, Any]) -> None:
+    print(json.dumps(line, sort_keys=True), flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m repro.families.psac.pilot", description=__doc__.split("\n")[0])
+    parser.add_argument("spec")
+    parser.add_argument("--rows", default="", help="comma-separated rows (none: only generate the data)")
+    parser.add_argument("--seeds", default="0")
+    parser.add_argument("--tasks", default="action,transition,frameqa,count")
+    parser.add_argument("--heldout", type=int, default=500, help="train videos held out (scored, never trained on)")
+    parser.add_argument("--every", type=int, default=1, help="epochs between held-out evaluations")
+    parser.add_argument("--cpu-threads", type=int, default=1)
+    parser.add_argument("overrides", nargs="*")
+    args = parser.parse_intermixed_args(argv)
+    import torch
+
+    torch.set_num_threads(args.cpu_threads)
+    try:
+        if args.heldout < 1 or args.every < 1:
+            raise ReproError("pilot: --heldout and --every must be at least 1")
+        seeds = [int(s) for s in args.seeds.split(",")]
+        rows = [r for r in args.rows.split(",") if r]
+        tasks = [t for t in args.tasks.split(",") if t]
+        run_pilot(args.spec, rows, seeds, tasks, args.heldout, args.every, args.overrides, _print)
+    except (ReproError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

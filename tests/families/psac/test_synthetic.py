@@ -1,0 +1,158 @@
+"""The generator's task-mix settings: off, the files are those made before, byte for byte; on, every drawn item's
+label checked against its video, and every rare word form against the word it stands for."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from repro.datasets import tgif
+from repro.errors import ReproError
+from repro.families.psac.synthetic import (
+    ACTION_WORDS,
+    ACTIONS,
+    COLORS,
+    FORM_LETTERS,
+    PHRASES,
+    SUBJECTS,
+    GeneratorConfig,
+    _directions,
+    generate,
+)
+
+SMALL = {"seed": 3, "train_videos": 12, "test_videos": 4, "frames": 8, "feature_dim": 8, "actions_per_video": 2,
+         "max_count": 2}  # fmt: skip
+RUNS = {**SMALL, "count_fixed_frames": True, "max_count": 3, "frames": 12, "actions_per_video": 3, "rep_frames": 1}
+# sha256 over the files' names and bytes, generated before the task-mix settings existed
+DIGESTS = {
+    "small": "a77b14056e03610c8f3b1ee5914b098d1bf47c577a099c03fe0f85f4bebddbc0",
+    "runs": "c5e6b05e2617daa3aff852db4538c0ed5855d39a187f92c214ada5207e6dc14a",
+}
+
+
+def digest(root: Path) -> str:
+    h = hashlib.sha256()
+    for path in sorted(root.iterdir()):
+        if path.name != "generator.json":
+            h.update(path.name.encode())
+            h.update(path.read_bytes())
+    return h.hexdigest()
+
+
+@pytest.mark.parametrize("name, settings", [("small", SMALL), ("runs", RUNS)])
+def test_with_the_new_settings_at_their_defaults_the_files_are_those_made_before(tmp_path, name, settings):
+    explicit = {**settings, "word_forms": 0.0, "color_questions": 0.7}
+    assert digest(generate(tmp_path / "a", GeneratorConfig.from_mapping(settings))) == DIGESTS[name]
+    assert digest(generate(tmp_path / "b", GeneratorConfig.from_mapping(explicit))) == DIGESTS[name]
+
+
+def read(root: Path) -> dict[tuple[str, str], list]:
+    return {(s, t): tgif.read_questions(root / tgif.file_name(s, t)) for s in ("Train", "Test") for t in tgif.TASKS}
+
+
+def stem_of(form: str, split: str) -> str | None:
+    """The action word a rare form stands for: the word less two letters of the split's half of the alphabet."""
+    stem, tail = form[:-2], form[-2:]
+    return stem if stem in ACTION_WORDS and all(c in FORM_LETTERS[split] for c in tail) else None
+
+
+def test_rare_word_forms_stand_for_the_same_words_and_a_test_form_is_never_a_train_word(tmp_path):
+    cfg = {**SMALL, "train_videos": 60, "test_videos": 30}
+    plain = read(generate(tmp_path / "plain", GeneratorConfig.from_mapping(cfg)))
+    formed_root = generate(tmp_path / "forms", GeneratorConfig.from_mapping({**cfg, "word_forms": 0.8}))
+    formed = read(formed_root)
+    assert np.array_equal(np.load(tmp_path / "plain" / "features.npy"), np.load(formed_root / "features.npy"))
+    train_words = {w for t in tgif.TASKS for q in formed[("Train", t)] for x in (q.question, *q.candidates)
+                   for w in tgif.tokenize(x)}  # fmt: skip
+    rewritten = total = 0
+    for (split, task), questions in formed.items():
+        assert len(questions) == len(plain[(split, task)])
+        for q, p in zip(questions, plain[(split, task)]):
+            assert (q.key, q.answer) == (p.key, p.answer)  # the same video and answer
+            changed = False
+            for text, before in zip((q.question, *q.candidates), (p.question, *p.candidates)):
+                words, old = text.split(" "), before.split(" ")
+                assert len(words) == len(old)
+                for w, o in zip(words, old):
+                    if w != o:  # an action word, written in a form of the split
+                        assert o in ACTION_WORDS and stem_of(w, split) == o, (w, o)
+                        changed = True
+                        if split == "Test":
+                            assert w not in train_words  # unseen: the word table learned nothing of it
+            # a question rewritten has every action word rewritten
+            if changed:
+                assert not any(w in ACTION_WORDS for x in (q.question, *q.candidates) for w in x.split(" "))
+            rewritten += changed
+            total += 1
+    assert 0.65 < rewritten / total < 0.95  # word_forms 0.8 of the questions
+
+
+def decode(root: Path, cfg: GeneratorConfig):
+    """Each frame's (pose or -1 for rest, colour, subject) from the noise-free features, by the generator's
+    prototypes drawn again from its seed."""
+    rng = np.random.default_rng(cfg.seed)
+    d = cfg.feature_dim
+    subject = _directions(rng, cfg.num_subjects, d)
+    action = _directions(rng, cfg.num_actions, d)
+    color = 0.7 * _directions(rng, cfg.num_colors, d)
+    rest = _directions(rng, 1, d)[0]
+    poses = np.vstack([rest, action])  # index 0: rest
+    combos = [(p - 1, c, s) for p in range(len(poses)) for c in range(cfg.num_colors) for s in range(cfg.num_subjects)]
+    table = np.stack([poses[p + 1] + color[c] + subject[s] for p, c, s in combos])
+    features = np.load(root / "features.npy").astype(np.float32)
+    nearest = np.linalg.norm(features[:, :, None, :] - table[None, None], axis=-1).argmin(-1)
+    return [[combos[i] for i in video] for video in nearest]
+
+
+@pytest.mark.parametrize("forms", [0.0, 0.5])
+def test_frameqa_questions_all_about_the_colour_at_the_time_of_the_named_action(tmp_path, forms):
+    cfg = GeneratorConfig.from_mapping(
+        {**SMALL, "train_videos": 40, "test_videos": 10, "noise": 0.0, "feature_dim": 32, "frames": 12,
+         "actions_per_video": 3, "max_count": 3, "rep_frames": 1, "color_change": 1.0, "color_questions": 1.0,
+         "word_forms": forms}
+    )  # fmt: skip
+    root = generate(tmp_path, cfg)
+    frames = decode(root, cfg)
+    seen = 0
+    for split in ("Train", "Test"):
+        for q in tgif.read_questions(root / tgif.file_name(split, "frameqa")):
+            words = q.question.split(" ")
+            assert words[:3] == ["what", "color", "is"]  # color_questions 1.0: no "who" question
+            verb = words[-2]
+            verb = verb if verb[:-1] in ACTIONS else stem_of(verb, split)
+            named = ACTIONS.index(verb[:-1])
+            colours = {COLORS[c] for p, c, _ in frames[q.key] if p == named}
+            assert colours == {q.answer}, (q.question, colours, q.answer)  # the shirt while it does the action
+            subject = {SUBJECTS[s] for _, _, s in frames[q.key]}
+            assert len(subject) == 1 and words[7] == subject.pop()
+            seen += 1
+    assert seen == cfg.train_videos + cfg.test_videos
+
+
+def test_colour_changes_make_the_colour_differ_between_consecutive_actions(tmp_path):
+    cfg = GeneratorConfig.from_mapping(
+        {**SMALL, "train_videos": 20, "test_videos": 5, "noise": 0.0, "feature_dim": 32, "color_change": 1.0}
+    )
+    frames = decode(generate(tmp_path, cfg), cfg)
+    for video in frames[: cfg.train_videos + cfg.test_videos]:
+        runs = [(p, c) for p, c, _ in video if p >= 0]
+        for (p, c), (q, e) in zip(runs, runs[1:]):
+            assert p == q or c != e  # a new action in a new colour
+
+
+def test_shares_outside_zero_to_one_are_refused():
+    for key in ("word_forms", "color_questions"):
+        with pytest.raises(ReproError, match="shares"):
+            GeneratorConfig.from_mapping({key: 1.5})
+
+
+def test_every_action_word_is_a_word_of_one_action():
+    owners = {}
+    for a in ACTIONS:
+        for w in {a, f"{a}s", *PHRASES[a].split()}:
+            owners.setdefault(w, set()).add(a)
+    assert set(owners) == ACTION_WORDS
+    assert all(len(v) == 1 for v in owners.values())

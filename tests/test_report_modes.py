@@ -1,0 +1,69 @@
+"""Seeds in two modes (`repro.report.modes`): the rule on planted values, and the committed records held to it."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+from repro import specs
+from repro.paths import REPO_DIR
+from repro.report.modes import limit_of, rows_in_two_modes, two_modes, widest_gap
+
+# The (spec, row, column)s of the committed synthetic records whose seeds sit in two modes today: training that
+# sometimes finds the mechanism and sometimes does not. Each leaves this list when its row is re-run without two
+# modes (the test fails until it is taken out), and none may join it.
+IN_TWO_MODES = {
+    ("mcan-pa-table5-ablation", "MCAN+PE", "Y/N"),
+    ("mcan-pa-table5-ablation", "MCAN+POA", "Y/N"),
+    ("mcan-pa-table5-ablation", "MCAN+PWA+POA", "Y/N"),
+    ("mcan-pa-table5-ablation", "MCAN+PWA+PMA", "Y/N"),
+    ("mcan-pa-table5-ablation", "MCAN+POA+PMA", "Y/N"),
+    ("mcan-pa-table5-ablation", "MCAN+POA+PMA", "Num"),
+    ("mcan-pa-table5-ablation", "MCAN+PA*", "Num"),
+    ("mcan-pa-table5-ablation", "MCAN+PA*", "Other"),
+    ("mcan-pa-table5-ablation", "MCAN+PA*", "All"),
+    ("psac-table4-bilstm", "Bi-LSTM", "Action"),
+    ("psac-table5-char", "PSAC w/o Char.", "Trans"),
+    ("psac-table6-coatt", "without QA-Co", "FrameQA"),
+    ("ace-rpe-table1-pe", "APE", "Flickr30K TR R@5"),
+    ("ace-rpe-table1-pe", "RPE", "Flickr30K IR R@5"),
+    ("ace-rpe-table1-pe", "RPE", "MS-COCO TR R@10"),
+    ("ace-rpe-table1-pe", "ACE-RPE", "Flickr30K TR R@10"),
+}
+
+
+def test_the_gap_against_three_deviations_and_three_points():
+    assert widest_gap([1.0, 2.0, 10.0]) == 8.0
+    assert limit_of([1.0, 2.0, 3.0, 4.0, 5.0], 1.0) == 3 * 1.0 + 3.0  # median 3, deviations 2,1,0,1,2: MAD 1
+    tight_then_far = [70.0, 70.5, 71.0, 71.5, 80.0]  # MAD 0.5: the limit is 4.5, the gap 8.5
+    assert two_modes(tight_then_far, 1.0)
+    assert not two_modes(tight_then_far, 3.0)  # in points of 3 (limit 10.5) the same gap is one mode
+    assert not two_modes([60.0, 61.0, 62.0, 63.0, 64.0, 65.0], 1.0)  # evenly spread: one mode
+    assert not two_modes([50.0, 50.0, 90.0], 1.0)  # three seeds are never judged
+
+
+def test_a_planted_second_mode_is_found(tmp_path):
+    spec = specs.parse_spec(REPO_DIR / "experiments" / "psac" / "psac-table6-coatt.yaml")
+    target = tmp_path / "results"
+    shutil.copytree(REPO_DIR / "results" / "psac" / "psac-table6-coatt", target / "psac" / "psac-table6-coatt")
+    before = {(m.row, m.column) for m in rows_in_two_modes(spec, "synthetic", target)}
+    assert ("without QA-Co", "FrameQA") in before
+    seeds = target / "psac" / "psac-table6-coatt" / "seeds"
+    path = seeds / "with_QA-Co.synthetic.seed0.json"
+    record = json.loads(path.read_text())
+    record["metrics"]["Action"] = 200.0  # far above the others (19-56)
+    path.write_text(json.dumps(record))
+    after = {(m.row, m.column) for m in rows_in_two_modes(spec, "synthetic", target)}
+    assert after - before == {("with QA-Co", "Action")}  # and nothing else
+
+
+@pytest.mark.slow
+def test_the_committed_records_in_two_modes_are_the_known_ones():
+    found = set()
+    for spec in specs.load_all(REPO_DIR / "experiments"):
+        if spec.claims:
+            found |= {(spec.id, m.row, m.column) for m in rows_in_two_modes(spec, "synthetic", REPO_DIR / "results")}
+    assert not found - IN_TWO_MODES, f"rows whose seeds sit in two modes: {sorted(found - IN_TWO_MODES)}"
+    assert not IN_TWO_MODES - found, f"no longer in two modes, take them out of the list: {IN_TWO_MODES - found}"
