@@ -440,7 +440,7 @@ def fit_ensemble(
                 for i, batch in enumerate(
                     _stacked_batches(train_dataset, recipes, samplers, epoch, first, collate_fn), start=first
                 ):
-                    lr = learning_rate(recipe.schedule, epoch, i, steps_per_epoch)
+                    lr = learning_rate(recipe.schedule, epoch, i, steps_per_epoch) * recipe.lr_factor
                     for group in optimizer.param_groups:
                         group["lr"] = lr * group.get("lr_scale", 1.0)
                     batch = to_device(batch, dev)

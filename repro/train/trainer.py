@@ -103,7 +103,7 @@ def seed_everything(seed: int) -> None:
 def build_optimizer(recipe: Recipe, params) -> torch.optim.Optimizer:
     opt = dict(recipe.optimizer)
     name = opt.pop("name")
-    lr = learning_rate(recipe.schedule, 0)
+    lr = learning_rate(recipe.schedule, 0) * recipe.lr_factor
     if "betas" in opt:
         opt["betas"] = tuple(opt["betas"])
     return getattr(torch.optim, OPTIMIZERS[name].torch_class)(params, lr=lr, **opt)
@@ -533,7 +533,7 @@ def fit(
                     with _workers_start():
                         batches = iter(loader)
                 for i, micros in enumerate(steps, start=first):
-                    lr = learning_rate(recipe.schedule, epoch, i, steps_per_epoch)
+                    lr = learning_rate(recipe.schedule, epoch, i, steps_per_epoch) * recipe.lr_factor
                     for group in optimizer.param_groups:
                         group["lr"] = lr * group.get("lr_scale", 1.0)
                     optimizer.zero_grad(set_to_none=True)
