@@ -53,6 +53,7 @@ ROWS: dict[str, tuple[str, str]] = {
 
 def contexts(spec_id: str, row_name: str, seeds: list[int], workdir: Path, steps: int | None) -> list:
     """The unit's contexts as `repro run` makes them; with `steps`, every training stage stops after that many."""
+    from repro import families
     from repro.families.base import RunContext
     from repro.specs import resolve
 
@@ -74,6 +75,7 @@ def contexts(spec_id: str, row_name: str, seeds: list[int], workdir: Path, steps
             workdir / f"seed{seed}",
             progress=False,
             results_root=workdir / "results",  # prediction files of the generated test splits: never into results/
+            hooks=families.for_row(row),  # as the plan's unit gives it (`repro.run.Unit.context`)
         )
         for seed in seeds
     ]

@@ -37,6 +37,18 @@ def test_every_family_has_a_row_and_ace_rpe_is_measured_alone():
     assert ROWS["ace-rpe"] == ("ace-rpe-table1-pe", "ACE-RPE")
 
 
+@pytest.mark.parametrize("family", sorted(ROWS))
+def test_the_benchmarks_contexts_are_the_units_with_the_familys_hooks_and_the_stages_cut_short(family, tmp_path):
+    from benchmarks.bench_synthetic import contexts
+    from repro import families
+
+    spec_id, row = ROWS[family]
+    ctxs = contexts(spec_id, row, [0, 1], tmp_path, steps=7)
+    assert [c.seed for c in ctxs] == [0, 1] and all(c.scale == "synthetic" for c in ctxs)
+    assert all(c.hooks is families.for_row(c.row) and c.hooks is not None for c in ctxs)  # what run_units calls
+    assert ctxs[0].settings["recipe"]["max_steps"] == 7  # every recipe the unit loads (RunContext.recipe)
+
+
 def test_a_short_run_is_extrapolated_per_step_to_each_stages_schedule():
     # two stages: 10 of 100 steps in 2 s, 5 of 5 in 1 s; 4 s of the process outside them
     result = {
