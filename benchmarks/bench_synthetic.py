@@ -6,10 +6,10 @@ goes, and whether two runs at a time or two threads use the 2 cores better.
     python -m benchmarks.bench_synthetic --steps 40                # quick: 40 steps a stage, extrapolated per step
     python -m benchmarks.bench_synthetic --family dsganet --family psac --seeds 10 --alone 3 --json out.json
 
-One claim row of each family (`ROWS`: the rows `bench_ensemble` measures, and ace-rpe's ACE-RPE row of Table 1,
-which trains one seed at a time) runs as `repro run ID --scale synthetic` runs a unit (`repro.launch.units`: the
-family's data, model, recipes and scoring), in spawned processes with one thread each, the stages metered inside
-(`benchmarks.step_profile`). Reported per family:
+One claim row of each family (`ROWS`: the rows `bench_ensemble` measures, and ace-rpe's ACE-RPE row of Table 1)
+runs as `repro run ID --scale synthetic` runs a unit (`repro.launch.units`: the family's data, model, recipes and
+scoring), in spawned processes with one thread each, the stages metered inside (`benchmarks.step_profile`); seeds
+together wherever the family has `run_ensemble`. Reported per family:
 
 - **CPU s per seed**: the process's CPU time (rusage: start-up, data, training, scoring) with each training stage
   counted to its recipe's schedule: the recipes' epochs, which is the design's stopping rule while it is a fixed

@@ -32,7 +32,7 @@ def recipe(tmp_path):
     return load_recipe(str(path))
 
 
-def test_every_family_has_a_row_and_ace_rpe_is_measured_alone():
+def test_every_family_has_a_row_ace_rpe_that_of_table_1():
     assert set(ROWS) == {"mcan-pa", "dsganet", "sa-m4c", "psac", "ace-rpe"}
     assert ROWS["ace-rpe"] == ("ace-rpe-table1-pe", "ACE-RPE")
 
