@@ -229,3 +229,66 @@ def test_gradient_clipping_per_seed_takes_a_scalar_parameter(tmp_path):
     fit_ensemble(together, data, recipes, [tmp_path / f"seed{r.seed}" for r in recipes], progress=False)
     for alone, joint in zip(lone, together):
         assert torch.allclose(weights(joint), weights(alone), atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "mask",
+    [
+        None,
+        "per-seed",  # a learned bias: its gradient too (the CPU's flash kernel cannot give it; SDPA picks math)
+        "per-seed-broadcast",  # [seeds, 1, 1, 1, L]
+        "per-seed-2d",  # [seeds, L, L]
+        "shared-per-sample",  # [B, 1, 1, L]: the same for every seed
+        "shared",  # [1, H, L, L]
+        "shared-bool",
+    ],
+)
+def test_attention_takes_the_seeds_as_more_of_its_batch_and_computes_each_as_alone(mask):
+    import torch.nn.functional as F
+    from torch.func import vmap
+
+    from repro.train.ensemble import _batched_kernels
+
+    torch.manual_seed(0)
+    seeds, b, h, n, e = 3, 4, 2, 5, 6
+    q, k, v = (torch.randn(seeds, b, h, n, e, requires_grad=True) for _ in range(3))
+    masks = {
+        "per-seed": torch.randn(seeds, b, h, n, n),
+        "per-seed-broadcast": torch.randn(seeds, 1, 1, 1, n),
+        "per-seed-2d": torch.randn(seeds, n, n),
+        "shared-per-sample": torch.randn(b, 1, 1, n),
+        "shared": torch.randn(1, h, n, n),
+        "shared-bool": torch.rand(b, 1, 1, n) > 0.3,
+    }
+    m = masks.get(mask)
+    per_seed = mask is not None and mask.startswith("per-seed")
+    if per_seed:
+        m.requires_grad_(True)
+    inputs = [q, k, v, *([m] if per_seed else [])]
+
+    def attend(q, k, v, m=m):
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=m)
+
+    alone = torch.stack([attend(q[s], k[s], v[s], *([m[s]] if per_seed else [])) for s in range(seeds)])
+    grads_alone = torch.autograd.grad(alone.sum(), inputs)
+    with _batched_kernels():
+        together = vmap(attend, in_dims=(0, 0, 0, 0) if per_seed else (0, 0, 0))(*inputs)
+    grads = torch.autograd.grad(together.sum(), inputs)
+    assert torch.equal(together, alone)  # each (seed, sample) through the kernel its lone run takes
+    for a, b_ in zip(grads, grads_alone):
+        assert torch.allclose(a, b_, atol=1e-5)
+
+
+def test_attention_dropout_draws_each_seeds_own_mask_at_the_rate():
+    import torch.nn.functional as F
+    from torch.func import vmap
+
+    from repro.train.ensemble import _batched_kernels
+
+    torch.manual_seed(0)
+    x = torch.ones(4, 2, 2, 8, 16)
+    with _batched_kernels():
+        out = vmap(lambda x: F.scaled_dot_product_attention(x, x, x, dropout_p=0.25), randomness="different")(x)
+    assert not torch.equal(out[0], out[1])
+    # v is all ones: each output entry is (kept share of a uniform map) / (1 - p), 1 on average
+    assert out.mean().item() == pytest.approx(1.0, abs=0.05)

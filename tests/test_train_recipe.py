@@ -278,3 +278,30 @@ def test_the_plan_prints_the_recipes_precision(monkeypatch):
     assert precision_line(make_plan(resolve("mcan-pa-table5-ablation"), "synthetic")).startswith(
         "precision: tf32 (recipe mcan-pa/vqa2: what the official code"
     )
+
+
+def test_lr_batch_scales_every_rate_linearly_with_the_batch(tmp_path):
+    # The linear scaling rule: the schedule's rates are stated for lr_batch; at 4x the batch every rate is 4x.
+    import json
+
+    from repro.train import fit
+    from tests.test_train_ensemble import new_model
+    from tests.test_train_resume import RECIPE
+    from tests.tiny_vqa import TinyVQA
+
+    path = tmp_path / "tiny.yaml"
+    path.write_text(RECIPE)
+    stated = load_recipe(str(path)).replace(epochs=2)
+    assert stated.lr_factor == 1.0 and "lr_batch" not in stated.to_json()  # as before: the config hash is unchanged
+    scaled = stated.replace(batch_size=32, lr_batch=8)
+    assert scaled.lr_factor == 4.0 and scaled.to_json()["lr_batch"] == 8
+    assert scaled.replace(batch_size=8).lr_factor == 1.0
+    rates = {}
+    for name, recipe in (("stated", stated.replace(batch_size=32)), ("scaled", scaled)):
+        fit(new_model(0), TinyVQA(64), recipe, tmp_path / name, progress=False)
+        lines = (tmp_path / name / "train.jsonl").read_text().splitlines()
+        rates[name] = [json.loads(line)["lr"] for line in lines]
+    assert len(rates["scaled"]) == 4 and rates["scaled"] == [4 * r for r in rates["stated"]]
+    assert rates["stated"] == [r for r in epoch_rates(stated.schedule, 2) for _ in range(2)]
+    with pytest.raises(ReproError, match="lr_batch: must be a positive integer or null"):
+        stated.replace(lr_batch=0)

@@ -213,6 +213,14 @@ def with_rows(spec: Spec, rows) -> Spec:
     return replace(spec, rows=tuple(rows))
 
 
+def training_split(ctx: RunContext, split):
+    """The split a unit trains on: at the generated scales held as ready tensors (`repro.train.ready`: every item
+    collated once, the same batches; one gather for a row's seeds trained together), at paper scale streamed."""
+    from repro.train.ready import ready_tensors
+
+    return ready_tensors(split) if ctx.generated else split
+
+
 def train_together(ctxs: list[RunContext], build, train_set, recipes: list, loss_step) -> tuple[list, list]:
     """The models of a row's seeds, each built by `build(ctx)` after seeding with its seed (its lone run's initial
     weights), trained together on `train_set` by their recipes (`repro.train.ensemble`); (models, TrainStates)."""
@@ -256,6 +264,7 @@ def train_units(
 
     data = splits(ctxs[0])
     recipes = [recipe(c) for c in ctxs]
+    train = training_split(ctxs[0], ctxs[0].limited(data.train))
     if len(ctxs) == 1:
         ctx = ctxs[0]
         seed_everything(ctx.seed)
@@ -263,7 +272,7 @@ def train_units(
         states = [
             fit(
                 model,
-                ctx.limited(data.train),
+                train,
                 recipes[0],
                 ctx.workdir,
                 loss_step=loss_step,
@@ -274,7 +283,7 @@ def train_units(
         ]
         models = [model]
     else:
-        models, states = train_together(ctxs, lambda c: build(c, data), data.train, recipes, loss_step)
+        models, states = train_together(ctxs, lambda c: build(c, data), train, recipes, loss_step)
     return [score(c, m, s, data, r) for c, m, s, r in zip(ctxs, models, states, recipes)]
 
 

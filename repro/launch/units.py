@@ -108,20 +108,23 @@ def run_unit(ctx: RunContext) -> Outcome:
 @contextmanager
 def unit_locks(ctxs: list[RunContext]) -> Iterator[None]:
     """Each unit's lock (`<work folder>.lock`, beside it) held while it trains: a second `repro run` of the same
-    (spec, row, scale, seed) at once is refused in one line instead of training in the same folder. Rank 0 of a
-    torchrun unit holds it for every rank."""
+    (spec, row, scale, seed) at once is refused in one line instead of training in the same folder. A part of a
+    unit (`RunContext.part`: psac's tasks as cluster jobs, which run at once) holds a lock of its own,
+    `<work folder>.<part>.lock`. Rank 0 of a torchrun unit holds it for every rank."""
     from filelock import FileLock, Timeout
 
     with ExitStack() as stack:
         if os.environ.get("RANK", "0") == "0":
             for ctx in ctxs:
-                path = ctx.workdir.parent / f"{ctx.workdir.name}.lock"
+                part = f".{ctx.part}" if ctx.part else ""
+                path = ctx.workdir.parent / f"{ctx.workdir.name}{part}.lock"
                 path.parent.mkdir(parents=True, exist_ok=True)
                 try:
                     stack.enter_context(FileLock(str(path), timeout=0))
                 except Timeout:
                     raise ReproError(
-                        f"{ctx.spec.id} {ctx.row.name!r} seed {ctx.seed} ({ctx.scale}) is being trained by another "
+                        f"{ctx.spec.id} {ctx.row.name!r} seed {ctx.seed}{f', {ctx.part}' if ctx.part else ''} "
+                        f"({ctx.scale}) is being trained by another "
                         f"repro run now (it holds {path}); wait for that run to finish, then run again"
                     ) from None
         yield

@@ -6,9 +6,12 @@ one batched call: the models' parameters are stacked (`torch.func.stack_module_s
 model's forward is mapped over them (`torch.func.vmap` of `functional_call`). What stays per seed:
   initialisation  the caller builds model k after seeding with seed k, as for a lone run;
   data order      seed k's sampler and batches are those of its lone run (a function of seed and
-                  epoch), stacked along a new leading dimension;
-  dropout         `vmap(randomness="different")`: each seed draws its own masks (nn.Dropout's as uniform
-                  numbers below 1 - p, `_Dropout`). They come from one
+                  epoch), stacked along a new leading dimension (from a split held as ready tensors,
+                  `repro.train.ready`, one gather of every seed's indices);
+  attention       SDPA takes the seeds as more of its batch (`_folded_attention`), on the kernel a lone
+                  run's call picks;
+  dropout         `vmap(randomness="different")`: each seed draws its own masks (nn.Dropout's and attention's
+                  as uniform numbers below 1 - p: `_Dropout`, `_folded_attention`). They come from one
                   generator seeded with the first seed, so they are not the masks of the lone run and
                   depend on which seeds train together: with dropout the ensemble's seed is another
                   draw of the same training, not a bit-wise copy of it (the same seeds together
@@ -48,6 +51,7 @@ from repro.errors import ReproError
 from repro.train import checkpoint as ckpt
 from repro.train import distributed as dist_utils
 from repro.train.loggers import MetricLoggers, open_loggers
+from repro.train.ready import ReadyTensors
 from repro.train.recipe import Recipe
 from repro.train.schedule import learning_rate
 from repro.train.trainer import (
@@ -75,15 +79,15 @@ def _batched_kernels():
     """vmap rules for what torch batches slowly or not at all. nn.LSTM and nn.GRU have none: each seed runs torch's
     fused kernel (oneDNN on a CPU, cuDNN on a GPU) on its own slice of the stacked weights and inputs (`_per_seed`);
     for the LSTM 1.6x faster forward and backward than vmap through torch's cell-by-cell decomposition (6 seeds,
-    Table V's synthetic sizes), and the GRU has no decomposition to fall back on. Attention runs on the math
-    kernel: the batched CPU flash kernel cannot differentiate a learned additive bias."""
-    from torch.nn.attention import SDPBackend, sdpa_kernel
-
+    Table V's synthetic sizes), and the GRU has no decomposition to fall back on. Attention (SDPA) takes the seeds
+    as more of its batch (`_folded_attention`): one call, on the kernel SDPA picks for a lone run (the CPU's fused
+    flash kernel where it can serve, the math kernel where the bias learns or dropout is on), not vmap's
+    decomposition of the math kernel."""
     library = torch.library.Library("aten", "IMPL", "FuncTorchBatched")
     for op in (torch.ops.aten.lstm.input, torch.ops.aten.gru.input):
         library.impl(op, _per_seed(op))
     try:
-        with sdpa_kernel(SDPBackend.MATH), warnings.catch_warnings():
+        with _FoldedAttention(), warnings.catch_warnings():
             # an op without a batching rule (PSAC's F.multi_margin_loss) runs once per seed, which is what it costs
             # alone; torch's advice to file an issue about it is not the user's to act on
             warnings.filterwarnings("ignore", message="There is a performance drop because we have not yet")
@@ -92,6 +96,79 @@ def _batched_kernels():
             yield
     finally:
         library._destroy()
+
+
+class _FoldedAttention(torch.overrides.TorchFunctionMode):
+    """`scaled_dot_product_attention` on a row's seeds (vmap's batched inputs) as one call over the seeds folded into
+    the batch (`_folded_attention`). Intercepted before SDPA picks its kernel: it picks on vmap's batched inputs
+    without seeing that a learned bias needs its gradient (the CPU's flash kernel then refuses it), and otherwise
+    runs vmap's decomposition of the math kernel; here it picks for the folded inputs what it picks in a lone run."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func is torch.nn.functional.scaled_dot_product_attention:
+            from torch._C._functorch import is_batchedtensor
+
+            if any(is_batchedtensor(x) for x in (*args, *kwargs.values()) if isinstance(x, torch.Tensor)):
+                return _folded_attention(*args, **kwargs)
+        return func(*args, **kwargs)
+
+
+def _folded_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, *, scale=None, **kw):
+    """`scaled_dot_product_attention` of a row's seeds: the seeds folded into the inputs' first dimension ([seeds x
+    batch, heads, L, E]), one call, unfolded. Each (seed, sample) is computed as in its lone run; a mask is expanded
+    per seed where it differs by sample or seed, and one shared by all of them stays shared."""
+    from torch._C._functorch import _add_batch_dim, _unwrap_batched, maybe_get_level
+
+    level = max(maybe_get_level(x) for x in (query, key, value, attn_mask) if isinstance(x, torch.Tensor))
+    rank = query.dim()  # the seed's own (logical) rank; every input broadcasts to it
+    seeds = next(v.shape[d] for v, d in (_unwrap_batched(x, level) for x in (query, key, value)) if d is not None)
+
+    def seeds_first(x: torch.Tensor) -> torch.Tensor:
+        """[seeds, *x's logical shape left-padded to `rank`]; unbatched x expanded (no copy)."""
+        physical, dim = _unwrap_batched(x, level)
+        physical = physical.expand(seeds, *physical.shape) if dim is None else physical.movedim(dim, 0)
+        return physical.reshape(seeds, *(1,) * (rank - x.dim()), *physical.shape[1:])
+
+    def fold(x: torch.Tensor, first: int) -> torch.Tensor:
+        if rank == 2:  # [L, E]: the seeds are the batch
+            return x
+        return x.expand(seeds, first, *x.shape[2:]).reshape(seeds * first, *x.shape[2:])
+
+    first = query.shape[0]
+    q, k, v = (fold(seeds_first(x), first) for x in (query, key, value))
+    mask = attn_mask
+    if attn_mask is not None:
+        unbatched = _unwrap_batched(attn_mask, level)[1] is None
+        if unbatched and (attn_mask.dim() < rank or attn_mask.shape[0] == 1 or rank == 2):
+            mask = _unwrap_batched(attn_mask, level)[0]  # the same for every sample and seed: broadcast as it is
+        else:
+            mask = fold(seeds_first(attn_mask), first)
+    if dropout_p > 0:  # each seed its own mask, drawn at vmap's level (in-place draws on the folded map it refuses)
+        keep = torch.rand(*query.shape[:-1], key.shape[-2], device=query.device) < 1 - dropout_p
+        out = _math_attention(q, k, v, mask, dropout_p, fold(seeds_first(keep), first), is_causal, scale)
+    else:
+        out = torch.nn.functional.scaled_dot_product_attention(
+            q, k, v, attn_mask=mask, is_causal=is_causal, scale=scale, **kw
+        )
+    return _add_batch_dim(out if rank == 2 else out.reshape(seeds, first, *out.shape[1:]), 0, level)
+
+
+def _math_attention(q, k, v, mask, dropout_p: float, keep, is_causal: bool, scale: float | None) -> torch.Tensor:
+    """SDPA's math kernel (what it runs with dropout on) with a given dropout mask: softmax(q·kᵀ·scale + mask), its
+    dropped entries zeroed and the rest scaled by 1 / (1 - p), times v."""
+    logits = (q * (scale if scale is not None else q.shape[-1] ** -0.5)) @ k.transpose(-2, -1)
+    if is_causal:
+        causal = torch.ones(logits.shape[-2:], dtype=torch.bool, device=logits.device).tril()
+        mask = (
+            causal
+            if mask is None
+            else (mask & causal if mask.dtype == torch.bool else mask.masked_fill(~causal, -math.inf))
+        )
+    if mask is not None:
+        logits = logits.masked_fill(~mask, -math.inf) if mask.dtype == torch.bool else logits + mask
+    attn = torch.softmax(logits, dim=-1) * (keep / (1 - dropout_p)).to(logits.dtype)
+    return attn @ v
 
 
 def _per_seed(op):
@@ -191,6 +268,30 @@ def _stack(batches: list[dict[str, Any]]) -> dict[str, Any]:
     return {
         k: torch.stack([b[k] for b in batches]) if isinstance(v, torch.Tensor) else v for k, v in batches[0].items()
     }
+
+
+def _stacked_batches(dataset: Dataset, recipes: list[Recipe], samplers, epoch: int, first: int, collate_fn):
+    """An epoch's batches of every seed, each seed's its lone run's (a function of its seed and the epoch), stacked
+    along a new leading dimension: from a split held as ready tensors one gather of the [seeds, batch] indices
+    (`repro.train.ready`), else each seed's batch from its own DataLoader, stacked."""
+    size = recipes[0].batch_size
+    orders = []
+    for sampler in samplers:
+        sampler.set_epoch(epoch)
+        order = list(iter(sampler))
+        orders.append([order[i : i + size] for i in range(first * size, len(order), size)])
+    if isinstance(dataset, ReadyTensors) and collate_fn is None:
+        return (dataset.batch(list(per_seed)) for per_seed in zip(*orders))
+    loaders = [
+        DataLoader(
+            dataset,
+            batch_sampler=batches,
+            collate_fn=collate_fn,
+            generator=torch.Generator().manual_seed(r.seed + epoch),
+        )
+        for r, batches in zip(recipes, orders)
+    ]
+    return (_stack(list(per_seed)) for per_seed in zip(*loaders))
 
 
 def _clip_per_seed(params: list[torch.Tensor], max_norm: float) -> None:
@@ -335,22 +436,14 @@ def fit_ensemble(
             epoch = start_epoch
             for epoch in range(start_epoch, recipe.epochs):
                 first = start_step_in_epoch if epoch == start_epoch else 0
-                loaders = []
-                for r, sampler in zip(recipes, samplers):
-                    sampler.set_epoch(epoch)
-                    order = list(iter(sampler))
-                    size = recipe.batch_size
-                    batches = [order[i : i + size] for i in range(first * size, len(order), size)]
-                    generator = torch.Generator().manual_seed(r.seed + epoch)
-                    loaders.append(
-                        DataLoader(train_dataset, batch_sampler=batches, collate_fn=collate_fn, generator=generator)
-                    )
                 tick = time.perf_counter()
-                for i, per_seed in enumerate(zip(*loaders), start=first):
-                    lr = learning_rate(recipe.schedule, epoch, i, steps_per_epoch)
+                for i, batch in enumerate(
+                    _stacked_batches(train_dataset, recipes, samplers, epoch, first, collate_fn), start=first
+                ):
+                    lr = learning_rate(recipe.schedule, epoch, i, steps_per_epoch) * recipe.lr_factor
                     for group in optimizer.param_groups:
                         group["lr"] = lr * group.get("lr_scale", 1.0)
-                    batch = to_device(_stack(list(per_seed)), dev)
+                    batch = to_device(batch, dev)
                     with _autocast(precision, dev):
                         loss = batched_loss(params, buffers, batch)  # [seeds]
                     optimizer.zero_grad(set_to_none=True)

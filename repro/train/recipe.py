@@ -96,6 +96,7 @@ class RecipeFields(BaseModel):
     num_workers: StrictInt = 0
     max_steps: StrictInt | None = None
     accumulate: StrictInt = 1
+    lr_batch: StrictInt | None = None
     description: str = ""
 
     @field_validator("optimizer", "schedule", mode="before")
@@ -139,11 +140,11 @@ class RecipeFields(BaseModel):
             raise ValueError(f"eval_batch_size: must be at least 1, got {value}")
         return value
 
-    @field_validator("max_steps")
+    @field_validator("max_steps", "lr_batch")
     @classmethod
-    def _max_steps(cls, value: int | None) -> int | None:
+    def _positive_or_null(cls, value: int | None, info: ValidationInfo) -> int | None:
         if value is not None and value < 1:
-            raise ValueError(f"max_steps: must be a positive integer or null, got {value!r}")
+            raise ValueError(f"{info.field_name}: must be a positive integer or null, got {value!r}")
         return value
 
     @field_validator("num_workers")
@@ -196,6 +197,7 @@ _EXPECTED = {
     "seed": "an integer",
     "max_steps": "a positive integer or null",
     "accumulate": "an integer",
+    "lr_batch": "a positive integer or null",
     "grad_clip": "a number or null",
     "loss": "a loss name",
     "precision": "one of " + ", ".join(PRECISIONS),
@@ -243,6 +245,11 @@ class Recipe:
     # forward passes per optimisation step, their gradients added up: the global batch kept on fewer GPUs (each
     # pass takes batch_size / (processes x accumulate) samples); the same step as one pass, to float rounding
     accumulate: int = 1
+    # the linear scaling rule (Goyal et al. 2017, "Accurate, Large Minibatch SGD"): the global batch the schedule's
+    # rates are stated for; a run at another batch_size multiplies every rate the schedule gives by batch_size /
+    # lr_batch (`lr_factor`). None: the rates as stated, whatever the batch. Epoch-counted schedules keep their
+    # epochs; an iteration-counted one (m4c) keeps its iterations, which a larger batch reaches later in training
+    lr_batch: int | None = None
     description: str = ""
     path: Path | None = field(default=None, compare=False)
 
@@ -265,10 +272,17 @@ class Recipe:
             changes = {k: v for k, v in changes.items() if k != "precision"}
         return dataclasses.replace(self, **changes)
 
+    @property
+    def lr_factor(self) -> float:
+        """What every rate of the schedule is multiplied by: batch_size / lr_batch (1 without `lr_batch`)."""
+        return 1.0 if self.lr_batch is None else self.batch_size / self.lr_batch
+
     def to_json(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
         data["path"] = str(self.path) if self.path else None
         data["train_splits"] = list(self.train_splits)
+        if self.lr_batch is None:  # added later: a recipe without it keeps the form (and config hash) it had
+            del data["lr_batch"]
         return data
 
 

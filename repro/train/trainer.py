@@ -42,6 +42,7 @@ from repro.train import distributed as dist_utils
 from repro.train.loggers import open_loggers
 from repro.train.losses import compute_loss, is_summed
 from repro.train.optimizers import OPTIMIZERS
+from repro.train.ready import ReadyTensors
 from repro.train.recipe import Recipe
 from repro.train.schedule import learning_rate
 from repro.utils import write_json_atomic
@@ -102,7 +103,7 @@ def seed_everything(seed: int) -> None:
 def build_optimizer(recipe: Recipe, params) -> torch.optim.Optimizer:
     opt = dict(recipe.optimizer)
     name = opt.pop("name")
-    lr = learning_rate(recipe.schedule, 0)
+    lr = learning_rate(recipe.schedule, 0) * recipe.lr_factor
     if "betas" in opt:
         opt["betas"] = tuple(opt["betas"])
     return getattr(torch.optim, OPTIMIZERS[name].torch_class)(params, lr=lr, **opt)
@@ -487,6 +488,7 @@ def fit(
     ):
         task = bar.add_task(recipe.name, total=total_steps, completed=step, loss="–", lr="–", rate="–")
         epoch_batches = _EpochBatches()
+        ready = isinstance(train_dataset, ReadyTensors) and collate_fn is None  # repro.train.ready: the same batches
         loader = DataLoader(
             _WorkerSeeded(train_dataset),
             batch_sampler=epoch_batches,
@@ -525,10 +527,13 @@ def fit(
                 epoch_batches.batches = [m for micros in steps for m in micros]
                 net.train()
                 tick = time.perf_counter()
-                with _workers_start():
-                    batches = iter(loader)
+                if ready:  # a split held as ready tensors: each forward pass one index into them, no loader
+                    batches = (train_dataset.batch(list(m)) for m in epoch_batches.batches)
+                else:
+                    with _workers_start():
+                        batches = iter(loader)
                 for i, micros in enumerate(steps, start=first):
-                    lr = learning_rate(recipe.schedule, epoch, i, steps_per_epoch)
+                    lr = learning_rate(recipe.schedule, epoch, i, steps_per_epoch) * recipe.lr_factor
                     for group in optimizer.param_groups:
                         group["lr"] = lr * group.get("lr_scale", 1.0)
                     optimizer.zero_grad(set_to_none=True)

@@ -11,7 +11,7 @@ from typing import Any
 
 import torch
 
-from repro.families.base import RunContext
+from repro.families.base import RunContext, training_split
 from repro.families.psac.build import (
     EPOCHS,
     PAPER_NUM_ANSWERS,
@@ -53,10 +53,11 @@ def run_task(ctxs: list[RunContext], task: str, root: Path, store: Path | None =
     data, recipes, models = task_inputs(ctxs, task, root, store)
     workdirs = [c.workdir / task for c in ctxs]
     how = {"loss_step": loss_step(task), "resume": ctx.resume, "progress": ctx.progress, "device": ctx.device}
+    train = training_split(ctx, data["Train"])
     if len(ctxs) == 1:
-        states = [fit(models[0], data["Train"], recipes[0], workdirs[0], **how)]
+        states = [fit(models[0], train, recipes[0], workdirs[0], **how)]
     else:
-        states = fit_ensemble(models, data["Train"], recipes, workdirs, **how)
+        states = fit_ensemble(models, train, recipes, workdirs, **how)
     out = []
     for model, state, recipe in zip(models, states, recipes):
         _, outputs = predict(  # on the model's device, where it trained

@@ -1,0 +1,111 @@
+"""`python -m benchmarks.bench_synthetic`'s arithmetic and its meter (benchmarks.step_profile) on a tiny model: what
+is counted and how a short run is extrapolated; no speed is asserted."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from benchmarks.bench_synthetic import ROWS, seed_cost, summary
+from benchmarks.step_profile import PHASES, Meter, matmul_flops
+from repro.families import load_recipe
+from repro.train.distributed import use_device
+from repro.train.ready import ready_tensors
+from tests.test_train_ensemble import NO_DROPOUT, new_model
+from tests.test_train_resume import RECIPE
+from tests.tiny_vqa import TinyVQA
+
+
+@pytest.fixture(autouse=True)
+def _one_cpu_thread():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    with use_device("cpu"):
+        yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture
+def recipe(tmp_path):
+    path = tmp_path / "tiny.yaml"
+    path.write_text(RECIPE)
+    return load_recipe(str(path))
+
+
+def test_every_family_has_a_row_ace_rpe_that_of_table_1():
+    assert set(ROWS) == {"mcan-pa", "dsganet", "sa-m4c", "psac", "ace-rpe"}
+    assert ROWS["ace-rpe"] == ("ace-rpe-table1-pe", "ACE-RPE")
+
+
+@pytest.mark.parametrize("family", sorted(ROWS))
+def test_the_benchmarks_contexts_are_the_units_with_the_familys_hooks_and_the_stages_cut_short(family, tmp_path):
+    from benchmarks.bench_synthetic import contexts
+    from repro import families
+
+    spec_id, row = ROWS[family]
+    ctxs = contexts(spec_id, row, [0, 1], tmp_path, steps=7)
+    assert [c.seed for c in ctxs] == [0, 1] and all(c.scale == "synthetic" for c in ctxs)
+    assert all(c.hooks is families.for_row(c.row) and c.hooks is not None for c in ctxs)  # what run_units calls
+    assert ctxs[0].settings["recipe"]["max_steps"] == 7  # every recipe the unit loads (RunContext.recipe)
+
+
+def test_a_short_run_is_extrapolated_per_step_to_each_stages_schedule():
+    # two stages: 10 of 100 steps in 2 s, 5 of 5 in 1 s; 4 s of the process outside them
+    result = {
+        "stages": [
+            {"cpu_s": 2.0, "steps": 10, "full_steps": 100, "seeds": 1},
+            {"cpu_s": 1.0, "steps": 5, "full_steps": 5, "seeds": 1},
+        ]
+    }
+    cost = seed_cost(result, 7.0)
+    assert cost["outside_training_cpu_s"] == pytest.approx(4.0)
+    assert cost["training_cpu_s"] == pytest.approx(20.0 + 1.0)
+    assert cost["cpu_s"] == pytest.approx(25.0) and cost["extrapolated"]
+    assert cost["full_steps"] == 105
+
+
+def test_seeds_per_cpu_minute_together_against_alone():
+    alone = [{"cpu_s": 30.0, "training_cpu_s": 20.0, "full_steps": 100, "outside_training_cpu_s": 10.0}] * 2
+    alone = [{**a, "extrapolated": False} for a in alone]
+    together = {"cpu_s": 100.0, "training_cpu_s": 80.0, "full_steps": 100, "outside_training_cpu_s": 20.0}
+    s = summary("x", {"alone": alone, "together": together, "seeds": 10})
+    assert s["seeds_per_cpu_minute_alone"] == pytest.approx(2.0)
+    assert s["seeds_per_cpu_minute_together"] == pytest.approx(6.0)
+    assert s["ratio"] == pytest.approx(3.0)
+    assert s["training_ratio"] == pytest.approx(0.2 / 0.08)
+
+
+def test_matmul_flops_count_a_multiply_add_as_two():
+    mm, bmm = torch.ops.aten.mm.default, torch.ops.aten.bmm.default
+    assert matmul_flops(mm, [(3, 4), (4, 5)]) == 2 * 3 * 4 * 5
+    assert matmul_flops(torch.ops.aten.addmm.default, [(5,), (3, 4), (4, 5)]) == 2 * 3 * 4 * 5
+    assert matmul_flops(bmm, [(2, 3, 4), (2, 4, 5)]) == 2 * 2 * 3 * 4 * 5
+
+
+@pytest.mark.slow
+def test_the_meter_records_each_stage_alone_and_together_and_profiles_it(tmp_path, recipe):
+    import repro.train
+    import repro.train.ensemble
+
+    data = ready_tensors(TinyVQA(40))
+    r = recipe.replace(epochs=4, max_steps=3)  # 5 steps an epoch: 20 in the schedule, 3 run
+    with Meter(profile=True) as meter:
+        state = repro.train.fit(new_model(1), data, r, tmp_path / "alone", progress=False)
+        models = [new_model(s, NO_DROPOUT) for s in (1, 2)]
+        recipes = [r.replace(seed=s) for s in (1, 2)]
+        repro.train.ensemble.fit_ensemble(models, data, recipes, [tmp_path / "a", tmp_path / "b"], progress=False)
+    assert state.step == 3
+    alone, together = meter.stages
+    assert (alone["seeds"], together["seeds"]) == (1, 2)
+    assert alone["steps"] == together["steps"] == 3 and alone["full_steps"] == 20
+    assert alone["flops_per_step"] > 0 and "flops_per_step" not in together  # a seed's work is the same together
+    for stage in meter.stages:
+        assert stage["cpu_s"] > 0 and stage["matmul_flops_per_s"] > 0 and stage["matmul_calls"] > 0
+        profile = stage["profile"]
+        assert profile["steps"] == 8 and profile["step_ms"] > 0
+        assert set(profile["phases_ms"]) == set(PHASES) and all(v >= 0 for v in profile["phases_ms"].values())
+        assert profile["phases_ms"]["forward"] > 0 and profile["phases_ms"]["backward"] > 0
+        assert profile["phases_ms"]["data"] > 0 and profile["phases_ms"]["optimiser"] > 0
+        assert sum(profile["phases_ms"].values()) <= profile["step_ms"] * 1.01
+        assert 0 < profile["outside_ops_ms"] < profile["step_ms"]
+    assert repro.train.fit.__module__ == "repro.train.trainer"  # the trainer's own again
