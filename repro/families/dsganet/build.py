@@ -203,11 +203,22 @@ def limited_hours(config: DSGANetConfig | dict, limit: int, precision: str | Non
 DEPTH_KEYS = ("depth_hist", "depth_peak", "depth_mean", "depth_mode")
 
 
+def refuse_control_at_paper_scale(spec: Spec) -> None:
+    """A positive control (`table: "Control: ..."`) asks a generated task built to need its mechanism: it has no
+    paper scale."""
+    if spec.table.startswith("Control"):
+        raise ReproError(
+            f"{spec.id} is a positive control of the synthetic scale (its task is generated): run --scale synthetic"
+        )
+
+
 def paper_data(spec: Spec, row) -> list[DataNeed]:
     """What a paper-scale row reads, in the order of its commands: the VQA v2 questions prepared, BERT's
     vocabulary and weights (or GloVe for the GRU rows), the bottom-up object stores, then depth: GLPN-NYU
     estimates maps of the COCO 2014 images and `repro prepare depth` adds their histograms to the stores.
-    A ReproError for what does not run at paper scale yet (test-server and GQA tables, grid rows)."""
+    A ReproError for what does not run at paper scale yet (test-server and GQA tables, grid rows) or at all (the
+    positive controls: their task is generated)."""
+    refuse_control_at_paper_scale(spec)
     dataset = spec.datasets[0]
     if dataset != "vqa2" or spec.split != "val":
         raise ReproError(

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 import torch
+from torch.utils.data import Dataset
 
 from repro.datasets.vqa_features import feature_folders, feature_store
 from repro.errors import ReproError
@@ -42,6 +43,7 @@ def paper_data(spec: Spec) -> dict[str, Path]:
     from repro.datasets.prepare import prepared_dir
     from repro.datasets.vqa import VQA_FILES, find_file
 
+    build.refuse_control_at_paper_scale(spec)
     dataset = spec.datasets[0]
     if dataset != "vqa2" or spec.split != "val":
         raise ReproError(
@@ -104,6 +106,27 @@ def dataset(prepared: Path, split: str, store_path: Path):
     return DepthVQADataset(prepared, split, FeatureStore.open(store_path))
 
 
+class ReadyItems(Dataset):
+    """A split's items built once and kept, for the generated scales (a few thousand small items): each epoch's
+    batches are then only stacked, not read from the store and converted again. Everything else (vocabularies,
+    image ids) is the split's."""
+
+    def __init__(self, split):
+        self.split = split
+        self.items = [split[i] for i in range(len(split))]
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def __getitem__(self, index: int) -> dict[str, Any]:
+        return self.items[index]
+
+    def __getattr__(self, name: str):
+        if name in ("split", "items"):  # not set yet (copy, unpickling): never recurse
+            raise AttributeError(name)
+        return getattr(self.split, name)
+
+
 class Splits(NamedTuple):
     train: Any  # the train questions in the row's features, as its model reads them
     val: Any
@@ -123,4 +146,6 @@ def splits(ctx: RunContext) -> Splits:
     train, val = (
         questions(config, sizes, dataset(data["prepared"], s, data[f"{s}_{store}"])) for s in ("train", "val")
     )
+    if ctx.generated:
+        train, val = ReadyItems(train), ReadyItems(val)
     return Splits(train, val, data)

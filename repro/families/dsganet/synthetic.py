@@ -14,7 +14,11 @@ Questions, in the three VQA v2 answer types:
   camera than the blue cone?", "what is the closest object?"
 - 3-D relations: "what is behind the red cube?", "what is in front of the red cube?" (overlapping in x, the
   nearest in depth behind / in front), "how many objects are behind the red cube?"
-- 2-D relation (bbox only): "what is left of the red cube?"
+- 2-D relations (bbox only): "what is left of the red cube?" and, where `templates` names it, "what is right of
+  the red cube?"
+
+`templates` chooses the question makers of a task and `template_weights` how often each is drawn (a task mix that
+asks the mechanism's question more often); without them the ten default makers are drawn equally often.
 
 Questions about depth are asked only where the depth gap is at least `min_depth_gap` gray values, so the
 answer is determined. The generator is seeded and deterministic and writes the official VQA v2 files and,
@@ -66,9 +70,13 @@ class GeneratorConfig(GeneratorSettings):
     grid_rows: int = 4
     grid_cols: int = 6
     annotator_error: float = 0.1
-    # the question makers asked (names in TEMPLATES), for a task built around some of them (a positive control's
-    # pilot: only depth questions); empty, the default: all ten
+    # the question makers asked (names in TEMPLATES), for a task built around some of them (a positive control:
+    # only depth questions); empty, the default: the ten of MAKERS
     templates: tuple[str, ...] = ()
+    # how often each of those makers is drawn, relative to the others (one weight per name of `templates`, or per
+    # maker of MAKERS when `templates` is empty): a task mix that asks some questions more often; empty, the
+    # default: each equally often, drawn as before (the files of a spec without it stay byte for byte the same)
+    template_weights: tuple[float, ...] = ()
 
     def check(self) -> None:
         unknown = sorted(set(self.templates) - set(TEMPLATES))
@@ -76,6 +84,21 @@ class GeneratorConfig(GeneratorSettings):
             raise ReproError(
                 f"dsganet generator: unknown template(s) {', '.join(unknown)}; known: {', '.join(TEMPLATES)}"
             )
+        if len(set(self.templates)) != len(self.templates):
+            raise ReproError("dsganet generator: a template is named twice in templates (weigh it instead)")
+        if self.template_weights:
+            asked = len(self.templates) or len(MAKERS)
+            if len(self.template_weights) != asked:
+                raise ReproError(
+                    f"dsganet generator: template_weights has {len(self.template_weights)} weights for {asked} "
+                    f"templates ({', '.join(self.asked())})"
+                )
+            if any(not w >= 0 for w in self.template_weights) or not sum(self.template_weights) > 0:
+                raise ReproError("dsganet generator: template_weights must be numbers >= 0 with a positive sum")
+
+    def asked(self) -> tuple[str, ...]:
+        """The names of the question makers drawn from, in the order `template_weights` weighs them."""
+        return tuple(self.templates) or tuple(m.__name__.lstrip("_") for m in MAKERS)
 
 
 @dataclass
@@ -265,16 +288,29 @@ def _count_behind(rng, scene, cfg):
 
 
 def _left_of(rng, scene, cfg):
+    return _beside(rng, scene, "left")
+
+
+def _right_of(rng, scene, cfg):
+    return _beside(rng, scene, "right")
+
+
+def _beside(rng, scene, side: str):
+    """ "What is <side> of the A?": the object whose box centre is the nearest to A's on that side, asked only where
+    the next nearest is at least 5% of the image width further (so the answer is determined)."""
+    sign = 1 if side == "left" else -1
     anchors = []
     for i in _unique(scene):
         x = scene.objects[i].centre_x
-        left = sorted((x - o.centre_x, j) for j, o in enumerate(scene.objects) if j != i and o.centre_x < x)
-        if left and (len(left) == 1 or left[1][0] - left[0][0] >= 0.05 * scene.width):
-            anchors.append((i, left[0][1]))
+        near = sorted(
+            (sign * (x - o.centre_x), j) for j, o in enumerate(scene.objects) if j != i and sign * (x - o.centre_x) > 0
+        )
+        if near and (len(near) == 1 or near[1][0] - near[0][0] >= 0.05 * scene.width):
+            anchors.append((i, near[0][1]))
     if not anchors:
         return None
     i, j = anchors[int(rng.integers(len(anchors)))]
-    return f"What is left of the {scene.objects[i].name}?", scene.objects[j].cls, "other", "what is left of the"
+    return f"What is {side} of the {scene.objects[i].name}?", scene.objects[j].cls, "other", f"what is {side} of the"
 
 
 MAKERS = (
@@ -291,17 +327,24 @@ MAKERS = (
 )
 
 
-TEMPLATES = {maker.__name__.lstrip("_"): maker for maker in MAKERS}
+# MAKERS are the default task's ten; the others are asked only where `templates` names them
+TEMPLATES = {maker.__name__.lstrip("_"): maker for maker in (*MAKERS, _right_of)}
 
 
 def make_questions(rng: np.random.Generator, scene: Scene, n: int, cfg: GeneratorConfig):
     """Up to `n` distinct questions as (question, answer, answer_type, question_type)."""
-    makers = tuple(TEMPLATES[name] for name in cfg.templates) if cfg.templates else MAKERS
+    makers = tuple(TEMPLATES[name] for name in cfg.asked())
+    weights = np.asarray(cfg.template_weights, dtype=np.float64) if cfg.template_weights else None
     out: list[tuple[str, str, str, str]] = []
     for _ in range(n * 4):
         if len(out) == n:
             break
-        made = makers[int(rng.integers(len(makers)))](rng, scene, cfg)
+        pick = (
+            int(rng.integers(len(makers)))
+            if weights is None
+            else int(rng.choice(len(makers), p=weights / weights.sum()))
+        )
+        made = makers[pick](rng, scene, cfg)
         if made is not None and made[0] not in {q for q, *_ in out}:
             out.append(made)
     return out
