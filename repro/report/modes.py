@@ -3,8 +3,8 @@ the mechanism and sometimes does not (under-trained or unstable), which no numbe
 
 The rule: across a row's seeds (four or more), the widest gap between neighbouring sorted values of a score column
 is wider than 3 × the row's median absolute deviation plus 3 points. "Points" are those of the column: one point of
-a percentage, 0.01 of ANLS (a fraction), and for MSE the design's δ of the column (a column without one is not
-judged). Counts, times, FLOPs and parameters are not scores and are not judged.
+a percentage column, and for a column in other units (a fraction such as ANLS, an error such as MSE) the design's δ
+of the column; a column with neither (counts, times, FLOPs, parameters) is not judged.
 """
 
 from __future__ import annotations
@@ -16,10 +16,10 @@ from pathlib import Path
 
 from repro.specs import Column, Spec
 
+NOT_SCORES = {"count", "copy-rate", "time", "flops", "params"}  # sizes and costs of a row, not its answers
 MIN_SEEDS = 4
 MAD_TIMES = 3.0
 POINTS = 3.0
-SCORE_METRICS = {"accuracy", "recall", "vqa", "textvqa", "grounding", "wups", "anls", "mse"}
 
 
 @dataclass(frozen=True)
@@ -40,16 +40,14 @@ class TwoModes:
 
 
 def point_of(spec: Spec, column: Column) -> float | None:
-    """One point of a score column in its own units; None for a column that is not a score (or an MSE column
-    whose design gives no δ)."""
-    if column.metric not in SCORE_METRICS:
+    """One point of a score column in its own units: 1 for a percentage, else the design's δ of the column; None
+    for a column with neither."""
+    if column.metric in NOT_SCORES:
         return None
-    if column.metric == "anls":
-        return 0.01
-    if column.metric == "mse":
-        given = spec.design.delta.get(column.name) if spec.design is not None else None
-        return None if given is None else given.value
-    return 1.0
+    if column.unit == "%":
+        return 1.0
+    given = spec.design.delta.get(column.name) if spec.design is not None else None
+    return None if given is None else given.value
 
 
 def widest_gap(values: Sequence[float]) -> float:
