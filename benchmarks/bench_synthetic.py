@@ -132,7 +132,7 @@ def load() -> str:
 
 def measure(family: str, args, tmp: Path, say) -> dict[str, Any]:
     from repro import families
-    from repro.launch.units import with_data
+    from repro.families.base import with_data
     from repro.specs import resolve
 
     spec_id, row = ROWS[family]

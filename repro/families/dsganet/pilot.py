@@ -17,46 +17,14 @@ each pilot showed); nothing they print is a result.
 
 from __future__ import annotations
 
-import argparse
-import copy
-import json
-import sys
 import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from repro import pilot
 from repro.errors import ReproError
-
-SECTIONS = ("generator", "recipe", "sizes")
-
-
-def apply_overrides(settings: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
-    """A copy of a scale's settings with `section.key=value` (or `recipe.schedule.key=value`) set."""
-    out = copy.deepcopy(settings)
-    for item in overrides:
-        key, sep, text = item.partition("=")
-        path = key.split(".")
-        if not sep or path[0] not in SECTIONS or len(path) < 2:
-            raise ReproError(f"pilot: {item!r} is not SECTION.KEY=VALUE with SECTION one of {', '.join(SECTIONS)}")
-        node = out.setdefault(path[0], {})
-        for part in path[1:-1]:
-            node = node.setdefault(part, {})
-        node[path[-1]] = yaml.safe_load(text)
-    return out
-
-
-def last_quarter(epochs: list[int], values: list[float]) -> tuple[float, float]:
-    """How a curve moves over the last quarter of training, from the last evaluation at or before 3/4 of the last
-    epoch to the last one: (the net change, last less first; the range, largest less smallest)."""
-    if not values:
-        return float("nan"), float("nan")
-    start = max([i for i, e in enumerate(epochs) if e <= 0.75 * epochs[-1]], default=0)
-    tail = values[start:]
-    return tail[-1] - tail[0], max(tail) - min(tail)
 
 
 def heldout_scores(model, dataset, indices, answer_vocab, gold, recipe, rel_ids: set[int]) -> dict[str, Any]:
@@ -89,7 +57,7 @@ def run_pilot(
     from repro.specs import resolve
 
     spec = resolve(spec_id)
-    settings = apply_overrides(spec.scales["synthetic"], overrides)
+    settings, _ = pilot.apply_overrides(spec.scales["synthetic"], overrides)
     train_images = int(settings["generator"]["train_images"])
     enlarged = {**settings, "generator": {**settings["generator"], "train_images": train_images + heldout_images}}
     data = dsg_data.prepare_data(spec, "synthetic", enlarged)
@@ -166,7 +134,7 @@ def pilot_unit(spec, row, seed: int, settings: dict[str, Any], data: dict, held:
             emit(curve[-1])
 
         fit(model, Subset(train, fit_idx), recipe, Path(work), progress=False, on_step=evaluate)
-    net, spread = last_quarter([c["epoch"] for c in curve], [c["Overall"] for c in curve])
+    net, spread = pilot.last_quarter([c["epoch"] for c in curve], [c["Overall"] for c in curve])
     emit(
         {
             "summary": True,
@@ -185,38 +153,17 @@ def pilot_unit(spec, row, seed: int, settings: dict[str, Any], data: dict, held:
     )
 
 
-def _print(line: dict[str, Any]) -> None:
-    print(json.dumps(line, sort_keys=True), flush=True)
-
-
-def _print(line: dict[str, Any]) -> None:
-    print(json.dumps(line, sort_keys=True), flush=True)
-
-
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m repro.families.dsganet.pilot", description=__doc__.split("\n")[0])
-    parser.add_argument("spec")
-    parser.add_argument("--rows", default="", help="comma-separated rows (none: only generate the data)")
-    parser.add_argument("--seeds", default="0,1")
+    parser = pilot.parser("python -m repro.families.dsganet.pilot", __doc__, seeds="0,1")
     parser.add_argument("--heldout-images", type=int, default=500)
-    parser.add_argument("--every", type=int, default=1)
-    parser.add_argument("--cpu-threads", type=int, default=None)
-    parser.add_argument("overrides", nargs="*")
-    args = parser.parse_intermixed_args(argv)
-    if args.cpu_threads:
-        import torch
 
-        torch.set_num_threads(args.cpu_threads)
-    try:
-        if args.heldout_images < 1 or args.every < 1:
-            raise ReproError("pilot: --heldout-images and --every must be at least 1")
-        seeds = [int(s) for s in args.seeds.split(",")]
-        rows = [r for r in args.rows.split(",") if r]
-        run_pilot(args.spec, rows, seeds, args.heldout_images, args.every, args.overrides, _print)
-    except (ReproError, ValueError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    return 0
+    def run(args) -> None:
+        if args.heldout_images < 1:
+            raise ReproError("pilot: --heldout-images must be at least 1")
+        seeds, rows = pilot.seed_list(args.seeds), pilot.names(args.rows)
+        run_pilot(args.spec, rows, seeds, args.heldout_images, args.every, args.overrides, pilot.print_line)
+
+    return pilot.run_main(parser, argv, run)
 
 
 if __name__ == "__main__":

@@ -18,36 +18,14 @@ showed); nothing they print is a result.
 
 from __future__ import annotations
 
-import argparse
-import copy
-import json
-import os
-import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from repro import pilot
 from repro.errors import ReproError
 
-SECTIONS = ("generator", "recipe", "sizes")
 COLUMNS = {"All": "overall", "Y/N": "yes/no", "Num": "number", "Other": "other"}
-
-
-def apply_overrides(settings: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
-    """A copy of a scale's settings with each `section.key[.key]=value` set."""
-    out = copy.deepcopy(settings)
-    for item in overrides:
-        key, sep, text = item.partition("=")
-        path = key.split(".")
-        if not sep or path[0] not in SECTIONS or len(path) < 2:
-            raise ReproError(f"pilot: {item!r} is not SECTION.KEY=VALUE with SECTION one of {', '.join(SECTIONS)}")
-        node = out.setdefault(path[0], {})
-        for part in path[1:-1]:
-            node = node.setdefault(part, {})
-        node[path[-1]] = yaml.safe_load(text)
-    return out
 
 
 def quarter_change(values: list[float]) -> float:
@@ -58,12 +36,6 @@ def quarter_change(values: list[float]) -> float:
     start = len(values) - max(1, -(-len(values) // 4)) - 1
     tail = values[max(start, 0) :]
     return max(abs(v - tail[-1]) for v in tail)
-
-
-def cpu_seconds() -> float:
-    """This process's user + system CPU time."""
-    times = os.times()
-    return times.user + times.system
 
 
 def heldout_scores(model, dataset, answer_vocab, gold, recipe) -> dict[str, Any]:
@@ -85,7 +57,7 @@ def run_pilot(
     from repro.specs import resolve
 
     spec = resolve(spec_id)
-    settings = apply_overrides(spec.scales["synthetic"], overrides)
+    settings, _ = pilot.apply_overrides(spec.scales["synthetic"], overrides)
     train_images = int(settings["generator"]["train_images"])
     enlarged = {**settings, "generator": {**settings["generator"], "train_images": train_images + heldout_images}}
     data = mcan_data.prepare_data(spec, "synthetic", enlarged)
@@ -140,21 +112,21 @@ def pilot_row(spec, row, seeds: list[int], settings: dict[str, Any], data: dict,
         spent = {"train": 0.0, "evaluate": 0.0}
         epochs = recipes[0].epochs
         for upto in [*range(every, epochs, every), epochs]:
-            started = cpu_seconds()
+            started = pilot.cpu_seconds()
             stretch = [r.replace(epochs=upto) for r in recipes]
             if together:
                 fit_ensemble(models, fitted, stretch, [c.workdir for c in ctxs], resume=True, progress=False)
             else:
                 for model, recipe, ctx in zip(models, stretch, ctxs):
                     fit(model, fitted, recipe, ctx.workdir, resume=True, progress=False)
-            spent["train"] += cpu_seconds() - started
-            started = cpu_seconds()
+            spent["train"] += pilot.cpu_seconds() - started
+            started = pilot.cpu_seconds()
             for k, model in enumerate(models):
                 scores = heldout_scores(model, heldout, train.answer_vocab, gold, recipes[k])
                 model.train()
                 curves[k].append({"row": row.name, "seed": seeds[k], "epoch": upto, **scores})
                 emit(curves[k][-1])
-            spent["evaluate"] += cpu_seconds() - started
+            spent["evaluate"] += pilot.cpu_seconds() - started
     for seed, curve in zip(seeds, curves):
         shown = [c for c in COLUMNS if c in curve[-1]]
         emit(
@@ -174,33 +146,19 @@ def pilot_row(spec, row, seeds: list[int], settings: dict[str, Any], data: dict,
         )
 
 
-def _print(line: dict[str, Any]) -> None:
-    print(json.dumps(line, sort_keys=True), flush=True)
-
-
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m repro.families.mcan_pa.pilot", description=__doc__.split("\n")[0])
-    parser.add_argument("spec")
-    parser.add_argument("--rows", required=True, help="comma-separated rows")
-    parser.add_argument("--seeds", default="0,1")
+    parser = pilot.parser("python -m repro.families.mcan_pa.pilot", __doc__, seeds="0,1")
     parser.add_argument("--heldout-images", type=int, default=500)
-    parser.add_argument("--every", type=int, default=2)
-    parser.add_argument("--cpu-threads", type=int, default=1, help="torch's threads (default 1)")
-    parser.add_argument("overrides", nargs="*")
-    args = parser.parse_intermixed_args(argv)
-    import torch
+    parser.set_defaults(every=2)
 
-    torch.set_num_threads(args.cpu_threads)
-    try:
-        if args.heldout_images < 1 or args.every < 1:
-            raise ReproError("pilot: --heldout-images and --every must be at least 1")
-        seeds = [int(s) for s in args.seeds.split(",")]
-        rows = [r.strip() for r in args.rows.split(",") if r.strip()]
-        run_pilot(args.spec, rows, seeds, args.heldout_images, args.every, args.overrides, _print)
-    except (ReproError, ValueError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    return 0
+    def run(args) -> None:
+        rows = [r.strip() for r in pilot.names(args.rows) if r.strip()]
+        if not rows or args.heldout_images < 1:
+            raise ReproError("pilot: --rows names at least one row and --heldout-images is at least 1")
+        seeds = pilot.seed_list(args.seeds)
+        run_pilot(args.spec, rows, seeds, args.heldout_images, args.every, args.overrides, pilot.print_line)
+
+    return pilot.run_main(parser, argv, run, threads=1)
 
 
 if __name__ == "__main__":

@@ -17,51 +17,16 @@ row's model config) for the pilot (YAML values). Pilots choose a scale's setting
 
 from __future__ import annotations
 
-import argparse
-import copy
-import json
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from repro import pilot
 from repro.errors import ReproError
 
 SECTIONS = ("generator", "recipe", "sizes", "task_recipe", "model")
-
-
-def apply_overrides(settings: dict[str, Any], overrides: list[str]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(a copy of the scale's settings with `section.key=value` set, the `model.key=value` settings)."""
-    out, model = copy.deepcopy(settings), {}
-    for item in overrides:
-        key, sep, text = item.partition("=")
-        path = key.split(".")
-        if not sep or path[0] not in SECTIONS or len(path) < 2:
-            raise ReproError(f"pilot: {item!r} is not SECTION.KEY=VALUE with SECTION one of {', '.join(SECTIONS)}")
-        value = yaml.safe_load(text)
-        if path[0] == "model":
-            model[".".join(path[1:])] = value
-            continue
-        node = out.setdefault(path[0], {})
-        for part in path[1:-1]:
-            if not isinstance(node.get(part), dict):
-                node[part] = {}
-            node = node[part]
-        node[path[-1]] = value
-    return out, model
-
-
-def last_quarter(epochs: list[int], values: list[float]) -> tuple[float, float]:
-    """How a curve moves over the last quarter of training, from the last evaluation at or before 3/4 of the last
-    epoch to the last one: (the net change, last less first; the range, largest less smallest)."""
-    if not values:
-        return float("nan"), float("nan")
-    start = max([i for i, e in enumerate(epochs) if e <= 0.75 * epochs[-1]], default=0)
-    tail = values[start:]
-    return tail[-1] - tail[0], max(tail) - min(tail)
 
 
 def video_index(key: int, videos: int) -> int:
@@ -88,7 +53,7 @@ def run_pilot(
     prepare_data = implementation(by_paper("psac")).prepare_data  # family.py, loaded by the family table
 
     spec = resolve(spec_id)
-    settings, model = apply_overrides(spec.scales["synthetic"], overrides)
+    settings, model = pilot.apply_overrides(spec.scales["synthetic"], overrides, SECTIONS)
     unknown = [t for t in tasks if t not in TASKS]
     if unknown:
         raise ReproError(f"pilot: unknown task {unknown[0]!r}; one of {', '.join(TASKS)}")
@@ -163,7 +128,7 @@ def pilot_unit(spec, row, model_overrides, seed, task, settings, data, heldout, 
         state = fit(
             net, Subset(train, fit_idx), recipe, Path(work), progress=False, on_step=evaluate, loss_step=loss_step(task)
         )
-    net_change, spread = last_quarter([c["epoch"] for c in curve], [c["score"] for c in curve])
+    net_change, spread = pilot.last_quarter([c["epoch"] for c in curve], [c["score"] for c in curve])
     total = time.process_time() - started
     emit(
         {
@@ -189,35 +154,18 @@ def pilot_unit(spec, row, model_overrides, seed, task, settings, data, heldout, 
     )
 
 
-def _print(line: dict[str, Any]) -> None:
-    print(json.dumps(line, sort_keys=True), flush=True)
-
-
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m repro.families.psac.pilot", description=__doc__.split("\n")[0])
-    parser.add_argument("spec")
-    parser.add_argument("--rows", default="", help="comma-separated rows (none: only generate the data)")
-    parser.add_argument("--seeds", default="0")
+    parser = pilot.parser("python -m repro.families.psac.pilot", __doc__, seeds="0")
     parser.add_argument("--tasks", default="action,transition,frameqa,count")
     parser.add_argument("--heldout", type=int, default=500, help="train videos held out (scored, never trained on)")
-    parser.add_argument("--every", type=int, default=1, help="epochs between held-out evaluations")
-    parser.add_argument("--cpu-threads", type=int, default=1)
-    parser.add_argument("overrides", nargs="*")
-    args = parser.parse_intermixed_args(argv)
-    import torch
 
-    torch.set_num_threads(args.cpu_threads)
-    try:
-        if args.heldout < 1 or args.every < 1:
-            raise ReproError("pilot: --heldout and --every must be at least 1")
-        seeds = [int(s) for s in args.seeds.split(",")]
-        rows = [r for r in args.rows.split(",") if r]
-        tasks = [t for t in args.tasks.split(",") if t]
-        run_pilot(args.spec, rows, seeds, tasks, args.heldout, args.every, args.overrides, _print)
-    except (ReproError, ValueError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    return 0
+    def run(args) -> None:
+        if args.heldout < 1:
+            raise ReproError("pilot: --heldout must be at least 1")
+        seeds, rows, tasks = pilot.seed_list(args.seeds), pilot.names(args.rows), pilot.names(args.tasks)
+        run_pilot(args.spec, rows, seeds, tasks, args.heldout, args.every, args.overrides, pilot.print_line)
+
+    return pilot.run_main(parser, argv, run, threads=1)
 
 
 if __name__ == "__main__":

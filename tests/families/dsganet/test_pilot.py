@@ -6,25 +6,26 @@ import json
 
 import pytest
 
+from repro import pilot as shared
 from repro.errors import ReproError
 from repro.families.dsganet import pilot
 
 
 def test_the_last_quarter_is_its_net_change_and_its_range():
     values = [10.0, 20.0, 30.0, 40.0, 40.2, 40.4, 40.1, 40.3]
-    assert pilot.last_quarter(list(range(1, 9)), values) == pytest.approx((-0.1, 0.3))  # epochs 6-8
-    assert pilot.last_quarter([2, 4, 6, 8, 10, 12, 14, 16], values) == pytest.approx((-0.1, 0.3))  # epochs 12-16
-    assert pilot.last_quarter([4, 8], [50.0, 51.0]) == pytest.approx((1.0, 1.0))  # from the evaluation before 6
-    assert pilot.last_quarter([1], [42.0]) == (0.0, 0.0)
+    assert shared.last_quarter(list(range(1, 9)), values) == pytest.approx((-0.1, 0.3))  # epochs 6-8
+    assert shared.last_quarter([2, 4, 6, 8, 10, 12, 14, 16], values) == pytest.approx((-0.1, 0.3))  # epochs 12-16
+    assert shared.last_quarter([4, 8], [50.0, 51.0]) == pytest.approx((1.0, 1.0))  # from the evaluation before 6
+    assert shared.last_quarter([1], [42.0]) == (0.0, 0.0)
 
 
 def test_overrides_reach_their_section_and_leave_the_spec_alone():
     settings = {"generator": {"seed": 0}, "recipe": {"schedule": {"base_lr": 1.0}}}
-    out = pilot.apply_overrides(settings, ["generator.seed=3", "recipe.schedule.base_lr=2.0e-3", "sizes.layers=1"])
+    out, _ = shared.apply_overrides(settings, ["generator.seed=3", "recipe.schedule.base_lr=2.0e-3", "sizes.layers=1"])
     assert out == {"generator": {"seed": 3}, "recipe": {"schedule": {"base_lr": 0.002}}, "sizes": {"layers": 1}}
     assert settings["generator"]["seed"] == 0
     with pytest.raises(ReproError, match="SECTION.KEY=VALUE"):
-        pilot.apply_overrides(settings, ["seeds=3"])
+        shared.apply_overrides(settings, ["seeds=3"])
 
 
 def test_a_pilot_scores_held_out_train_scenes_and_never_the_val_split(tmp_path, monkeypatch, capsys):

@@ -244,9 +244,8 @@ def test_right_of_is_asked_only_where_named():
 def test_generated_splits_are_held_as_ready_items_equal_to_the_stores(tmp_path, monkeypatch):
     import torch
 
-    from repro.families.base import RunContext
+    from repro.families.base import RunContext, with_data
     from repro.families.dsganet import data as dsg_data
-    from repro.launch.units import with_data
     from repro.specs import resolve
 
     monkeypatch.setenv("REPRO_DATA_DIR", str(tmp_path / "data"))

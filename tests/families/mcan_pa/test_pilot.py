@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from repro import pilot as shared
 from repro.errors import ReproError
 from repro.families.mcan_pa import pilot
 
@@ -19,11 +20,12 @@ def test_quarter_change_is_the_largest_move_over_the_last_quarter():
 
 def test_overrides_reach_nested_settings_and_leave_the_spec_alone():
     settings = {"generator": {"seed": 0}, "recipe": {"schedule": {"base_lr": 1e-3}}, "sizes": {"d_model": 8}}
-    out = pilot.apply_overrides(settings, ["recipe.schedule.base_lr=2.0e-3", "generator.question_weights={is_on: 1}"])
+    overrides = ["recipe.schedule.base_lr=2.0e-3", "generator.question_weights={is_on: 1}"]
+    out, _ = shared.apply_overrides(settings, overrides)
     assert out["recipe"]["schedule"]["base_lr"] == 2e-3 and out["generator"]["question_weights"] == {"is_on": 1}
     assert settings["recipe"]["schedule"]["base_lr"] == 1e-3
     with pytest.raises(ReproError, match="SECTION.KEY=VALUE"):
-        pilot.apply_overrides(settings, ["epochs=3"])
+        shared.apply_overrides(settings, ["epochs=3"])
 
 
 @pytest.mark.slow
