@@ -41,6 +41,13 @@ def apply_overrides(
     return out, model_settings
 
 
+def with_heldout(settings: dict[str, Any], key: str, extra: int) -> dict[str, Any]:
+    """The settings with `extra` more `generator[key]` items: the generator draws the spec's own first, so the extra
+    ones are items the spec's runs never see, held out for the pilot's curve."""
+    generator = settings["generator"]
+    return {**settings, "generator": {**generator, key: int(generator[key]) + extra}}
+
+
 def last_quarter(epochs: list[int], values: list[float]) -> tuple[float, float]:
     """How a curve moves over the last quarter of training, from the last evaluation at or before 3/4 of the last
     epoch to the last one: (the net change, last less first; the range, largest less smallest)."""

@@ -59,7 +59,7 @@ def run_pilot(
     spec = resolve(spec_id)
     settings, _ = pilot.apply_overrides(spec.scales["synthetic"], overrides)
     train_images = int(settings["generator"]["train_images"])
-    enlarged = {**settings, "generator": {**settings["generator"], "train_images": train_images + heldout_images}}
+    enlarged = pilot.with_heldout(settings, "train_images", heldout_images)
     data = dsg_data.prepare_data(spec, "synthetic", enlarged)
     if not rows:  # no rows: only the data, generated once before pilots run side by side
         return

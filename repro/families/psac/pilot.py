@@ -57,8 +57,7 @@ def run_pilot(
     unknown = [t for t in tasks if t not in TASKS]
     if unknown:
         raise ReproError(f"pilot: unknown task {unknown[0]!r}; one of {', '.join(TASKS)}")
-    generator = settings["generator"]
-    enlarged = {**settings, "generator": {**generator, "train_videos": int(generator["train_videos"]) + heldout}}
+    enlarged = pilot.with_heldout(settings, "train_videos", heldout)
     data = prepare_data(spec, "synthetic", enlarged)
     for name in rows:
         for seed in seeds:
