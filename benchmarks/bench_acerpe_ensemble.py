@@ -19,13 +19,12 @@ from __future__ import annotations
 
 import argparse
 import os
-import resource
 import sys
 import tempfile
 import time
-from concurrent.futures import ProcessPoolExecutor
-from multiprocessing import get_context
 from pathlib import Path
+
+from benchmarks.bench_ensemble import in_spawned_process, sides_table
 
 SPEC = "ace-rpe-table1-pe"
 SCALE = "synthetic"
@@ -79,26 +78,16 @@ def train(row_name: str, stage: str, seeds: list[int], steps: int, threads: int,
     }
 
 
-def _children_cpu() -> float:
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
-
-
 def _load(triple: tuple[float, float, float]) -> str:
     return " / ".join(f"{x:.2f}" for x in triple) + " (1 / 5 / 15 min)"
 
 
 def run_in_process(row: str, stage: str, seeds: list[int], steps: int, threads: int, workdir: Path) -> dict:
-    """One fresh spawned process; its whole CPU time comes from the children's rusage."""
-    before, wall = _children_cpu(), time.perf_counter()
-    with ProcessPoolExecutor(max_workers=1, mp_context=get_context("spawn")) as pool:
-        out = pool.submit(train, row, stage, seeds, steps, threads, str(workdir)).result()
-    return {**out, "process_cpu_s": _children_cpu() - before, "process_wall_s": time.perf_counter() - wall}
+    return in_spawned_process(train, row, stage, seeds, steps, threads, str(workdir))
 
 
 def main(argv: list[str] | None = None) -> dict:
     from rich.console import Console
-    from rich.table import Table
 
     parser = argparse.ArgumentParser(
         prog="python -m benchmarks.bench_acerpe_ensemble", description=__doc__.splitlines()[0]
@@ -140,19 +129,7 @@ def main(argv: list[str] | None = None) -> dict:
     train_ratio = ens["seeds_per_train_cpu_minute"] / base["seeds_per_train_cpu_minute"]
     title = f"{SPEC} {args.row!r} {args.stage} at scale {SCALE}: {n} seeds × {args.steps} steps"
     title += f", {args.threads} thread(s)"
-    table = Table(title=title)
-    for col in ("", "CPU s (processes)", "CPU s (training)", "wall s", "seeds / CPU-minute", "× one per seed"):
-        table.add_column(col, justify="left" if not col else "right")
-    for name, side in sides.items():
-        table.add_row(
-            name,
-            f"{side['process_cpu_s']:.1f}",
-            f"{side['train_cpu_s']:.1f}",
-            f"{side['process_wall_s']:.1f}",
-            f"{side['seeds_per_cpu_minute']:.2f}",
-            f"{side['seeds_per_cpu_minute'] / base['seeds_per_cpu_minute']:.2f}",
-        )
-    console.print(table)
+    console.print(sides_table(title, sides, base))
     console.print(f"ratio {ratio:.2f}× whole processes, {train_ratio:.2f}× training loops")
     console.print(f"load average: {_load(load_start)} at the start, {_load(load_end)} at the end")
     result = {

@@ -126,17 +126,40 @@ def _children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def run_in_process(spec_id: str, row: str, task: str, seeds: list[int], steps: int, threads: int, workdir: Path):
-    """One fresh spawned process; its whole CPU time comes from the children's rusage."""
+def in_spawned_process(fn, *args) -> dict:
+    """`fn(*args)` in one fresh spawned process, its result with the process's whole CPU time (from the children's
+    rusage) and wall time."""
     before, wall = _children_cpu(), time.perf_counter()
     with ProcessPoolExecutor(max_workers=1, mp_context=get_context("spawn")) as pool:
-        out = pool.submit(train, spec_id, row, task, seeds, steps, threads, str(workdir)).result()
+        out = pool.submit(fn, *args).result()
     return {**out, "process_cpu_s": _children_cpu() - before, "process_wall_s": time.perf_counter() - wall}
+
+
+def run_in_process(spec_id: str, row: str, task: str, seeds: list[int], steps: int, threads: int, workdir: Path):
+    return in_spawned_process(train, spec_id, row, task, seeds, steps, threads, str(workdir))
+
+
+def sides_table(title: str, sides: dict[str, dict], base: dict):
+    """The together-against-alone table: each side's CPU and wall seconds, seeds per CPU-minute, ratio to `base`."""
+    from rich.table import Table
+
+    table = Table(title=title)
+    for col in ("", "CPU s (processes)", "CPU s (training)", "wall s", "seeds / CPU-minute", "× one per seed"):
+        table.add_column(col, justify="left" if not col else "right")
+    for name, side in sides.items():
+        table.add_row(
+            name,
+            f"{side['process_cpu_s']:.1f}",
+            f"{side['train_cpu_s']:.1f}",
+            f"{side['process_wall_s']:.1f}",
+            f"{side['seeds_per_cpu_minute']:.2f}",
+            f"{side['seeds_per_cpu_minute'] / base['seeds_per_cpu_minute']:.2f}",
+        )
+    return table
 
 
 def main(argv: list[str] | None = None) -> dict:
     from rich.console import Console
-    from rich.table import Table
 
     parser = argparse.ArgumentParser(prog="python -m benchmarks.bench_ensemble", description=__doc__.splitlines()[0])
     parser.add_argument("--spec", default=next(iter(SPECS)), choices=SPECS, help="the table (default: %(default)s)")
@@ -185,21 +208,8 @@ def main(argv: list[str] | None = None) -> dict:
     train_ratio = ens["seeds_per_train_cpu_minute"] / base["seeds_per_train_cpu_minute"]
     loss_gap = max(abs(a["final_loss"][0] - b) / abs(a["final_loss"][0]) for a, b in zip(alone, together["final_loss"]))
 
-    table = Table(
-        title=f"{spec_id} {row!r}{task} at scale {SCALE}: {n} seeds × {args.steps} steps, {args.threads} thread(s) each"
-    )
-    for col in ("", "CPU s (processes)", "CPU s (training)", "wall s", "seeds / CPU-minute", "× one per seed"):
-        table.add_column(col, justify="left" if not col else "right")
-    for name, side in sides.items():
-        table.add_row(
-            name,
-            f"{side['process_cpu_s']:.1f}",
-            f"{side['train_cpu_s']:.1f}",
-            f"{side['process_wall_s']:.1f}",
-            f"{side['seeds_per_cpu_minute']:.2f}",
-            f"{side['seeds_per_cpu_minute'] / base['seeds_per_cpu_minute']:.2f}",
-        )
-    console.print(table)
+    title = f"{spec_id} {row!r}{task} at scale {SCALE}: {n} seeds × {args.steps} steps, {args.threads} thread(s) each"
+    console.print(sides_table(title, sides, base))
     console.print(
         f"ratio {ratio:.2f}× whole processes, {train_ratio:.2f}× training loops; largest relative gap in a seed's "
         f"final loss: {loss_gap:.1e} (with dropout the seeds draw other masks together than alone)"
