@@ -7,7 +7,7 @@ in the json layouts of ALBEF's VQA, SNLI-VE, NLVR2 and RefCOCO+ files (`tasks_da
   annotator answers, each the true answer with probability 0.9;
 - SNLI-VE: a relational statement is entailed (true in the scene), contradicted (the two objects
   are there, the relation is reversed) or neutral (it names an object the image does not show;
-  none with `ve_relation_only`);
+  none with `ve_relation_only`; with `ve_distance` the relation is "next to" or "far from");
 - NLVR2: "the left image shows a red square left of a blue circle" (or the right image) over two
   scenes, True or False (false: the relation reversed or, with share `absent_share`, an object
   neither image shows);
@@ -71,6 +71,11 @@ class TaskGeneratorConfig(GeneratorSettings):
     # SNLI-VE without neutral statements: entailed or reversed, half each, so only where the objects are decides
     # (the positive control of the position embeddings)
     ve_relation_only: bool = False
+    # SNLI-VE's statements say how far apart the two objects are rather than which way one stands from the other:
+    # "a X next to a Y" (neighbouring cells, diagonals included) or "a X far from a Y" (any other cells), the
+    # entailed one true in the scene, the contradicted one the other; what ACE-RPE's anchor-based relative position
+    # (Eq. 7: a grid distance, no direction) encodes. Its words join the vocabulary only when it is on
+    ve_distance: bool = False
     # grounding expressions name their object in full and the one it stands beside by its shape alone ("the red
     # square left of the circle"), so more of the words point at the object referred to than at the other
     context_shape_only: bool = False
@@ -84,8 +89,20 @@ class TaskGeneratorConfig(GeneratorSettings):
             raise ReproError(f"task generator: absent_share must be within [0, 1], got {self.absent_share}")
 
 
-def task_vocabulary() -> list[str]:
-    return SPECIALS + sorted(set(vocabulary()[len(SPECIALS) :]) | set(TASK_WORDS))
+DISTANCES = {"next to": "far from", "far from": "next to"}  # `ve_distance`'s relations and their opposites
+DISTANCE_WORDS = ("next", "to", "far", "from")
+
+
+def task_vocabulary(cfg: TaskGeneratorConfig | None = None) -> list[str]:
+    words = set(vocabulary()[len(SPECIALS) :]) | set(TASK_WORDS)
+    if cfg is not None and cfg.ve_distance:
+        words |= set(DISTANCE_WORDS)
+    return SPECIALS + sorted(words)
+
+
+def distance(a, b) -> str:
+    """How far object a stands from object b: "next to" in neighbouring cells (diagonals included), else "far from"."""
+    return "next to" if max(abs(a[2] - b[2]), abs(a[3] - b[3])) <= 1 else "far from"
 
 
 def answer_list() -> list[str]:
@@ -163,9 +180,11 @@ def _ve(w: _Writer, split: str, count: int) -> list[dict]:
     for n in range(count):
         rel, scene = w.distinct_scene(f"ve_{split}", n, "jpg")
         a, relation, b = w.relation(scene)
+        if w.cfg.ve_distance:
+            relation = distance(a, b)
         label = labels[n % len(labels)]
         if label == "contradiction":
-            relation = REVERSED[relation]
+            relation = (DISTANCES if w.cfg.ve_distance else REVERSED)[relation]
         elif label == "neutral":  # an object of a colour and shape the scene does not show
             a = w.absent(scene)
         out.append({"image": rel[: -len(".jpg")], "sentence": f"a {_name(a)} {relation} a {_name(b)}", "label": label})
@@ -256,6 +275,6 @@ def generate_tasks(root: Path, cfg: TaskGeneratorConfig) -> Path:
         )
     _grounding(w, root)
     (root / "vocab").mkdir(parents=True, exist_ok=True)
-    (root / "vocab" / "vocab.txt").write_text("\n".join(task_vocabulary()) + "\n")
+    (root / "vocab" / "vocab.txt").write_text("\n".join(task_vocabulary(cfg)) + "\n")
     marker.write_text(json.dumps({"generator": cfg.__dict__}))
     return root

@@ -212,6 +212,61 @@ def test_relation_only_snli_ve_has_no_neutral_statement_and_both_objects_in_ever
         assert _holds(scene, a, relation, b) == (entry["label"] == "entailment")
 
 
+def test_distance_statements_say_next_to_or_far_from_as_the_scene_has_it(tmp_path, monkeypatch):
+    from repro.families.ace_rpe.synthetic_tasks import DISTANCE_WORDS
+
+    cfg = {"seed": 2, "grid": 3, "objects": 2, "train_items": 60, "test_items": 2}
+    root, scenes = _generate_recording_scenes(
+        tmp_path, monkeypatch, {**cfg, "ve_relation_only": True, "ve_distance": True}
+    )
+    entries = json.loads((root / "ve_train.json").read_text())
+    assert sorted({e["label"] for e in entries}) == ["contradiction", "entailment"]
+    said = set()
+    for entry in entries:
+        scene = scenes[root / f"{entry['image']}.jpg"]
+        a, relation, b = _statement(entry["sentence"])
+        (x,) = [o for o in scene if _name(o) == a]
+        (y,) = [o for o in scene if _name(o) == b]
+        assert x is not y and relation in ("next to", "far from")
+        said.add(relation)
+        near = max(abs(x[2] - y[2]), abs(x[3] - y[3])) == 1  # neighbouring cells, diagonals included
+        assert ((relation == "next to") == near) == (entry["label"] == "entailment")
+    assert said == {"next to", "far from"}
+    vocab = (root / "vocab" / "vocab.txt").read_text().split()
+    assert set(DISTANCE_WORDS) <= set(vocab)
+    # the other tasks' files are those of the same settings without it: the scenes are drawn alike
+    plain, _ = _generate_recording_scenes(tmp_path / "plain", monkeypatch, {**cfg, "ve_relation_only": True})
+    for name in ("vqa_train.json", "nlvr_train.json", "refcoco+_train.json"):
+        assert (root / name).read_bytes() == (plain / name).read_bytes()
+    assert not set(DISTANCE_WORDS) & set((plain / "vocab" / "vocab.txt").read_text().split())
+
+
+@pytest.mark.parametrize(
+    ("cfg", "digest"),
+    [
+        ({}, "662576a0fcdbab2a7794aefea0f5f4e3c17cd879560a1d7b6050f7e88d4473f7"),
+        (
+            {"absent_share": 0.75, "distinct_nlvr": True, "ve_relation_only": True},
+            "fa7a140de1916826145a8bab3d049adc45aa433a18eae0c74618b8df20e010bb",
+        ),
+    ],
+)
+def test_settings_left_at_their_defaults_write_the_files_of_before_they_existed(tmp_path, cfg, digest):
+    """The json, pickle and vocabulary files of two configurations, byte for byte those written before `ve_distance`
+    was added (the digest of each file's relative path and bytes, in sorted order; the images are drawn from the
+    same scenes these files name)."""
+    import hashlib
+
+    base = {"seed": 3, "grid": 3, "objects": 2, "train_items": 12, "test_items": 4}
+    root = generate_tasks(tmp_path, TaskGeneratorConfig.from_mapping({**base, **cfg}))
+    h = hashlib.sha256()
+    for path in sorted(root.rglob("*")):
+        if path.is_file() and path.suffix not in (".png", ".jpg") and path.name != "complete.json":
+            h.update(str(path.relative_to(root)).encode())
+            h.update(path.read_bytes())
+    assert h.hexdigest() == digest
+
+
 @pytest.mark.parametrize("shape_only", [False, True])
 def test_grounding_expressions_name_the_gold_object_and_the_context_object_in_full_or_by_shape(
     tmp_path, monkeypatch, shape_only
