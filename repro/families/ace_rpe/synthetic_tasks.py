@@ -73,8 +73,9 @@ class TaskGeneratorConfig(GeneratorSettings):
     ve_relation_only: bool = False
     # SNLI-VE's statements say how far apart the two objects are rather than which way one stands from the other:
     # "a X next to a Y" (neighbouring cells, diagonals included) or "a X far from a Y" (any other cells), the
-    # entailed one true in the scene, the contradicted one the other; what ACE-RPE's anchor-based relative position
-    # (Eq. 7: a grid distance, no direction) encodes. Its words join the vocabulary only when it is on
+    # entailed one true in the scene, the contradicted one the other, the two objects next to each other in half
+    # the items of each label (so neither the words nor the scene alone tell the label); what ACE-RPE's anchor-based
+    # relative position (Eq. 7: a grid distance, no direction) encodes. Its words join the vocabulary only when on
     ve_distance: bool = False
     # grounding expressions name their object in full and the one it stands beside by its shape alone ("the red
     # square left of the circle"), so more of the words point at the object referred to than at the other
@@ -178,10 +179,12 @@ def _ve(w: _Writer, split: str, count: int) -> list[dict]:
     labels = ("entailment", "contradiction") + (() if w.cfg.ve_relation_only else ("neutral",))
     out = []
     for n in range(count):
-        rel, scene = w.distinct_scene(f"ve_{split}", n, "jpg")
-        a, relation, b = w.relation(scene)
-        if w.cfg.ve_distance:
+        if w.cfg.ve_distance:  # the objects near in every second pair of items, so neither the words nor the
+            rel, scene, a, b = _distance_scene(w, f"ve_{split}", n, near=n // 2 % 2 == 0)  # scene alone decides
             relation = distance(a, b)
+        else:
+            rel, scene = w.distinct_scene(f"ve_{split}", n, "jpg")
+            a, relation, b = w.relation(scene)
         label = labels[n % len(labels)]
         if label == "contradiction":
             relation = (DISTANCES if w.cfg.ve_distance else REVERSED)[relation]
@@ -189,6 +192,19 @@ def _ve(w: _Writer, split: str, count: int) -> list[dict]:
             a = w.absent(scene)
         out.append({"image": rel[: -len(".jpg")], "sentence": f"a {_name(a)} {relation} a {_name(b)}", "label": label})
     return out
+
+
+def _distance_scene(w: _Writer, folder: str, n: int, near: bool) -> tuple[str, list, tuple, tuple]:
+    """A scene of distinct objects and two of them, a and b, next to each other (`near`) or not, drawn."""
+    while True:
+        scene = _scene(w.rng, w.cfg)
+        if len({_name(o) for o in scene}) < len(scene):
+            continue
+        a, b = w.rng.sample(scene, 2)
+        if (distance(a, b) == "next to") == near:
+            rel = f"images/{folder}/{n}.jpg"
+            _draw(scene, w.cfg, w.root / rel)
+            return rel, scene, a, b
 
 
 def _nlvr(w: _Writer, split: str, count: int) -> list[dict]:
