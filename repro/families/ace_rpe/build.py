@@ -308,8 +308,14 @@ def paper_data(spec: Spec, row) -> list[DataNeed]:
     it: BERT's vocabulary (and weights), DeiT-B/16 where the row pre-trains (ALBEF's checkpoint where it starts
     from it), ALBEF's json files, the images of each retrieval data set, then what each downstream head reads
     (VQA v2's test2015 questions, COCO, Visual Genome, Flickr30K, NLVR2's images, RefCOCO+'s refer annotations),
-    each ready when the first image its json file names is in place."""
+    each ready when the first image its json file names is in place. A positive control (`table: "Control: ..."`)
+    asks a generated task: it has no paper scale."""
     from repro.families.ace_rpe.sources import DEIT_FILE, IMAGE_FOLDERS, PRETRAIN_FILES
+
+    if spec.table.startswith("Control"):
+        raise ReproError(
+            f"{spec.id} is a positive control of the synthetic scale (its task is generated): run --scale synthetic"
+        )
     from repro.families.ace_rpe.synthetic import RETRIEVAL_NAMES
 
     config = as_config(row.config)
