@@ -6,7 +6,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
-from rich.markup import escape
 
 from repro import completion as complete
 from repro.cli.common import (
@@ -16,6 +15,7 @@ from repro.cli.common import (
     SCALES,
     command,
     console,
+    escape,
     logger_option,
     overrides_argument,
     quoted,

@@ -24,7 +24,7 @@ class PlanView:
     def __rich_console__(self, console, options):
         from rich.text import Text
 
-        from repro.report.layout import _wrap, listing_grid, plain_listing, rich_listing
+        from repro.report.grid import listing_grid, plain_listing, rich_listing, wrap
 
         plan, width = self.plan, options.max_width
         label, cols, what, notes = plan_grid(plan)
@@ -38,7 +38,7 @@ class PlanView:
         else:
             yield Text("\n".join([title, *plain_listing(grid, width)]), no_wrap=True, overflow="ignore")
         for note in notes:
-            yield Text("\n".join(_wrap(note, width, "  ")), no_wrap=True, overflow="ignore")
+            yield Text("\n".join(wrap(note, width, "  ")), no_wrap=True, overflow="ignore")
 
 
 def render_plan(plan: Plan) -> PlanView:
@@ -49,7 +49,7 @@ def render_plan(plan: Plan) -> PlanView:
 
 def plan_grid(plan: Plan):
     """(row-name column, the columns never cut, `what` (cut or left out), notes) of the plan's table."""
-    from repro.report.layout import Col
+    from repro.report.grid import Col
     from repro.run import format_hours
 
     paper = plan.scale == "paper"
