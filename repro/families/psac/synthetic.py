@@ -84,6 +84,11 @@ class GeneratorConfig(GeneratorSettings):
     # Count videos hold max_count * rep_frames pose frames whatever the count, so that only the order of pose and
     # rest frames tells it (the positive control of VPSA's order signal; default: each repetition 1..2*rep_frames)
     count_fixed_frames: bool = False
+    # Count videos start with their first pose frame (the lead of rest frames is drawn and not used, so the rest of
+    # the stream is that of the default): with count_fixed_frames, where the last run ends tells the count (6 pose
+    # frames and count - 1 rest frames between runs), an absolute frame position, the order signal VPSA's P adds
+    # (Eq. 5-7), which a model blind to frame order lacks (the positive control of psac-control-vpsa-order)
+    count_at_start: bool = False
     # Share of questions whose action words are written in rare forms (`word_forms`): every word naming an action
     # (the verb of a Trans. or FrameQA question, each word of a candidate or Count phrase) gets two letters appended,
     # drawn afresh per word, from a..m in Train and from n..z in Test, so a Test form is never a Train word and most
@@ -175,7 +180,8 @@ def _count_video(
     rng: np.random.Generator, cfg: GeneratorConfig, protos: dict[str, np.ndarray]
 ) -> tuple[np.ndarray, int, int]:
     """A Count video: the subject repeats one action `count` times (1..max_count), each repetition 1..2*rep_frames
-    pose frames then a rest frame, after a random lead of rest frames; (features, action, count)."""
+    pose frames then a rest frame, after a random lead of rest frames (none with `count_at_start`); (features,
+    action, count)."""
     subject = int(rng.integers(cfg.num_subjects))
     action = int(rng.integers(cfg.num_actions))
     count = int(rng.integers(1, cfg.max_count + 1))
@@ -187,6 +193,8 @@ def _count_video(
         lengths = rng.integers(1, 2 * cfg.rep_frames + 1, size=count)
     used = int(lengths.sum()) + count
     t = int(rng.integers(cfg.frames - used + 1))
+    if cfg.count_at_start:
+        t = 0
     posed = np.zeros(cfg.frames, dtype=bool)
     for length in lengths:
         posed[t : t + length] = True
