@@ -51,3 +51,16 @@ def test_every_control_a_psac_table_names_is_a_psac_control():
     controls = {s.id for s in load_all() if s.paper == "psac" and s.table.startswith("Control")}
     named = {c.control for s in load_all() if s.paper == "psac" for c in s.claims if c.control}
     assert CONTROL in controls and named <= controls
+
+
+def test_the_claims_naming_the_control_compare_its_rows_and_it_passed_on_the_committed_records():
+    from repro.report.claims import control_status
+    from repro.specs import load_all
+
+    spec = resolve(CONTROL)
+    (own,) = spec.claims
+    naming = [c for s in load_all() if s.paper == "psac" for c in s.claims if c.control == CONTROL]
+    assert naming, "no claim names the control"
+    assert all((c.row, c.over) == (own.row, own.over) for c in naming)  # the same two rows as the control
+    assert control_status(CONTROL, "synthetic") == "passed"
+    assert control_status(CONTROL, "smoke") == "not run"  # no committed smoke records
