@@ -21,7 +21,6 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 
 VERSION = 1  # bump when an item's contents change
