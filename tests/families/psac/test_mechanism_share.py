@@ -12,6 +12,7 @@ LABELS = {
     "5": (("psac-table5-char",), "characters"),
 }
 COUNTED_IN_TEXT = {"psac-table6-coatt"}  # co-attention: every item needs it, nothing to count
+CONTROLS = {"psac-control-vpsa-order": ("count", "order")}  # each positive control: its one column and mechanism
 TASKS = {"Action": "action", "Trans": "transition", "FrameQA": "frameqa", "Count": "count"}
 
 
@@ -21,7 +22,7 @@ def config(ident: str) -> GeneratorConfig:
 
 def test_readme_shares_are_the_generators():
     covered = {ident for idents, _ in LABELS.values() for ident in idents}
-    assert covered | COUNTED_IN_TEXT == specs_with_claims("psac")
+    assert covered | COUNTED_IN_TEXT | set(CONTROLS) == specs_with_claims("psac")
     assert len({config(ident) for ident in covered | COUNTED_IN_TEXT}) == 1  # one generator: one set of shares
     shares = mechanism_share(config("psac-table3-vpsa"))
     expected = {}
@@ -31,6 +32,13 @@ def test_readme_shares_are_the_generators():
         for column, task in TASKS.items():
             expected[f"{label}: {column}"] = shares[task][mechanism]
     assert readme_rows(README) == expected
+
+
+def test_controls_ask_only_their_mechanism():
+    for ident, (task, mechanism) in CONTROLS.items():
+        assert [c.key for c in resolve(ident).columns] == [task]
+        n, needing = mechanism_share(config(ident))[task][mechanism]
+        assert n == config(ident).test_videos and needing == n, ident  # every Test item needs it
 
 
 def test_possible_counts():
