@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 import re
-from pathlib import Path, PureWindowsPath
+from pathlib import Path
 from typing import Any
 
 from repro.errors import ReproError, echoed
@@ -27,7 +27,7 @@ def plain_name_problem(value: Any) -> str | None:
         return "'.' and '..' are not names"
     if "/" in value or "\\" in value:
         return "a path separator ('/' or '\\') would leave its folder"
-    if os.path.isabs(value) or PureWindowsPath(value).drive:
+    if os.path.isabs(value) or _windows_drive(value):
         return "an absolute path"
     if any(ord(c) < 32 or ord(c) == 127 for c in value):
         return "control characters (or NUL) in a name"
@@ -42,6 +42,11 @@ def plain_name_problem(value: Any) -> str | None:
     if value != value.strip():
         return "leading or trailing spaces"
     return None
+
+
+def _windows_drive(value: str) -> bool:
+    """`C:` or `C:x`: a name Windows reads as on a drive (as `PureWindowsPath(value).drive`, without its parsing)."""
+    return value[1:2] == ":" and value[:1].isascii() and value[:1].isalpha()
 
 
 def identifier_problem(value: Any) -> str | None:

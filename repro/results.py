@@ -132,6 +132,9 @@ class SeedResult:
     started: str = ""
     finished: str = ""
     wall_time_s: float = 0.0
+    # CPU seconds of the process that trained it (its share when seeds trained together; data-loader workers not
+    # counted); None in records made before it was kept
+    cpu_time_s: float | None = None
     toolkit_version: str = __version__
     variant: dict[str, Any] | None = None  # overrides, --limit or a spec file: not the committed spec (repro.variants)
     weights: dict[str, str] | None = None  # evaluated from released or given weights, not trained (as Result's)

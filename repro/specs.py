@@ -470,24 +470,24 @@ def _model_config(loc: Located, where: tuple, model: Any, row: str) -> Any:
     """A `model:` mapping checked against its family's typed config (repro.families)."""
     from pydantic import ValidationError
 
-    from repro.families import config_classes
+    from repro.families import config_class, known_archs
 
     _expect(loc, where, model, dict, "model")
-    classes = config_classes()
     arch = model.get("arch")
-    if arch not in classes:
+    if arch not in known_archs():
         raise loc.error(
             where + (("arch",) if "arch" in model else ()),
-            f"row {row!r}: model needs an 'arch', one of {', '.join(sorted(classes))}; got {arch!r}",
+            f"row {row!r}: model needs an 'arch', one of {', '.join(known_archs())}; got {arch!r}",
         )
+    config = config_class(arch)
     try:
-        return classes[arch].model_validate(model)
+        return config.model_validate(model)
     except ValidationError as exc:
         error = exc.errors()[0]
         path = tuple(error["loc"])
         key = path[0] if path else None
         if error["type"] == "extra_forbidden":
-            message = f"unknown model key {key!r} for arch {arch!r}{did_you_mean(key, classes[arch].model_fields)}"
+            message = f"unknown model key {key!r} for arch {arch!r}{did_you_mean(key, config.model_fields)}"
         else:
             field_name = ".".join(str(p) for p in path) or "model"
             message = f"model {field_name}: {error['msg']}"

@@ -436,8 +436,8 @@ def parsed_once(raw: bytes, parse, reader: Path) -> tuple[Any, dict[tuple, int]]
     folder = parsed_cache_dir()
     if folder is not None:
         try:
-            kept = json.loads((folder / f"{key}.json").read_text(encoding="utf-8"))
-            return _decode(kept["data"]), {tuple(where): int(line) for where, line in kept["lines"]}
+            kept = json.loads((folder / f"{key}.json").read_text(encoding="utf-8"), object_hook=_decoded)
+            return kept["data"], {tuple(where): int(line) for where, line in kept["lines"]}
         except (OSError, ValueError, KeyError, TypeError):  # none kept, or unreadable: parsed afresh and kept again
             pass
     data, lines = parse()
@@ -455,9 +455,10 @@ def parsed_once(raw: bytes, parse, reader: Path) -> tuple[Any, dict[tuple, int]]
 @functools.cache
 def _source_digest(reader: Path) -> bytes:
     """What decides how a file parses, besides its bytes: the reader's source, this module's, the library's version."""
-    from ruamel.yaml import __version__ as ruamel_version
+    import importlib.util
 
-    return hashlib.sha256(reader.read_bytes() + Path(__file__).read_bytes() + ruamel_version.encode()).digest()
+    library = Path(importlib.util.find_spec("ruamel.yaml").origin).read_bytes()  # its version, unimported
+    return hashlib.sha256(reader.read_bytes() + Path(__file__).read_bytes() + library).digest()
 
 
 def _encode(value: Any) -> Any:
@@ -472,14 +473,11 @@ def _encode(value: Any) -> Any:
     raise TypeError(type(value).__name__)  # a date, bytes: not kept
 
 
-def _decode(value: Any) -> Any:
-    if isinstance(value, dict):
-        if len(value) == 1 and _PAIRS in value:
-            return {k: _decode(v) for k, v in value[_PAIRS]}
-        return {k: _decode(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_decode(v) for v in value]
-    return value
+def _decoded(mapping: dict) -> dict:
+    """A JSON object as `_encode` wrote it (json's object_hook: called on the innermost objects first)."""
+    if len(mapping) == 1 and _PAIRS in mapping:
+        return dict(mapping[_PAIRS])
+    return mapping
 
 
 def yaml_value(text: str, where: str) -> Any:

@@ -10,7 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 # The width of the terminal the suite was started from (CI sets COLUMNS) must not decide the width of the
-# CLI's output: the CLI's console is made at import and keeps a COLUMNS it saw then; tests set their own.
+# CLI's output: a console keeps the COLUMNS it saw when it was made; tests set their own.
 os.environ.pop("COLUMNS", None)
 os.environ.pop("LINES", None)
 
@@ -50,6 +50,17 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if not torch.cuda.is_available():
         for item in gpu:
             item.add_marker(pytest.mark.skip(reason="needs a CUDA device (marked gpu)"))
+
+
+@pytest.fixture(autouse=True)
+def _fresh_consoles():
+    """The CLI's consoles are made at a command's first print and keep the width they saw then (in a process: when
+    the command starts); each test's commands get consoles of their own, with the width its runner sets."""
+    yield
+    from repro.cli.common import console, err_console
+
+    console.forget()
+    err_console.forget()
 
 
 @pytest.fixture(autouse=True, scope="session")

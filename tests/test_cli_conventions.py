@@ -18,8 +18,9 @@ from repro.cli import app
 def test_help_short_flag_and_env_vars_in_help(runner):
     out = runner.invoke(app, ["-h"], env={"COLUMNS": "200"})
     assert out.exit_code == 0
+    text = " ".join(out.output.split())  # where a line breaks is the terminal's width
     for name in ("REPRO_DATA_DIR", "REPRO_RESULTS", "REPRO_EXPERIMENTS", "REPRO_CATALOG", "REPRO_DEBUG"):
-        assert f"[env var: {name}]" in out.output
+        assert f"[env var: {name}]" in text
     assert "--install-completion" in out.output
 
 

@@ -60,3 +60,41 @@ def test_eval_loads_no_pandas_torch_or_scipy(tmp_path):
     args = ["eval", "--metric", "vqa", "-a", str(tmp_path / "a.json"), "-p", str(tmp_path / "p.json"), "--json"]
     heavy, output = loaded(args)
     assert heavy == [] and '"overall": 100.0' in output, output
+
+
+MODULES = """
+import json, sys
+from repro.cli import app
+try:
+    app(sys.argv[1:], prog_name="repro")
+except SystemExit:
+    pass
+print("\\nMODULES", json.dumps(sorted(sys.modules)))
+"""
+
+
+def modules(args: list[str]) -> set[str]:
+    """The modules a command has loaded when it ends (run as a process of its own)."""
+    import os
+
+    env = {**os.environ, "PYTHONPATH": str(REPO_DIR)}
+    done = subprocess.run([sys.executable, "-c", MODULES, *args], capture_output=True, text=True, env=env, cwd=REPO_DIR)
+    line = next((line for line in done.stdout.splitlines() if line.startswith("MODULES")), None)
+    assert line is not None, done.stdout + done.stderr
+    return set(json.loads(line.split(" ", 1)[1]))
+
+
+def packages(names: set[str]) -> set[str]:
+    return {name.split(".")[0] for name in names}
+
+
+def test_help_is_clicks_plain_help_and_loads_neither_rich_nor_pydantic():
+    assert not packages(modules(["--help"])) & {"rich", "pydantic"}
+
+
+def test_show_loads_the_config_of_its_own_family_only_and_no_yaml_reader_once_parsed():
+    modules(["show", "mcan-pa-table5-ablation"])  # parses the files and keeps the parse (the session's cache folder)
+    loaded = modules(["show", "mcan-pa-table5-ablation"])
+    configs = {name for name in loaded if name.startswith("repro.families.") and name.endswith(".config")}
+    assert configs == {"repro.families.mcan_pa.config"}
+    assert "yaml" not in packages(loaded) and "ruamel.yaml" not in loaded

@@ -270,20 +270,15 @@ def test_two_gpus_train_as_two_nccl_ranks_under_torchrun(tmp_path):
 
 
 @pytest.mark.gpu
-def test_the_cost_model_against_a_measured_step_on_this_gpu(capsys):
+def test_the_memory_estimate_against_a_measured_step_on_this_gpu(capsys):
     """MCAN at the paper's sizes and batch 64 in fp32 on this GPU: the plan's memory estimate against
-    `torch.cuda.max_memory_allocated`, and the FLOP model's step time (scaled to this GPU's fp32 peak where
-    `benchmarks.peaks` knows it) against the measured one; the ratios are printed, to be recorded."""
-    import time
-
+    `torch.cuda.max_memory_allocated` after a few steps (the step's time against the FLOP model is a benchmark's:
+    `python -m benchmarks.bench_train --device cuda` prints the share of the GPU's peak)."""
     import torch
 
-    from benchmarks.peaks import nominal_peak
     from repro import families
     from repro.families.mcan_pa import build
     from repro.memory import row_estimate
-    from repro.nn.measure import count_flops
-    from repro.train import cost
     from repro.train.trainer import matmul_precision
 
     hooks = families.implementation(families.by_paper("mcan-pa"))
@@ -295,27 +290,17 @@ def test_the_cost_model_against_a_measured_step_on_this_gpu(capsys):
     target = torch.rand(64, build.PAPER_NUM_ANSWERS, device="cuda")
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-4)
     torch.cuda.reset_peak_memory_stats()
-    times = []
     with matmul_precision("fp32"):  # TF32 off, as the recipe trains
-        for _ in range(8):
-            torch.cuda.synchronize()
-            tick = time.perf_counter()
+        for _ in range(3):
             loss = torch.nn.functional.binary_cross_entropy_with_logits(model(batch), target, reduction="sum")
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()
-            torch.cuda.synchronize()
-            times.append(time.perf_counter() - tick)
+    torch.cuda.synchronize()
     measured_gib = (torch.cuda.max_memory_allocated() + 0.5 * 2**30) / 2**30  # the estimate counts the context
-    step = sorted(times[2:])[len(times[2:]) // 2]
-    flops = 3 * count_flops(model, build.example_batch(1, device="cuda")) * 64
-    peak, source = nominal_peak(torch.cuda.get_device_name(), "fp32")
-    rate = (peak or cost.A100_PEAK_TFLOPS["fp32"] * 1e12) * cost.UTILISATION
     with capsys.disabled():
         print(
-            f"\ncost model on {torch.cuda.get_device_name()} ({source}): memory estimate {estimate.gib:.2f} GiB, "
-            f"measured {measured_gib:.2f} (ratio {estimate.gib / measured_gib:.2f}); step {step * 1e3:.1f} ms, "
-            f"FLOP model {flops / rate * 1e3:.1f} ms (ratio {flops / rate / step:.2f})"
+            f"\nmemory estimate on {torch.cuda.get_device_name()}: {estimate.gib:.2f} GiB, measured "
+            f"{measured_gib:.2f} (ratio {estimate.gib / measured_gib:.2f})"
         )
     assert 0.5 < estimate.gib / measured_gib < 2.0
-    assert 0.1 < flops / rate / step < 10.0

@@ -49,10 +49,10 @@ DRY_RUN = ("--limit 500", "--launcher slurm", "--weights released")
 
 
 def _help_examples() -> list[str]:
-    """The commands every `-h` shows in bold, the command groups' subcommands included."""
+    """The example commands every `-h` shows, the command groups' subcommands included."""
     import typer
 
-    from repro.cli.common import help_text
+    from repro.cli.common import help_examples
 
     def walk(command):
         yield command
@@ -61,9 +61,8 @@ def _help_examples() -> list[str]:
 
     found = []
     for command in walk(typer.main.get_command(app)):
-        doc = help_text(command.callback.__doc__ or "") if command.callback else ""
-        found += [" ".join(m.split()) for m in re.findall(r"\[bold\](repro .*?)\[/\]", doc, flags=re.S)]
-    return [f.replace("\\[", "[") for f in found]
+        found += help_examples(command.callback.__doc__) if command.callback else []
+    return found
 
 
 def _page_examples() -> list[str]:

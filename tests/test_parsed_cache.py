@@ -16,6 +16,7 @@ name: demo
 rows:
   - {b: 2, a: 1}
   - [x, 1.5, .inf, null, true]
+  - {"\\0pairs": kept, inner: {"\\0pairs": [1]}}
 "1": one
 "2.5": half
 """
@@ -31,6 +32,7 @@ def test_a_file_parses_once_and_reads_back_the_same(tmp_path, monkeypatch):
     second, again = read_yaml(path)
     assert second == first and list(second) == ["name", "rows", "1", "2.5"] and list(second["rows"][0]) == ["b", "a"]
     assert second["rows"][1] == ["x", 1.5, float("inf"), None, True]
+    assert second["rows"][2] == {"\x00pairs": "kept", "inner": {"\x00pairs": [1]}}  # the cache's own marker as a key
     assert again.lines == loc.lines and loc.lines[("rows", 1)] == 4
     assert again.error(("rows", 1), "bad").args[0] == f"{path}:4: bad"
     path.write_text(TEXT.replace("demo", "edited"))  # another content: parsed afresh, kept beside

@@ -9,7 +9,8 @@ from typer.testing import CliRunner
 
 from repro.cli import app
 from repro.report import build_view
-from repro.report.view import column_digits, fmt, fmt_reported, fmt_reproduced, sign_mark
+from repro.report.numbers import fmt
+from repro.report.view import column_digits, fmt_reported, fmt_reproduced, sign_mark
 from repro.specs import resolve
 
 BOX = set("┃│┏┗┡━┳╇┩└┘┴┬")

@@ -46,7 +46,8 @@ def _version(value: bool) -> None:
         raise typer.Exit()
 
 
-@app.callback(context_settings={"help_option_names": ["-h", "--help"]})
+# help as wide as the terminal, up to 120 columns (click stops at 80)
+@app.callback(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 120})
 def _root(
     version: bool = typer.Option(
         False, "--version", callback=_version, is_eager=True, help="Print the version and exit."

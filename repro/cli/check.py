@@ -6,10 +6,9 @@ import json
 import warnings
 
 import typer
-from rich.markup import escape
 
 from repro import completion as complete
-from repro.cli.common import RICH_OR_JSON, SCALES, command, console, err_console
+from repro.cli.common import RICH_OR_JSON, SCALES, command, console, err_console, escape
 from repro.errors import ReproError
 
 

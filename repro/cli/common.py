@@ -14,8 +14,6 @@ from collections.abc import Callable
 
 import typer
 import typer.core
-from rich.console import Console
-from rich.markup import escape
 
 from repro import completion as complete
 from repro.errors import LINE_LIMIT, ReproError
@@ -34,7 +32,9 @@ OVERRIDES_HELP = (
 ClickException = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
 
 
-MARKUP = re.compile(r"(?<!\\)\[(?!(?:/|/?(?:bold|dim|italic)(?: [a-z]+)?)\])")
+# the tags that mark a docstring's example commands (`[bold]repro run ...[/]`: the tests run each one); the help shows
+# the command without them
+EXAMPLE_TAGS = re.compile(r"\[(?:/|/?bold|/?dim|/?italic)\]")
 
 
 def logger_option():
@@ -49,9 +49,9 @@ def logger_option():
 
 
 def help_text(text: str | None) -> str | None:
-    """Help as rich shows it: square brackets kept (`repro[plot]`, `model.positional=[pwa]`; only the
-    [bold]/[dim]/[italic] tags of the examples are markup), and the lines of a paragraph joined, so the
-    terminal's width decides where they break (a paragraph starting with \\b, or indented, keeps its lines)."""
+    """Help as the terminal shows it (click's plain help: no markup to parse, so `repro --help` needs no rich): the
+    example tags left out, and the lines of a paragraph joined, so the terminal's width decides where they break (a
+    paragraph starting with \\b, or indented, keeps its lines)."""
     if not text:
         return text
     paragraphs = []
@@ -59,7 +59,12 @@ def help_text(text: str | None) -> str | None:
         if not paragraph.startswith("\b") and not any(line[:1].isspace() for line in paragraph.splitlines()):
             paragraph = " ".join(line.strip() for line in paragraph.splitlines())
         paragraphs.append(paragraph)
-    return MARKUP.sub(r"\\[", "\n\n".join(paragraphs))
+    return EXAMPLE_TAGS.sub("", "\n\n".join(paragraphs))
+
+
+def help_examples(doc: str | None) -> list[str]:
+    """The example commands of a command's docstring (the `[bold]repro ...[/]` ones), each on one line."""
+    return [" ".join(found.split()) for found in re.findall(r"\[bold\](repro .*?)\[/\]", doc or "", flags=re.S)]
 
 
 class _Option(typer.core.TyperOption):
@@ -150,10 +155,54 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=True,
     pretty_exceptions_enable=False,
-    rich_markup_mode="rich",
+    rich_markup_mode=None,
 )
-console = Console()
-err_console = Console(stderr=True, soft_wrap=True)
+
+
+class LazyConsole:
+    """rich's Console, made when a command first prints: `repro --help` (click's plain help) loads no rich, and the
+    console takes the terminal's width and settings when the command runs, as one made at import would."""
+
+    __slots__ = ("_settings", "_console")
+
+    def __init__(self, **settings) -> None:
+        object.__setattr__(self, "_settings", settings)
+        object.__setattr__(self, "_console", None)
+
+    def _made(self):
+        if self._console is None:
+            from rich.console import Console
+
+            object.__setattr__(self, "_console", Console(**self._settings))
+        return self._console
+
+    def forget(self) -> None:
+        """The next use makes a new console (a test's runner sets its own terminal width)."""
+        object.__setattr__(self, "_console", None)
+
+    def __getattr__(self, name: str):
+        return getattr(self._made(), name)
+
+    def __setattr__(self, name: str, value) -> None:
+        setattr(self._made(), name, value)
+
+    def __enter__(self):
+        return self._made().__enter__()
+
+    def __exit__(self, *exc) -> None:
+        self._made().__exit__(*exc)
+
+
+# emoji=False: a name or message holding `:smile:` prints as written (and rich's emoji table stays unloaded)
+console = LazyConsole(emoji=False)
+err_console = LazyConsole(stderr=True, soft_wrap=True, emoji=False)
+
+
+def escape(text: str) -> str:
+    """`text` with rich's markup escaped (rich loaded only by a command that prints)."""
+    from rich.markup import escape as rich_escape
+
+    return rich_escape(text)
 
 
 def fail(message: str, code: int = 2) -> None:

@@ -8,10 +8,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import typer
-from rich.markup import escape
 
 from repro import completion as complete
-from repro.cli.common import RICH_OR_JSON, command, console, err_console
+from repro.cli.common import RICH_OR_JSON, command, console, err_console, escape
 
 if TYPE_CHECKING:
     from rich.table import Table

@@ -7,10 +7,17 @@ import json
 from pathlib import Path
 
 import typer
-from rich.markup import escape
 
 from repro import completion as complete
-from repro.cli.common import RICH_OR_JSON, command, console, overrides_argument, target_and_variant, target_argument
+from repro.cli.common import (
+    RICH_OR_JSON,
+    command,
+    console,
+    escape,
+    overrides_argument,
+    target_and_variant,
+    target_argument,
+)
 from repro.errors import ReproError
 
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
-from rich.markup import escape
 
 from repro import completion as complete
 from repro.cli.common import (
@@ -16,6 +15,7 @@ from repro.cli.common import (
     SCALES,
     command,
     console,
+    escape,
     logger_option,
     overrides_argument,
     quoted,
@@ -281,7 +281,7 @@ def run_request(request: RunRequest) -> None:
 
 
 def _run_request(request: RunRequest) -> None:
-    from repro.report.plan import cost_lines, precision_line, render_plan
+    from repro.report.plan import cost_lines, cpu_lines, precision_line, render_plan
     from repro.run import make_plan
     from repro.train.distributed import check_device, parse_device
 
@@ -331,9 +331,8 @@ def _run_request(request: RunRequest) -> None:
     precision = precision_line(plan)
     if precision:
         console.print(precision, highlight=False, soft_wrap=True)
-    if plan.scale == "paper":
-        for line in cost_lines(plan):
-            console.print(line, highlight=False, soft_wrap=True)
+    for line in cost_lines(plan) if plan.scale == "paper" else cpu_lines(plan):
+        console.print(line, highlight=False, soft_wrap=True)
     if request.launcher == "slurm":
         slurm_run(plan, request)
     elif not request.dry_run:

@@ -7,9 +7,8 @@ import json
 from typing import TYPE_CHECKING
 
 import typer
-from rich.markup import escape
 
-from repro.cli.common import console, quoted
+from repro.cli.common import console, escape, quoted
 from repro.errors import ReproError
 
 if TYPE_CHECKING:

@@ -10,8 +10,6 @@ import textwrap
 from pathlib import Path
 
 import typer
-from rich.cells import cell_len
-from rich.markup import escape
 
 from repro import completion as complete
 from repro.cli.common import (
@@ -21,6 +19,7 @@ from repro.cli.common import (
     command,
     console,
     err_console,
+    escape,
     one_line,
     overrides_argument,
     target_argument,
@@ -90,7 +89,7 @@ def _experiments_table(entries: list[dict]) -> None:
     """One line per experiment at any width: the block layout of `repro table`, rich in a terminal."""
     import shutil
 
-    from repro.report.layout import Col, listing_grid, plain_listing, rich_listing
+    from repro.report.grid import Col, listing_grid, plain_listing, rich_listing
 
     scales = []
     for e in entries:
@@ -127,8 +126,8 @@ def show_command(
 
     Example: [bold]repro show mcan-pa-table5-ablation --format json[/]
     """
-    from repro.report.layout import Col
-    from repro.report.view import _decimals
+    from repro.report.grid import Col
+    from repro.report.numbers import column_decimals, fmt
     from repro.specs import resolve
 
     spec = resolve(ident)
@@ -157,8 +156,6 @@ def show_command(
         )
     )
     say(f"file: {escape(str(spec.path))}")  # soft wrap: never folded or cut, so it can be copied
-    from repro.report import fmt
-
     names = [c.name for c in spec.columns]
     _print_grid(
         "columns",
@@ -175,7 +172,7 @@ def show_command(
     reported = []
     for c in spec.columns:
         values = [r.reported[c.name] for r in spec.rows if r.reported.get(c.name) is not None]
-        digits = min(max((_decimals(v) for v in values), default=2), 4)  # as printed: 52.30 beside 53.26
+        digits = column_decimals(values)  # as printed: 52.30 beside 53.26
         cells = []
         for row in spec.rows:
             v = row.reported.get(c.name)
@@ -184,6 +181,8 @@ def show_command(
     rows = Col("row", [r.name for r in spec.rows], justify="left")
     _print_grid("rows, as reported (? = uncertain in the PDF)", rows, reported)
     say("[bold]runs as[/]")
+    from rich.cells import cell_len
+
     width = max(cell_len(r.name) for r in spec.rows)
     for row in spec.rows:
         how = f"cited {row.cited}" if row.cited else _settings(row.model or row.compute or {})
@@ -259,7 +258,7 @@ def _print_grid(heading: str, label, cols: list) -> None:
     """A small table in the block layout of `repro table`: rich in a terminal, plain text in pipes."""
     import shutil
 
-    from repro.report.layout import listing_grid, plain_listing, rich_listing
+    from repro.report.grid import listing_grid, plain_listing, rich_listing
 
     if console.is_terminal:
         grid = listing_grid(label, cols, console.width, True)

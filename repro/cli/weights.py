@@ -7,9 +7,8 @@ import json
 from pathlib import Path
 
 import typer
-from rich.markup import escape
 
-from repro.cli.common import RICH_OR_JSON, app, boundary, console
+from repro.cli.common import RICH_OR_JSON, app, boundary, console, escape
 from repro.errors import ReproError
 
 weights_app = typer.Typer(
@@ -83,7 +82,7 @@ class ReleasedView:
     def __rich_console__(self, console, options):
         from rich.text import Text
 
-        from repro.report.layout import Col, _wrap, listing_grid, plain_listing, rich_listing
+        from repro.report.grid import Col, listing_grid, plain_listing, rich_listing, wrap
 
         rows, width = self.rows, options.max_width
         label = Col("name", [r["name"] for r in rows], justify="left")
@@ -99,7 +98,7 @@ class ReleasedView:
         else:
             yield Text("\n".join([title, *plain_listing(grid, width)]), no_wrap=True, overflow="ignore")
         for r in rows:  # what each fills, wrapped (where it downloads from: `ls_command`, never cut)
-            yield Text("\n".join(_wrap(f"{r['name']} ({r['family']} {r['layout']}): {r['rows']}", width, "  ")))
+            yield Text("\n".join(wrap(f"{r['name']} ({r['family']} {r['layout']}): {r['rows']}", width, "  ")))
 
 
 @weights_app.command("download")

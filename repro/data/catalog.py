@@ -20,8 +20,6 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
 
-import yaml
-
 from repro.errors import ReproError, echoed
 from repro.names import inside, plain_name_problem
 from repro.paths import PACKAGE_DIR
@@ -33,7 +31,6 @@ _DATASET_KEYS = {"title", "papers", "licence", "manual", "files", "note"}
 _FILE_KEYS = {"name", "url", "sha256", "sha256_from", "size", "size_hint", "extract", "note"}
 # where a digest comes from: published by someone who pins it, or computed from the official file
 SHA256_ORIGINS = ("published", "computed")
-MAX_ALIASES = 8  # YAML aliases allowed in one catalog file
 # folders of the data root the toolkit itself writes (checkpoints, prepared data, synthetic sets)
 RESERVED_NAMES = frozenset({"runs", "prepared", "synthetic"})
 # what the downloader adds next to a file; a catalog file name must not collide with it
@@ -152,45 +149,6 @@ def get_dataset(name: str, catalog: dict[str, DatasetEntry] | None = None) -> Da
     return catalog[name]
 
 
-class _Refused(yaml.MarkedYAMLError):
-    """YAML the catalog reader will not load: a tag, too many or recursive aliases, a key given twice."""
-
-
-class _CatalogLoader(yaml.SafeLoader):
-    """A safe loader that also refuses every explicit tag and all but a handful of aliases.
-
-    Aliases are what a "billion laughs" document is made of: a few lines whose expansion does not fit
-    in memory. A catalog needs none, so a few (`<<: *defaults`) are allowed and nothing recursive.
-    """
-
-    def __init__(self, stream: str) -> None:
-        super().__init__(stream)
-        self.aliases = 0
-        self.open_anchors: set[str] = set()
-
-    def compose_node(self, parent, index):  # noqa: ANN001, ANN201 - PyYAML's signature
-        event = self.peek_event()
-        if isinstance(event, yaml.AliasEvent):
-            self.aliases += 1
-            if self.aliases > MAX_ALIASES:
-                raise _Refused(
-                    None, None, f"more than {MAX_ALIASES} aliases (*name); write the values out", event.start_mark
-                )
-            if event.anchor in self.open_anchors:
-                raise _Refused(None, None, f"recursive alias *{event.anchor}", event.start_mark)
-            return super().compose_node(parent, index)
-        tag = getattr(event, "tag", None)
-        if tag is not None:
-            raise _Refused(None, None, f"YAML tags such as {tag!r} are not allowed in a catalog", event.start_mark)
-        anchor = getattr(event, "anchor", None)
-        if anchor is not None:
-            self.open_anchors.add(anchor)
-        try:
-            return super().compose_node(parent, index)
-        finally:
-            self.open_anchors.discard(anchor)
-
-
 def _load_yaml(path: Path) -> tuple[Any, dict[tuple, int]]:
     """The document in `path` and the line of every mapping key and list item (by key path)."""
     try:
@@ -205,63 +163,13 @@ def _load_yaml(path: Path) -> tuple[Any, dict[tuple, int]]:
             f"catalog {path}:{line}: not valid UTF-8 (byte {raw[exc.start]:#04x} "
             f"at offset {exc.start}); save the file as UTF-8"
         ) from None
-    return parsed_once(raw, lambda: _parse_yaml(path, text), Path(__file__))
 
+    def parse() -> tuple[Any, dict[tuple, int]]:
+        from repro.data import catalog_yaml
 
-def _parse_yaml(path: Path, text: str) -> tuple[Any, dict[tuple, int]]:
-    loader = None
-    try:
-        loader = _CatalogLoader(text)
-        node = loader.get_single_node()
-        lines: dict[tuple, int] = {}
-        if node is not None:
-            _index_lines(path, node, (), lines)
-        data = _values_yaml12(path, text) if node is not None else None
-    except yaml.reader.ReaderError as exc:
-        line = text[: exc.position].count("\n") + 1
-        raise ReproError(
-            f"catalog {path}:{line}: not valid YAML (character {exc.character:#06x} is not allowed)"
-        ) from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
-        problem = " ".join(str(getattr(exc, "problem", None) or exc).split())  # one line
-        what = "refused" if isinstance(exc, _Refused) else "not valid YAML"
-        raise ReproError(f"catalog {where}: {what} ({problem})") from None
-    except RecursionError:
-        raise ReproError(f"catalog {path}: refused (nested too deeply)") from None
-    finally:
-        if loader is not None:
-            loader.dispose()
-    return data, lines
+        return catalog_yaml.parse(path, text)
 
-
-def _values_yaml12(path: Path, text: str) -> Any:
-    """The document's values as YAML 1.2 reads them (`repro.utils`, as specs and recipes are read): `1:30` and
-    `yes` are text, a date or a number in octal or hex is refused; the structure was checked by the loader above."""
-    from repro.utils import Located, compose_yaml
-
-    try:
-        return Located(path, max_aliases=MAX_ALIASES).to_python(compose_yaml(text, str(path)))
-    except ReproError as exc:
-        raise ReproError(f"catalog {exc}") from None
-
-
-def _index_lines(path: Path, node: yaml.Node, at: tuple, lines: dict[tuple, int]) -> None:
-    if len(at) > 6:  # deeper than any key the catalog has
-        return
-    if isinstance(node, yaml.MappingNode):
-        for key, value in node.value:
-            if not isinstance(key, yaml.ScalarNode):
-                continue
-            if at + (key.value,) in lines:
-                raise _Refused(None, None, f"key {key.value!r} given twice in one mapping", key.start_mark)
-            lines[at + (key.value,)] = key.start_mark.line + 1
-            _index_lines(path, value, at + (key.value,), lines)
-    elif isinstance(node, yaml.SequenceNode):
-        for i, item in enumerate(node.value):
-            lines[at + (i,)] = item.start_mark.line + 1
-            _index_lines(path, item, at + (i,), lines)
+    return parsed_once(raw, parse, Path(__file__).with_name("catalog_yaml.py"))
 
 
 def _read(path: Path) -> tuple[dict[str, dict[str, Any]], dict[tuple, int]]:

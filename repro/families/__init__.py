@@ -55,8 +55,7 @@ def by_arch(arch: str) -> Family:
     for family in FAMILIES:
         if arch in family.archs:
             return family
-    known = sorted(a for f in FAMILIES for a in f.archs)
-    raise ReproError(f"unknown model arch {arch!r}; one of {', '.join(known)}")
+    raise ReproError(f"unknown model arch {arch!r}; one of {', '.join(known_archs())}")
 
 
 def recipes_dir(paper: str) -> Path:
@@ -99,6 +98,18 @@ def arch_of(config_class: type) -> str:
 def config_classes() -> dict[str, type]:
     """arch -> typed config class, over every family (imports only the config modules)."""
     return {arch_of(cls): cls for family in FAMILIES for cls in _import(f"{family.package}.config").CONFIGS}
+
+
+def known_archs() -> list[str]:
+    """Every family's archs, sorted (imports nothing)."""
+    return sorted(a for f in FAMILIES for a in f.archs)
+
+
+def config_class(arch: str) -> type:
+    """The typed config class of `arch`, importing only its own family's config module (`repro show` of one
+    family's spec loads no other family's)."""
+    configs = _import(f"{by_arch(arch).package}.config").CONFIGS
+    return next(cls for cls in configs if arch_of(cls) == arch)
 
 
 def as_typed(config: Any, configs: tuple[type, ...]):

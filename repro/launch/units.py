@@ -20,7 +20,9 @@ from repro.results import Result, SeedResult, aggregate, environment, store_seed
 from repro.run import Plan, Unit
 from repro.utils import now_iso
 
-Outcome = tuple[RowRun, str, str, float]  # what it produced, started, finished, seconds
+# what it produced, started, finished, seconds, and CPU seconds (the unit's process; its share when seeds train
+# together; data-loader worker processes not counted)
+Outcome = tuple[RowRun, str, str, float, float]
 
 
 def prepare_data(plan: Plan) -> dict[str, Any]:
@@ -93,16 +95,17 @@ def groups(plan: Plan, units: list[Unit]) -> list[list[Unit]]:
 
 
 def run_unit(ctx: RunContext) -> Outcome:
-    """Train/compute one (row, seed); returns what it produced, start and end time, seconds. Runs in any process."""
+    """Train/compute one (row, seed); returns what it produced, start and end time, seconds, CPU seconds. Runs in any
+    process."""
     from repro.train.distributed import use_device
 
-    started, clock = now_iso(), time.time()
+    started, clock, cpu = now_iso(), time.time(), time.process_time()
     with use_device(ctx.device):  # every trainer the family calls trains on the unit's device
         if ctx.row.compute is not None:
             run = ctx.task(ctx)
         else:
             run = ctx.hooks.run_row(with_data(ctx))
-    return run, started, now_iso(), time.time() - clock
+    return run, started, now_iso(), time.time() - clock, time.process_time() - cpu
 
 
 @contextmanager
@@ -142,13 +145,13 @@ def _run_units(ctxs: list[RunContext]) -> list[Outcome]:
         return [run_unit(ctxs[0])]
     from repro.train.distributed import use_device
 
-    started, clock = now_iso(), time.time()
+    started, clock, cpu = now_iso(), time.time(), time.process_time()
     with use_device(ctxs[0].device):
         runs = ctxs[0].hooks.run_ensemble([with_data(c) for c in ctxs])
-    seconds, finished = time.time() - clock, now_iso()
+    seconds, cpu, finished = time.time() - clock, time.process_time() - cpu, now_iso()
     for run in runs:  # the seeds it trained with: its dropout masks depend on them (repro.train.ensemble)
         run.training = {**(run.training or {}), "ensemble": [c.seed for c in ctxs]}
-    return [(run, started, finished, seconds / len(ctxs)) for run in runs]
+    return [(run, started, finished, seconds / len(ctxs), cpu / len(ctxs)) for run in runs]
 
 
 def store_unit(
@@ -164,7 +167,7 @@ def store_unit(
     `repro run --weights` evaluated (`Unit.evaluating`)."""
     from filelock import FileLock
 
-    run, started_at, finished_at, seconds = outcome
+    run, started_at, finished_at, seconds, *cpu = outcome
     spec = unit.spec
     with FileLock(str(lock)) if lock is not None else nullcontext():
         return store_seed(
@@ -188,6 +191,7 @@ def store_unit(
                 started=started_at,
                 finished=finished_at,
                 wall_time_s=round(seconds, 2),
+                cpu_time_s=round(cpu[0], 2) if cpu else None,
                 variant=None if weights is not None else unit.variant.to_json(),
                 weights=weights,
                 design_hash=unit.design_hash,

@@ -37,7 +37,7 @@ _DEFINED_IN = {
     "RowView": "view",
     "TableView": "view",
     "build_view": "view",
-    "fmt": "view",
+    "fmt": "numbers",
     "fmt_reported": "view",
     "fmt_reproduced": "view",
 }

@@ -7,16 +7,26 @@ its own is split into its columns. Rendered with rich (boxes, colour) or as plai
 
 from __future__ import annotations
 
-import textwrap
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 
 from rich.cells import cell_len
 from rich.console import Console, ConsoleOptions, RenderResult
-from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
 from repro.report.claims import CONFIDENCE, POWER, ClaimView, fmt_p
+from repro.report.grid import (
+    Col,
+    Grid,
+    blocks,
+    listing_grid,
+    plain_block,
+    plain_listing,
+    plain_width,
+    rich_table,
+    rich_width,
+    wrap,
+)
 from repro.report.view import (
     TableView,
     caption,
@@ -29,29 +39,6 @@ from repro.report.view import (
     footnotes,
     sign_mark,
 )
-
-GAP = 2  # spaces between plain-text columns
-
-
-@dataclass
-class Col:
-    header: str
-    cells: list[str]
-    styles: list[str | None] = field(default_factory=list)
-    group: str = ""
-    justify: str = "right"
-    lead: bool = False  # the first column of its group: rich writes the group's name over it
-
-    @property
-    def width(self) -> int:
-        return max([cell_len(self.header)] + [cell_len(c) for c in self.cells])
-
-
-@dataclass
-class Grid:
-    label: Col  # the row-name column, repeated in every block
-    groups: list[list[Col]]
-    row_styles: list[str | None] = field(default_factory=list)
 
 
 def table_grid(view: TableView, cited: str = "cited", verbose: bool = True) -> Grid:
@@ -178,97 +165,18 @@ def fmt_ratio(c: ClaimView) -> str:
 # --- splitting into blocks ------------------------------------------------------------------------
 
 
-def _rich_width(cols: list[Col]) -> int:
-    """Width of a rich table with the default box and padding: │ cell │ cell │."""
-    return 1 + sum(_rich_col_width(c) + 3 for c in cols)
-
-
-def _rich_col_width(col: Col) -> int:
-    """A group's name sits over its first column in rich, wrapped at spaces to that column's width."""
-    if not col.lead:
-        return col.width
-    return max([col.width] + [cell_len(word) for word in col.group.split()])
-
-
-def _plain_width(cols: list[Col]) -> int:
-    return sum(c.width for c in cols) + GAP * (len(cols) - 1)
-
-
-def blocks(grid: Grid, width: int, measure) -> list[list[list[Col]]]:
-    """Groups packed into blocks that fit `width` (with the row-name column); a group that does not fit
-    on its own is split into its columns. A column that does not fit even alone gets a block of its own."""
-    units: list[list[Col]] = []
-    for group in grid.groups:
-        if measure([grid.label] + group) <= width:
-            units.append(group)
-        else:
-            units += [[replace(c, lead=True)] for c in group]
-    out: list[list[list[Col]]] = []
-    for unit in units:
-        if out and measure([grid.label] + [c for g in out[-1] for c in g] + unit) <= width:
-            out[-1].append(unit)
-        else:
-            out.append([unit])
-    return out or [[]]
-
-
-# --- plain text -----------------------------------------------------------------------------------
-
-
-def _pad(text: str, width: int, justify: str) -> str:
-    space = " " * max(width - cell_len(text), 0)
-    return text + space if justify == "left" else space + text
-
-
-def plain_block(grid: Grid, block: list[list[Col]]) -> list[str]:
-    cols = [grid.label] + [c for g in block for c in g]
-    widths = [c.width for c in cols]
-    # a group's name is written over its columns, followed by a rule; widen its last column if needed
-    k = 1
-    for group in block:
-        span = sum(widths[k : k + len(group)]) + GAP * (len(group) - 1)
-        name = group[0].group
-        if name and cell_len(name) > span:
-            widths[k + len(group) - 1] += cell_len(name) - span
-        k += len(group)
-    group_line, k = [" " * widths[0]], 1
-    for group in block:
-        span = sum(widths[k : k + len(group)]) + GAP * (len(group) - 1)
-        name = group[0].group
-        group_line.append(
-            (name + " " + "─" * (span - cell_len(name) - 1)) if cell_len(name) < span else _pad(name, span, "left")
-        )
-        k += len(group)
-    lines = []
-    if any(g[0].group for g in block):
-        lines.append((" " * GAP).join(group_line).rstrip())
-    pairs = list(zip(cols, widths, strict=True))
-    lines.append((" " * GAP).join(_pad(c.header, w, c.justify) for c, w in pairs).rstrip())
-    lines.append((" " * GAP).join("─" * w for w in widths))
-    for i in range(len(grid.label.cells)):
-        lines.append((" " * GAP).join(_pad(c.cells[i], w, c.justify) for c, w in pairs).rstrip())
-    return lines
-
-
-def _wrap(text: str, width: int, indent: str = "") -> list[str]:
-    """Wrap prose at spaces (never inside a word or number)."""
-    return textwrap.wrap(
-        text, width=max(width, 20), subsequent_indent=indent, break_long_words=False, break_on_hyphens=False
-    ) or [""]
-
-
 def render_plain(view: TableView, width: int = 80, verbose: bool = True) -> str:
     """The table as plain text for pipes and files: no colour, no box characters beyond rules. Not `verbose`: the
     short view of `repro table` (`compact_footnotes`, one line per claim, `-v` for the statistics)."""
     grid = table_grid(view, verbose=verbose)
-    lines = _wrap(caption(view), width)
-    for block in blocks(grid, width, _plain_width):
+    lines = wrap(caption(view), width)
+    for block in blocks(grid, width, plain_width):
         lines += [""] + plain_block(grid, block)
     notes = footnotes(view) if verbose else compact_footnotes(view)
     if notes:
         lines.append("")
         for note in notes:
-            lines += _wrap(note, width, "  ")
+            lines += wrap(note, width, "  ")
     if view.claims:
         lines += [""] + (plain_claims(view, width) if verbose else short_claims(view, width))
     return "\n".join(lines) + "\n"
@@ -292,9 +200,9 @@ def short_claims(view: TableView, width: int) -> list[str]:
     lines = [f"the paper's claims, at scale {view.scale}"]
     for claim in view.claims:
         margin = "" if claim.margin is None else f" · margin {claim_cells(claim)['margin']}"
-        lines += _wrap(f"• {' '.join(claim.text.split())}: {claim.kind}{margin}", width, "    ")
+        lines += wrap(f"• {' '.join(claim.text.split())}: {claim.kind}{margin}", width, "    ")
     more = "(`repro table ID -v`: each verdict in full, its statistics, how the claims are judged)"
-    return lines + _wrap(more, width)
+    return lines + wrap(more, width)
 
 
 def claims_grid(view: TableView) -> Grid:
@@ -329,12 +237,12 @@ def claim_lines(view: TableView, claim: ClaimView, width: int) -> list[str]:
         facts.append(f"n {cells['n']}")
     if cells["ratio"] != "–":
         facts.append(f"ratio {cells['ratio']}")
-    out, line = _wrap("• " + claim.text, width, "  "), "   "
+    out, line = wrap("• " + claim.text, width, "  "), "   "
     for fact in facts:
         if cell_len("    " + fact) > width:  # a long fact (an underpowered verdict, a flag) wraps on its own lines
             if line.strip():
                 out.append(line)
-            *whole, line = _wrap("    " + fact, width, "      ")
+            *whole, line = wrap("    " + fact, width, "      ")
             out += whole
             continue
         candidate = fact if line.strip() == "" else line + " · " + fact
@@ -350,49 +258,15 @@ def claim_lines(view: TableView, claim: ClaimView, width: int) -> list[str]:
 def plain_claims(view: TableView, width: int) -> list[str]:
     lines = [f"the paper's claims, at scale {view.scale}"]
     grid = claims_grid(view)
-    if _plain_width([grid.label] + grid.groups[0]) <= width:
+    if plain_width([grid.label] + grid.groups[0]) <= width:
         lines += plain_block(grid, [grid.groups[0]])
     else:
         for claim in view.claims:
             lines += claim_lines(view, claim, width)
-    return lines + [""] + _wrap(claims_caption(), width)
+    return lines + [""] + wrap(claims_caption(), width)
 
 
 # --- rich -----------------------------------------------------------------------------------------
-
-
-def _rich_table(grid: Grid, block: list[list[Col]], **kwargs) -> Table:
-    table = Table(**kwargs)
-    table.add_column(
-        escape(grid.label.header),
-        style="bold",
-        justify=grid.label.justify,
-        no_wrap=True,
-        min_width=grid.label.width,
-        overflow="fold",
-    )
-    depth = max((len(_group_lines(g[0])) for g in block), default=0)
-    for group in block:
-        for col in group:
-            above = _group_lines(col) if col.lead else []
-            header = "\n".join([""] * (depth - len(above)) + above + [col.header])
-            table.add_column(
-                escape(header), justify=col.justify, no_wrap=True, min_width=_rich_col_width(col), overflow="fold"
-            )
-    for r in range(len(grid.label.cells)):
-        row: list[Text] = [Text(grid.label.cells[r])]
-        for group in block:
-            for col in group:
-                style = col.styles[r] if r < len(col.styles) else None
-                row.append(Text(col.cells[r], style=style or ""))
-        table.add_row(*row, style=grid.row_styles[r] if r < len(grid.row_styles) else None)
-    return table
-
-
-def _group_lines(col: Col) -> list[str]:
-    if not col.group or not col.lead:
-        return []
-    return textwrap.wrap(col.group, width=_rich_col_width(col), break_long_words=False, break_on_hyphens=False)
 
 
 class RichView:
@@ -403,10 +277,10 @@ class RichView:
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         grid = table_grid(self.view, verbose=self.verbose)
-        parts = blocks(grid, options.max_width, _rich_width)
+        parts = blocks(grid, options.max_width, rich_width)
         notes = "\n".join(footnotes(self.view) if self.verbose else compact_footnotes(self.view)) or None
         for i, block in enumerate(parts):
-            yield _rich_table(
+            yield rich_table(
                 grid,
                 block,
                 title=caption(self.view) if i == 0 else None,
@@ -429,7 +303,7 @@ class RichClaims:
             yield Text(lines[0], style="italic")
             yield Text("\n".join(lines[1:]))
             return
-        if _rich_width([grid.label] + grid.groups[0]) <= options.max_width:
+        if rich_width([grid.label] + grid.groups[0]) <= options.max_width:
             table = Table(title=title, title_justify="left", caption=claims_caption(), caption_justify="left")
             for key in claim_keys(view.claims):
                 table.add_column(
@@ -469,43 +343,6 @@ def render_claims_rich(view: TableView, verbose: bool = True) -> RichClaims | No
 
 
 # --- listings: one line per entry, an id never cut ------------------------------------------------
-
-
-def cut(text: str, width: int) -> str:
-    """`text` in at most `width` cells, ending in … when cut."""
-    if cell_len(text) <= width:
-        return text
-    out = Text(text)
-    out.truncate(max(width, 1), overflow="ellipsis")
-    return out.plain
-
-
-def listing_grid(label: Col, cols: list[Col], width: int, rich: bool, flexible: Col | None = None, least: int = 16):
-    """A grid of one line per entry: `label` (an id) and `cols` are never cut; `flexible` (a title) goes
-    last, cut with an ellipsis to the width left (in rich's boxes or plain text), or left out when fewer
-    than `least` cells are left."""
-    measure = _rich_width if rich else _plain_width
-    groups = [[c] for c in cols]
-    if flexible is not None:
-        left = width - measure([label, *cols, Col("", [""] * len(flexible.cells))])
-        if left >= least:
-            cells = [cut(c, left) for c in flexible.cells]
-            groups.append([replace(flexible, header=cut(flexible.header, left), cells=cells, justify="left")])
-    return Grid(label, groups)
-
-
-def plain_listing(grid: Grid, width: int) -> list[str]:
-    """A listing grid as plain lines, split into blocks of columns only when it cannot fit otherwise."""
-    lines: list[str] = []
-    for i, block in enumerate(blocks(grid, width, _plain_width)):
-        lines += ([""] if i else []) + plain_block(grid, block)
-    return lines
-
-
-def rich_listing(grid: Grid, width: int, **kwargs) -> list[Table]:
-    """A listing grid as rich tables (the first one with kwargs such as title), split like `plain_listing`."""
-    parts = blocks(grid, width, _rich_width)
-    return [_rich_table(grid, block, **(kwargs if i == 0 else {})) for i, block in enumerate(parts)]
 
 
 # --- repro check ------------------------------------------------------------------------------------

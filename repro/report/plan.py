@@ -24,7 +24,7 @@ class PlanView:
     def __rich_console__(self, console, options):
         from rich.text import Text
 
-        from repro.report.layout import _wrap, listing_grid, plain_listing, rich_listing
+        from repro.report.grid import listing_grid, plain_listing, rich_listing, wrap
 
         plan, width = self.plan, options.max_width
         label, cols, what, notes = plan_grid(plan)
@@ -38,7 +38,7 @@ class PlanView:
         else:
             yield Text("\n".join([title, *plain_listing(grid, width)]), no_wrap=True, overflow="ignore")
         for note in notes:
-            yield Text("\n".join(_wrap(note, width, "  ")), no_wrap=True, overflow="ignore")
+            yield Text("\n".join(wrap(note, width, "  ")), no_wrap=True, overflow="ignore")
 
 
 def render_plan(plan: Plan) -> PlanView:
@@ -49,7 +49,7 @@ def render_plan(plan: Plan) -> PlanView:
 
 def plan_grid(plan: Plan):
     """(row-name column, the columns never cut, `what` (cut or left out), notes) of the plan's table."""
-    from repro.report.layout import Col
+    from repro.report.grid import Col
     from repro.run import format_hours
 
     paper = plan.scale == "paper"
@@ -66,7 +66,7 @@ def plan_grid(plan: Plan):
         names.append(step.row.name)
         kinds.append(step.kind)
         seeds.append(",".join(map(str, step.seeds)))
-        hours.append(row_hours(step) if paper else "CPU")
+        hours.append(row_hours(step) if paper else cpu_cell(step))
         gib.append(memory.get(step.row.name, ""))
         states.append(_plain(text))
         styles.append("red" if step.missing else "yellow" if step.unsupported or not step.ready else None)
@@ -82,7 +82,7 @@ def plan_grid(plan: Plan):
     cols = [
         *([Col("step", kinds, justify="left")] if any(k != "train" for k in kinds if k) else []),
         Col("seeds", seeds, justify="left"),
-        Col("GPU-hours", hours),
+        Col("GPU-hours" if paper else "CPU-min/seed", hours),
         *([Col("GiB/GPU", gib)] if paper and any(gib) else []),
         Col("status", states, styles, justify="left"),
     ]
@@ -242,6 +242,76 @@ def row_hours(step) -> str:
     if len(step.seeds) < 2 or step.gpu_hours is None:
         return one
     return f"{one} x {len(step.seeds)} = {format_hours(step.gpu_hours * len(step.seeds))}"
+
+
+def seed_cpu_seconds(step) -> tuple[float, bool] | None:
+    """The CPU seconds one seed of a training step takes, from the row's stored seeds of the same configuration (on
+    the machine that ran them): the median of their CPU times (True: measured), or, for records that kept none, of
+    their wall time times the threads each ran with, an upper bound (False); None: no such stored seed."""
+    import statistics
+
+    if step.kind != "train" or not step.units:
+        return None
+    same = [r for r in step.stored.values() if r.config_hash == step.units[0].config_hash]
+    measured = [r.cpu_time_s for r in same if r.cpu_time_s]
+    if measured:
+        return statistics.median(measured), True
+    bounds = [r.wall_time_s * max(1, int(r.environment.get("threads") or 1)) for r in same if r.wall_time_s]
+    return (statistics.median(bounds), False) if bounds else None
+
+
+def cpu_cell(step) -> str:
+    """A generated-scale step's CPU-minutes a seed: `2.9`, `≤3.1` (from wall time), `–` (nothing stored to go by)."""
+    cost = seed_cpu_seconds(step)
+    if cost is None:
+        return "–"
+    return f"{'' if cost[1] else '≤'}{cost[0] / 60:.1f}"
+
+
+def cpu_lines(plan: Plan) -> list[str]:
+    """At a generated scale: the CPU time of the seeds the run trains (those without a stored record) and of the
+    design's seeds of the rows its claims compare, from each row's stored seeds (`seed_cpu_seconds`), and the wall
+    time that is on this machine's cores when they are all busy."""
+    import os
+
+    cores = os.cpu_count() or 1
+    steps = [s for s in plan.steps if s.kind == "train" and s.ready and not s.unsupported]
+    costs = {s.row.name: seed_cpu_seconds(s) for s in steps}
+    bound = any(c is not None and not c[1] for c in costs.values())
+
+    def total(seeds_of) -> tuple[float, int, list[str]]:
+        seconds, count, unknown = 0.0, 0, []
+        for step in steps:
+            n = seeds_of(step)
+            if not n:
+                continue
+            if costs[step.row.name] is None:
+                unknown.append(step.row.name)
+                continue
+            seconds, count = seconds + costs[step.row.name][0] * n, count + n
+        return seconds, count, unknown
+
+    def said(seconds: float, count: int, unknown: list[str]) -> str:
+        minutes = seconds / 60
+        text = f"about {minutes:.0f} CPU-minutes for {count} seed(s), {minutes / cores:.0f} minutes on {cores} cores"
+        return text + (f"; no stored seed to go by for {', '.join(unknown)}" if unknown else "")
+
+    lines = []
+    pending = total(lambda step: sum(1 for u in step.units if u.stored is None))
+    if pending[1] or pending[2]:
+        lines.append("CPU time of the seeds to train: " + said(*pending))
+    design = plan.spec.design
+    seeds = design.seeds.get(plan.scale) if design is not None else None
+    compared = {name for c in plan.spec.claims for name in (c.row, c.over)}
+    if seeds and compared:
+        need = total(lambda step: len(seeds) if step.row.name in compared else 0)
+        lines.append(f"the design's {len(seeds)} seeds of each row the claims compare: " + said(*need))
+    if lines:
+        lines.append(
+            "(from each row's stored seeds of this configuration, on the machine that ran them"
+            + ("; ≤: their wall time x threads, an upper bound, where they kept no CPU time)" if bound else ")")
+        )
+    return lines
 
 
 def gpu_hours(plan: Plan, seeds: int | None = None) -> float:

@@ -6,13 +6,13 @@ The view never mixes scales: it shows the results of one scale, and says which.
 from __future__ import annotations
 
 import difflib
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from repro.errors import ReproError
 from repro.report.check import config_note
 from repro.report.claims import ClaimView, Judgement, judge_table
+from repro.report.numbers import column_decimals, fmt
 from repro.results import Result, read_results
 from repro.specs import Spec
 
@@ -171,14 +171,6 @@ def weights_source_words(result: Result) -> str:
 # --- formatting helpers ---------------------------------------------------------------------------
 
 
-def fmt(value: float | None, digits: int = 2) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "–"
-    if float(value).is_integer() and abs(value) >= 1000:
-        return f"{int(value):,}"
-    return f"{value:.{digits}f}"
-
-
 def fmt_reported(cell: Cell, digits: int = 2) -> str:
     text = fmt(cell.reported, digits)
     return text + "?" if cell.uncertain else text
@@ -209,15 +201,9 @@ def sign_mark(paper: float | None, ours: float | None) -> str:
     return "✓" if (paper > 0) == (ours > 0) else "✗"
 
 
-def _decimals(value: float) -> int:
-    text = repr(float(value))
-    return 2 if "e" in text else len(text.split(".")[1].rstrip("0"))
-
-
 def column_digits(view: TableView, column: str) -> int:
     """Decimals to print a reported column with: the most any of its values has (52.30 beside 53.26)."""
-    values = [r.cells[column].reported for r in view.rows if r.cells[column].reported is not None]
-    return min(max((_decimals(v) for v in values), default=2), 4)
+    return column_decimals([r.cells[column].reported for r in view.rows if r.cells[column].reported is not None])
 
 
 def column_label(view: TableView, column: str) -> str:

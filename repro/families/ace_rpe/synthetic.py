@@ -150,13 +150,15 @@ def vocabulary(cfg: GeneratorConfig | None = None) -> list[str]:
     return SPECIALS + sorted(words)
 
 
-def generate(root: Path, cfg: GeneratorConfig) -> Path:
-    """Write the data set under `root` (skipped when its completion marker is there); returns root."""
+def generate(root: Path, cfg: GeneratorConfig, scenes: dict[str, list] | None = None) -> Path:
+    """Write the data set under `root` (skipped when its completion marker is there); returns root. `scenes`, when
+    given, gets every image written now (its path under root -> its objects as (colour, shape, row, column))."""
     marker = root / "complete.json"
     if marker.is_file():
         return root
     rng = random.Random(cfg.seed)
     pretrain = _images(rng, cfg, root, "pretrain", cfg.pretrain_images)
+    drawn = list(pretrain)
     write_json_atomic(
         root / "pretrain.json",
         [
@@ -173,6 +175,7 @@ def generate(root: Path, cfg: GeneratorConfig) -> Path:
         ]
         write_json_atomic(root / f"{name}_train.json", entries)
         test = _images(rng, cfg, root, f"{name}_test", cfg.test_images)
+        drawn += train + test
         write_json_atomic(
             root / f"{name}_test.json",
             [{"image": rel, "caption": [_caption(rng, s) for _ in range(cfg.captions_per_image)]} for rel, s in test],
@@ -180,4 +183,47 @@ def generate(root: Path, cfg: GeneratorConfig) -> Path:
     (root / "vocab").mkdir(parents=True, exist_ok=True)
     (root / "vocab" / "vocab.txt").write_text("\n".join(vocabulary(cfg)) + "\n")
     marker.write_text(json.dumps({"generator": cfg.__dict__}))
+    if scenes is not None:
+        scenes.update(drawn)
     return root
+
+
+def named_objects(text: str) -> list[tuple[str, str]]:
+    """The (colour, shape) pairs a generated caption, question or statement names, in order ("a red square left
+    of a blue circle" -> red square, blue circle; a shape without a colour, "the circle", is left out)."""
+    import re
+
+    pattern = rf"\b({'|'.join(COLOURS)}) ({'|'.join(SHAPES)})\b"
+    return [(colour, shape) for colour, shape in re.findall(pattern, text)]
+
+
+def retrieval_share(cfg: GeneratorConfig) -> dict[str, tuple[int, int]]:
+    """Per retrieval test set and direction ("flickr30k TR", "coco IR", ...): its queries (the evaluation split of
+    `repro run --scale synthetic`, written by `generate` into a temporary folder) and how many of them a model that
+    knows which shapes each image shows, but not where, cannot single out: {name direction: (N, needing)}.
+    IR (a caption asks for its image): another test image shows both shapes the caption names. TR (an image asks
+    for its captions): a caption of another test image names only shapes this image shows."""
+    import tempfile
+
+    scenes: dict[str, list] = {}
+    with tempfile.TemporaryDirectory() as folder:
+        generate(Path(folder), cfg, scenes)
+        tests = {
+            name: json.loads((Path(folder) / f"{name}_test.json").read_text()) for name in RETRIEVAL_NAMES.values()
+        }
+    out = {}
+    for name, entries in tests.items():
+        shows = [{(o[0], o[1]) for o in scenes[e["image"]]} for e in entries]
+        captions = [[set(named_objects(c)) for c in e["caption"]] for e in entries]
+        ir = sum(
+            any(named <= shows[j] for j in range(len(entries)) if j != i)
+            for i in range(len(entries))
+            for named in captions[i]
+        )
+        tr = sum(
+            any(named <= shows[i] for j in range(len(entries)) if j != i for named in captions[j])
+            for i in range(len(entries))
+        )
+        out[f"{name} TR"] = (len(entries), tr)
+        out[f"{name} IR"] = (sum(len(c) for c in captions), ir)
+    return out

@@ -121,13 +121,16 @@ def _box(obj, cfg: TaskGeneratorConfig) -> list[float]:
 
 
 class _Writer:
-    def __init__(self, root: Path, cfg: TaskGeneratorConfig) -> None:
-        self.root, self.cfg, self.rng = root, cfg, random.Random(cfg.seed)
+    def __init__(self, root: Path, cfg: TaskGeneratorConfig, images: bool = True) -> None:
+        self.root, self.cfg, self.rng, self.images = root, cfg, random.Random(cfg.seed), images
+        self.scenes: dict[str, list] = {}  # every image written: its path under root -> its objects
 
     def scene(self, folder: str, n: int, ext: str = "png") -> tuple[str, list]:
         scene = _scene(self.rng, self.cfg)
         rel = f"images/{folder}/{n}.{ext}"
-        _draw(scene, self.cfg, self.root / rel)
+        if self.images:  # drawing takes no random draws: the files' items are the same without it
+            _draw(scene, self.cfg, self.root / rel)
+        self.scenes[rel] = scene
         return rel, scene
 
     def distinct_scene(self, folder: str, n: int, ext: str = "png") -> tuple[str, list]:
@@ -136,7 +139,9 @@ class _Writer:
             scene = _scene(self.rng, self.cfg)
             if len({_name(o) for o in scene}) == len(scene):
                 rel = f"images/{folder}/{n}.{ext}"
-                _draw(scene, self.cfg, self.root / rel)
+                if self.images:
+                    _draw(scene, self.cfg, self.root / rel)
+                self.scenes[rel] = scene
                 return rel, scene
 
     def relation(self, scene) -> tuple[tuple, str, tuple]:
@@ -260,12 +265,16 @@ def _grounding(w: _Writer, root: Path) -> None:
     (folder / "refs(unc).p").write_bytes(pickle.dumps(refs))
 
 
-def generate_tasks(root: Path, cfg: TaskGeneratorConfig) -> Path:
-    """Write every task's files under `root` (skipped when its completion marker is there); returns root."""
+def generate_tasks(
+    root: Path, cfg: TaskGeneratorConfig, scenes: dict[str, list] | None = None, images: bool = True
+) -> Path:
+    """Write every task's files under `root` (skipped when its completion marker is there); returns root. `scenes`,
+    when given, gets every image drawn now (its path under root -> its objects as (colour, shape, row, column));
+    `images=False` leaves the image files out (the json files are the same), for counting the items alone."""
     marker = root / "complete.json"
     if marker.is_file():
         return root
-    w = _Writer(root, cfg)
+    w = _Writer(root, cfg, images)
     write_json_atomic(root / "vqa_train.json", _vqa(w, "train", cfg.train_items, 0))
     test = _vqa(w, "test", 2 * cfg.test_items, 10_000)  # test2015: test-dev then test-std
     write_json_atomic(root / "vqa_test.json", [{k: v for k, v in e.items() if k != "answer"} for e in test])
@@ -293,4 +302,67 @@ def generate_tasks(root: Path, cfg: TaskGeneratorConfig) -> Path:
     (root / "vocab").mkdir(parents=True, exist_ok=True)
     (root / "vocab" / "vocab.txt").write_text("\n".join(task_vocabulary(cfg)) + "\n")
     marker.write_text(json.dumps({"generator": cfg.__dict__}))
+    if scenes is not None:
+        scenes.update(w.scenes)
     return root
+
+
+def task_share(cfg: TaskGeneratorConfig) -> dict[str, tuple[int, int]]:
+    """Per evaluation split of each task ("vqa test-dev", "ve dev", "nlvr test", "grounding testA", ...): its items
+    (as `repro run --scale synthetic` scores them, written by `generate_tasks` into a temporary folder) and how many
+    of them need where the shapes are, i.e. their answer is not decided by which shapes the image shows:
+    {task split: (N, needing)}.
+
+    VQA "is there a X rel a Y" and SNLI-VE's statements where the image shows both shapes (true or the relation
+    reversed; not where one is absent); VQA "what is rel the Y" where the image shows more than one other shape;
+    NLVR2 where the image the sentence names shows both its shapes; grounding where another object of the image
+    has the colour and shape of the one referred to."""
+    import tempfile
+
+    from repro.families.ace_rpe.synthetic import named_objects
+
+    scenes: dict[str, list] = {}
+    with tempfile.TemporaryDirectory() as folder:
+        generate_tasks(Path(folder), cfg, scenes, images=False)
+        files = {
+            name: json.loads((Path(folder) / f"{name}.json").read_text())
+            for name in ("vqa_test", "vqa_test_answers", "ve_dev", "ve_test", "nlvr_dev", "nlvr_test")
+            + ("refcoco+_val", "refcoco+_test")
+        }
+
+    def shows(image: str) -> set[tuple[str, str]]:
+        return {(o[0], o[1]) for o in scenes[image]}
+
+    def vqa_needs(entry: dict) -> bool:
+        named = named_objects(entry["question"])
+        if entry["question"].startswith("is there"):
+            return set(named) <= shows(entry["image"])
+        return len(scenes[entry["image"]]) > 2
+
+    def nlvr_needs(entry: dict) -> bool:
+        side = 0 if entry["sentence"].startswith("the left") else 1
+        return set(named_objects(entry["sentence"])) <= shows(entry["images"][side])
+
+    def grounding_needs(entry: dict) -> bool:
+        referred = named_objects(entry["text"])[0]
+        return sum((o[0], o[1]) == referred for o in scenes[entry["image"]]) > 1
+
+    out = {}
+    split_of = {a["question_id"]: a["split"] for a in files["vqa_test_answers"]}
+    for split in ("test-dev", "test-std"):
+        items = [e for e in files["vqa_test"] if split_of[e["question_id"]] == split]
+        out[f"vqa {split}"] = (len(items), sum(map(vqa_needs, items)))
+    for split in ("dev", "test"):
+        items = files[f"ve_{split}"]
+        out[f"ve {split}"] = (
+            len(items),
+            sum(set(named_objects(e["sentence"])) <= shows(e["image"] + ".jpg") for e in items),
+        )
+        items = files[f"nlvr_{split}"]
+        out[f"nlvr {split}"] = (len(items), sum(map(nlvr_needs, items)))
+    tests = {"val": files["refcoco+_val"], "testA": [], "testB": []}
+    for entry in files["refcoco+_test"]:  # refs are drawn train, val, testA, testB, test_items of each test split
+        tests["testA" if entry["ref_id"] < cfg.train_items + 2 * cfg.test_items else "testB"].append(entry)
+    for split, items in tests.items():
+        out[f"grounding {split}"] = (len(items), sum(map(grounding_needs, items)))
+    return out

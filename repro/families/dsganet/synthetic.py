@@ -577,3 +577,59 @@ def write_stats_fixture(dataset: str, out_dir: Path) -> Path:
             write_json_atomic(out_dir / BALANCED_FILES[split], records)
         return out_dir
     raise ValueError(f"no statistics fixture for {dataset!r}")
+
+
+# What each template's answer needs (`mechanism_share`, the family README's share table). Depth: the six templates
+# open to a row only through the depth readings (DAA-Depth). Relations: those that name how two objects stand, in
+# depth or in the image plane (SGA's R^spatial). 2-D relations: those decided by two boxes alone (DAA-Bbox, Eq. 3).
+# The controls (colour, count, "is there") need none of them.
+MECHANISMS = {
+    "depth": frozenset({"which_closer", "is_closer", "closest", "behind", "in_front", "count_behind"}),
+    "relations": frozenset({"behind", "in_front", "count_behind", "left_of", "right_of"}),
+    "2-D relations": frozenset({"left_of", "right_of"}),
+}
+_TEMPLATE_PATTERNS = (  # a question's text -> the template that wrote it (the texts of two templates never overlap)
+    ("what_colour", r"What color is the \w+\?"),
+    ("how_many", r"How many \w+ are there\?"),
+    ("is_there", r"Is there a \w+ \w+\?"),
+    ("which_closer", r"Which is closer to the camera, the \w+ \w+ or the \w+ \w+\?"),
+    ("is_closer", r"Is the \w+ \w+ closer to the camera than the \w+ \w+\?"),
+    ("closest", r"What is the closest object\?"),
+    ("behind", r"What is behind the \w+ \w+\?"),
+    ("in_front", r"What is in front of the \w+ \w+\?"),
+    ("count_behind", r"How many objects are behind the \w+ \w+\?"),
+    ("left_of", r"What is left of the \w+ \w+\?"),
+    ("right_of", r"What is right of the \w+ \w+\?"),
+)
+
+
+def template_of(question: str) -> str:
+    """The template (TEMPLATES) that wrote a generated question."""
+    import re
+
+    found = [name for name, pattern in _TEMPLATE_PATTERNS if re.fullmatch(pattern, question)]
+    if len(found) != 1:
+        raise ValueError(f"not one template's question: {question!r} ({found or 'none'})")
+    return found[0]
+
+
+def mechanism_share(cfg: GeneratorConfig) -> dict[str, dict[str, tuple[int, int]]]:
+    """The val questions (the evaluation split of `repro run --scale synthetic`, written by `generate` into a
+    temporary folder), all of them ("overall") and the "Rel." column's ("rel": `rel.rel_questions` with the generated
+    scale's phrases), and per mechanism of MECHANISMS how many come from its templates:
+    {"overall" | "rel": {mechanism: (N, needing)}}."""
+    import tempfile
+
+    from repro.families.dsganet import rel
+
+    with tempfile.TemporaryDirectory() as folder:
+        paths = generate(Path(folder), cfg)
+        questions = json.loads(paths["val_questions"].read_text())["questions"]
+        subset = rel.rel_questions(paths["val_questions"], rel.rel_phrases("synthetic")[0])
+    kinds = [(template_of(q["question"]), int(q["question_id"]) in subset) for q in questions]
+    out = {}
+    for column, chosen in (("overall", kinds), ("rel", [k for k in kinds if k[1]])):
+        out[column] = {
+            name: (len(chosen), sum(kind in templates for kind, _ in chosen)) for name, templates in MECHANISMS.items()
+        }
+    return out

@@ -463,3 +463,46 @@ def generate(out_dir: Path, cfg: GeneratorConfig) -> dict[str, Path]:
         )
     write_json_atomic(manifest, {"config": asdict(cfg), "files": sorted(p.name for p in paths.values())})
     return paths
+
+
+# What each template's answer needs (`mechanism_share`, the family README's share table): where objects are, how
+# two touch, or the question's word order, the inputs PWA, POA and PMA make explicit. The other three templates are
+# answered from classes and colours alone.
+NEEDS_POSITION = frozenset({"left_of", "is_left_of", "count_top", "on_top", "is_on", "count_near", "extreme"})
+_TEMPLATE_PATTERNS = (  # a question's text -> the template that wrote it (the texts of two templates never overlap)
+    ("what_colour", r"What color is the \w+\?"),
+    ("how_many", r"How many \w+ are there\?"),
+    ("is_there", r"Is there a \w+ \w+\?"),
+    ("left_of", r"What is left of the \w+ \w+\?"),
+    ("is_left_of", r"Is the \w+ \w+ left of the \w+ \w+\?"),
+    ("count_top", r"How many \w+ are at the top\?"),
+    ("on_top", r"What is on the \w+ \w+\?|What is the \w+ \w+ on\?"),
+    ("is_on", r"Is the \w+ \w+ on the \w+ \w+\?"),
+    ("count_near", r"How many objects are next to the \w+ \w+\?"),
+    ("extreme", r"What is the (leftmost|rightmost|topmost|bottommost) object\?"),
+)
+# a VQA v2 column's answer type (`repro.metrics.vqa`'s keys); None: every question
+COLUMN_ANSWER_TYPES = {"yes/no": "yes/no", "number": "number", "other": "other", "overall": None}
+
+
+def template_of(question: str) -> str:
+    """The template (TEMPLATES) that wrote a generated question."""
+    import re
+
+    found = [name for name, pattern in _TEMPLATE_PATTERNS if re.fullmatch(pattern, question)]
+    if len(found) != 1:
+        raise ValueError(f"not one template's question: {question!r} ({found or 'none'})")
+    return found[0]
+
+
+def mechanism_share(cfg: GeneratorConfig, columns: dict[str, str]) -> dict[str, tuple[int, int]]:
+    """Per column (name -> its VQA key: yes/no, number, other, overall): the val questions it scores (the
+    evaluation split of `repro run --scale synthetic`, drawn as `generate` draws it) and how many of them come
+    from a template in NEEDS_POSITION: {column: (N, needing)}."""
+    kinds = [(q[2], template_of(q[0])) for split, *_, made in _draws(cfg) if split == "val" for q in made]
+    out = {}
+    for name, key in columns.items():
+        wanted = COLUMN_ANSWER_TYPES[key]
+        scored = [template for answer_type, template in kinds if wanted in (None, answer_type)]
+        out[name] = (len(scored), sum(template in NEEDS_POSITION for template in scored))
+    return out

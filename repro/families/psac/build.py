@@ -270,10 +270,20 @@ def score(task: str, outputs: torch.Tensor, targets: torch.Tensor) -> float:
     return float((outputs.argmax(dim=-1) == targets).float().mean() * 100)
 
 
+def refuse_control_at_paper_scale(spec: Spec) -> None:
+    """A positive control (`table: "Control: ..."`) asks a generated task built to need its mechanism: it has no
+    paper scale."""
+    if spec.table.startswith("Control"):
+        raise ReproError(
+            f"{spec.id} is a positive control of the synthetic scale (its task is generated): run --scale synthetic"
+        )
+
+
 def paper_data(spec: Spec, row) -> list[DataNeed]:
     """What a paper-scale row reads, in the order of its commands: the TGIF-QA question files, GloVe 6B (the frozen
     word table), then the PSAC authors' HDF5 frame features of the row's `video_features` (placed by hand: Google
-    Drive), prepared into a frame store by `repro prepare tgif-qa`."""
+    Drive), prepared into a frame store by `repro prepare tgif-qa`. A ReproError for a positive control."""
+    refuse_control_at_paper_scale(spec)
     from repro.datasets.prepare import feature_store_dir
     from repro.datasets.tgif import SPLITS, TASKS, file_name, tgif_dir
     from repro.families.psac.data import glove_file

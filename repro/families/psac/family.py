@@ -52,6 +52,9 @@ def prepare_data(spec: Spec, scale: str, settings: dict[str, Any]) -> dict[str, 
     any unit starts (a row's frame store is its own: `frame_store`)."""
     if scale == "paper":
         from repro.datasets.tgif import file_name, tgif_dir
+        from repro.families.psac.build import refuse_control_at_paper_scale
+
+        refuse_control_at_paper_scale(spec)
         from repro.families.psac.data import GLOVE_FILE, glove_file
 
         tasks = [c.key for c in spec.columns if c.key in TASKS and c.metric in ("accuracy", "mse")]

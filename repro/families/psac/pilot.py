@@ -10,6 +10,12 @@ JSON line per evaluation, and a summary per (row, seed, task): the held-out metr
 over the last quarter of the epochs (its net change: the designs' stopping rule is under half a point, or 0.02 of
 Count's MSE; and its range), with the CPU seconds of training and of the held-out evaluations.
 
+`--reference conv3|bag` trains a reference model in place of each row's PSAC (same split, recipe and loss; the
+rows then only name the recipe): `conv3`, a width-3 convolution over the frames (it sees neighbouring frames, so
+their order), mean over frames, the answer MLP; `bag`, the same without the convolution's neighbours (a per-frame
+layer: blind to frame order). They ask whether a task is learnable from ordered frames at all at the scale's size,
+budget and optimiser, apart from what PSAC's modules can learn (Count only: the question is ignored).
+
 `KEY=VALUE` sets `generator.<key>`, `recipe.<key>`, `sizes.<key>`, `task_recipe.<task>.<key>` or `model.<key>` (the
 row's model config) for the pilot (YAML values). Pilots choose a scale's settings before the runs that judge claims
 (the family README and the specs say what each pilot showed); nothing they print is a result.
@@ -27,6 +33,29 @@ from repro import pilot
 from repro.errors import ReproError
 
 SECTIONS = ("generator", "recipe", "sizes", "task_recipe", "model")
+REFERENCES = ("conv3", "bag")
+
+
+def reference_model(name: str, video_dim: int, hidden: int):
+    """A reference Count model of `video` alone: `conv3` (frames and their neighbours, a width-3 convolution) or
+    `bag` (each frame alone, width 1), ReLU, the mean over frames, a 2-layer answer MLP; (B,) counts."""
+    from torch import nn
+
+    if name not in REFERENCES:
+        raise ReproError(f"pilot: unknown reference {name!r}; one of {', '.join(REFERENCES)}")
+    width = 3 if name == "conv3" else 1
+
+    class Reference(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.frames = nn.Conv1d(video_dim, video_dim, width, padding=width // 2)
+            self.head = nn.Sequential(nn.Linear(video_dim, hidden), nn.ReLU(), nn.Linear(hidden, 1))
+
+        def forward(self, batch):
+            v = self.frames(batch["video"].transpose(1, 2)).relu().mean(2)
+            return self.head(v).squeeze(-1)
+
+    return Reference()
 
 
 def video_index(key: int, videos: int) -> int:
@@ -44,6 +73,7 @@ def run_pilot(
     every: int,
     overrides: list[str],
     emit,
+    reference: str | None = None,
 ) -> None:
     """`emit` one dict per evaluation, as it is made, and one summary per (row, seed, task) (`"summary": true`)."""
     from repro.families import by_paper, implementation
@@ -57,15 +87,17 @@ def run_pilot(
     unknown = [t for t in tasks if t not in TASKS]
     if unknown:
         raise ReproError(f"pilot: unknown task {unknown[0]!r}; one of {', '.join(TASKS)}")
+    if reference is not None and (reference not in REFERENCES or tasks != ["count"]):
+        raise ReproError(f"pilot: --reference is one of {', '.join(REFERENCES)}, with --tasks count alone")
     enlarged = pilot.with_heldout(settings, "train_videos", heldout)
     data = prepare_data(spec, "synthetic", enlarged)
     for name in rows:
         for seed in seeds:
             for task in tasks:
-                pilot_unit(spec, spec.row(name), model, seed, task, enlarged, data, heldout, every, emit)
+                pilot_unit(spec, spec.row(name), model, seed, task, enlarged, data, heldout, every, emit, reference)
 
 
-def pilot_unit(spec, row, model_overrides, seed, task, settings, data, heldout, every, emit) -> None:
+def pilot_unit(spec, row, model_overrides, seed, task, settings, data, heldout, every, emit, reference=None) -> None:
     """One (row, seed, task): its held-out curve, then its summary."""
     import torch
     from torch.utils.data import Subset
@@ -94,6 +126,10 @@ def pilot_unit(spec, row, model_overrides, seed, task, settings, data, heldout, 
         )
         split, recipes, models = task_inputs([ctx], task, data["root"])
         train, recipe, net = split["Train"], recipes[0], models[0]
+        if reference is not None:  # initialised from the seed alone, whatever the row
+            torch.manual_seed(seed)
+            sizes = {**settings.get("sizes", {})}
+            net = reference_model(reference, int(sizes.get("video_dim", 32)), int(sizes.get("classifier_hidden", 64)))
         index = [video_index(int(k), videos) for k in train.keys]
         fit_idx = [i for i, v in enumerate(index) if v < train_videos]
         held_idx = [i for i, v in enumerate(index) if v >= train_videos]
@@ -136,6 +172,7 @@ def pilot_unit(spec, row, model_overrides, seed, task, settings, data, heldout, 
             "seed": seed,
             "task": task,
             "network": ctx.config.network,
+            "reference": reference,
             "train_questions": len(fit_idx),
             "heldout_questions": len(held_idx),
             "epochs": recipe.epochs,
@@ -157,12 +194,15 @@ def main(argv: list[str] | None = None) -> int:
     parser = pilot.parser("python -m repro.families.psac.pilot", __doc__, seeds="0")
     parser.add_argument("--tasks", default="action,transition,frameqa,count")
     parser.add_argument("--heldout", type=int, default=500, help="train videos held out (scored, never trained on)")
+    parser.add_argument("--reference", default=None, help="conv3 | bag: a reference Count model in place of PSAC")
 
     def run(args) -> None:
         if args.heldout < 1:
             raise ReproError("pilot: --heldout must be at least 1")
         seeds, rows, tasks = pilot.seed_list(args.seeds), pilot.names(args.rows), pilot.names(args.tasks)
-        run_pilot(args.spec, rows, seeds, tasks, args.heldout, args.every, args.overrides, pilot.print_line)
+        run_pilot(
+            args.spec, rows, seeds, tasks, args.heldout, args.every, args.overrides, pilot.print_line, args.reference
+        )
 
     return pilot.run_main(parser, argv, run, threads=1)
 

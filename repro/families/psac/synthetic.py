@@ -84,6 +84,11 @@ class GeneratorConfig(GeneratorSettings):
     # Count videos hold max_count * rep_frames pose frames whatever the count, so that only the order of pose and
     # rest frames tells it (the positive control of VPSA's order signal; default: each repetition 1..2*rep_frames)
     count_fixed_frames: bool = False
+    # Count videos start with their first pose frame (the lead of rest frames is drawn and not used, so the rest of
+    # the stream is that of the default): with count_fixed_frames, where the last run ends tells the count (6 pose
+    # frames and count - 1 rest frames between runs), an absolute frame position, the order signal VPSA's P adds
+    # (Eq. 5-7), which a model blind to frame order lacks (the positive control of psac-control-vpsa-order)
+    count_at_start: bool = False
     # Share of questions whose action words are written in rare forms (`word_forms`): every word naming an action
     # (the verb of a Trans. or FrameQA question, each word of a candidate or Count phrase) gets two letters appended,
     # drawn afresh per word, from a..m in Train and from n..z in Test, so a Test form is never a Train word and most
@@ -175,7 +180,8 @@ def _count_video(
     rng: np.random.Generator, cfg: GeneratorConfig, protos: dict[str, np.ndarray]
 ) -> tuple[np.ndarray, int, int]:
     """A Count video: the subject repeats one action `count` times (1..max_count), each repetition 1..2*rep_frames
-    pose frames then a rest frame, after a random lead of rest frames; (features, action, count)."""
+    pose frames then a rest frame, after a random lead of rest frames (none with `count_at_start`); (features,
+    action, count)."""
     subject = int(rng.integers(cfg.num_subjects))
     action = int(rng.integers(cfg.num_actions))
     count = int(rng.integers(1, cfg.max_count + 1))
@@ -187,6 +193,8 @@ def _count_video(
         lengths = rng.integers(1, 2 * cfg.rep_frames + 1, size=count)
     used = int(lengths.sum()) + count
     t = int(rng.integers(cfg.frames - used + 1))
+    if cfg.count_at_start:
+        t = 0
     posed = np.zeros(cfg.frames, dtype=bool)
     for length in lengths:
         posed[t : t + length] = True
@@ -283,6 +291,11 @@ def write_forms(rng: np.random.Generator, share: float, split: str, question: di
     return True
 
 
+def count_stream(cfg: GeneratorConfig) -> np.random.Generator:
+    """The random stream Count's videos are drawn from (`_count_video`, one call a video, train then test)."""
+    return np.random.default_rng([cfg.seed, 1])
+
+
 def generate(root: Path, cfg: GeneratorConfig) -> Path:
     """Write the question files and features under `root` (skipped when already there); returns root."""
     root = Path(root)
@@ -309,7 +322,7 @@ def generate(root: Path, cfg: GeneratorConfig) -> Path:
                 q["key"] = key
                 q["vid_id"] = f"{task.upper()}{len(rows[(split, task)]) + 1}"
                 rows[(split, task)].append(q)
-    counting = np.random.default_rng([cfg.seed, 1])  # Count's own stream: the other tasks' draws stay as they were
+    counting = count_stream(cfg)  # Count's own stream: the other tasks' draws stay as they were
     for video in range(n):
         key = n + video
         features[key], action, count = _count_video(counting, cfg, protos)
@@ -336,3 +349,71 @@ def generate(root: Path, cfg: GeneratorConfig) -> Path:
                 w.writerow({c: q[c] for c in COLUMNS[task]})
     stamp.write_text(json.dumps(asdict(cfg), indent=1))
     return root
+
+
+def possible_counts(cfg: GeneratorConfig, pose_frames: int) -> list[int]:
+    """The counts a Count video with `pose_frames` pose frames may have (`_count_video`): with
+    `count_fixed_frames` every count has max_count * rep_frames of them, else count c has c..2*rep_frames*c."""
+    counts = range(1, cfg.max_count + 1)
+    if cfg.count_fixed_frames:
+        return list(counts) if pose_frames == cfg.max_count * cfg.rep_frames else []
+    return [c for c in counts if c <= pose_frames <= 2 * cfg.rep_frames * c]
+
+
+def count_pose_frames(cfg: GeneratorConfig) -> list[tuple[int, int]]:
+    """(count, pose frames) of every Count video, train then test, replayed from Count's own stream: `_count_video`
+    on the same draws, with no noise and an action vector of ones on zeros, so a frame's first feature is 1 exactly
+    where the subject poses (the stream's draws do not depend on the vectors or on the noise's scale)."""
+    from dataclasses import replace
+
+    d = cfg.feature_dim
+    marked = {
+        "subject": np.zeros((cfg.num_subjects, d), np.float32),
+        "action": np.ones((cfg.num_actions, d), np.float32),
+        "color": np.zeros((cfg.num_colors, d), np.float32),
+        "rest": np.zeros(d, np.float32),
+    }
+    counting, quiet = count_stream(cfg), replace(cfg, noise=0.0)
+    out = []
+    for _ in range(cfg.train_videos + cfg.test_videos):
+        features, _, count = _count_video(counting, quiet, marked)
+        out.append((count, int((features[:, 0] > 0.5).sum())))
+    return out
+
+
+def mechanism_share(cfg: GeneratorConfig) -> dict[str, dict[str, tuple[int, int]]]:
+    """Per task, its Test questions (the evaluation split of `repro run --scale synthetic`, written by `generate`
+    into a temporary folder) and how many need each mechanism: {task: {"order" | "characters": (N, needing)}}.
+
+    order (VPSA, Tables 3 and 4): Trans. always (the video's other actions are the distractors; only the order of
+    their frames tells which comes after); Count where the number of pose frames fits more than one count
+    (`possible_counts`), so only the runs of pose frames between rest frames give it; never Action (every
+    repetition is rep_frames pose frames, so how often each action occurs is its share of the frames) nor FrameQA
+    (the shirt's colour and the subject are in the frames of the action the question names).
+    characters (Table 5): a word of the question or its candidates that no Train question or candidate of the task
+    uses, so the frozen word table holds nothing learnt about it."""
+    import tempfile
+
+    from repro.datasets.tgif import read_questions, tokenize
+
+    with tempfile.TemporaryDirectory() as folder:
+        generate(Path(folder), cfg)
+        questions = {
+            (split, task): read_questions(Path(folder) / file_name(split, task))
+            for split in ("Train", "Test")
+            for task in TASKS
+        }
+    replayed = count_pose_frames(cfg)[cfg.train_videos :]
+    out = {}
+    for task in TASKS:
+        test = questions[("Test", task)]
+        seen = {w for q in questions[("Train", task)] for text in (q.question, *q.candidates) for w in tokenize(text)}
+        unseen = sum(any(w not in seen for t in (q.question, *q.candidates) for w in tokenize(t)) for q in test)
+        if task == "count":
+            if [int(q.answer) for q in test] != [count for count, _ in replayed]:
+                raise ReproError("psac generator: the replayed Count videos are not the written ones")
+            order = sum(len(possible_counts(cfg, frames)) > 1 for _, frames in replayed)
+        else:
+            order = len(test) if task == "transition" else 0
+        out[task] = {"order": (len(test), order), "characters": (len(test), unseen)}
+    return out

@@ -34,7 +34,7 @@ from torch.utils.data import Dataset
 from repro.errors import ReproError
 from repro.families.sa_m4c.model import BOS, EOS, SPECIAL
 from repro.families.sa_m4c.phoc import phoc
-from repro.families.sa_m4c.relations import random_relations, spatial_relations
+from repro.families.sa_m4c.relations import relation_labels
 
 QUESTIONS_FILE = "TextVQA_0.5.1_{split}.json"
 OCR_FILES = {
@@ -265,6 +265,7 @@ class TextVQADataset(Dataset):
         self.vocab = {w: i for i, w in enumerate(answer_vocab)}
         self.s, self.graph, self.seed = sizes, graph, seed
         self.overlap_iou, self.distance_threshold = overlap_iou, distance_threshold
+        self.ready = None  # ready.ReadyItems once `hold_ready` ran: items served from stacked tensors
         missing = [q["image_id"] for q in questions if q["image_id"] not in features.ocr]
         if missing:
             raise ReproError(f"{len(missing)} question images have no OCR record (e.g. {missing[0]})")
@@ -276,24 +277,53 @@ class TextVQADataset(Dataset):
         return self.features.ocr[self.questions[index]["image_id"]][0][: self.s["max_ocr_tokens"]]
 
     def __getitem__(self, index: int) -> dict[str, Any]:
-        q, s = self.questions[index], self.s
-        key = image_key(q["image_id"])
-        enc = self.tokenizer(q["question"], max_length=s["max_question_tokens"], truncation=True, padding="max_length")
-        n_obj, n_ocr = s["max_objects"], s["max_ocr_tokens"]
+        if self.ready is not None:
+            return self.ready[index]
+        return self.compute_item(index)
 
-        obj = self.features.objects.get(key)
+    def hold_ready(self, cache_dir: Path | None, inputs: dict[str, Path]) -> None:
+        """Compute every item once and serve them from stacked tensors from now on (`ready.py`); the file of
+        them goes to `cache_dir`, and a later dataset over the same data reads it back."""
+        from repro.families.sa_m4c.ready import ready_items
+
+        self.ready = ready_items(self, cache_dir, inputs)
+
+    def _boxes(self, index: int) -> tuple[np.ndarray, dict[str, Any], int]:
+        """(objects ‖ OCR boxes [n_obj + n_ocr, 4] normalised, zeros for padding; the object record; its count)."""
+        q, s = self.questions[index], self.s
+        obj = self.features.objects.get(image_key(q["image_id"]))
+        n_obj, n_ocr = s["max_objects"], s["max_ocr_tokens"]
         k = min(obj["count"], n_obj)
         scale = np.array([obj["width"], obj["height"], obj["width"], obj["height"]], dtype=np.float64)
         obj_boxes = np.zeros((n_obj, 4))
         obj_boxes[:k] = obj["boxes"][:k] / scale
+        boxes = self.features.ocr[q["image_id"]][1]
+        m = min(len(boxes), n_ocr)
+        ocr_boxes = np.zeros((n_ocr, 4))
+        ocr_boxes[:m] = boxes[:m]
+        return np.concatenate([obj_boxes, ocr_boxes]), obj, k
+
+    def relations_of(self, index: int, graph: str | None = None) -> torch.Tensor:
+        """The [n, n] graph labels of item `index`: the spatial graph of its boxes, or M4C-Random's draw (a function
+        of the dataset's seed and the image)."""
+        boxes = self._boxes(index)[0]
+        seed = [self.seed, image_key(self.questions[index]["image_id"]) % 2**32]
+        labels = relation_labels(boxes, graph or self.graph, seed, self.overlap_iou, self.distance_threshold)
+        return torch.from_numpy(labels)
+
+    def compute_item(self, index: int, graph: str | None = None) -> dict[str, Any]:
+        """Item `index` computed from the files: question word-pieces, features, OCR vectors, graph, targets."""
+        q, s = self.questions[index], self.s
+        enc = self.tokenizer(q["question"], max_length=s["max_question_tokens"], truncation=True, padding="max_length")
+        n_obj, n_ocr = s["max_objects"], s["max_ocr_tokens"]
+
+        all_boxes, obj, k = self._boxes(index)
         obj_feat = np.zeros((n_obj, obj["features"].shape[1]), dtype=np.float32)
         obj_feat[:k] = obj["features"][:k]
 
-        tokens, boxes = self.features.ocr[q["image_id"]]
+        tokens = self.features.ocr[q["image_id"]][0]
         m = min(len(tokens), n_ocr)
-        ocr_boxes = np.zeros((n_ocr, 4))
-        ocr_boxes[:m] = boxes[:m]
-        regions = self.features.ocr_regions.get(key)
+        regions = self.features.ocr_regions.get(image_key(q["image_id"]))
         ocr_app = np.zeros((n_ocr, regions["features"].shape[1]), dtype=np.float32)
         ocr_app[: min(m, regions["count"])] = regions["features"][: min(m, regions["count"])]
         fasttext = np.zeros((n_ocr, s["fasttext_dim"]), dtype=np.float32)
@@ -302,22 +332,18 @@ class TextVQADataset(Dataset):
             fasttext[i] = self.features.word_vectors(tok)
             phocs[i] = phoc(tok)[: s["phoc_dim"]]
 
-        all_boxes = np.concatenate([obj_boxes, ocr_boxes])
-        if self.graph == "random":
-            valid = all_boxes.sum(1) != 0
-            relations = random_relations(valid, np.random.default_rng([self.seed, key % 2**32]))
-        else:
-            relations = spatial_relations(all_boxes, self.overlap_iou, self.distance_threshold)
+        seed = [self.seed, image_key(q["image_id"]) % 2**32]
+        relations = relation_labels(all_boxes, graph or self.graph, seed, self.overlap_iou, self.distance_threshold)
         item = {
             "question_ids": torch.tensor(enc["input_ids"]),
             "question_mask": torch.tensor(enc["attention_mask"], dtype=torch.bool),
             "obj_features": torch.from_numpy(obj_feat),
-            "obj_boxes": torch.from_numpy(obj_boxes).float(),
+            "obj_boxes": torch.from_numpy(all_boxes[:n_obj]).float(),
             "obj_mask": torch.arange(n_obj) < k,
             "ocr_fasttext": torch.from_numpy(fasttext),
             "ocr_phoc": torch.from_numpy(phocs),
             "ocr_features": torch.from_numpy(ocr_app),
-            "ocr_boxes": torch.from_numpy(ocr_boxes).float(),
+            "ocr_boxes": torch.from_numpy(all_boxes[n_obj:]).float(),
             "ocr_mask": torch.arange(n_ocr) < m,
             "relations": torch.from_numpy(relations),
             "question_id": torch.tensor(q["question_id"]),

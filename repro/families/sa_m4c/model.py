@@ -27,7 +27,7 @@ trained with `decoding_bce`, M4C's binary cross-entropy over the decoding steps.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -134,9 +134,10 @@ class InputEncoder(nn.Module):
 
 
 class MMTAttention(nn.Module):
-    """Multi-head attention (Eq. 1-4) over an allowed-pairs mask [B, H, L, L]; Eq. 5-6's bias b^h_ij is 0
-    on allowed pairs (plus beta^h_t when `relation_bias`) and -inf elsewhere; `top_k` keeps the k largest
-    logits of a query. A query with no allowed key gets a zero output (released SA-M4C code)."""
+    """Multi-head attention (Eq. 1-4) over an allowed-pairs mask; Eq. 5-6's bias b^h_ij is 0 on allowed pairs (plus
+    beta^h_t when `relation_bias`) and -inf (NO_KEY) elsewhere; `top_k` keeps the k largest logits of a query. A
+    query with no allowed key gets a zero output (released SA-M4C code). The mask comes as an `AttentionMask`, made
+    once per forward pass for every layer of a kind."""
 
     def __init__(self, d: int, heads: int, dropout: float, top_k: int | None = None, relation_bias: bool = False):
         super().__init__()
@@ -150,21 +151,43 @@ class MMTAttention(nn.Module):
         return x.view(b, n, self.heads, self.d_head).transpose(1, 2)
 
     def forward(
-        self, x: torch.Tensor, allowed: torch.Tensor, relations: torch.Tensor | None = None, start: int = 0
+        self, x: torch.Tensor, mask: AttentionMask, relations: torch.Tensor | None = None, start: int = 0
     ) -> torch.Tensor:
         q, k, v = self._split(self.query(x)), self._split(self.key(x)), self._split(self.value(x))
+        b, h, n, d = q.shape
         # logits and softmax in float32: under fp16 autocast the masked value would overflow
-        scores = (q @ k.transpose(-1, -2)).float() / math.sqrt(self.d_head)
-        if self.beta is not None and relations is not None:
-            scores = scores + _relation_bias(self.beta, relations, scores.shape[-1], start)
-        scores = scores.masked_fill(~allowed, NO_KEY)
-        if self.top_k is not None and self.top_k < scores.shape[-1]:
+        with torch.autocast(x.device.type, enabled=False):
+            bias = mask.bias
+            if self.beta is not None and relations is not None:
+                bias = bias + _relation_bias(self.beta, relations, n, start)
+            # one fused multiply-add: q k^T / sqrt(d) + the mask's bias (0 allowed, NO_KEY not)
+            scores = torch.baddbmm(
+                bias.reshape(b * h, n, n),
+                q.float().reshape(b * h, n, d),
+                k.float().reshape(b * h, n, d).transpose(1, 2),
+                alpha=1 / math.sqrt(d),
+            ).view(b, h, n, n)
+        if self.top_k is not None and self.top_k < n:
             kth = scores.topk(self.top_k, dim=-1).values[..., -1:]
             scores = scores.masked_fill(scores < kth, NO_KEY)
-        probs = torch.softmax(scores, dim=-1) * allowed.any(-1, keepdim=True)
-        out = self.drop(probs).to(v.dtype) @ v
-        b, _, n, _ = out.shape
+        probs = torch.softmax(scores, dim=-1)
+        out = (self.drop(probs).to(v.dtype) @ v) * mask.has_key
         return self.out(out.transpose(1, 2).reshape(b, n, self.heads * self.d_head))
+
+
+class AttentionMask(NamedTuple):
+    """An allowed-pairs mask [B, 1 or H, L, L] as attention reads it: `bias` [B, H, L, L] float32, 0 where allowed
+    and NO_KEY elsewhere, added to the logits; `has_key` [B, H, L, 1], False for a query with no allowed key (its
+    output is zeroed)."""
+
+    bias: torch.Tensor
+    has_key: torch.Tensor
+
+    @classmethod
+    def of(cls, allowed: torch.Tensor, heads: int) -> AttentionMask:
+        allowed = allowed.expand(-1, heads, -1, -1)
+        bias = torch.zeros(allowed.shape, device=allowed.device).masked_fill(~allowed, NO_KEY)
+        return cls(bias, allowed.any(-1, keepdim=True))
 
 
 def _relation_bias(beta: torch.Tensor, relations: torch.Tensor, length: int, start: int) -> torch.Tensor:
@@ -216,10 +239,8 @@ class MMTLayer(nn.Module):
         self.ff_norm = nn.LayerNorm(d, eps=1e-12)
         self.drop = nn.Dropout(s["dropout"])
 
-    def forward(
-        self, x: torch.Tensor, allowed: torch.Tensor, relations: torch.Tensor | None, start: int
-    ) -> torch.Tensor:
-        x = self.attn_norm(x + self.drop(self.attention(x, allowed, relations, start)))
+    def forward(self, x: torch.Tensor, mask: AttentionMask, relations: torch.Tensor | None, start: int) -> torch.Tensor:
+        x = self.attn_norm(x + self.drop(self.attention(x, mask, relations, start)))
         return self.ff_norm(x + self.drop(self.ff_out(F.gelu(self.ff_in(x)))))
 
 
@@ -378,8 +399,12 @@ class M4C(nn.Module):
         relations = batch["relations"] if needs_graph else None
         masks = self._masks(enc, relations, steps)
         start = enc["txt"].shape[1]  # the object/OCR block follows the question tokens
+        ready: dict[tuple[str, int], AttentionMask] = {}  # each kind's mask made once for all of its layers
         for layer in self.mmt:
-            x = layer(x, masks[layer.kind], relations, start)
+            key = (layer.kind, layer.attention.heads)
+            if key not in ready:
+                ready[key] = AttentionMask.of(masks[layer.kind], key[1])
+            x = layer(x, ready[key], relations, start)
         n_ocr = enc["ocr"].shape[1]
         dec_out = x[:, -steps:]
         ocr_out = x[:, -steps - n_ocr : -steps]

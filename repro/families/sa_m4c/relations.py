@@ -103,6 +103,13 @@ def random_relations(valid: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     return np.where(valid[:, None] & valid[None, :], labels, 0).astype(np.int8)
 
 
+def relation_labels(boxes: np.ndarray, graph: str, rng_seed: list[int], overlap: float, distance: float) -> np.ndarray:
+    """The [n, n] labels of one item's boxes: the spatial graph, or M4C-Random's draw from `rng_seed`."""
+    if graph == "random":
+        return random_relations(boxes.sum(1) != 0, np.random.default_rng(rng_seed))
+    return spatial_relations(boxes, overlap, distance)
+
+
 def head_relation_sets(context: int, heads: int = NUM_RELATIONS) -> torch.Tensor:
     """[heads, 13] bool: row h says which labels (column 1-12; column 0 = no edge, never) head h attends along.
 

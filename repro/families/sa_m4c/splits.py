@@ -73,6 +73,8 @@ def generated_inputs(ctx: RunContext, data: dict[str, Path], config) -> dict[str
         "vocab": read_answer_vocab(data["answer_vocab"]),
         "words": WordVectors(data["words"]),
         "sizes": ctx.settings.get("sizes", {}),
+        # generated splits are held as ready tensors, kept beside the data (ready.py)
+        "ready": {"dir": root / "ready", "files": {k: data[k] for k in ("words", "answer_vocab", "bert_vocab")}},
     }
 
 
@@ -100,4 +102,8 @@ def datasets(ctx: RunContext, config, inputs: dict[str, Any]) -> tuple[dict[str,
             overlap_iou=getattr(config, "overlap_iou", 0.5),
             distance_threshold=getattr(config, "distance_threshold", 0.5),
         )
+        ready = inputs.get("ready")
+        if ready is not None:
+            files = {**ready["files"], "ocr": where["ocr"], "objects": where["objects"], "regions": where["regions"]}
+            sets[split].hold_ready(ready["dir"], files)
     return sets, vocab, sizes

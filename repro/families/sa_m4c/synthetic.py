@@ -333,3 +333,16 @@ def _ocr_record(image_id: str, tokens: list[Item]) -> dict:
         for t in tokens
     ]
     return {"image_id": image_id, "ocr_tokens": [t.name for t in tokens], "ocr_info": info}
+
+
+def mechanism_share(cfg: GeneratorConfig) -> tuple[int, int]:
+    """The val questions (the evaluation split of `repro run --scale synthetic`, TextVQA's val and ST-VQA's
+    M4C validation images alike, written by `generate` into a temporary folder) and how many of them are spatial
+    (`make_questions`' kind): their answer is the OCR token nearest to an anchor in a direction, decided by the
+    boxes alone; the controls are decided by colours and classes. (N, spatial)."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as folder:
+        generate(Path(folder), cfg)
+        questions = json.loads((Path(folder) / QUESTIONS_FILE.format(split="val")).read_text())["data"]
+    return len(questions), sum(q["question_kind"] == "spatial" for q in questions)

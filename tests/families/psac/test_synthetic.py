@@ -44,7 +44,7 @@ def digest(root: Path) -> str:
 
 @pytest.mark.parametrize("name, settings", [("small", SMALL), ("runs", RUNS)])
 def test_with_the_new_settings_at_their_defaults_the_files_are_those_made_before(tmp_path, name, settings):
-    explicit = {**settings, "word_forms": 0.0, "color_questions": 0.7}
+    explicit = {**settings, "word_forms": 0.0, "color_questions": 0.7, "count_at_start": False}
     assert digest(generate(tmp_path / "a", GeneratorConfig.from_mapping(settings))) == DIGESTS[name]
     assert digest(generate(tmp_path / "b", GeneratorConfig.from_mapping(explicit))) == DIGESTS[name]
 
@@ -156,3 +156,64 @@ def test_every_action_word_is_a_word_of_one_action():
             owners.setdefault(w, set()).add(a)
     assert set(owners) == ACTION_WORDS
     assert all(len(v) == 1 for v in owners.values())
+
+
+def runs_of(poses: list[int]) -> list[tuple[int, int]]:
+    """(first frame, length) of each run of pose frames (pose >= 0) in a decoded video."""
+    out: list[tuple[int, int]] = []
+    for t, p in enumerate(poses):
+        if p >= 0 and (t == 0 or poses[t - 1] < 0):
+            out.append((t, 0))
+        if p >= 0:
+            out[-1] = (out[-1][0], out[-1][1] + 1)
+    return out
+
+
+def count_items(root: Path, cfg: GeneratorConfig):
+    """Every Count question with its decoded video's poses (pose or -1 for rest, per frame)."""
+    frames = decode(root, cfg)
+    for split in ("Train", "Test"):
+        for q in tgif.read_questions(root / tgif.file_name(split, "count")):
+            yield q, [p for p, _, _ in frames[q.key]]
+
+
+COUNTING = {**SMALL, "train_videos": 60, "test_videos": 20, "noise": 0.0, "feature_dim": 32, "frames": 20,
+            "actions_per_video": 3, "max_count": 3, "rep_frames": 2}  # fmt: skip
+
+
+@pytest.mark.parametrize("at_start", [False, True])
+def test_count_labels_are_the_runs_of_the_named_action_and_fixed_frames_leave_only_their_order(tmp_path, at_start):
+    cfg = GeneratorConfig.from_mapping({**COUNTING, "count_fixed_frames": True, "count_at_start": at_start})
+    root = generate(tmp_path, cfg)
+    seen, leads = 0, set()
+    for q, poses in count_items(root, cfg):
+        runs = runs_of(poses)
+        assert len(runs) == int(q.answer)  # the count is the number of runs
+        named = {ACTIONS[p] for p in poses if p >= 0}
+        assert len(named) == 1 and q.question == f"How many times {PHRASES[named.pop()]} ?"
+        assert sum(n for _, n in runs) == cfg.max_count * cfg.rep_frames  # the same pose frames whatever the count
+        assert all(b == a + n + 1 for (a, n), (b, _) in zip(runs, runs[1:]))  # one rest frame between runs
+        leads.add(runs[0][0])
+        if at_start:  # the last pose frame is frame max_count * rep_frames + count - 2: its position tells the count
+            assert runs[0][0] == 0 and runs[-1][0] + runs[-1][1] - 1 == cfg.max_count * cfg.rep_frames + len(runs) - 2
+        seen += 1
+    assert seen == cfg.train_videos + cfg.test_videos
+    assert (leads == {0}) == at_start
+
+
+def test_count_at_start_moves_the_runs_and_changes_nothing_else(tmp_path):
+    base = {**COUNTING, "count_fixed_frames": True}
+    led = GeneratorConfig.from_mapping(base)
+    first = GeneratorConfig.from_mapping({**base, "count_at_start": True})
+    a, b = generate(tmp_path / "a", led), generate(tmp_path / "b", first)
+    for task in ("action", "transition", "frameqa"):  # the other tasks' files, byte for byte
+        for split in ("Train", "Test"):
+            name = tgif.file_name(split, task)
+            assert (a / name).read_bytes() == (b / name).read_bytes()
+    assert (a / tgif.file_name("Train", "count")).read_bytes() == (b / tgif.file_name("Train", "count")).read_bytes()
+    n = led.train_videos + led.test_videos
+    fa, fb = np.load(a / "features.npy"), np.load(b / "features.npy")
+    assert np.array_equal(fa[:n], fb[:n])  # the other tasks' videos
+    for (_, led_poses), (_, first_poses) in zip(count_items(a, led), count_items(b, first)):
+        lengths = [[n for _, n in runs_of(poses)] for poses in (led_poses, first_poses)]
+        assert lengths[0] == lengths[1]  # the same runs, only where they start differs

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from repro.families.sa_m4c.build import build_model, example_batch
-from repro.families.sa_m4c.model import BOS, EOS
+from repro.families.sa_m4c.model import BOS, EOS, AttentionMask
 from repro.families.sa_m4c.relations import head_relation_sets
 from repro.nn.measure import count_parameters
 from repro.specs import resolve
@@ -85,14 +85,12 @@ def test_spatial_heads_change_the_output_only_through_related_tokens():
     batch = tiny_batch()
     batch["relations"] = torch.diag_embed(torch.full((3, 9), 12, dtype=torch.int8))
     x = model.encode(batch)
-    base = model.mmt[0](
-        torch.cat([x["txt"], x["obj"], x["ocr"]], 1), model._masks(x, batch["relations"], 0)["spatial"], None, 6
-    )
+    mask = AttentionMask.of(model._masks(x, batch["relations"], 0)["spatial"], 12)
+    base = model.mmt[0](torch.cat([x["txt"], x["obj"], x["ocr"]], 1), mask, None, 6)
     batch["ocr_features"][0, 4] += 5.0
     y = model.encode(batch)
-    moved = model.mmt[0](
-        torch.cat([y["txt"], y["obj"], y["ocr"]], 1), model._masks(y, batch["relations"], 0)["spatial"], None, 6
-    )
+    mask = AttentionMask.of(model._masks(y, batch["relations"], 0)["spatial"], 12)
+    moved = model.mmt[0](torch.cat([y["txt"], y["obj"], y["ocr"]], 1), mask, None, 6)
     assert torch.allclose(base[0, :14], moved[0, :14], atol=1e-6) and not torch.allclose(base[0, 14], moved[0, 14])
 
 

@@ -1,0 +1,35 @@
+"""The README's share of items that need positional attention, per column, is the one the generator gives."""
+
+from repro.families.mcan_pa.synthetic import GeneratorConfig, _draws, mechanism_share, template_of
+from repro.specs import resolve, scale_settings
+from tests.families.mechanism_table import readme_rows, specs_with_claims
+
+README = "repro/families/mcan_pa/README.md"
+TABLES = {"mcan-pa-table5-ablation": "V", "mcan-pa-table4-pretraining": "IV"}
+
+
+def test_readme_shares_are_the_generators():
+    assert set(TABLES) == specs_with_claims("mcan-pa")
+    expected = {}
+    for ident, table in TABLES.items():
+        spec = resolve(ident)
+        cfg = GeneratorConfig.from_mapping(scale_settings(spec, "synthetic")["generator"])
+        for column, counts in mechanism_share(cfg, {c.name: c.key for c in spec.columns}).items():
+            expected[f"{table}: {column}"] = counts
+    assert readme_rows(README) == expected
+
+
+def test_every_generated_question_has_one_template():
+    cfg = GeneratorConfig(train_images=0, val_images=200, question_weights={"what_colour": 1, "is_on": 1, "extreme": 1})
+    kinds = {template_of(q[0]) for *_, made in _draws(cfg) for q in made}
+    assert kinds == {"what_colour", "is_on", "extreme"}
+    original = {template_of(q[0]) for *_, made in _draws(GeneratorConfig(train_images=0, val_images=200)) for q in made}
+    assert len(original) == 7
+
+
+def test_share_counts_only_position_templates():
+    cfg = GeneratorConfig(train_images=0, val_images=100, question_weights={"what_colour": 1, "how_many": 1})
+    assert mechanism_share(cfg, {"All": "overall"})["All"][1] == 0
+    cfg = GeneratorConfig(train_images=0, val_images=100, question_weights={"count_near": 1, "left_of": 1})
+    n, needing = mechanism_share(cfg, {"All": "overall", "Y/N": "yes/no"})["All"]
+    assert n == needing > 0

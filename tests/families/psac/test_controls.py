@@ -1,0 +1,66 @@
+"""psac's positive control of VPSA's order signal: Table 3's two claim rows (they differ in VPSA alone) on generated
+Count videos whose count only the frames' order tells, at Table 3's sizes, under a design fixed before its runs; no
+paper scale."""
+
+from __future__ import annotations
+
+import pytest
+
+from repro.errors import ReproError
+from repro.families.psac.build import paper_data
+from repro.families.psac.synthetic import GeneratorConfig
+from repro.specs import resolve
+
+CONTROL = "psac-control-vpsa-order"
+TABLE = "psac-table3-vpsa"
+
+
+def test_the_control_compares_table_3s_claim_rows_alone_on_count():
+    spec, table = resolve(CONTROL), resolve(TABLE)
+    (claim,) = spec.claims
+    assert [c.key for c in spec.columns] == ["count"] and claim.column == "Count"
+    row, over = spec.row(claim.row), spec.row(claim.over)
+    assert row.model == table.row(claim.row).model and over.model == table.row(claim.over).model
+    differ = {k for k in row.model.keys() | over.model.keys() if row.model.get(k) != over.model.get(k)}
+    assert differ == {"video_encoder", "vpsa_layers"}  # VPSA and nothing else
+    assert claim.control is None and not any(r.reported for r in spec.rows)  # no paper numbers, no control of its own
+    design = spec.design
+    assert design is not None and design.alpha == 0.05 and design.test == "welch"
+    assert len(design.seeds["synthetic"]) >= 4 and "paper" not in design.seeds
+    assert spec.design_hash("synthetic")
+
+
+def test_the_control_asks_only_order_at_table_3s_sizes_and_has_no_paper_scale():
+    spec, table = resolve(CONTROL), resolve(TABLE)
+    mine, theirs = spec.scales["synthetic"], table.scales["synthetic"]
+    assert mine["sizes"] == theirs["sizes"]
+    generator = mine["generator"]
+    GeneratorConfig.from_mapping(generator)  # valid settings
+    assert generator["count_fixed_frames"] and generator["count_at_start"]  # only the frames' positions tell the count
+    changed = {
+        k for k in generator.keys() | theirs["generator"].keys() if generator.get(k) != theirs["generator"].get(k)
+    }
+    assert changed == {"count_fixed_frames", "count_at_start", "test_videos"}
+    with pytest.raises(ReproError, match="positive control"):
+        paper_data(spec, spec.rows[0])
+
+
+def test_every_control_a_psac_table_names_is_a_psac_control():
+    from repro.specs import load_all
+
+    controls = {s.id for s in load_all() if s.paper == "psac" and s.table.startswith("Control")}
+    named = {c.control for s in load_all() if s.paper == "psac" for c in s.claims if c.control}
+    assert CONTROL in controls and named <= controls
+
+
+def test_the_claims_naming_the_control_compare_its_rows_and_it_passed_on_the_committed_records():
+    from repro.report.claims import control_status
+    from repro.specs import load_all
+
+    spec = resolve(CONTROL)
+    (own,) = spec.claims
+    naming = [c for s in load_all() if s.paper == "psac" for c in s.claims if c.control == CONTROL]
+    assert naming, "no claim names the control"
+    assert all((c.row, c.over) == (own.row, own.over) for c in naming)  # the same two rows as the control
+    assert control_status(CONTROL, "synthetic") == "passed"
+    assert control_status(CONTROL, "smoke") == "not run"  # no committed smoke records

@@ -1,0 +1,59 @@
+"""At a generated scale the plan says what a seed costs: each unit's record keeps the CPU seconds of the process that
+trained it, and `repro run --dry-run` reads them back per row (the median of the row's stored seeds of the same
+configuration), adds up the seeds still to train and the design's seeds, and divides by this machine's cores."""
+
+from __future__ import annotations
+
+import json
+import os
+
+from repro.cli import app
+from repro.report.plan import cpu_cell, cpu_lines, seed_cpu_seconds
+from repro.run import make_plan
+from repro.specs import resolve
+
+
+def _record(root):
+    (path,) = (root / "results").rglob("Sighted.smoke.seed0.json")
+    return path, json.loads(path.read_text())
+
+
+def test_a_unit_keeps_its_cpu_time_and_the_plan_reads_it_back(toy_family, runner):
+    out = runner.invoke(app, ["run", "toy-table1", "--scale", "smoke", "--rows", "Sighted", "--seeds", "0"])
+    assert out.exit_code == 0, out.output
+    _, record = _record(toy_family)
+    assert 0 < record["cpu_time_s"]
+    plan = make_plan(resolve("toy-table1"), "smoke", ["Blind", "Sighted"], [0, 1])
+    blind, sighted = plan.steps
+    assert seed_cpu_seconds(sighted) == (record["cpu_time_s"], True) and seed_cpu_seconds(blind) is None
+    assert cpu_cell(sighted) == f"{record['cpu_time_s'] / 60:.1f}" and cpu_cell(blind) == "–"
+    todo, source = cpu_lines(plan)  # the toy spec has no design: no line of the design's seeds
+    cores = os.cpu_count()
+    minutes = record["cpu_time_s"] / 60
+    assert todo == (
+        f"CPU time of the seeds to train: about {minutes:.0f} CPU-minutes for 1 seed(s), {minutes / cores:.0f} "
+        f"minutes on {cores} cores; no stored seed to go by for Blind"
+    )
+    assert "≤" not in source
+    dry = runner.invoke(app, ["run", "toy-table1", "--scale", "smoke", "--seeds", "0,1", "--dry-run"])
+    assert "CPU-min/seed" in dry.output and "CPU time of the seeds to train" in dry.output
+
+
+def test_a_record_without_cpu_time_gives_an_upper_bound_from_its_wall_time(toy_family, runner):
+    assert runner.invoke(app, ["run", "toy-table1", "--scale", "smoke", "--rows", "Sighted"]).exit_code == 0
+    path, record = _record(toy_family)
+    del record["cpu_time_s"]  # as records made before it was kept
+    record["wall_time_s"], record["environment"]["threads"] = 30.0, 2
+    path.write_text(json.dumps(record))
+    (sighted,) = make_plan(resolve("toy-table1"), "smoke", ["Sighted"], [0, 1]).steps
+    assert seed_cpu_seconds(sighted) == (60.0, False) and cpu_cell(sighted) == "≤1.0"
+    assert "≤: their wall time x threads, an upper bound" in cpu_lines(make_plan(sighted.units[0].spec, "smoke"))[-1]
+
+
+def test_only_seeds_of_the_same_configuration_count(toy_family, runner):
+    assert runner.invoke(app, ["run", "toy-table1", "--scale", "smoke", "--rows", "Sighted"]).exit_code == 0
+    path, record = _record(toy_family)
+    record["config_hash"] = "another"
+    path.write_text(json.dumps(record))
+    (sighted,) = make_plan(resolve("toy-table1"), "smoke", ["Sighted"], [0]).steps
+    assert seed_cpu_seconds(sighted) is None
