@@ -208,7 +208,9 @@ def _distance_scene(w: _Writer, folder: str, n: int, near: bool) -> tuple[str, l
         a, b = w.rng.sample(scene, 2)
         if (distance(a, b) == "next to") == near:
             rel = f"images/{folder}/{n}.jpg"
-            _draw(scene, w.cfg, w.root / rel)
+            if w.images:
+                _draw(scene, w.cfg, w.root / rel)
+            w.scenes[rel] = scene
             return rel, scene, a, b
 
 
