@@ -10,6 +10,7 @@ from repro.errors import ReproError
 from repro.families.ace_rpe.build import paper_data
 from repro.families.ace_rpe.synthetic_tasks import TaskGeneratorConfig
 from repro.specs import load_all, resolve
+from tests.families.controls import assert_a_control
 
 CONTROLS = sorted(s.id for s in load_all() if s.paper == "ace-rpe" and s.table.startswith("Control"))
 
@@ -20,17 +21,7 @@ def test_the_relation_control_is_among_the_controls():
 
 @pytest.mark.parametrize("ident", CONTROLS)
 def test_a_control_compares_its_mechanism_with_its_ablation_alone(ident):
-    spec = resolve(ident)
-    (claim,) = spec.claims
-    row, over = spec.row(claim.row), spec.row(claim.over)
-    assert {k for k in row.model.keys() | over.model.keys() if row.model.get(k) != over.model.get(k)} == {
-        "position_embedding"
-    }
-    assert claim.control is None and not any(r.reported for r in spec.rows)
-    design = spec.design
-    assert design is not None and design.alpha == 0.05 and design.test == "welch"
-    assert len(design.seeds["synthetic"]) >= 4 and "paper" not in design.seeds
-    assert spec.design_hash("synthetic")
+    assert assert_a_control(resolve(ident)) == {"position_embedding"}
 
 
 @pytest.mark.parametrize("ident", CONTROLS)

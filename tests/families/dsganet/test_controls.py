@@ -9,26 +9,15 @@ from repro.errors import ReproError
 from repro.families.dsganet.build import paper_data
 from repro.families.dsganet.synthetic import GeneratorConfig
 from repro.specs import load_all, resolve
+from tests.families.controls import assert_a_control
 
 CONTROLS = sorted(s.id for s in load_all() if s.paper == "dsganet" and s.table.startswith("Control"))
 TABLES = ("dsganet-table6-relations", "dsganet-table7-ablation", "dsganet-table8-gqa-ablation")
 
 
-def _differ(a: dict, b: dict) -> set[str]:
-    return {k for k in a.keys() | b.keys() if a.get(k) != b.get(k)}
-
-
 @pytest.mark.parametrize("ident", CONTROLS)
 def test_a_control_compares_its_mechanism_with_its_ablation_alone(ident):
-    spec = resolve(ident)
-    (claim,) = spec.claims
-    row, over = spec.row(claim.row), spec.row(claim.over)
-    assert len(_differ(row.model, over.model)) == 1, "the two rows differ in more than the mechanism"
-    assert claim.control is None and not any(r.reported for r in spec.rows)  # no paper numbers, no control of its own
-    design = spec.design
-    assert design is not None and design.alpha == 0.05 and design.test == "welch"
-    assert len(design.seeds["synthetic"]) >= 4 and "paper" not in design.seeds
-    assert spec.design_hash("synthetic")
+    assert len(assert_a_control(resolve(ident))) == 1, "the two rows differ in more than the mechanism"
 
 
 @pytest.mark.parametrize("ident", CONTROLS)

@@ -10,6 +10,7 @@ from repro.errors import ReproError
 from repro.families.psac.build import paper_data
 from repro.families.psac.synthetic import GeneratorConfig
 from repro.specs import resolve
+from tests.families.controls import assert_a_control
 
 CONTROL = "psac-control-vpsa-order"
 TABLE = "psac-table3-vpsa"
@@ -21,13 +22,7 @@ def test_the_control_compares_table_3s_claim_rows_alone_on_count():
     assert [c.key for c in spec.columns] == ["count"] and claim.column == "Count"
     row, over = spec.row(claim.row), spec.row(claim.over)
     assert row.model == table.row(claim.row).model and over.model == table.row(claim.over).model
-    differ = {k for k in row.model.keys() | over.model.keys() if row.model.get(k) != over.model.get(k)}
-    assert differ == {"video_encoder", "vpsa_layers"}  # VPSA and nothing else
-    assert claim.control is None and not any(r.reported for r in spec.rows)  # no paper numbers, no control of its own
-    design = spec.design
-    assert design is not None and design.alpha == 0.05 and design.test == "welch"
-    assert len(design.seeds["synthetic"]) >= 4 and "paper" not in design.seeds
-    assert spec.design_hash("synthetic")
+    assert assert_a_control(spec) == {"video_encoder", "vpsa_layers"}  # VPSA and nothing else
 
 
 def test_the_control_asks_only_order_at_table_3s_sizes_and_has_no_paper_scale():
