@@ -48,6 +48,14 @@ def with_heldout(settings: dict[str, Any], key: str, extra: int) -> dict[str, An
     return {**settings, "generator": {**generator, key: int(generator[key]) + extra}}
 
 
+def heldout_data(spec, overrides: list[str], key: str, extra: int, prepare_data) -> tuple[int, dict[str, Any], Any]:
+    """A pilot's data: the count of the spec's own `generator[key]` items (its synthetic settings, `overrides`
+    applied), those settings with `extra` more held out (`with_heldout`), and what `prepare_data` makes of them."""
+    settings, _ = apply_overrides(spec.scales["synthetic"], overrides)
+    enlarged = with_heldout(settings, key, extra)
+    return int(settings["generator"][key]), enlarged, prepare_data(spec, "synthetic", enlarged)
+
+
 def last_quarter(epochs: list[int], values: list[float]) -> tuple[float, float]:
     """How a curve moves over the last quarter of training, from the last evaluation at or before 3/4 of the last
     epoch to the last one: (the net change, last less first; the range, largest less smallest)."""

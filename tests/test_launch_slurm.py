@@ -392,7 +392,7 @@ def test_jobs_finishing_at_once_rebuild_the_row_record_in_turn(toy_family, tmp_p
     results = toy_family / "results" / "toy" / "toy-table1"
 
     def finish(seed: int, acc: float) -> None:
-        outcome = (RowRun(metrics={"Acc": acc}, split="val"), now_iso(), now_iso(), 1.0)
+        outcome = (RowRun(metrics={"Acc": acc}, split="val"), now_iso(), now_iso(), 1.0, 1.0)
         store_unit(units[seed], outcome, lock=lock)
 
     held = FileLock(str(lock))

@@ -167,7 +167,7 @@ def store_unit(
     `repro run --weights` evaluated (`Unit.evaluating`)."""
     from filelock import FileLock
 
-    run, started_at, finished_at, seconds, *cpu = outcome
+    run, started_at, finished_at, seconds, cpu = outcome
     spec = unit.spec
     with FileLock(str(lock)) if lock is not None else nullcontext():
         return store_seed(
@@ -191,7 +191,7 @@ def store_unit(
                 started=started_at,
                 finished=finished_at,
                 wall_time_s=round(seconds, 2),
-                cpu_time_s=round(cpu[0], 2) if cpu else None,
+                cpu_time_s=round(cpu, 2),
                 variant=None if weights is not None else unit.variant.to_json(),
                 weights=weights,
                 design_hash=unit.design_hash,

@@ -57,10 +57,9 @@ def run_pilot(
     from repro.specs import resolve
 
     spec = resolve(spec_id)
-    settings, _ = pilot.apply_overrides(spec.scales["synthetic"], overrides)
-    train_images = int(settings["generator"]["train_images"])
-    enlarged = pilot.with_heldout(settings, "train_images", heldout_images)
-    data = dsg_data.prepare_data(spec, "synthetic", enlarged)
+    train_images, enlarged, data = pilot.heldout_data(
+        spec, overrides, "train_images", heldout_images, dsg_data.prepare_data
+    )
     if not rows:  # no rows: only the data, generated once before pilots run side by side
         return
     held = Heldout(

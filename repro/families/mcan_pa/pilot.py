@@ -57,10 +57,9 @@ def run_pilot(
     from repro.specs import resolve
 
     spec = resolve(spec_id)
-    settings, _ = pilot.apply_overrides(spec.scales["synthetic"], overrides)
-    train_images = int(settings["generator"]["train_images"])
-    enlarged = pilot.with_heldout(settings, "train_images", heldout_images)
-    data = mcan_data.prepare_data(spec, "synthetic", enlarged)
+    train_images, enlarged, data = pilot.heldout_data(
+        spec, overrides, "train_images", heldout_images, mcan_data.prepare_data
+    )
     gold = vqa_scoring.read_annotations(data["train_annotations"])
     for name in rows:
         pilot_row(spec, spec.row(name), seeds, enlarged, data, (train_images, gold, every), emit)
