@@ -57,3 +57,23 @@ def test_mcan_layer_norm_uses_unbiased_std_plus_eps():
     std = math.sqrt(((1 - 3) ** 2 + (2 - 3) ** 2 + 0 + (6 - 3) ** 2) / 3)  # unbiased: /(n-1)
     expected = (x - 3.0) / (std + 0.5)
     assert torch.allclose(ln(x), expected, atol=1e-6)
+
+
+def test_padding_masks_hold_in_every_training_precision():
+    """fp16 holds no -1e9 (its largest magnitude is 65,504): the key mask and MCAN's attended pooling use half the
+    dtype's most negative value there, so fp16 autocast trains (found on a GPU: 'value cannot be converted to type
+    c10::Half without overflow'); fp32 and bf16 keep the official -1e9."""
+    from repro.families.mcan_pa.model import AttFlat
+    from repro.nn.attention import attention_bias, mask_value
+
+    assert mask_value(torch.float32) == mask_value(torch.bfloat16) == MASK_VALUE
+    assert mask_value(torch.float16) == torch.finfo(torch.float16).min / 2
+    mask = torch.tensor([[False, False, True, True]])
+    bias = torch.full((1, 1, 3, 4), -20.0)
+    for dtype in (torch.float16, torch.bfloat16, torch.float32):
+        added = attention_bias(bias, mask, dtype)
+        assert added.dtype == dtype and torch.isfinite(added).all()
+        weights = torch.softmax(added.float(), -1)
+        assert torch.equal(weights[..., 2:], torch.zeros_like(weights[..., 2:]))
+        pooled = AttFlat(4, 8, 6, dropout=0.0).to(dtype)(torch.randn(1, 4, 4, dtype=dtype), mask)
+        assert torch.isfinite(pooled).all()

@@ -17,6 +17,12 @@ from torch import nn
 MASK_VALUE = -1e9
 
 
+def mask_value(dtype: torch.dtype) -> float:
+    """MASK_VALUE where `dtype` holds it; in fp16 (whose largest magnitude is 65,504) half its most negative value,
+    which leaves room for a bias added to it without reaching -inf (a row of -inf alone would give NaN)."""
+    return max(MASK_VALUE, torch.finfo(dtype).min / 2)
+
+
 def bert_padding_mask(padded: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     """A `transformers` BERT's attention mask in its additive 4D form [B, 1, 1, L]: 0 at words, the dtype's minimum
     at padding (`padded` True). `transformers` takes a 4D mask as given; from a 2D one it first asks whether
@@ -63,7 +69,7 @@ def attention_bias(
     if key_padding_mask is None:
         return None if bias is None else bias.to(dtype)
     pad = torch.zeros(key_padding_mask.shape, dtype=dtype, device=key_padding_mask.device)
-    pad = pad.masked_fill(key_padding_mask, MASK_VALUE)[:, None, None, :]
+    pad = pad.masked_fill(key_padding_mask, mask_value(dtype))[:, None, None, :]
     return pad if bias is None else bias.to(dtype) + pad
 
 

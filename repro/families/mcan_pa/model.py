@@ -17,7 +17,7 @@ from torch import nn
 
 from repro.errors import ReproError
 from repro.families.mcan_pa.positional import GeometryScores, PositionalScores, box_feature, fuse
-from repro.nn.attention import MASK_VALUE, FeedForward, LayerNorm, MultiHeadAttention
+from repro.nn.attention import FeedForward, LayerNorm, MultiHeadAttention, mask_value
 
 # The paper's sizes (§IV-B) and MCAN-small's (MILVLG/mcan-vqa).
 PAPER_SIZES: dict[str, Any] = {
@@ -83,7 +83,8 @@ class AttFlat(nn.Module):
         self.merge = nn.Linear(d, out)
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        logits = self.mlp(x).masked_fill(mask[..., None], MASK_VALUE)
+        logits = self.mlp(x)
+        logits = logits.masked_fill(mask[..., None], mask_value(logits.dtype))
         weights = torch.softmax(logits, dim=1)
         return self.merge((weights * x).sum(dim=1))
 
