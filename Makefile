@@ -59,11 +59,12 @@ test-fast: $(VENV)/.installed $(VENV)/.plot wordnet
 # On a machine with CUDA: the tests marked gpu (every model kind's smoke rows on the GPU in fp32 and bf16, seeds
 # trained together, a resumed run, fp16 with its grad scaler, a --limit paper-scale run on official-layout files,
 # released weights evaluated, GLPN's depth maps, two NCCL ranks under torchrun where two GPUs are present), then
-# bench_train there in the recipes' fp32 (the trainer compiles nothing). Without CUDA the tests skip and the
-# benchmark stops with one line.
+# bench_train there in the recipes' fp32 (the trainer compiles nothing), and bench_gpu_ensemble (MCAN's seeds
+# together against one at a time). Without CUDA the tests skip and the benchmarks stop with one line.
 test-gpu: $(VENV)/.installed
 	$(PY) -m pytest -q -m gpu -n $(TEST_WORKERS) tests/test_gpu_runs.py
 	$(PY) -m benchmarks.bench_train --device cuda --precision fp32 --steps 20 --warmup 3
+	$(PY) -m benchmarks.bench_gpu_ensemble --together 4,8 --steps 15 --warmup 4
 
 # ruff: the linter and the formatter, configured in pyproject.toml; the tree is kept clean.
 lint: $(VENV)/.installed
