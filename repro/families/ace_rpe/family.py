@@ -70,16 +70,19 @@ def prepare_data(spec: Spec, scale: str, settings: dict[str, Any]) -> dict[str, 
         sources = paper_sources(ALBEFConfig(arch="albef", init="albef"), recall_datasets(spec))
         paper_task_files(spec_heads(spec))
         return {"root": data_dir(), "vocab": sources.vocab}
+    from repro.data.generated import generating
     from repro.families.ace_rpe.synthetic import GeneratorConfig, generate
 
     root = synthetic_root(settings)
-    generate(root, GeneratorConfig.from_mapping(settings.get("generator")))
+    with generating(root):  # one process writes it; others wait, then find it
+        generate(root, GeneratorConfig.from_mapping(settings.get("generator")))
     if not has_tasks(spec) or "task_generator" not in settings:
         return {"root": root}  # a generated scale without `task_generator` fills the retrieval columns only
     from repro.families.ace_rpe.synthetic_tasks import TaskGeneratorConfig, generate_tasks
 
     tasks = tasks_root(settings)
-    generate_tasks(tasks, TaskGeneratorConfig.from_mapping(settings.get("task_generator")))
+    with generating(tasks):
+        generate_tasks(tasks, TaskGeneratorConfig.from_mapping(settings.get("task_generator")))
     return {"root": root, "tasks": tasks}
 
 

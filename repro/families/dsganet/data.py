@@ -24,13 +24,15 @@ def prepare_data(spec: Spec, scale: str, settings: dict[str, Any]) -> dict[str, 
     """Generate and prepare the data at synthetic/smoke scale; find the prepared real data at paper scale."""
     if scale == "paper":
         return paper_data(spec)
+    from repro.data.generated import generating
     from repro.datasets.vqa import prepare_vqa
     from repro.families.dsganet.synthetic import GeneratorConfig, generate
 
     cfg = GeneratorConfig.from_mapping(settings.get("generator"))
     root = data_dir() / "synthetic" / f"dsganet-vqa2-{cfg.key()}"
-    sources = generate(root / "raw", cfg)
-    prepare_vqa("vqa2", root / "raw", root / "prepared", glove=None)
+    with generating(root):  # one process writes it; others wait, then find it
+        sources = generate(root / "raw", cfg)
+        prepare_vqa("vqa2", root / "raw", root / "prepared", glove=None)
     return {**sources, "prepared": root / "prepared"}
 
 

@@ -35,6 +35,7 @@ from pathlib import Path
 
 import numpy as np
 
+from repro.data.generated import same_config
 from repro.errors import ReproError
 from repro.families.base import GeneratorSettings
 
@@ -385,7 +386,7 @@ def generate(out_dir: Path, cfg: GeneratorConfig) -> dict[str, Path]:
     paths.update({f"{s}_annotations": out_dir / f"v2_mscoco_{n}_annotations.json" for s, n in SPLITS.items()})
     paths.update({f"{s}_features": out_dir / f"{s}.store" for s in SPLITS})
     paths.update({f"{s}_grid_features": out_dir / f"{s}.grid.store" for s in SPLITS})
-    if manifest.exists() and json.loads(manifest.read_text()).get("config") == asdict(cfg):
+    if manifest.exists() and same_config(json.loads(manifest.read_text()).get("config"), asdict(cfg)):
         return paths
 
     rng = np.random.default_rng(cfg.seed)

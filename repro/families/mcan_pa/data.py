@@ -41,22 +41,27 @@ def prepare_data(spec: Spec, scale: str, settings: dict[str, Any]) -> dict[str, 
             _need_wordnet()
         return {"prepared": prepared, "root": data_dir(), "features": feature_folders()}
     if settings.get("data") == "official":
+        from repro.data.generated import generating
         from repro.families.mcan_pa.official import SERVER_ANSWERS, OfficialConfig, generate_official
 
         cfg = OfficialConfig.from_mapping(settings.get("generator"))
-        root = generate_official(data_dir() / "synthetic" / f"{dataset}-release-{cfg.key()}", dataset, cfg)
-        vg = root / "vg-qa" if "vg-qa" in spec.datasets and (root / "vg-qa").is_dir() else None
-        prepare_vqa(dataset, root / dataset, root / "prepared", glove=None, vg_dir=vg)
+        root = data_dir() / "synthetic" / f"{dataset}-release-{cfg.key()}"
+        with generating(root):  # one process writes it; others wait, then find it
+            generate_official(root, dataset, cfg)
+            vg = root / "vg-qa" if "vg-qa" in spec.datasets and (root / "vg-qa").is_dir() else None
+            prepare_vqa(dataset, root / dataset, root / "prepared", glove=None, vg_dir=vg)
         if dataset == "coco-qa":
             _need_wordnet()
         server = root / "server" / SERVER_ANSWERS
         return {"prepared": root / "prepared", "root": root, "features": [root / "features"], "server": server}
+    from repro.data.generated import generating
     from repro.families.mcan_pa.synthetic import GeneratorConfig, generate
 
     cfg = GeneratorConfig.from_mapping(settings.get("generator"))
     root = data_dir() / "synthetic" / f"vqa2-{cfg.key()}"
-    sources = generate(root / "raw", cfg)
-    prepare_vqa("vqa2", root / "raw", root / "prepared", glove=None)
+    with generating(root):  # one process writes it; others wait, then find it
+        sources = generate(root / "raw", cfg)
+        prepare_vqa("vqa2", root / "raw", root / "prepared", glove=None)
     return {**sources, "prepared": root / "prepared"}
 
 

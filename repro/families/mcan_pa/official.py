@@ -25,6 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
+from repro.data.generated import same_config
 from repro.errors import ReproError
 from repro.families.mcan_pa import synthetic as syn
 
@@ -69,7 +70,9 @@ def generate_official(root: Path, dataset: str, cfg: OfficialConfig) -> Path:
     from repro.utils import write_json_atomic
 
     manifest = root / "manifest.json"
-    if manifest.exists() and json.loads(manifest.read_text()).get("config") == {**asdict(cfg), "dataset": dataset}:
+    if manifest.exists() and same_config(
+        json.loads(manifest.read_text()).get("config"), {**asdict(cfg), "dataset": dataset}
+    ):
         return root
     root.mkdir(parents=True, exist_ok=True)
     if dataset == "coco-qa":

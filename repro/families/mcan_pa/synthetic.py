@@ -34,6 +34,7 @@ from pathlib import Path
 
 import numpy as np
 
+from repro.data.generated import same_config
 from repro.errors import ReproError
 from repro.families.base import GeneratorSettings
 
@@ -421,7 +422,7 @@ def generate(out_dir: Path, cfg: GeneratorConfig) -> dict[str, Path]:
         {f"{split}_annotations": out_dir / f"v2_mscoco_{name}_annotations.json" for split, name in SPLITS.items()}
     )
     paths.update({f"{split}_features": out_dir / f"{split}.store" for split in SPLITS})
-    if manifest.exists() and json.loads(manifest.read_text()).get("config") == asdict(cfg):
+    if manifest.exists() and same_config(json.loads(manifest.read_text()).get("config"), asdict(cfg)):
         return paths
 
     next_question = 1

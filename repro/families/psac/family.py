@@ -74,8 +74,11 @@ def prepare_data(spec: Spec, scale: str, settings: dict[str, Any]) -> dict[str, 
                 f"{data_dir() / 'glove-6b'}; run `repro download glove-6b`"
             )
         return {"root": tgif_dir()}
+    from repro.data.generated import generating
+
     root = synthetic_root(settings)
-    generate(root, GeneratorConfig.from_mapping(settings.get("generator")))
+    with generating(root):  # one process writes it; others wait, then find it
+        generate(root, GeneratorConfig.from_mapping(settings.get("generator")))
     return {"root": root}
 
 

@@ -41,6 +41,7 @@ from pathlib import Path
 
 import numpy as np
 
+from repro.data.generated import same_config
 from repro.datasets.tgif import COLUMNS, TASKS, file_name
 from repro.errors import ReproError
 from repro.families.base import GeneratorSettings
@@ -300,7 +301,7 @@ def generate(root: Path, cfg: GeneratorConfig) -> Path:
     """Write the question files and features under `root` (skipped when already there); returns root."""
     root = Path(root)
     stamp = root / "generator.json"
-    if stamp.is_file() and json.loads(stamp.read_text()) == asdict(cfg):
+    if stamp.is_file() and same_config(json.loads(stamp.read_text()), asdict(cfg)):
         return root
     root.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(cfg.seed)

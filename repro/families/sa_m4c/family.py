@@ -50,11 +50,14 @@ def prepare_data(spec: Spec, scale: str, settings: dict[str, Any]) -> dict[str, 
         from repro.families.sa_m4c.prepare import paper_data
 
         return paper_data(spec)
+    from repro.data.generated import generating
     from repro.families.sa_m4c.synthetic import GeneratorConfig, generate
     from repro.paths import data_dir
 
     cfg = GeneratorConfig.from_mapping(settings.get("generator"))
-    return generate(data_dir() / "synthetic" / f"textvqa-{cfg.key()}", cfg)
+    root = data_dir() / "synthetic" / f"textvqa-{cfg.key()}"
+    with generating(root):  # one process writes it; others wait, then find it
+        return generate(root, cfg)
 
 
 # --- one (row, seed) ----------------------------------------------------------------------------

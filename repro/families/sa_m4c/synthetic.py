@@ -26,6 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
+from repro.data.generated import same_config
 from repro.families.base import GeneratorSettings
 from repro.families.sa_m4c.data import OCR_FILES, QUESTIONS_FILE, build_answer_vocab, image_key
 
@@ -208,7 +209,7 @@ def generate(out_dir: Path, cfg: GeneratorConfig) -> dict[str, Path]:
     manifest = out_dir / "manifest.json"
     paths = {"root": out_dir, "words": out_dir / "words.npz", "answer_vocab": out_dir / "answer_vocab.txt"}
     paths["bert_vocab"] = out_dir / "vocab.txt"
-    if manifest.exists() and json.loads(manifest.read_text()).get("config") == asdict(cfg):
+    if manifest.exists() and same_config(json.loads(manifest.read_text()).get("config"), asdict(cfg)):
         return paths
 
     rng = np.random.default_rng(cfg.seed)
