@@ -32,7 +32,7 @@ def test_a_unit_keeps_its_cpu_time_and_the_plan_reads_it_back(toy_family, runner
     minutes = record["cpu_time_s"] / 60
     assert todo == (
         f"CPU time of the seeds to train: about {minutes:.0f} CPU-minutes for 1 seed(s), {minutes / cores:.0f} "
-        f"minutes on {cores} cores; no stored seed to go by for Blind"
+        f"minutes on {cores} cores; no stored seed of this configuration to go by for Blind"
     )
     assert "≤" not in source
     dry = runner.invoke(app, ["run", "toy-table1", "--scale", "smoke", "--seeds", "0,1", "--dry-run"])
@@ -57,3 +57,6 @@ def test_only_seeds_of_the_same_configuration_count(toy_family, runner):
     path.write_text(json.dumps(record))
     (sighted,) = make_plan(resolve("toy-table1"), "smoke", ["Sighted"], [0]).steps
     assert seed_cpu_seconds(sighted) is None
+    # nothing to go by: the plan says so, not "about 0 CPU-minutes for 0 seed(s)"
+    (line, _) = cpu_lines(make_plan(resolve("toy-table1"), "smoke", ["Sighted"], [1]))
+    assert line == "CPU time of the seeds to train: unknown: no stored seed of this configuration to go by for Sighted"

@@ -293,8 +293,11 @@ def cpu_lines(plan: Plan) -> list[str]:
 
     def said(seconds: float, count: int, unknown: list[str]) -> str:
         minutes = seconds / 60
+        nothing = f"no stored seed of this configuration to go by for {', '.join(unknown)}"
+        if not count:
+            return f"unknown: {nothing}"
         text = f"about {minutes:.0f} CPU-minutes for {count} seed(s), {minutes / cores:.0f} minutes on {cores} cores"
-        return text + (f"; no stored seed to go by for {', '.join(unknown)}" if unknown else "")
+        return text + (f"; {nothing}" if unknown else "")
 
     lines = []
     pending = total(lambda step: sum(1 for u in step.units if u.stored is None))
