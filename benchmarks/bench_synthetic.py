@@ -5,6 +5,7 @@ goes, and whether two runs at a time or two threads use the 2 cores better.
     python -m benchmarks.bench_synthetic                           # every family, each stage's whole schedule
     python -m benchmarks.bench_synthetic --steps 40                # quick: 40 steps a stage, extrapolated per step
     python -m benchmarks.bench_synthetic --family dsganet --family psac --seeds 10 --alone 3 --json out.json
+    python -m benchmarks.bench_synthetic --parallel-only --steps 30   # only: -j 2 against two threads, per family
 
 One claim row of each family (`ROWS`: the rows `bench_ensemble` measures, and ace-rpe's ACE-RPE row of Table 1)
 runs as `repro run ID --scale synthetic` runs a unit (`repro.launch.units`: the family's data, model, recipes and
@@ -152,16 +153,16 @@ def measure(family: str, args, tmp: Path, say) -> dict[str, Any]:
         return in_processes(calls)
 
     alone = []
-    for seed in seeds[: args.alone]:
+    for seed in seeds[: 0 if args.parallel_only else args.alone]:
         say(f"  one process for seed {seed} …")
         (result,), cpu, _ = run(f"alone{seed}-", [seed])
         alone.append({**seed_cost(result, cpu), "stages": result["stages"]})
     out["alone"] = alone
-    if can_together:
+    if can_together and not args.parallel_only:
         say(f"  one process for seeds 0-{args.seeds - 1} together …")
         (result,), cpu, _ = run("together-", seeds)
         out["together"] = {**seed_cost(result, cpu), "stages": result["stages"]}
-    if args.profile:
+    if args.profile and not args.parallel_only:
         say("  profiling a step alone …")
         (result,), _, _ = run("profile-alone-", [0], profile=True)
         out["profile_alone"] = result["stages"]
@@ -190,6 +191,8 @@ def measure(family: str, args, tmp: Path, say) -> dict[str, Any]:
 def summary(family: str, m: dict[str, Any]) -> dict[str, Any]:
     """The per-family numbers the tables and the README give."""
     alone = m["alone"]
+    if not alone:  # --parallel-only
+        return {"family": family, **_parallel_summary(m)}
     per_seed_alone = sum(a["cpu_s"] for a in alone) / len(alone)
     step_alone = sum(a["training_cpu_s"] / a["full_steps"] for a in alone) / len(alone)
     s: dict[str, Any] = {
@@ -209,11 +212,15 @@ def summary(family: str, m: dict[str, Any]) -> dict[str, Any]:
         s["seeds_per_cpu_minute_together"] = 60 / s["cpu_s_per_seed_together"]
         s["ratio"] = s["seeds_per_cpu_minute_together"] / s["seeds_per_cpu_minute_alone"]
         s["training_ratio"] = step_alone / s["cpu_s_per_seed_step_together"]
-    if "parallel" in m:
-        p = m["parallel"]
-        s["jobs2_over_threads2"] = p["threads2"]["wall_s"] / p["jobs2"]["wall_s"]  # > 1: -j 2 is faster
-        s["faster"] = "-j 2" if s["jobs2_over_threads2"] >= 1 else "2 threads"
-    return s
+    return {**s, **_parallel_summary(m)}
+
+
+def _parallel_summary(m: dict[str, Any]) -> dict[str, Any]:
+    if "parallel" not in m:
+        return {}
+    p = m["parallel"]
+    ratio = p["threads2"]["wall_s"] / p["jobs2"]["wall_s"]  # > 1: -j 2 is faster
+    return {"jobs2_over_threads2": ratio, "faster": "-j 2" if ratio >= 1 else "2 threads"}
 
 
 def _fmt(x: float | None, spec: str = ".1f") -> str:
@@ -238,6 +245,8 @@ def render(console, measured: dict[str, dict], args) -> None:
     ):
         cost.add_column(col, justify="left" if col == "family" else "right")
     for family, m in measured.items():
+        if not m["alone"]:
+            continue
         s = summary(family, m)
         cost.add_row(
             family,
@@ -250,10 +259,11 @@ def render(console, measured: dict[str, dict], args) -> None:
             _fmt(s.get("ratio"), ".2f"),
             _fmt(s.get("training_ratio"), ".2f"),
         )
-    console.print(cost)
+    if any(m["alone"] for m in measured.values()):
+        console.print(cost)
     for family, m in measured.items():
         console.print(f"  {family}: stopping rule (design): {m['stopping']}")
-    if args.profile:
+    if args.profile and not args.parallel_only:
         _render_flops(console, measured)
         _render_profile(console, measured)
     if args.parallel:
@@ -351,10 +361,15 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--alone", type=int, default=2, help="lone processes measured (one per seed; default 2)")
     parser.add_argument("--no-profile", dest="profile", action="store_false", help="skip FLOPs and the profile")
     parser.add_argument("--no-parallel", dest="parallel", action="store_false", help="skip -j 2 against 2 threads")
+    parser.add_argument(
+        "--parallel-only", action="store_true", help="only -j 2 against 2 threads (no cost, no profile)"
+    )
     parser.add_argument("--json", type=Path, default=None, help="also write every number here")
     args = parser.parse_args(argv)
     if args.seeds < 2 or args.alone < 1 or (args.steps is not None and args.steps < 1):
         parser.error("--seeds must be at least 2, --alone and --steps at least 1")
+    if args.parallel_only and not args.parallel:
+        parser.error("--parallel-only measures -j 2 against 2 threads; it takes no --no-parallel")
     console = Console() if sys.stdout.isatty() else Console(width=160)
     measured: dict[str, dict] = {}
     with tempfile.TemporaryDirectory() as tmp:

@@ -75,6 +75,14 @@ def test_seeds_per_cpu_minute_together_against_alone():
     assert s["training_ratio"] == pytest.approx(0.2 / 0.08)
 
 
+def test_two_units_at_once_against_two_threads_with_or_without_the_costs():
+    parallel = {"jobs2": {"wall_s": 50.0, "cpu_s": 98.0}, "threads2": {"wall_s": 60.0, "cpu_s": 110.0}}
+    only = summary("x", {"alone": [], "parallel": parallel, "seeds": 10})  # --parallel-only
+    assert only == {"family": "x", "jobs2_over_threads2": pytest.approx(1.2), "faster": "-j 2"}
+    slower = {**parallel, "jobs2": {"wall_s": 80.0, "cpu_s": 150.0}}
+    assert summary("x", {"alone": [], "parallel": slower, "seeds": 10})["faster"] == "2 threads"
+
+
 def test_matmul_flops_count_a_multiply_add_as_two():
     mm, bmm = torch.ops.aten.mm.default, torch.ops.aten.bmm.default
     assert matmul_flops(mm, [(3, 4), (4, 5)]) == 2 * 3 * 4 * 5
