@@ -346,6 +346,10 @@ class Hooks:
 
     # a row's seeds trained together in one process (`--ensemble`, generated scales); None: one at a time
     run_ensemble: Callable[[list[RunContext]], list[RowRun]] | None = None
+    # units at a time `repro run` runs at the synthetic scale when neither `-j` nor the scale's `jobs` says: 2 (two
+    # processes, the cores shared between them) or 1 (one process with every thread), whichever
+    # `python -m benchmarks.bench_synthetic --parallel-only` measured faster for the family (docs/benchmarks.md)
+    synthetic_jobs: int = 1
     # `compute: {task: ...}` rows it runs without training (dataset statistics), by task name
     compute_tasks: Mapping[str, Callable[[RunContext], RowRun]] = field(default_factory=dict)
     # `run_row` honours `ctx.limit` (`repro run --limit N`: the first N questions of each split at paper scale)

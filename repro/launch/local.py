@@ -41,7 +41,7 @@ def execute(
     every unit's progress and a line per finished unit; without one, units show their own bars when
     they run in this process.
     """
-    jobs = max(1, int(jobs or plan.settings.get("jobs", 1)))
+    jobs = max(1, int(jobs or plan.settings.get("jobs") or default_jobs(plan)))
     check_ready(plan)  # fail before any training
     units = units_to_run(plan, resume, force)
     grouped = groups(plan, units)
@@ -79,6 +79,18 @@ def execute(
     for result in out if on_row else ():
         on_row(result)
     return out
+
+
+def default_jobs(plan: Plan) -> int:
+    """Units at a time when neither `-j` nor the scale's `jobs` says: at the synthetic scale the family's
+    `synthetic_jobs` (two at a time, or one with every thread, as measured for it); at the others one (smoke runs
+    take seconds; paper-scale units take a GPU each)."""
+    from repro import families
+
+    if plan.scale != "synthetic":
+        return 1
+    hooks = [families.for_row(s.row) for s in plan.steps if s.kind == "train"]
+    return max((h.synthetic_jobs for h in hooks if h is not None), default=1)
 
 
 def _init_worker(threads: int) -> None:

@@ -288,6 +288,7 @@ HOOKS = Hooks(
     prepare_data=mcan_data.prepare_data,
     run_row=run_row,
     run_ensemble=run_ensemble,
+    synthetic_jobs=2,  # -j 2 over two threads: 1.31x faster (bench_synthetic --parallel-only, 2026-11-28)
     supports_limit=True,  # --limit N: the first N questions of each split at paper scale
     limited_hours=build.limited_hours,
     supports_weights=True,  # --weights: an mcan-vqa checkpoint (MCAN rows) or a VL-BERT VQA one, evaluated
