@@ -125,3 +125,29 @@ def test_older_records_that_kept_only_per_seed_metrics_are_read_as_seeds(tmp_pat
     # seeds 0-2 ran before records were kept per seed: they are read back from the row's record
     assert sorted(seeds) == [0, 1, 2, 3, 4, 5] and [s.seed for s in seeds.values() if s.legacy] == [0, 1, 2]
     assert all(s.extra["per_question_type"] for s in seeds.values())
+
+
+def test_a_record_names_the_code_as_its_run_started_not_as_the_checkout_is_when_it_ends(
+    toy_family, runner, monkeypatch
+):
+    """A long run whose checkout changes meanwhile (a commit, an edited file) records the state it started from."""
+    import dataclasses
+
+    import tests.toy_family.family as toy
+    from repro import results
+
+    state = {"commit": "a" * 40, "dirty": False, "changed": []}
+    monkeypatch.setattr(results, "git_state", lambda: dict(state))
+    monkeypatch.setattr(results, "_ENVIRONMENT", None)
+
+    def run_row(ctx):
+        state.update(commit="b" * 40, dirty=True, changed=["repro/edited_while_training.py"])
+        return toy.run_row(ctx)
+
+    monkeypatch.setattr(toy, "HOOKS", dataclasses.replace(toy.HOOKS, run_row=run_row))
+    assert _run(runner, "--seeds", "0").exit_code == 0
+    unit = json.loads(
+        (toy_family / "results" / "toy" / "toy-table1" / "seeds" / "Sighted.smoke.seed0.json").read_text()
+    )
+    assert unit["environment"]["git"] == {"commit": "a" * 40, "dirty": False, "changed": []}
+    assert unit["environment"]["git_commit"] == "a" * 40

@@ -17,7 +17,7 @@ from repro.launch.units import (
     stored_results,
     units_to_run,
 )
-from repro.results import Result
+from repro.results import Result, environment
 from repro.run import Plan, Unit
 
 
@@ -46,6 +46,7 @@ def execute(
     units = units_to_run(plan, resume, force)
     grouped = groups(plan, units)
     jobs = min(jobs, max(len(grouped), 1))  # a lone unit runs here, with every thread
+    environment()  # the code's state as the run starts: every record names it, not the checkout's later state
     prepared = prepare_data(plan)  # once, before runs start in parallel
     latest: dict[str, Result] = {}  # each row's record as its last finished unit rebuilt it
 
