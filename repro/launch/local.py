@@ -86,12 +86,9 @@ def default_jobs(plan: Plan) -> int:
     """Units at a time when neither `-j` nor the scale's `jobs` says: at the synthetic scale the family's
     `synthetic_jobs` (two at a time, or one with every thread, as measured for it); at the others one (smoke runs
     take seconds; paper-scale units take a GPU each)."""
-    from repro import families
-
     if plan.scale != "synthetic":
         return 1
-    hooks = [families.for_row(s.row) for s in plan.steps if s.kind == "train"]
-    return max((h.synthetic_jobs for h in hooks if h is not None), default=1)
+    return max((u.hooks.synthetic_jobs for u in plan.units if u.kind == "train" and u.hooks is not None), default=1)
 
 
 def _init_worker(threads: int) -> None:
