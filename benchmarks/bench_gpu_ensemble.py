@@ -23,18 +23,6 @@ import tempfile
 import time
 from pathlib import Path
 
-MODELS = {
-    "MCAN": {"arch": "mcan"},
-    "MCAN+PA": {"arch": "mcan", "positional": ["pwa", "poa", "pma"], "fusion": "eq8"},
-}
-
-
-def _sync(device):
-    import torch
-
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
 
 def random_split(items: int, scale: tuple, device):
     """`items` random items of MCAN's data interface, with BCE targets, held on `device` as ready tensors."""
@@ -54,6 +42,7 @@ def train_side(name, seeds: list[int], together: bool, split, scale: tuple, reci
     """Train `seeds` of model `name` for the recipe's steps; the median step time after warm-up and peak memory."""
     import torch
 
+    from benchmarks.bench_train import MODELS, _sync
     from repro.families.mcan_pa.build import build_model
     from repro.train import fit
     from repro.train.ensemble import fit_ensemble
@@ -109,7 +98,7 @@ def main(argv: list[str] | None = None) -> dict:
     from rich.console import Console
     from rich.table import Table
 
-    from benchmarks.bench_train import PAPER, TINY
+    from benchmarks.bench_train import MODELS, PAPER, TINY
     from repro.families import load_recipe
 
     parser = argparse.ArgumentParser(

@@ -40,29 +40,24 @@ def test_a_second_preparation_of_the_same_configuration_writes_nothing(spec_id, 
     assert _files(tmp_path) == first
 
 
-def _hold(folder: str, held: str, release: str) -> None:
-    import time
-
+def _hold(folder: str, held, release) -> None:
     with generating(Path(folder)):
-        Path(held).touch()
-        while not Path(release).exists():
-            time.sleep(0.01)
+        held.set()
+        release.wait()
 
 
 def test_one_process_at_a_time_writes_a_folder(tmp_path):
-    folder, held, release = tmp_path / "data" / "scenes", tmp_path / "held", tmp_path / "release"
-    child = multiprocessing.get_context("spawn").Process(target=_hold, args=(str(folder), str(held), str(release)))
+    folder = tmp_path / "data" / "scenes"
+    context = multiprocessing.get_context("spawn")
+    held, release = context.Event(), context.Event()
+    child = context.Process(target=_hold, args=(str(folder), held, release))
     child.start()
     try:
-        for _ in range(6000):  # until the child holds the lock (at most a minute)
-            if held.exists() or not child.is_alive():
-                break
-            child.join(0.01)
-        assert held.exists()
+        assert held.wait(timeout=300)  # the child holds the lock (the bound only keeps a broken child from hanging)
         with pytest.raises(Timeout):
             FileLock(str(folder.parent / "scenes.lock"), timeout=0).acquire()
     finally:
-        release.touch()
-        child.join(60)
+        release.set()
+        child.join()
     with generating(folder):  # free again once the child is done
         pass

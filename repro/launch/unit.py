@@ -43,6 +43,7 @@ def read_outcome(path: Path) -> tuple[str, object]:
 
 def main(argv: list[str]) -> int:
     from repro.launch.units import run_units, store_unit
+    from repro.results import environment
     from repro.train.trainer import TrainingInterrupted
     from repro.utils import write_bytes_atomic
 
@@ -54,6 +55,8 @@ def main(argv: list[str]) -> int:
     units, ctxs, record = order["units"], order["contexts"], order.get("record")
     name = label(ctxs[0].row.name, [c.seed for c in ctxs])
     main_rank = int(os.environ.get("RANK", "0")) == 0
+    if record is not None and main_rank:
+        environment()  # the code's state as the job starts: its records name it, not the checkout's later state
     try:
         done = []
         for unit, ctx, outcome in zip(units, ctxs, run_units(ctxs)):

@@ -135,9 +135,7 @@ def unit_locks(ctxs: list[RunContext]) -> Iterator[None]:
 
 def run_units(ctxs: list[RunContext]) -> list[Outcome]:
     """One unit, or a row's seeds trained together by its family (each seed's time: its share of the whole); each
-    unit's lock held meanwhile (`unit_locks`). The records name the code's state as training starts (`environment`
-    is computed once per process), not the checkout's state when it ends."""
-    environment()
+    unit's lock held meanwhile (`unit_locks`)."""
     with unit_locks(ctxs):
         return _run_units(ctxs)
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
+from repro.data.generated import generating
 from repro.datasets.vqa_features import feature_folders
 from repro.errors import ReproError
 from repro.families.base import RunContext
@@ -41,7 +42,6 @@ def prepare_data(spec: Spec, scale: str, settings: dict[str, Any]) -> dict[str, 
             _need_wordnet()
         return {"prepared": prepared, "root": data_dir(), "features": feature_folders()}
     if settings.get("data") == "official":
-        from repro.data.generated import generating
         from repro.families.mcan_pa.official import SERVER_ANSWERS, OfficialConfig, generate_official
 
         cfg = OfficialConfig.from_mapping(settings.get("generator"))
@@ -54,7 +54,6 @@ def prepare_data(spec: Spec, scale: str, settings: dict[str, Any]) -> dict[str, 
             _need_wordnet()
         server = root / "server" / SERVER_ANSWERS
         return {"prepared": root / "prepared", "root": root, "features": [root / "features"], "server": server}
-    from repro.data.generated import generating
     from repro.families.mcan_pa.synthetic import GeneratorConfig, generate
 
     cfg = GeneratorConfig.from_mapping(settings.get("generator"))
