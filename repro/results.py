@@ -237,16 +237,23 @@ class CorruptResultError(ReproError):
 
 
 def write_seed_result(spec: Spec, seed_result: SeedResult, root: Path | None = None, rebaseline: bool = False) -> Path:
-    """Store one unit, keeping the reference of an earlier run of the same seed unless `rebaseline`."""
+    """Store one unit, keeping the reference of an earlier run of the same seed and configuration unless
+    `rebaseline`. A run under changed settings (another configuration hash) is a new reference: the old one
+    measured another experiment."""
     root = root or results_dir(seed_result.scale)
     path = seed_path(spec, seed_result.row, seed_result.scale, seed_result.seed, root)
     previous = read_seed_results(spec, spec.row(seed_result.row), seed_result.scale, root).get(seed_result.seed)
-    if previous is not None and previous.reference and not rebaseline:
+    if previous is not None and previous.reference and not rebaseline and _same_configuration(previous, seed_result):
         seed_result.reference = previous.reference
     elif seed_result.reference is None:
         seed_result.reference = dict(seed_result.metrics)
     write_json_atomic(path, portable_record(seed_result.to_json(), root))
     return path
+
+
+def _same_configuration(previous: SeedResult, current: SeedResult) -> bool:
+    """Both made under one configuration (a record without a hash, made before hashes were kept, counts as one)."""
+    return not previous.config_hash or not current.config_hash or previous.config_hash == current.config_hash
 
 
 def store_seed(

@@ -65,6 +65,31 @@ def test_scale_suffix_and_reference_kept(demo_spec):
     assert results.read_results(spec)[("Ours*", "smoke")].reference == {"Num": 12.0, "All": 22.0}
 
 
+def _unit(config_hash: str, **metrics) -> results.SeedResult:
+    return results.SeedResult(
+        spec="t1-demo",
+        paper="mcan-pa",
+        row="Ours*",
+        scale="smoke",
+        seed=0,
+        split="val",
+        metrics=metrics,
+        config_hash=config_hash,
+    )
+
+
+def test_a_seed_keeps_its_reference_only_while_its_configuration_is_the_same(demo_spec):
+    spec = resolve("t1-demo")
+    row = spec.row("Ours*")
+    results.store_seed(spec, row, _unit("aaa", Num=10.0, All=20.0))
+    _, same = results.store_seed(spec, row, _unit("aaa", Num=11.0, All=21.0))
+    assert same.reference == {"Num": 10.0, "All": 20.0}  # a re-run of one configuration: the first run stays
+    _, changed = results.store_seed(spec, row, _unit("bbb", Num=30.0, All=40.0))
+    assert changed.reference == {"Num": 30.0, "All": 40.0}  # new settings: the old values measured another thing
+    _, rerun = results.store_seed(spec, row, _unit("bbb", Num=31.0, All=41.0))
+    assert rerun.reference == {"Num": 30.0, "All": 40.0}
+
+
 def test_atomic_write_leaves_old_file_when_interrupted(tmp_path, monkeypatch):
     target = tmp_path / "r.json"
     utils.write_json_atomic(target, {"ok": 1})
