@@ -44,7 +44,8 @@ def _alive(pid: int) -> bool:
     return state != "Z"
 
 
-def test_sigterm_to_the_main_process_ends_the_workers(sandbox):
+def _start_two_workers(sandbox: Path) -> tuple[subprocess.Popen, set[int]]:
+    """`repro run -j 2` of two synthetic MCAN rows, once both its workers are up."""
     folder = sandbox / "experiments" / "mcan-pa"
     folder.mkdir(parents=True)
     shutil.copy(REPO_DIR / "experiments" / "mcan-pa" / "mcan-pa-table5-ablation.yaml", folder)
@@ -54,41 +55,59 @@ def test_sigterm_to_the_main_process_ends_the_workers(sandbox):
         "REPRO_RESULTS": str(sandbox / "results"),
         "REPRO_DATA_DIR": str(sandbox / "data"),
     }
+    command = ["run", "table5-ablation", "--scale", "synthetic", "--rows", "MCAN,MCAN+PWA", "--seeds", "0", "-j", "2"]
     main = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "repro.cli",
-            "run",
-            "table5-ablation",
-            "--scale",
-            "synthetic",
-            "--rows",
-            "MCAN,MCAN+PWA",
-            "--seeds",
-            "0",
-            "-j",
-            "2",
-        ],
+        [sys.executable, "-m", "repro.cli", *command],
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
     )
+    deadline = time.monotonic() + 120
+    workers: set[int] = set()
+    while time.monotonic() < deadline and len(workers) < 2:
+        workers = {p for p in _children(main.pid) if "spawn_main" in _cmdline(p)}
+        time.sleep(0.2)
+    if len(workers) < 2:
+        main.kill()
+        pytest.fail("the workers did not start")
+    return main, workers
+
+
+def _gone(workers: set[int], seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and any(_alive(p) for p in workers):
+        time.sleep(0.2)
+    return not any(_alive(p) for p in workers)
+
+
+def test_sigterm_to_the_main_process_ends_the_workers(sandbox):
+    main, workers = _start_two_workers(sandbox)
     try:
-        deadline = time.monotonic() + 120
-        workers: set[int] = set()
-        while time.monotonic() < deadline and len(workers) < 2:
-            workers = {p for p in _children(main.pid) if "spawn_main" in _cmdline(p)}
-            time.sleep(0.2)
-        assert len(workers) >= 2, "the workers did not start"
         main.send_signal(signal.SIGTERM)
         main.wait(timeout=30)
-        deadline = time.monotonic() + 15
-        while time.monotonic() < deadline and any(_alive(p) for p in workers):
-            time.sleep(0.2)
-        assert not any(_alive(p) for p in workers), "workers outlived their parent"
+        assert _gone(workers, 15), "workers outlived their parent"
         assert main.returncode != 0
     finally:
         if main.poll() is None:
             main.kill()
+
+
+def test_a_worker_stopped_by_its_parents_death_ends(sandbox):
+    """The main process killed outright (SIGKILL, or a second SIGTERM while it stops): its workers get their death
+    signal while training, save a checkpoint as for any stop, and must then end rather than wait for more work."""
+    main, workers = _start_two_workers(sandbox)
+    try:
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline and len(list(sandbox.rglob("last.pt"))) < 2:
+            time.sleep(0.2)  # both workers training (each has saved an epoch's checkpoint)
+        assert len(list(sandbox.rglob("last.pt"))) >= 2, "the workers did not reach their first checkpoint"
+        main.kill()
+        main.wait(timeout=30)
+        assert _gone(workers, 30), "workers outlived their killed parent"
+    finally:
+        if main.poll() is None:
+            main.kill()
+        for pid in workers:
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)

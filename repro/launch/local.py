@@ -91,10 +91,15 @@ def default_jobs(plan: Plan) -> int:
     return max((u.hooks.synthetic_jobs for u in plan.units if u.kind == "train" and u.hooks is not None), default=1)
 
 
+_PARENT: int | None = None  # a worker's parent process, as the worker started
+
+
 def _init_worker(threads: int) -> None:
     """A worker process: its share of the threads, and it ends when its parent does (Linux)."""
     import torch
 
+    global _PARENT
+    _PARENT = os.getppid()
     torch.set_num_threads(threads)
     try:
         import ctypes
@@ -103,6 +108,17 @@ def _init_worker(threads: int) -> None:
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
     except (OSError, AttributeError):
         pass
+
+
+def _run_in_worker(contexts: list) -> list[Outcome]:
+    """`run_units` in a worker, which ends once its units have if its parent died meanwhile. The parent's death
+    signal (SIGTERM) reaches a training worker as a stop: it saves its checkpoint and ends the unit, then would wait
+    forever for work from a parent that is gone (it holds both ends of the pool's queue itself)."""
+    try:
+        return run_units(contexts)
+    finally:
+        if _PARENT is not None and os.getppid() != _PARENT:
+            os._exit(1)
 
 
 def _run_parallel(grouped, jobs: int, context, finished) -> None:
@@ -120,7 +136,7 @@ def _run_parallel(grouped, jobs: int, context, finished) -> None:
     )
     previous = signal.signal(signal.SIGTERM, stop)
     try:
-        futures = {pool.submit(run_units, [context(u, False) for u in group]): group for group in grouped}
+        futures = {pool.submit(_run_in_worker, [context(u, False) for u in group]): group for group in grouped}
         for future in as_completed(futures):
             for unit, outcome in zip(futures[future], future.result()):
                 finished(unit, outcome)
