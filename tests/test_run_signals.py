@@ -56,6 +56,7 @@ def _start_two_workers(sandbox: Path) -> tuple[subprocess.Popen, set[int]]:
         "REPRO_DATA_DIR": str(sandbox / "data"),
     }
     command = ["run", "table5-ablation", "--scale", "synthetic", "--rows", "MCAN,MCAN+PWA", "--seeds", "0", "-j", "2"]
+    command += ["generator.train_images=150", "generator.val_images=40"]  # short epochs: a variant, in the sandbox
     main = subprocess.Popen(
         [sys.executable, "-m", "repro.cli", *command],
         env=env,
