@@ -99,6 +99,7 @@ def test_list_at_80_columns_is_one_line_per_experiment_with_the_scales_it_runs_a
     assert "smoke synthetic* paper" in by_id["mcan-pa-table5-ablation"]  # committed synthetic results
     wide = runner.invoke(app, ["list"], env={"COLUMNS": "160"}).output
     assert "Ablation of the positional attention" in wide and "title" in wide.splitlines()[1]
+    assert "table" in wide.splitlines()[1] and "Table V " in wide  # the table column where it fits
 
 
 def test_list_json_keeps_scales_with_results_and_adds_the_runnable_scales(runner):

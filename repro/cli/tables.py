@@ -89,7 +89,7 @@ def _experiments_table(entries: list[dict]) -> None:
     """One line per experiment at any width: the block layout of `repro table`, rich in a terminal."""
     import shutil
 
-    from repro.report.grid import Col, listing_grid, plain_listing, rich_listing
+    from repro.report.grid import Col, listing_grid, plain_listing, plain_width, rich_listing, rich_width
 
     scales = []
     for e in entries:
@@ -104,12 +104,14 @@ def _experiments_table(entries: list[dict]) -> None:
     label = Col("id", [e["id"] for e in entries], justify="left")
     title = Col("title", [one_line(e["title"]) for e in entries], justify="left")
     heading = f"{len(entries)} experiments"
+    width = console.width if console.is_terminal else shutil.get_terminal_size((80, 24)).columns
+    if (rich_width if console.is_terminal else plain_width)([label, *cols]) > width:
+        cols = cols[1:]  # too narrow for one line each: the id names the table too (`repro show ID` gives it)
     if console.is_terminal:
         grid = listing_grid(label, cols, console.width, True, title)
         for table in rich_listing(grid, console.width, title=heading, title_justify="left"):
             console.print(table)
         return
-    width = shutil.get_terminal_size((80, 24)).columns
     grid = listing_grid(label, cols, width, False, title)
     typer.echo("\n".join([heading, *plain_listing(grid, width)]))
 
