@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import select
 import shutil
 import signal
 import subprocess
@@ -64,21 +65,49 @@ def _start_two_workers(sandbox: Path) -> tuple[subprocess.Popen, set[int]]:
         stderr=subprocess.PIPE,
         text=True,
     )
-    deadline = time.monotonic() + 120
     workers: set[int] = set()
-    while time.monotonic() < deadline and len(workers) < 2:
-        workers = {p for p in _children(main.pid) if "spawn_main" in _cmdline(p)}
-        time.sleep(0.2)
+
+    def both_up() -> bool:
+        workers.update(p for p in _children(main.pid) if "spawn_main" in _cmdline(p))
+        return len(workers) >= 2 or main.poll() is not None
+
+    _wait_for(both_up)
     if len(workers) < 2:
         main.kill()
         pytest.fail("the workers did not start")
     return main, workers
 
 
-def _gone(workers: set[int], seconds: float) -> bool:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline and any(_alive(p) for p in workers):
+# How long a wait may last before the test calls it a failure: only a guard against hanging the suite, far above
+# what any step takes on a busy machine (each wait ends as soon as what it waits for happens).
+HANG_GUARD_S = 300
+
+
+def _wait_for(condition) -> None:
+    """Polls `condition` until it holds or the hang guard passes."""
+    deadline = time.monotonic() + HANG_GUARD_S
+    while not condition() and time.monotonic() < deadline:
         time.sleep(0.2)
+
+
+def _gone(workers: set[int]) -> bool:
+    """Waits for the workers (not our children: no waitpid) to exit, on their pidfds; False if one outlives the
+    hang guard."""
+    fds = []
+    for pid in workers:
+        try:
+            fds.append(os.pidfd_open(pid))
+        except ProcessLookupError:
+            continue  # already gone
+    try:
+        deadline = time.monotonic() + HANG_GUARD_S
+        waiting = list(fds)
+        while waiting and time.monotonic() < deadline:
+            ready, _, _ = select.select(waiting, [], [], deadline - time.monotonic())
+            waiting = [fd for fd in waiting if fd not in ready]
+    finally:
+        for fd in fds:
+            os.close(fd)
     return not any(_alive(p) for p in workers)
 
 
@@ -86,8 +115,8 @@ def test_sigterm_to_the_main_process_ends_the_workers(sandbox):
     main, workers = _start_two_workers(sandbox)
     try:
         main.send_signal(signal.SIGTERM)
-        main.wait(timeout=30)
-        assert _gone(workers, 15), "workers outlived their parent"
+        main.wait(timeout=HANG_GUARD_S)
+        assert _gone(workers), "workers outlived their parent"
         assert main.returncode != 0
     finally:
         if main.poll() is None:
@@ -99,13 +128,11 @@ def test_a_worker_stopped_by_its_parents_death_ends(sandbox):
     signal while training, save a checkpoint as for any stop, and must then end rather than wait for more work."""
     main, workers = _start_two_workers(sandbox)
     try:
-        deadline = time.monotonic() + 240
-        while time.monotonic() < deadline and len(list(sandbox.rglob("last.pt"))) < 2:
-            time.sleep(0.2)  # both workers training (each has saved an epoch's checkpoint)
+        _wait_for(lambda: len(list(sandbox.rglob("last.pt"))) >= 2)  # both training: each saved an epoch
         assert len(list(sandbox.rglob("last.pt"))) >= 2, "the workers did not reach their first checkpoint"
         main.kill()
-        main.wait(timeout=30)
-        assert _gone(workers, 30), "workers outlived their killed parent"
+        main.wait(timeout=HANG_GUARD_S)
+        assert _gone(workers), "workers outlived their killed parent"
     finally:
         if main.poll() is None:
             main.kill()

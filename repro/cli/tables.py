@@ -108,8 +108,8 @@ def _experiments_table(entries: list[dict]) -> None:
     if (rich_width if console.is_terminal else plain_width)([label, *cols]) > width:
         cols = cols[1:]  # too narrow for one line each: the id names the table too (`repro show ID` gives it)
     if console.is_terminal:
-        grid = listing_grid(label, cols, console.width, True, title)
-        for table in rich_listing(grid, console.width, title=heading, title_justify="left"):
+        grid = listing_grid(label, cols, width, True, title)
+        for table in rich_listing(grid, width, title=heading, title_justify="left"):
             console.print(table)
         return
     grid = listing_grid(label, cols, width, False, title)
