@@ -496,6 +496,22 @@ def resolved_config(
     }
 
 
+def config_hashes_now(spec: Spec, scale: str) -> dict[str, str]:
+    """{row name: the configuration hash `repro run` gives the row's units at `scale` now}, for the spec's trained
+    and computed rows (as `make_plan` resolves them, without a variant): what a stored record made under settings
+    the spec no longer has differs from (`repro check` notes it; `repro table` says so under the table)."""
+    settings = dict(scale_settings(spec, scale))
+    trains = any(r.model is not None for r in spec.rows)
+    recipe = families.load_recipe(spec.recipe).replace(**settings.get("recipe", {})) if spec.recipe and trains else None
+    return {
+        row.name: config_hash(
+            hashed_config(resolved_config(spec, row, scale, settings, recipe=recipe if row.model is not None else None))
+        )
+        for row in spec.rows
+        if row.runnable
+    }
+
+
 def hashed_config(config: dict[str, Any]) -> dict[str, Any]:
     """What `config_hash` hashes of a `resolved_config`: all of it, except that a recipe's `precision: fp32` is
     hashed as `auto`, the value every recipe gave before the recipes stated their paper's precision (the committed

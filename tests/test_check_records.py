@@ -188,3 +188,37 @@ def test_the_table_says_which_seeds_ran_under_which_config(copied):
     notes = " ".join(footnotes(build_view(resolve(TABLE), "synthetic")))
     assert "Seeds pooled from several configs: MCAN+PE: config " in notes
     assert f"for seeds 0, 1, 2; config {OTHER_CONFIG} for seeds 3, 4, 5" in notes
+
+
+def _with_changed_recipe(tmp_path: Path):
+    """Table 5's spec with its synthetic recipe's epochs changed after its results were made."""
+    folder = tmp_path / "experiments" / "mcan-pa"
+    folder.mkdir(parents=True)
+    text = (REPO_DIR / "experiments" / "mcan-pa" / f"{TABLE}.yaml").read_text()
+    assert text.count("      epochs: 16\n") == 1
+    (folder / f"{TABLE}.yaml").write_text(text.replace("      epochs: 16\n", "      epochs: 17\n"))
+    return resolve(TABLE, tmp_path / "experiments")
+
+
+def test_results_made_before_the_settings_changed_are_named_in_check_and_table(copied, tmp_path):
+    from repro.report import build_view
+    from repro.report.view import footnotes
+
+    assert not [n for n in check_records(resolve(TABLE)).notes if "other settings" in n]  # as committed: none
+    assert "other settings" not in " ".join(footnotes(build_view(resolve(TABLE), "synthetic")))
+    changed = _with_changed_recipe(tmp_path)
+    notes = [n for n in check_records(changed).notes if "made under other settings than the spec's now" in n]
+    assert len(notes) == len([r for r in changed.rows if r.runnable])  # every synthetic row of the table
+    assert f"{TABLE} / MCAN+PA (ours) (synthetic)" in " ".join(notes)
+    words = " ".join(" ".join(footnotes(build_view(changed, "synthetic"))).split())
+    assert "Made under other settings than the spec's now" in words and "MCAN+PA (ours)" in words
+
+
+def test_the_hashes_checked_against_are_the_ones_a_run_gives():
+    from repro.run import config_hashes_now, make_plan
+
+    for ident in (TABLE, "psac-table3-vpsa", "dsganet-table8-gqa-ablation", "ace-rpe-table2-pe"):
+        spec = resolve(ident)
+        for scale in ("smoke", "synthetic"):
+            planned = {u.row.name: u.config_hash for u in make_plan(spec, scale).units}
+            assert config_hashes_now(spec, scale) == planned, (ident, scale)

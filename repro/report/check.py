@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from repro.errors import ReproError
 from repro.names import inside
 from repro.paths import read_here, results_read_dir, results_read_roots
 from repro.results import (
@@ -133,6 +134,7 @@ def _check_root(spec: Spec, root: Path, scratch: bool | None, out: RecordCheck) 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", CorruptResult)  # `repro check` reports unreadable row records itself
         results = {k: r for k, r in read_results(spec, root=root).items() if read_here(k[1], scratch)}
+    now: dict[str, dict[str, str]] = {}  # per scale: the configuration hash of each row's units now
     for (row, scale), result in sorted(results.items()):
         path = result_path(spec, row, scale, root)
         out.rows += 1
@@ -181,6 +183,13 @@ def _check_root(spec: Spec, root: Path, scratch: bool | None, out: RecordCheck) 
             fail(path, f"seed records ran under config {', '.join(stray)}, which the row record does not name")
         if len(set(hashes)) > 1:
             out.notes.append(f"{spec.id} / {row} ({scale}): seeds ran under several configs: {config_words(by_hash)}")
+        other = other_settings(spec, result, now)
+        if other:
+            out.notes.append(
+                f"{spec.id} / {row} ({scale}): made under other settings than the spec's now (config {other[0]}; "
+                f"now {other[1]}): shown as made; `repro run {spec.id} --scale {scale} --rows '{row}' --force` makes "
+                "it again"
+            )
         _check_design(spec, row, scale, result, records, path, fail, out)
     for (row, scale), files in sorted(by_unit.items()):
         for seed_file, _ in sorted(files.values()):
@@ -323,6 +332,27 @@ def _check_aggregate(result: Result, per_seed: list[dict], path: Path, fail) -> 
             expected = statistics.stdev(values)
             if std is None or not math.isclose(std, expected, rel_tol=1e-9, abs_tol=1e-9):
                 fail(path, f"std.{column} = {std!r} is not the sample std (ddof 1) of its seeds ({expected!r})")
+
+
+def other_settings(spec: Spec, result: Result, now: dict[str, dict[str, str]] | None = None) -> tuple[str, str] | None:
+    """(the record's configuration hashes, the one `repro run` gives the row now) when none of a row record's hashes
+    is today's: the spec's settings for the scale (or the row's model, or its recipe) changed after the record was
+    made. `now` caches today's hashes per scale between calls."""
+    from repro.run import config_hashes_now
+
+    made = {h for h in result.config_hash.split(",") if h}
+    if not made or spec.overrides:  # a record from before hashes were kept; a variant's own configuration
+        return None
+    now = {} if now is None else now
+    if result.scale not in now:
+        try:
+            now[result.scale] = config_hashes_now(spec, result.scale)
+        except ReproError:  # no settings for the scale now: `repro check` reports the spec itself
+            now[result.scale] = {}
+    expected = now[result.scale].get(result.row)
+    if expected is None or expected in made:
+        return None
+    return ", ".join(sorted(made)), expected
 
 
 def config_note(spec: Spec, result: Result, results_root: Path | None = None) -> str | None:

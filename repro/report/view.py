@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from repro.errors import ReproError
-from repro.report.check import config_note
+from repro.report.check import config_note, other_settings
 from repro.report.claims import ClaimView, Judgement, judge_table
 from repro.report.numbers import column_decimals, fmt
 from repro.results import Result, read_results
@@ -62,6 +62,7 @@ class TableView:
     selected: list[str] | None = None  # the columns shown (default: all of the spec's)
     variant: dict | None = None  # the results are a variant (overrides, --limit, a spec file): repro.variants
     config_notes: list[str] = field(default_factory=list)  # rows whose seeds ran under several configs
+    settings_notes: list[str] = field(default_factory=list)  # the rows made under settings the spec no longer gives
     # rows evaluated from released or given weights (`repro run --weights`, results/weights/): their own source,
     # never in the cells of the numbers trained here
     weights: list[Result] = field(default_factory=list)
@@ -134,6 +135,8 @@ def build_view(
     view.config_notes = [
         n for r in view.rows if r.result is not None for n in [config_note(spec, r.result, results_root)] if n
     ]
+    now: dict[str, dict[str, str]] = {}
+    view.settings_notes = [r.name for r in view.rows if r.result is not None and other_settings(spec, r.result, now)]
     view.variant = next((r.result.variant for r in view.rows if r.result is not None and r.result.variant), None)
     if results_root is None:
         view.weights = weights_results(spec, scale)
@@ -260,6 +263,12 @@ def footnotes(view: TableView) -> list[str]:
             )
     if view.config_notes:
         notes.append("Seeds pooled from several configs: " + " | ".join(view.config_notes) + ".")
+    if view.settings_notes:
+        notes.append(
+            f"Made under other settings than the spec's now (its scale's settings, model or recipe changed since): "
+            f"{', '.join(view.settings_notes)}; `repro run {view.spec.id} --scale {view.scale} --rows ROWS --force` "
+            "makes them anew (`repro check -v` gives the configurations)."
+        )
     if view.other_scales:
         notes.append(f"Results also exist at scale(s): {', '.join(view.other_scales)} (use --scale).")
     for result in view.weights:  # their own source: not trained here, not the paper
