@@ -2,8 +2,10 @@
 line per running unit (row, seed, epoch, step, loss), whichever process trains it.
 
 Progress is read from each unit's `train.jsonl` (the trainer appends a line per step with epoch of
-epochs and step of steps), so worker processes need no channel back to the parent. In a terminal
-the bars are live; in a pipe or a CI log a status line is printed every `heartbeat_s` seconds. When
+epochs and step of steps), so worker processes need no channel back to the parent. A unit that trains in
+stages (psac's four tasks, one folder each) says so in `stages.json` beside them (`repro.train.stage_plan`: each stage's
+folder and its share of the unit's work), and its progress is the stages' weighted sum, not its current stage's.
+In a terminal the bars are live; in a pipe or a CI log a status line is printed every `heartbeat_s` seconds. When
 other work loads the machine (`repro.load`), the estimate says so and by about how much it is stretched.
 """
 
@@ -22,6 +24,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextC
 
 from repro import load as machine
 from repro.paths import shown
+from repro.train.stage_plan import read_stages
 
 
 @dataclass
@@ -30,7 +33,8 @@ class Unit:
     workdir: Path
     task: TaskID | None = None
     done: bool = False
-    last: dict = field(default_factory=dict)  # the unit's latest train.jsonl line
+    last: dict = field(default_factory=dict)  # the unit's latest train.jsonl line ("stage": its folder, if staged)
+    done_share: float = 0.0  # of the unit's work, from its log lines (`unit_progress`)
 
 
 def last_line(workdir: Path) -> dict:
@@ -53,6 +57,27 @@ def last_line(workdir: Path) -> dict:
     return {}
 
 
+def unit_progress(workdir: Path, started: float) -> tuple[dict, float]:
+    """(the line to show, the share of the unit done) from the logs this run wrote (`_since` `started`): a staged
+    unit's share is its stages' fractions weighted by their weights, and its line the newest stage's with "stage";
+    any other unit's is its newest log's."""
+    stages = read_stages(workdir) if workdir.is_dir() else []
+    if not stages:
+        line = last_line(workdir) if workdir.is_dir() and _since(workdir, started) else {}
+        return line, fraction(line)
+    total, done, newest, newest_time = sum(w for _, w in stages), 0.0, {}, -1.0
+    for name, weight in stages:
+        folder = workdir / name
+        if not (folder.is_dir() and _since(folder, started)):
+            continue
+        line = last_line(folder)
+        done += weight * fraction(line)
+        when = max((p.stat().st_mtime for p in folder.glob("**/train.jsonl")), default=0.0)
+        if line and when >= newest_time:
+            newest, newest_time = {**line, "stage": name}, when
+    return newest, done / total
+
+
 def fraction(line: dict) -> float:
     steps = line.get("steps") or 0
     return min(1.0, line.get("step", 0) / steps) if steps else 0.0
@@ -61,7 +86,8 @@ def fraction(line: dict) -> float:
 def describe(line: dict) -> str:
     if not line:
         return "starting"
-    text = f"epoch {line.get('epoch', '?')}/{line.get('epochs', '?')}"
+    text = f"{line['stage']}: " if line.get("stage") else ""
+    text += f"epoch {line.get('epoch', '?')}/{line.get('epochs', '?')}"
     if fraction(line) >= 1.0:
         return text + ", evaluating"
     loss = line.get("loss")
@@ -168,14 +194,17 @@ class RunMonitor:
         for unit in self.units.values():
             if unit.done:
                 continue
-            unit.last = last_line(unit.workdir) if unit.workdir.is_dir() and _since(unit.workdir, self.started) else {}
+            unit.last, unit.done_share = unit_progress(unit.workdir, self.started)
             if not unit.last:
                 continue
-            running += fraction(unit.last)
+            running += unit.done_share
             if self.live:
+                staged = bool(unit.last.get("stage"))  # a staged unit's bar: percent of the unit, not the stage's steps
+                total = 100 if staged else unit.last.get("steps") or 1
+                completed = round(100 * unit.done_share) if staged else unit.last.get("step", 0)
                 if unit.task is None:
-                    unit.task = self.progress.add_task(escape(unit.label), total=unit.last.get("steps") or 1, status="")
-                self.progress.update(unit.task, completed=unit.last.get("step", 0), status=escape(describe(unit.last)))
+                    unit.task = self.progress.add_task(escape(unit.label), total=total, status="")
+                self.progress.update(unit.task, total=total, completed=completed, status=escape(describe(unit.last)))
         progress = self.completed + running
         elapsed = time.time() - self.started
         self.load = self.load_source()

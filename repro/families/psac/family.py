@@ -37,6 +37,7 @@ from repro.families.psac.synthetic import GeneratorConfig, generate
 from repro.families.psac.tasks import column_step, epoch_seconds, run_task
 from repro.paths import data_dir
 from repro.specs import Spec
+from repro.train.stage_plan import write_stages
 
 # --- data ---------------------------------------------------------------------------------------
 
@@ -121,10 +122,13 @@ def run_ensemble(ctxs: list[RunContext]) -> list[RowRun]:
     root, store = ctx.data["root"], frame_store(ctx)  # the question files prepared once per run; the row's frames
     metrics: list[dict[str, float]] = [{} for _ in ctxs]
     per_task: list[dict[str, Any]] = [{} for _ in ctxs]
+    trained = [c.key for c in ctx.spec.columns if c.key in TASKS and c.metric in ("accuracy", "mse")]
+    trained = [t for t in trained if ctx.part is None or t == ctx.part]  # a job of one task: the others are others'
+    stages = [(task, stage_weight(ctx, task, root)) for task in trained]
+    for c in ctxs:  # what `repro run`'s progress counts: each task's share of the unit
+        write_stages(c.workdir, stages)
     for col in ctx.spec.columns:
-        if col.key not in TASKS or col.metric not in ("accuracy", "mse"):
-            continue
-        if ctx.part is not None and col.key != ctx.part:  # a job of one task: the others are other jobs'
+        if col.key not in trained or col.metric not in ("accuracy", "mse"):
             continue
         for k, result in enumerate(run_task(ctxs, col.key, root, store)):
             per_task[k][col.key] = result
@@ -147,6 +151,23 @@ def run_ensemble(ctxs: list[RunContext]) -> list[RowRun]:
         split = "test (generated)" if c.generated else "test"
         runs.append(RowRun(metrics=m, split=split, training=training, extra=extra))
     return runs
+
+
+def stage_weight(ctx: RunContext, task: str, root: Path) -> float:
+    """A task's planned optimisation steps in the unit (its recipe's epochs x its Train questions, counted in the
+    question file, over the batch): its share of the unit's work for `repro run`'s progress."""
+    from repro.datasets.tgif import file_name
+    from repro.families.psac.tasks import recipe_overrides
+
+    recipe = ctx.recipe(overrides=recipe_overrides(ctx, task), loss="per-task")
+    try:
+        with open(Path(root) / file_name("train", task), "rb") as handle:
+            questions = max(0, sum(1 for _ in handle) - 1)  # less the header line
+    except OSError:
+        questions = 1
+    if ctx.limit:
+        questions = min(questions, ctx.limit)
+    return float(recipe.epochs * -(-max(questions, 1) // recipe.batch_size))
 
 
 def parts(spec: Spec, row, scale: str) -> dict[str, Resources]:

@@ -123,16 +123,16 @@ def score(ctx: RunContext, model: nn.Module, state, data: Splits, recipe) -> Row
     from repro.utils import write_json_atomic
 
     config = as_config(ctx.config)
-    scores = _val_scores(data.val, _answers(model, data.val, config.beam, recipe, ctx.progress))
+    scores = val_scores(data.val, split_answers(model, data.val, config.beam, recipe, ctx.progress))
     if is_main_process():
         write_json_atomic(ctx.workdir / VAL_SCORES, {str(q): v for q, v in scores.items()})
     baseline = None if config.arch == "m4c" or ctx.weights is not None else (lambda: _baseline_scores(ctx, data))
     metrics = _columns(ctx, data.val, scores, baseline)
     run = RowRun(metrics=metrics, split="val", training=None if state is None else state.summary())
-    by_kind = _per_kind(data.val, scores)
+    by_kind = per_kind(data.val, scores)
     if by_kind:
         run.extra["per_question_kind"] = by_kind
-    test = _answers(model, data.test, config.beam, recipe, ctx.progress)
+    test = split_answers(model, data.test, config.beam, recipe, ctx.progress)
     run.predictions.append(str(_write_test_predictions(ctx, test)))
     return run
 
@@ -140,7 +140,7 @@ def score(ctx: RunContext, model: nn.Module, state, data: Splits, recipe) -> Row
 VAL_SCORES = "val_scores.json"
 
 
-def _answers(model, dataset, beam: int, recipe, progress: bool) -> dict[int, tuple[str, bool]]:
+def split_answers(model, dataset, beam: int, recipe, progress: bool) -> dict[int, tuple[str, bool]]:
     """{question_id: (answer, copied from an OCR token)} of a split."""
     from repro.train import predict
 
@@ -156,7 +156,7 @@ def _answers(model, dataset, beam: int, recipe, progress: bool) -> dict[int, tup
     return {int(q): dataset.answer_of(index[int(q)], row.long().tolist()) for q, row in zip(ids.tolist(), indices)}
 
 
-def _val_scores(dataset, answers: dict[int, tuple[str, bool]]) -> dict[int, dict[str, Any]]:
+def val_scores(dataset, answers: dict[int, tuple[str, bool]]) -> dict[int, dict[str, Any]]:
     """Per val question: answer, copied, TextVQA score (percent)."""
     from repro.metrics import textvqa
 
@@ -171,7 +171,7 @@ def _val_scores(dataset, answers: dict[int, tuple[str, bool]]) -> dict[int, dict
     return out
 
 
-def _per_kind(val, scores: dict[int, dict[str, Any]]) -> dict[str, float]:
+def per_kind(val, scores: dict[int, dict[str, Any]]) -> dict[str, float]:
     """Accuracy per kind of generated question (spatial, control); empty for real data, which has no kinds."""
     kinds: dict[str, list[float]] = {}
     for q in val.questions:
@@ -243,7 +243,7 @@ def _baseline_scores(ctx: RunContext, data: Splits) -> dict[int, dict[str, Any]]
     model = build_model(config, len(data.vocab), sizes=data.sizes, bert_weights=data.bert)
     workdir = ctx.workdir / "baseline"
     fit(model, data.train, recipe, workdir, loss_step=decoding_bce, resume=ctx.resume, progress=ctx.progress)
-    return _val_scores(data.val, _answers(model, data.val, config.beam, recipe, False))
+    return val_scores(data.val, split_answers(model, data.val, config.beam, recipe, False))
 
 
 # --- compute rows (Section 6 subsets) ------------------------------------------------------------

@@ -5,7 +5,7 @@ from repro.specs import resolve, scale_settings
 from tests.families.mechanism_table import readme_rows, specs_with_claims
 
 README = "repro/families/sa_m4c/README.md"
-TABLES = ("sa-m4c-table2-ablations", "sa-m4c-table1-textvqa", "sa-m4c-table3-stvqa")
+TABLES = ("sa-m4c-table2-ablations", "sa-m4c-table1-textvqa", "sa-m4c-table3-stvqa", "sa-m4c-control-spatial")
 
 
 def test_readme_shares_are_the_generators():
