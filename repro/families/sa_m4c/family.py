@@ -13,23 +13,18 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
-import torch
 from torch import nn
 
 from repro.errors import ReproError
 from repro.families.base import Hooks, RowRun, RunContext, share_of_hours, train_units
 from repro.families.sa_m4c.build import ARCHS, as_config, build_model, describe, example_batch, gpu_hours, paper_data
 from repro.families.sa_m4c.model import decoding_bce
+from repro.families.sa_m4c.scoring import per_kind, split_answers, val_scores
 from repro.families.sa_m4c.splits import Splits, read_splits
 from repro.families.sa_m4c.synthetic import GeneratorConfig
 from repro.specs import Row, Spec
 
 # --- training and prediction steps ---------------------------------------------------------------
-
-
-def predict_step(model: nn.Module, batch: dict[str, torch.Tensor], beam: int = 1) -> torch.Tensor:
-    """The decoded indices into vocabulary ‖ OCR, [B, steps] (as floats, the trainer's output type)."""
-    return model.decode(batch, beam).float()
 
 
 def train_recipe(ctx: RunContext):
@@ -138,46 +133,6 @@ def score(ctx: RunContext, model: nn.Module, state, data: Splits, recipe) -> Row
 
 
 VAL_SCORES = "val_scores.json"
-
-
-def split_answers(model, dataset, beam: int, recipe, progress: bool) -> dict[int, tuple[str, bool]]:
-    """{question_id: (answer, copied from an OCR token)} of a split."""
-    from repro.train import predict
-
-    ids, indices = predict(
-        model,
-        dataset,
-        recipe.eval_batch_size or recipe.batch_size,
-        predict_step=lambda m, b: predict_step(m, b, beam),
-        progress=progress,
-        num_workers=recipe.num_workers,
-    )
-    index = {q["question_id"]: k for k, q in enumerate(dataset.questions)}
-    return {int(q): dataset.answer_of(index[int(q)], row.long().tolist()) for q, row in zip(ids.tolist(), indices)}
-
-
-def val_scores(dataset, answers: dict[int, tuple[str, bool]]) -> dict[int, dict[str, Any]]:
-    """Per val question: answer, copied, TextVQA score (percent)."""
-    from repro.metrics import textvqa
-
-    out = {}
-    for q in dataset.questions:
-        answer, copied = answers[q["question_id"]]
-        out[q["question_id"]] = {
-            "answer": answer,
-            "copied": copied,
-            "score": 100 * textvqa.score_one(answer, q["answers"]),
-        }
-    return out
-
-
-def per_kind(val, scores: dict[int, dict[str, Any]]) -> dict[str, float]:
-    """Accuracy per kind of generated question (spatial, control); empty for real data, which has no kinds."""
-    kinds: dict[str, list[float]] = {}
-    for q in val.questions:
-        if "question_kind" in q:
-            kinds.setdefault(str(q["question_kind"]), []).append(scores[q["question_id"]]["score"])
-    return {kind: sum(v) / len(v) for kind, v in sorted(kinds.items())}
 
 
 def _write_test_predictions(ctx: RunContext, answers: dict[int, tuple[str, bool]]) -> Path:

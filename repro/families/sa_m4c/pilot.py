@@ -34,26 +34,21 @@ def spec_scene(image_id: str, train_images: int) -> bool:
 
 def heldout_scores(model, dataset, recipe, beam: int) -> dict[str, float]:
     """TextVQA accuracy on `dataset` (the held-out questions), all of them ("All") and per question kind."""
-    family = _family()
-    scores = family.val_scores(dataset, family.split_answers(model, dataset, beam, recipe, False))
+    from repro.families.sa_m4c.scoring import per_kind, split_answers, val_scores
+
+    scores = val_scores(dataset, split_answers(model, dataset, beam, recipe, False))
     out = {"All": sum(s["score"] for s in scores.values()) / max(len(scores), 1)}
-    return {k: round(v, 3) for k, v in {**out, **family.per_kind(dataset, scores)}.items()}
-
-
-def _family():
-    """sa-m4c's family module (family.py), as the family table loads it."""
-    from repro.families import by_paper, implementation
-
-    return implementation(by_paper("sa-m4c"))
+    return {k: round(v, 3) for k, v in {**out, **per_kind(dataset, scores)}.items()}
 
 
 def run_pilot(
     spec_id: str, rows: list[str], seeds: list[int], heldout_images: int, every: int, overrides: list[str], emit
 ) -> None:
     """`emit` one dict per evaluation of each (row, seed), as it is made, then one summary per (row, seed)."""
+    from repro.families import by_paper, implementation
     from repro.specs import resolve
 
-    prepare_data = _family().prepare_data
+    prepare_data = implementation(by_paper("sa-m4c")).prepare_data  # family.py, loaded by the family table
     spec = resolve(spec_id)
     train_images, enlarged, data = pilot.heldout_data(spec, overrides, "train_images", heldout_images, prepare_data)
     for name in rows:
@@ -65,7 +60,7 @@ def pilot_unit(spec, row, seed: int, settings: dict[str, Any], data: dict, held:
     """One (row, seed) trained `every` epochs at a time (a resumed run continues exactly where it stopped), scored
     on the held-out scenes after every stretch; then its summary."""
     from repro.families.base import RunContext
-    from repro.families.sa_m4c.build import as_config
+    from repro.families.sa_m4c.build import as_config, build_model
     from repro.families.sa_m4c.model import decoding_bce
     from repro.families.sa_m4c.splits import read_splits
     from repro.train import fit
@@ -88,9 +83,9 @@ def pilot_unit(spec, row, seed: int, settings: dict[str, Any], data: dict, held:
         train = splits.train
         ocr = as_config(ctx.config).ocr
         fitted, heldout = (_part(train, own, train_images, data, ocr) for own in (True, False))
-        recipe = _family().train_recipe(ctx)
+        recipe = ctx.recipe(train_splits=("train",))  # the recipe `repro run` trains the row by (family.py)
         seed_everything(seed)
-        model = _family().build(ctx, splits)
+        model = build_model(ctx.config, len(splits.vocab), sizes=splits.sizes, bert_weights=splits.bert)
         beam = as_config(ctx.config).beam
         curve: list[dict[str, Any]] = []
         spent = {"train": 0.0, "evaluate": 0.0}
