@@ -96,6 +96,11 @@ def test_smoke_run_fills_every_task_column(sandbox, runner):
     assert 0 <= record["metrics"]["Count"] <= 81
     per_task = record["extra"]["train"][0]["per_task"]
     assert sorted(per_task) == sorted(tgif.TASKS) and all(t["steps"] > 0 for t in per_task.values())
+    # the unit's stage plan (what `repro run`'s progress reads): each task's planned steps, the steps it then trained
+    (plan,) = (sandbox / "data").rglob("stages.json")
+    stages = json.loads(plan.read_text())["stages"]
+    assert [name for name, _ in stages] == ["action", "transition", "frameqa", "count"]
+    assert {name: weight for name, weight in stages} == {t: float(v["steps"]) for t, v in per_task.items()}
     # s/epoch: timed steps extrapolated to an epoch of the real train split (the spec's counts)
     timed = record["extra"]["epoch_time"][0]
     assert timed["action"]["steps_per_epoch"] == 640 and timed["transition"]["steps_per_epoch"] == 1647
