@@ -90,6 +90,23 @@ def parser(prog: str, doc: str | None, seeds: str) -> argparse.ArgumentParser:
     return out
 
 
+def images_main(prog: str, doc: str | None, seeds: str, run_pilot, argv: list[str] | None) -> int:
+    """`main` of a pilot that holds out extra train scenes: `--heldout-images` (500), an evaluation every 2 epochs
+    unless `--every` says otherwise, at least one row, one thread; then `run_pilot(spec, rows, seeds, heldout_images,
+    every, overrides, emit)`."""
+    out = parser(prog, doc, seeds=seeds)
+    out.add_argument("--heldout-images", type=int, default=500)
+    out.set_defaults(every=2)
+
+    def run(args) -> None:
+        rows = [r.strip() for r in names(args.rows) if r.strip()]
+        if not rows or args.heldout_images < 1:
+            raise ReproError("pilot: --rows names at least one row and --heldout-images is at least 1")
+        run_pilot(args.spec, rows, seed_list(args.seeds), args.heldout_images, args.every, args.overrides, print_line)
+
+    return run_main(out, argv, run, threads=1)
+
+
 def names(text: str) -> list[str]:
     """`a,b` as ["a", "b"], empty parts left out."""
     return [part for part in text.split(",") if part]

@@ -479,3 +479,19 @@ def hooks_of(arch: str) -> Hooks:
     from repro import families
 
     return families.implementation(families.by_arch(arch))
+
+
+def pilot_context(spec, row, seed: int, settings: dict[str, Any], workdir, data, config=None):
+    """The RunContext a pilot trains one (row, seed) in: the synthetic scale, the given settings and data, no progress
+    bars; `config` in place of the row's where given."""
+    return RunContext(
+        spec=spec,
+        row=row,
+        config=row.config if config is None else config,
+        scale="synthetic",
+        settings=settings,
+        seed=seed,
+        workdir=Path(workdir),
+        progress=False,
+        data=data,
+    )

@@ -25,6 +25,7 @@ from typing import Any
 
 from repro import pilot
 from repro.errors import ReproError
+from repro.families.base import pilot_context
 
 
 def heldout_scores(model, dataset, indices, answer_vocab, gold, recipe, rel_ids: set[int]) -> dict[str, Any]:
@@ -86,24 +87,13 @@ def pilot_unit(spec, row, seed: int, settings: dict[str, Any], data: dict, held:
     import torch
     from torch.utils.data import Subset
 
-    from repro.families.base import RunContext
     from repro.families.dsganet import build
     from repro.families.dsganet import data as dsg_data
     from repro.train import fit
     from repro.train.trainer import seed_everything
 
     with tempfile.TemporaryDirectory() as work:
-        ctx = RunContext(
-            spec=spec,
-            row=row,
-            config=row.config,
-            scale="synthetic",
-            settings=settings,
-            seed=seed,
-            workdir=Path(work),
-            progress=False,
-            data=data,
-        )
+        ctx = pilot_context(spec, row, seed, settings, work, data)
         train = dsg_data.splits(ctx).train
         # image ids count up from 1 over the train scenes in the order drawn: the spec's own come first
         fit_idx = [i for i, image in enumerate(train.image_ids) if int(image) <= held.train_images]

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from repro import pilot
-from repro.errors import ReproError
+from repro.families.base import pilot_context
 
 COLUMNS = {"All": "overall", "Y/N": "yes/no", "Num": "number", "Other": "other"}
 
@@ -70,7 +70,6 @@ def pilot_row(spec, row, seeds: list[int], settings: dict[str, Any], data: dict,
     each scored on the held-out scenes after every stretch; then one summary per seed."""
     from torch.utils.data import Subset
 
-    from repro.families.base import RunContext
     from repro.families.mcan_pa import build
     from repro.families.mcan_pa import data as mcan_data
     from repro.families.mcan_pa.config import McanConfig
@@ -80,20 +79,7 @@ def pilot_row(spec, row, seeds: list[int], settings: dict[str, Any], data: dict,
 
     train_images, gold, every = held
     with tempfile.TemporaryDirectory() as work:
-        ctxs = [
-            RunContext(
-                spec=spec,
-                row=row,
-                config=row.config,
-                scale="synthetic",
-                settings=settings,
-                seed=seed,
-                workdir=Path(work) / f"seed{seed}",
-                progress=False,
-                data=data,
-            )
-            for seed in seeds
-        ]
+        ctxs = [pilot_context(spec, row, seed, settings, Path(work) / f"seed{seed}", data) for seed in seeds]
         train = mcan_data.scenes(ctxs[0]).train
         # image ids count up from 1 over the train scenes in the order drawn: the spec's own come first
         images = [int(i) for i in train.image_ids]
@@ -146,18 +132,7 @@ def pilot_row(spec, row, seeds: list[int], settings: dict[str, Any], data: dict,
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = pilot.parser("python -m repro.families.mcan_pa.pilot", __doc__, seeds="0,1")
-    parser.add_argument("--heldout-images", type=int, default=500)
-    parser.set_defaults(every=2)
-
-    def run(args) -> None:
-        rows = [r.strip() for r in pilot.names(args.rows) if r.strip()]
-        if not rows or args.heldout_images < 1:
-            raise ReproError("pilot: --rows names at least one row and --heldout-images is at least 1")
-        seeds = pilot.seed_list(args.seeds)
-        run_pilot(args.spec, rows, seeds, args.heldout_images, args.every, args.overrides, pilot.print_line)
-
-    return pilot.run_main(parser, argv, run, threads=1)
+    return pilot.images_main("python -m repro.families.mcan_pa.pilot", __doc__, "0,1", run_pilot, argv)
 
 
 if __name__ == "__main__":

@@ -31,6 +31,7 @@ from typing import Any
 
 from repro import pilot
 from repro.errors import ReproError
+from repro.families.base import pilot_context
 
 SECTIONS = ("generator", "recipe", "sizes", "task_recipe", "model")
 REFERENCES = ("conv3", "bag")
@@ -102,7 +103,6 @@ def pilot_unit(spec, row, model_overrides, seed, task, settings, data, heldout, 
     import torch
     from torch.utils.data import Subset
 
-    from repro.families.base import RunContext
     from repro.families.psac.build import loss_step, predict_step, score
     from repro.families.psac.config import PSACConfig, for_scale
     from repro.families.psac.tasks import task_inputs
@@ -113,17 +113,7 @@ def pilot_unit(spec, row, model_overrides, seed, task, settings, data, heldout, 
     videos = int(generator["train_videos"]) + int(generator["test_videos"])
     config = PSACConfig.model_validate({**row.config.model_dump(exclude_unset=True), **model_overrides})
     with tempfile.TemporaryDirectory() as work:
-        ctx = RunContext(
-            spec=spec,
-            row=row,
-            config=for_scale(config, "synthetic"),
-            scale="synthetic",
-            settings=settings,
-            seed=seed,
-            workdir=Path(work),
-            progress=False,
-            data=data,
-        )
+        ctx = pilot_context(spec, row, seed, settings, work, data, config=for_scale(config, "synthetic"))
         split, recipes, models = task_inputs([ctx], task, data["root"])
         train, recipe, net = split["Train"], recipes[0], models[0]
         if reference is not None:  # initialised from the seed alone, whatever the row

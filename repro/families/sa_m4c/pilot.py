@@ -19,11 +19,10 @@ showed); nothing they print is a result.
 from __future__ import annotations
 
 import tempfile
-from pathlib import Path
 from typing import Any
 
 from repro import pilot
-from repro.errors import ReproError
+from repro.families.base import pilot_context
 
 
 def spec_scene(image_id: str, train_images: int) -> bool:
@@ -59,7 +58,6 @@ def run_pilot(
 def pilot_unit(spec, row, seed: int, settings: dict[str, Any], data: dict, held: tuple, emit) -> None:
     """One (row, seed) trained `every` epochs at a time (a resumed run continues exactly where it stopped), scored
     on the held-out scenes after every stretch; then its summary."""
-    from repro.families.base import RunContext
     from repro.families.sa_m4c.build import as_config, build_model
     from repro.families.sa_m4c.model import decoding_bce
     from repro.families.sa_m4c.splits import read_splits
@@ -68,17 +66,7 @@ def pilot_unit(spec, row, seed: int, settings: dict[str, Any], data: dict, held:
 
     train_images, every = held
     with tempfile.TemporaryDirectory() as work:
-        ctx = RunContext(
-            spec=spec,
-            row=row,
-            config=row.config,
-            scale="synthetic",
-            settings=settings,
-            seed=seed,
-            workdir=Path(work),
-            progress=False,
-            data=data,
-        )
+        ctx = pilot_context(spec, row, seed, settings, work, data)
         splits = read_splits(ctx)
         train = splits.train
         ocr = as_config(ctx.config).ocr
@@ -148,18 +136,7 @@ def _part(train, own: bool, train_images: int, data: dict, ocr_system: str):
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = pilot.parser("python -m repro.families.sa_m4c.pilot", __doc__, seeds="0")
-    parser.add_argument("--heldout-images", type=int, default=500)
-    parser.set_defaults(every=2)
-
-    def run(args) -> None:
-        rows = [r.strip() for r in pilot.names(args.rows) if r.strip()]
-        if not rows or args.heldout_images < 1:
-            raise ReproError("pilot: --rows names at least one row and --heldout-images is at least 1")
-        seeds = pilot.seed_list(args.seeds)
-        run_pilot(args.spec, rows, seeds, args.heldout_images, args.every, args.overrides, pilot.print_line)
-
-    return pilot.run_main(parser, argv, run, threads=1)
+    return pilot.images_main("python -m repro.families.sa_m4c.pilot", __doc__, "0", run_pilot, argv)
 
 
 if __name__ == "__main__":
