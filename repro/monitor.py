@@ -68,11 +68,11 @@ def unit_progress(workdir: Path, started: float) -> tuple[dict, float]:
     total, done, newest, newest_time = sum(w for _, w in stages), 0.0, {}, -1.0
     for name, weight in stages:
         folder = workdir / name
-        if not (folder.is_dir() and _since(folder, started)):
+        when = _newest_log(folder)
+        if when < started - 1:  # not begun in this run
             continue
         line = last_line(folder)
         done += weight * fraction(line)
-        when = max((p.stat().st_mtime for p in folder.glob("**/train.jsonl")), default=0.0)
         if line and when >= newest_time:
             newest, newest_time = {**line, "stage": name}, when
     return newest, done / total
@@ -222,7 +222,12 @@ class RunMonitor:
 
 def _since(workdir: Path, started: float) -> bool:
     """Only logs this run writes count (a finished earlier run's log is not progress)."""
+    return _newest_log(workdir) >= started - 1
+
+
+def _newest_log(workdir: Path) -> float:
+    """The latest modification time of a train.jsonl under `workdir` (-inf: none, or the folder is not there)."""
     try:
-        return any(p.stat().st_mtime >= started - 1 for p in workdir.glob("**/train.jsonl"))
+        return max((p.stat().st_mtime for p in workdir.glob("**/train.jsonl")), default=float("-inf"))
     except OSError:
-        return False
+        return float("-inf")

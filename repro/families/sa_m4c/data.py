@@ -266,6 +266,7 @@ class TextVQADataset(Dataset):
         self.s, self.graph, self.seed = sizes, graph, seed
         self.overlap_iou, self.distance_threshold = overlap_iou, distance_threshold
         self.ready = None  # ready.ReadyItems once `hold_ready` ran: items served from stacked tensors
+        self.ready_source: tuple[Path | None, dict[str, Path]] | None = None  # hold_ready's arguments
         missing = [q["image_id"] for q in questions if q["image_id"] not in features.ocr]
         if missing:
             raise ReproError(f"{len(missing)} question images have no OCR record (e.g. {missing[0]})")
@@ -287,6 +288,25 @@ class TextVQADataset(Dataset):
         from repro.families.sa_m4c.ready import ready_items
 
         self.ready = ready_items(self, cache_dir, inputs)
+        self.ready_source = (cache_dir, inputs)
+
+    def subset(self, questions: list[dict[str, Any]]) -> TextVQADataset:
+        """The same split's features, vocabularies, sizes and graph over `questions` (some of this split's), held as
+        ready tensors where this one is."""
+        out = TextVQADataset(
+            questions,
+            self.features,
+            self.tokenizer,
+            self.answer_vocab,
+            self.s,
+            graph=self.graph,
+            seed=self.seed,
+            overlap_iou=self.overlap_iou,
+            distance_threshold=self.distance_threshold,
+        )
+        if self.ready_source is not None:
+            out.hold_ready(*self.ready_source)
+        return out
 
     def _boxes(self, index: int) -> tuple[np.ndarray, dict[str, Any], int]:
         """(objects ‖ OCR boxes [n_obj + n_ocr, 4] normalised, zeros for padding; the object record; its count)."""

@@ -67,14 +67,16 @@ def pilot_unit(spec, row, seed: int, settings: dict[str, Any], data: dict, held:
     train_images, every = held
     with tempfile.TemporaryDirectory() as work:
         ctx = pilot_context(spec, row, seed, settings, work, data)
+        config = as_config(ctx.config)
         splits = read_splits(ctx)
-        train = splits.train
-        ocr = as_config(ctx.config).ocr
-        fitted, heldout = (_part(train, own, train_images, data, ocr) for own in (True, False))
+        train = splits.train  # the spec's own scenes are trained on, the extra ones scored
+        fitted, heldout = (
+            train.subset([q for q in train.questions if spec_scene(q["image_id"], train_images) == own])
+            for own in (True, False)
+        )
         recipe = ctx.recipe(train_splits=("train",))  # the recipe `repro run` trains the row by (family.py)
         seed_everything(seed)
-        model = build_model(ctx.config, len(splits.vocab), sizes=splits.sizes, bert_weights=splits.bert)
-        beam = as_config(ctx.config).beam
+        model = build_model(config, len(splits.vocab), sizes=splits.sizes, bert_weights=splits.bert)
         curve: list[dict[str, Any]] = []
         spent = {"train": 0.0, "evaluate": 0.0}
         for upto in [*range(every, recipe.epochs, every), recipe.epochs]:
@@ -85,7 +87,9 @@ def pilot_unit(spec, row, seed: int, settings: dict[str, Any], data: dict, held:
             )  # fmt: skip
             spent["train"] += pilot.cpu_seconds() - started
             started = pilot.cpu_seconds()
-            curve.append({"row": row.name, "seed": seed, "epoch": upto, **heldout_scores(model, heldout, recipe, beam)})
+            curve.append(
+                {"row": row.name, "seed": seed, "epoch": upto, **heldout_scores(model, heldout, recipe, config.beam)}
+            )
             model.train()
             spent["evaluate"] += pilot.cpu_seconds() - started
             emit(curve[-1])
@@ -108,31 +112,6 @@ def pilot_unit(spec, row, seed: int, settings: dict[str, Any], data: dict, held:
             "cpu_s": {k: round(v, 1) for k, v in spent.items()},
         }
     )
-
-
-def _part(train, own: bool, train_images: int, data: dict, ocr_system: str):
-    """The train set's questions of the spec's own scenes (`own`) or of the extra ones, as a dataset of its own
-    (its items held as ready tensors beside the data, like the splits')."""
-    questions = [q for q in train.questions if spec_scene(q["image_id"], train_images) == own]
-    from repro.families.sa_m4c.data import OCR_FILES, TextVQADataset
-
-    out = TextVQADataset(
-        questions,
-        train.features,
-        train.tokenizer,
-        train.answer_vocab,
-        train.s,
-        graph=train.graph,
-        seed=train.seed,
-        overlap_iou=train.overlap_iou,
-        distance_threshold=train.distance_threshold,
-    )
-    root = data["root"]
-    files = {k: data[k] for k in ("words", "answer_vocab", "bert_vocab")}
-    ocr = root / OCR_FILES[ocr_system].format(split="train")
-    files.update(ocr=ocr, objects=root / "train.objects.store", regions=root / "train.ocr.store")
-    out.hold_ready(root / "ready", files)
-    return out
 
 
 def main(argv: list[str] | None = None) -> int:
