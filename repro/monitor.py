@@ -94,9 +94,19 @@ def describe(line: dict) -> str:
     return text + (f", loss {loss:.4g}" if isinstance(loss, (int, float)) else "")
 
 
-def eta(elapsed: float, done: float, total: int, load: machine.Load | None = None) -> str:
-    """`ETA 0:11:45` from the rate so far; on a busy machine also the load and how much it stretches the time."""
-    text = "ETA –" if done <= 0 or total <= 0 else f"ETA {_clock(elapsed / done * (total - done))}"
+RATE_AFTER_S = 20.0  # seconds of progress watched before an ETA is given
+
+
+def eta(
+    elapsed: float, done: float, total: int, load: machine.Load | None = None, since: tuple[float, float] = (0.0, 0.0)
+) -> str:
+    """`ETA 0:11:45` from the rate since progress was first seen (`since`: the elapsed seconds and units done then),
+    so that a run's start-up (generating data, building models) is not taken for the pace of its training; `ETA –`
+    until progress has been watched for RATE_AFTER_S seconds. On a busy machine also the load and how much it
+    stretches the time."""
+    seconds, gained = elapsed - since[0], done - since[1]
+    known = total > 0 and gained > 0 and seconds >= RATE_AFTER_S
+    text = f"ETA {_clock(seconds / gained * (total - done))}" if known else "ETA –"
     return text + (f" ({busy_words(load)})" if load is not None and load.busy else "")
 
 
@@ -119,8 +129,12 @@ class RunMonitor:
         units: dict[tuple[str, int], Unit],
         heartbeat_s: float = 60.0,
         load: Callable[[], machine.Load | None] = machine.current,
+        clock: Callable[[], float] = time.monotonic,
     ):
         self.console = console
+        self.clock = clock  # elapsed time and the ETA's rate (a fake one in tests)
+        self.clock_started = clock()
+        self.first_progress: tuple[float, float] | None = None  # (elapsed, units done) when progress was first seen
         self.load_source = load  # the machine's load, read at each refresh (a fake one in tests)
         self.load: machine.Load | None = None
         self.units = units
@@ -206,17 +220,20 @@ class RunMonitor:
                     unit.task = self.progress.add_task(escape(unit.label), total=total, status="")
                 self.progress.update(unit.task, total=total, completed=completed, status=escape(describe(unit.last)))
         progress = self.completed + running
-        elapsed = time.time() - self.started
+        elapsed = self.clock() - self.clock_started
+        if self.first_progress is None and progress > 0:
+            self.first_progress = (elapsed, progress)
         self.load = self.load_source()
-        status = eta(elapsed, progress, self.total, self.load)
+        status = eta(elapsed, progress, self.total, self.load, self.first_progress or (0.0, 0.0))
         self.progress.update(self.overall, completed=self.completed, status=escape(status))
         self.fraction_done = progress
 
     def status_line(self) -> str:
-        elapsed = time.time() - self.started
+        elapsed = self.clock() - self.clock_started
         running = [f"{u.label}: {describe(u.last)}" for u in self.units.values() if not u.done and u.last]
         head = f"[{self.completed}/{self.total} units, {_clock(elapsed)} elapsed, "
-        head += eta(elapsed, getattr(self, "fraction_done", 0.0), self.total, self.load) + "]"
+        since = self.first_progress or (0.0, 0.0)
+        head += eta(elapsed, getattr(self, "fraction_done", 0.0), self.total, self.load, since) + "]"
         return " ".join([head, "; ".join(running)]).strip()
 
 

@@ -1,0 +1,42 @@
+"""`repro run`'s ETA counts the pace of training from when progress was first seen: a run that spent ten minutes
+generating its data before its first step is not estimated as if every step were that slow (the clock is a fake
+one here: no test reads the time)."""
+
+from __future__ import annotations
+
+import json
+
+from rich.console import Console
+
+from repro.monitor import RATE_AFTER_S, RunMonitor, Unit, eta
+
+
+def _write(folder, step: int, steps: int = 100) -> None:
+    line = {"epoch": 1, "epochs": 1, "step": step, "steps": steps, "loss": 0.5}
+    (folder / "train.jsonl").write_text(json.dumps(line) + "\n")
+
+
+def test_the_rate_is_measured_from_the_first_progress_not_from_the_start():
+    assert eta(660, 0.11, 1, since=(600, 0.01)) == "ETA 0:08:54"  # 0.10 of the run in 60 s, 0.89 to go
+    assert eta(660, 0.11, 1) == "ETA 1:29:00"  # counting the 600 s of start-up as training's pace
+    assert eta(600 + RATE_AFTER_S - 1, 0.5, 1, since=(600, 0.01)) == "ETA –"  # watched too briefly to say
+    assert eta(700, 0.01, 1, since=(600, 0.01)) == "ETA –"  # no progress since it was first seen
+
+
+def test_a_run_with_a_long_start_up_gets_an_estimate_from_its_training(tmp_path):
+    folder = tmp_path / "seed0"
+    folder.mkdir()
+    now = [0.0]
+    units = {("MCAN", 0): Unit("MCAN s0", folder)}
+    console = Console(record=True, width=300, force_terminal=False)
+    with RunMonitor(console, units, heartbeat_s=3600, load=lambda: None, clock=lambda: now[0]) as monitor:
+        now[0] = 600.0  # ten minutes of data generation: no log yet
+        monitor._refresh()
+        assert "0/1 units, 0:10:00 elapsed, ETA –]" in monitor.status_line()
+        _write(folder, step=1)
+        monitor._refresh()  # the first step: progress seen, too early for a rate
+        assert "ETA –" in monitor.status_line()
+        now[0] = 660.0
+        _write(folder, step=11)
+        monitor._refresh()
+        assert "0:11:00 elapsed, ETA 0:08:54]" in monitor.status_line()  # 10 steps a minute, 89 to go
