@@ -221,17 +221,11 @@ def training_split(ctx: RunContext, split):
     return ready_tensors(split) if ctx.generated else split
 
 
-def train_together(ctxs: list[RunContext], build, train_set, recipes: list, loss_step) -> tuple[list, list]:
-    """The models of a row's seeds, each built by `build(ctx)` after seeding with its seed (its lone run's initial
-    weights), trained together on `train_set` by their recipes (`repro.train.ensemble`); (models, TrainStates)."""
+def fit_together(models: list, ctxs: list[RunContext], train_set, recipes: list, loss_step) -> list:
+    """Built models of a row's seeds trained together on `train_set` (`repro.train.ensemble`): their TrainStates."""
     from repro.train.ensemble import fit_ensemble
-    from repro.train.trainer import seed_everything
 
-    models = []
-    for ctx in ctxs:
-        seed_everything(ctx.seed)
-        models.append(build(ctx))
-    states = fit_ensemble(
+    return fit_ensemble(
         models,
         train_set,
         recipes,
@@ -241,7 +235,6 @@ def train_together(ctxs: list[RunContext], build, train_set, recipes: list, loss
         progress=ctxs[0].progress,
         device=ctxs[0].device,
     )
-    return models, states
 
 
 def train_units(
@@ -258,32 +251,33 @@ def train_units(
     by `repro.train.fit`, several together by `repro.train.ensemble`), and scored by
     `score(ctx, model, state, data, recipe)` as a lone run would be. Devices (`ctx.device`), precision and DDP
     are the trainer's (`repro.train.trainer.fit`): the one place that moves models and batches; scoring finds
-    the model where it trained (`repro.train.predict` follows the model's device)."""
-    from repro.train import fit
+    the model where it trained (`repro.train.predict` follows the model's device). Where the family names its
+    `evaluation_fields`, rows that differ only there share one training per seed at the generated scales
+    (`repro.train.shared_training`): the first trains and stores it, the others read it and only score."""
+    from repro.train import fit, shared_training
     from repro.train.trainer import seed_everything
 
     data = splits(ctxs[0])
     recipes = [recipe(c) for c in ctxs]
     train = training_split(ctxs[0], ctxs[0].limited(data.train))
-    if len(ctxs) == 1:
-        ctx = ctxs[0]
-        seed_everything(ctx.seed)
-        model = build(ctx, data)
-        states = [
-            fit(
-                model,
-                train,
-                recipes[0],
-                ctx.workdir,
-                loss_step=loss_step,
-                resume=ctx.resume,
-                progress=ctx.progress,
-                device=ctx.device,
-            )
-        ]
-        models = [model]
+    models = []
+    for ctx in ctxs:
+        seed_everything(ctx.seed)  # its lone run's initial weights
+        models.append(build(ctx, data))
+
+    def fit_some(indices: list[int]) -> list:
+        if len(indices) == 1:
+            i = indices[0]
+            c = ctxs[i]
+            options = {"resume": c.resume, "progress": c.progress, "device": c.device}
+            return [fit(models[i], train, recipes[i], c.workdir, loss_step=loss_step, **options)]
+        chosen = [ctxs[i] for i in indices]
+        return fit_together([models[i] for i in indices], chosen, train, [recipes[i] for i in indices], loss_step)
+
+    if shared_training.applies(ctxs[0], recipes[0], train):  # rows that differ only in evaluation share a training
+        states = shared_training.train_or_read(ctxs, models, train, recipes, fit_some)
     else:
-        models, states = train_together(ctxs, lambda c: build(c, data), train, recipes, loss_step)
+        states = fit_some(list(range(len(ctxs))))
     return [score(c, m, s, data, r) for c, m, s, r in zip(ctxs, models, states, recipes)]
 
 
@@ -350,6 +344,10 @@ class Hooks:
     # processes, the cores shared between them) or 1 (one process with every thread), whichever
     # `python -m benchmarks.bench_synthetic --parallel-only` measured faster for the family (docs/benchmarks.md)
     synthetic_jobs: int = 1
+    # config fields that change how a trained network is evaluated, not how it trains (or that choose data the
+    # training key's data hash stands for): at the generated scales, rows of `train_units` that differ only there
+    # share one training per seed (`repro.train.shared_training`); None: every row trains its own
+    evaluation_fields: frozenset[str] | None = None
     # `compute: {task: ...}` rows it runs without training (dataset statistics), by task name
     compute_tasks: Mapping[str, Callable[[RunContext], RowRun]] = field(default_factory=dict)
     # `run_row` honours `ctx.limit` (`repro run --limit N`: the first N questions of each split at paper scale)

@@ -18,6 +18,7 @@ from torch import nn
 from repro.errors import ReproError
 from repro.families.base import Hooks, RowRun, RunContext, share_of_hours, train_units
 from repro.families.sa_m4c.build import ARCHS, as_config, build_model, describe, example_batch, gpu_hours, paper_data
+from repro.families.sa_m4c.config import DATA_EVAL_FIELDS
 from repro.families.sa_m4c.model import decoding_bce
 from repro.families.sa_m4c.scoring import per_kind, split_answers, val_scores
 from repro.families.sa_m4c.splits import Splits, read_splits
@@ -273,6 +274,9 @@ HOOKS = Hooks(
     run_row=run_row,
     run_ensemble=run_ensemble,
     synthetic_jobs=2,  # -j 2 over two threads: 1.20x faster (bench_synthetic --parallel-only, 2026-11-28)
+    # rows that differ only in features, ST-VQA or beam (Table 1's rows 10 and 13 are rows 8 and 11 decoded with
+    # beam 5) share one training per seed at the generated scales, where those features and data are the same
+    evaluation_fields=DATA_EVAL_FIELDS,
     compute_tasks=COMPUTE_TASKS,
     example_batch=example_batch,
     paper_data=paper_data,
