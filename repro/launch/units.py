@@ -7,6 +7,7 @@ recipe, paths, stored record) was resolved once by the plan (`repro.run.Unit`); 
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import time
 from collections.abc import Iterator
@@ -75,12 +76,13 @@ def check_ready(plan: Plan) -> None:
 
 
 def groups(plan: Plan, units: list[Unit]) -> list[list[Unit]]:
-    """The units as they run: each alone, or with `ensemble: true` a row's seeds together."""
+    """The units as they run: each alone, or with `ensemble: true` a row's seeds together; those that would read a
+    training an earlier one stores (`shared_last`) after the others."""
     ensemble = plan.settings.get("ensemble", False)
     if not isinstance(ensemble, bool):
         raise ReproError(f"{plan.spec.path}: scales.{plan.scale}.ensemble must be true or false, not {ensemble!r}")
     if not ensemble:
-        return [[unit] for unit in units]
+        return shared_last(plan, [[unit] for unit in units])
     if plan.scale == "paper":  # families' run_ensemble may assume generated data
         raise ReproError(f"{plan.spec.id}: seeds are trained together at the generated scales, not at paper scale")
     grouped: dict[str, list[Unit]] = {}
@@ -91,7 +93,28 @@ def groups(plan: Plan, units: list[Unit]) -> list[list[Unit]]:
             )
         key = unit.row.name if unit.kind == "train" else f"{unit.row.name}/{unit.seed}"
         grouped.setdefault(key, []).append(unit)
-    return list(grouped.values())
+    return shared_last(plan, list(grouped.values()))
+
+
+def shared_last(plan: Plan, grouped: list[list[Unit]]) -> list[list[Unit]]:
+    """`grouped` with each group whose rows' networks an earlier group trains (the same config less the family's
+    `evaluation_fields`, the same seeds: `repro.train.shared_training`) moved after the others, so that with -j 2
+    it reads the stored training instead of waiting on its lock while another unit could train."""
+    from repro.train.shared_training import trained_fields
+
+    if plan.scale == "paper":
+        return grouped
+    seen, first, later = set(), [], []
+    for group in grouped:
+        unit = group[0]
+        fields = getattr(unit.hooks, "evaluation_fields", None) if unit.hooks is not None else None
+        if unit.kind != "train" or fields is None:
+            first.append(group)
+            continue
+        key = (json.dumps(trained_fields(unit.row.config, fields), default=str), tuple(u.seed for u in group))
+        (later if key in seen else first).append(group)
+        seen.add(key)
+    return first + later
 
 
 def run_unit(ctx: RunContext) -> Outcome:

@@ -15,6 +15,7 @@ read it and only evaluate. What a key hashes:
           otherwise, so a key names the computation whose result it holds, bit for bit on one machine
   code    the source of that package, repro/train and repro/nn: any change to them trains again
 
+`repro run` starts the units that would read a stored training after those that train (`launch.units.shared_last`).
 A recipe cut short on purpose (`max_steps`: the regression fingerprints) and the paper scale neither read nor write
 the store. The record's `training` says which it was: `hash`, `reused` and `trained_by` (spec, row, seed, scale,
 commit) beside the steps and final loss of the training.
@@ -67,15 +68,19 @@ def code_hash(package: Path) -> str:
     return sha.hexdigest()
 
 
+def trained_fields(config: Any, fields: frozenset[str]) -> dict[str, Any]:
+    """A row's config as its training sees it: the fields less `fields` (a family's evaluation fields)."""
+    mapping = config.model_dump(mode="json") if hasattr(config, "model_dump") else dict(config or {})
+    return {k: v for k, v in sorted(mapping.items()) if k not in fields}
+
+
 def key(ctx: Any, model: nn.Module, recipe: Any, data: str, together: list[int] | None) -> tuple[str, dict[str, Any]]:
     """(hash, what it hashes) of one seed's training; `data`: the training split's `tensors_hash`; `together`: the
     seeds of its unit when they train together."""
-    fields = ctx.hooks.evaluation_fields
-    config = ctx.config.model_dump(mode="json") if hasattr(ctx.config, "model_dump") else dict(ctx.config or {})
     package = Path(sys.modules[type(model).__module__].__file__).parent
     material = {
         "family": package.name,
-        "model": {k: v for k, v in sorted(config.items()) if k not in fields},
+        "model": trained_fields(ctx.config, ctx.hooks.evaluation_fields),
         "init": tensors_hash(model.state_dict()),
         "data": data,
         "recipe": {k: v for k, v in recipe.to_json().items() if k != "path"},

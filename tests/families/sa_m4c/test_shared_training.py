@@ -64,3 +64,19 @@ def test_a_row_decoded_otherwise_reads_the_stored_training_and_trains_no_step(sa
         (sandbox / "data" / "trained" / training["8 M4C†", 0]["hash"] / "provenance.json").read_text()
     )
     assert provenance["key"]["seeds"] == [0, 1] and provenance["trained_by"]["spec"] == "sa-m4c-table1-textvqa"
+
+
+def test_rows_that_read_a_stored_training_run_after_the_rows_that_train():
+    """With -j 2, row 10 beside row 8 would wait on row 8's lock while row 11 could train: the twins go last."""
+    from repro import specs
+    from repro.launch.units import groups
+    from repro.run import make_plan
+
+    rows = ["8 M4C†", "10 M4C††", "11 SA-M4C (ours)", "13 SA-M4C (ours)"]  # the spec's order
+    for scale in ("synthetic", "smoke"):  # rows trained together, and seeds alone
+        plan = make_plan(specs.resolve("sa-m4c-table1-textvqa"), scale, row_names=rows, seeds=[0, 1])
+        order = [(group[0].row.name, len(group)) for group in groups(plan, list(plan.units))]
+        if scale == "synthetic":
+            assert order == [("8 M4C†", 2), ("11 SA-M4C (ours)", 2), ("10 M4C††", 2), ("13 SA-M4C (ours)", 2)]
+        else:
+            assert [name for name, _ in order] == [rows[0]] * 2 + [rows[2]] * 2 + [rows[1]] * 2 + [rows[3]] * 2
