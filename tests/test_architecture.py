@@ -201,7 +201,15 @@ LAYERS = (
     ("repro.train", "repro.nn", "repro.metrics", "repro.data", "repro.memory", "repro.monitor", "repro.submit"),
     ("repro.datasets", "repro.families", "repro.design"),
     ("repro.specs",),
-    ("repro.families.base", "repro.results", "repro.variants", "repro.completion"),
+    # families.base trains through shared_training, which stores in weights_store (which reads results' git commit)
+    (
+        "repro.families.base",
+        "repro.results",
+        "repro.variants",
+        "repro.completion",
+        "repro.weights_store",
+        "repro.shared_training",
+    ),
     ("repro.complexity", "repro.fingerprint", "repro.timing"),
     ("repro.run",),
     ("repro.launch", "repro.weights"),

@@ -253,8 +253,9 @@ def train_units(
     are the trainer's (`repro.train.trainer.fit`): the one place that moves models and batches; scoring finds
     the model where it trained (`repro.train.predict` follows the model's device). Where the family names its
     `evaluation_fields`, rows that differ only there share one training per seed at the generated scales
-    (`repro.train.shared_training`): the first trains and stores it, the others read it and only score."""
-    from repro.train import fit, shared_training
+    (`repro.shared_training`): the first trains and stores it, the others read it and only score."""
+    from repro import shared_training
+    from repro.train import fit
     from repro.train.trainer import seed_everything
 
     data = splits(ctxs[0])
@@ -346,7 +347,7 @@ class Hooks:
     synthetic_jobs: int = 1
     # config fields that change how a trained network is evaluated, not how it trains (or that choose data the
     # training key's data hash stands for): at the generated scales, rows of `train_units` that differ only there
-    # share one training per seed (`repro.train.shared_training`); None: every row trains its own
+    # share one training per seed (`repro.shared_training`); None: every row trains its own
     evaluation_fields: frozenset[str] | None = None
     # `compute: {task: ...}` rows it runs without training (dataset statistics), by task name
     compute_tasks: Mapping[str, Callable[[RunContext], RowRun]] = field(default_factory=dict)

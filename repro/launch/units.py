@@ -98,9 +98,9 @@ def groups(plan: Plan, units: list[Unit]) -> list[list[Unit]]:
 
 def shared_last(plan: Plan, grouped: list[list[Unit]]) -> list[list[Unit]]:
     """`grouped` with each group whose rows' networks an earlier group trains (the same config less the family's
-    `evaluation_fields`, the same seeds: `repro.train.shared_training`) moved after the others, so that with -j 2
+    `evaluation_fields`, the same seeds: `repro.shared_training`) moved after the others, so that with -j 2
     it reads the stored training instead of waiting on its lock while another unit could train."""
-    from repro.train.shared_training import trained_fields
+    from repro.shared_training import trained_fields
 
     if plan.scale == "paper":
         return grouped

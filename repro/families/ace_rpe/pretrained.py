@@ -11,7 +11,7 @@ for it reads the stored weights. A pre-training is named by the hash of what det
   data      sha256 of the vocabulary, of the pre-training json files and of every image they name, and the
             caption length (`max_tokens`)
 
-and kept under `<data>/pretrained/<key>/` by `repro.train.weights_store` (`model.pt`, `provenance.json`: what the
+and kept under `<data>/pretrained/<key>/` by `repro.weights_store` (`model.pt`, `provenance.json`: what the
 key hashes and which unit trained it; written whole, under a file lock). A unit's record says which it was
 (`training.pretrain`: `hash`, `reused`, `trained_by`).
 
@@ -27,7 +27,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from repro.train.weights_store import HASH, PROVENANCE, WEIGHTS, WeightsStore, data_hash, digest
+from repro.weights_store import HASH, PROVENANCE, WEIGHTS, WeightsStore, data_hash, digest
 
 __all__ = ["HASH", "PROVENANCE", "STORE", "WEIGHTS", "data_hash", "folder", "key", "read", "shared", "stored"]
 

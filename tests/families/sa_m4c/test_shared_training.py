@@ -1,4 +1,4 @@
-"""Rows that differ only in how they are evaluated share one training per seed (`repro.train.shared_training`):
+"""Rows that differ only in how they are evaluated share one training per seed (`repro.shared_training`):
 Table 1's row 10 is row 8 decoded with beam 5, so at a generated scale it reads row 8's stored network and trains
 no step; a row whose network differs trains its own."""
 
@@ -10,11 +10,10 @@ from types import SimpleNamespace
 import pytest
 import torch
 
+from repro import families, shared_training
 from repro.cli import app
 from repro.families import load_recipe
 from repro.families.sa_m4c.config import DATA_EVAL_FIELDS
-from repro.families.sa_m4c.family import HOOKS
-from repro.train import shared_training
 from tests.conftest import copy_spec
 
 ROWS = {"8 M4C†": "8_M4C-dagger", "10 M4C††": "10_M4C-dagger-dagger", "11 SA-M4C (ours)": "11_SA-M4C_ours"}
@@ -31,7 +30,7 @@ def _key(config: dict, seed: int = 0, together=None, weights: float = 0.0):
 def test_the_key_leaves_out_the_evaluation_fields_and_nothing_that_trains():
     row8 = {"arch": "m4c", "normal_layers": 6, "ocr": "google", "with_stvqa": False, "beam": 1}
     row10 = {**row8, "with_stvqa": True, "beam": 5}
-    assert HOOKS.evaluation_fields == DATA_EVAL_FIELDS
+    assert families.implementation(families.by_paper("sa-m4c")).evaluation_fields == DATA_EVAL_FIELDS
     assert _key(row8) == _key(row10)
     assert _key(row8, seed=1) != _key(row8) and _key(row8, weights=1.0) != _key(row8)
     assert _key({**row8, "normal_layers": 4}) != _key(row8)  # the network's own fields count

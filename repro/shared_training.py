@@ -3,7 +3,7 @@
 At the generated scales, rows whose configs differ only in fields that change how a trained network is evaluated
 (a family's `Hooks.evaluation_fields`; sa-m4c: the decoding's beam, and the OCR system, detector and ST-VQA switch,
 whose data the key's data hash stands for) train the same network on the same data by the same recipe and seed.
-The first unit to ask trains it and stores it (`repro.train.weights_store`, under `<data>/trained/`); the others
+The first unit to ask trains it and stores it (`repro.weights_store`, under `<data>/trained/`); the others
 read it and only evaluate. What a key hashes:
 
   family  the package that builds the network
@@ -33,10 +33,10 @@ from typing import Any
 from torch import nn
 
 from repro.train.ready import ReadyTensors
-from repro.train.weights_store import WeightsStore, digest, tensors_hash
+from repro.weights_store import WeightsStore, digest, tensors_hash
 
 STORE = WeightsStore("trained", "training")
-CODE = (Path(__file__).parent, Path(__file__).parent.parent / "nn")  # repro/train, repro/nn
+CODE = (Path(__file__).parent / "train", Path(__file__).parent / "nn")  # repro/train, repro/nn
 
 
 class SharedState:

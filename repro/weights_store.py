@@ -3,7 +3,7 @@
 A store is a folder under the data folder (`<data>/<name>/`) with one entry per key: 16 hex digits of the sha256 of
 the canonical json of what determines the training (`digest`; the caller says what that is: ace-rpe's pre-trainings,
 `repro.families.ace_rpe.pretrained`; the trainings of rows that differ only in how they are evaluated,
-`repro.train.shared_training`). An entry holds `model.pt` (the state dict; read with `weights_only=True`) and
+`repro.shared_training`). An entry holds `model.pt` (the state dict; read with `weights_only=True`) and
 `provenance.json` (what the key hashes, and which unit trained it: spec, row, seed, scale, commit, its seconds and
 how many trained together). The entry is written whole under another name and renamed into place, so a crash leaves
 no half-written entry; a file lock (`<key>.lock`) makes two units that need the same key at once wait for the first
