@@ -60,7 +60,7 @@ def tensors_hash(tensors: dict[str, torch.Tensor]) -> str:
     for name in sorted(tensors):
         tensor = tensors[name].detach().cpu().contiguous()
         sha.update(f"{name}\0{tensor.dtype}\0{tuple(tensor.shape)}\0".encode())
-        sha.update(tensor.view(torch.uint8).numpy().tobytes() if tensor.numel() else b"")
+        sha.update(tensor.reshape(-1).view(torch.uint8).numpy().tobytes() if tensor.numel() else b"")
     return sha.hexdigest()
 
 
