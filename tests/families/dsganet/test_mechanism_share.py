@@ -18,6 +18,7 @@ CONTROLS = {
     "dsganet-control-daa-depth": "depth",
     "dsganet-control-sga": "relations",
     "dsganet-control-daa-bbox": "2-D relations",
+    "dsganet-control-daa-grids": "depth",
     "dsganet-control-sga-over-daa": "relations",
 }
 
