@@ -35,6 +35,7 @@ class Unit:
     done: bool = False
     last: dict = field(default_factory=dict)  # the unit's latest train.jsonl line ("stage": its folder, if staged)
     done_share: float = 0.0  # of the unit's work, from its log lines (`unit_progress`)
+    scoring: bool = False  # its training has ended: it is being scored
 
 
 def last_line(workdir: Path) -> dict:
@@ -110,6 +111,15 @@ def eta(
     return text + (f" ({busy_words(load)})" if load is not None and load.busy else "")
 
 
+def scoring_eta(elapsed: float, since: tuple[float, int], completed: int, left: int) -> str:
+    """The ETA once every unit left has trained and is being scored (`since`: the elapsed seconds and units done
+    when that began). Training's pace says nothing about scoring (beam search took a quarter of one run), so the
+    estimate is the pace at which units have finished since then (a row's seeds trained together are scored one
+    after another); `ETA –` until one has."""
+    seconds, finished = elapsed - since[0], completed - since[1]
+    return f"scoring, ETA {_clock(seconds / finished * left)}" if finished > 0 else "scoring, ETA –"
+
+
 def busy_words(load: machine.Load) -> str:
     return f"machine busy: {load.words()}, so about {load.stretch:.1f}× an idle machine's time"
 
@@ -140,6 +150,7 @@ class RunMonitor:
         self.units = units
         self.total = len(units)
         self.completed = 0
+        self.scoring_since: tuple[float, int] | None = None  # (elapsed, units done) when only scoring was left
         self.heartbeat_s = heartbeat_s
         self.started = time.time()
         self.live = console.is_terminal
@@ -205,6 +216,7 @@ class RunMonitor:
 
     def _refresh(self) -> None:
         running = 0.0
+        elapsed = self.clock() - self.clock_started
         for unit in self.units.values():
             if unit.done:
                 continue
@@ -212,6 +224,7 @@ class RunMonitor:
             if not unit.last:
                 continue
             running += unit.done_share
+            unit.scoring = unit.done_share >= 1.0
             if self.live:
                 staged = bool(unit.last.get("stage"))  # a staged unit's bar: percent of the unit, not the stage's steps
                 total = 100 if staged else unit.last.get("steps") or 1
@@ -220,20 +233,28 @@ class RunMonitor:
                     unit.task = self.progress.add_task(escape(unit.label), total=total, status="")
                 self.progress.update(unit.task, total=total, completed=completed, status=escape(describe(unit.last)))
         progress = self.completed + running
-        elapsed = self.clock() - self.clock_started
         if self.first_progress is None and progress > 0:
             self.first_progress = (elapsed, progress)
         self.load = self.load_source()
-        status = eta(elapsed, progress, self.total, self.load, self.first_progress or (0.0, 0.0))
+        status = self._eta(elapsed, progress)
         self.progress.update(self.overall, completed=self.completed, status=escape(status))
         self.fraction_done = progress
+
+    def _eta(self, elapsed: float, progress: float) -> str:
+        left = [u for u in self.units.values() if not u.done]
+        if left and all(u.scoring for u in left):
+            if self.scoring_since is None:
+                self.scoring_since = (elapsed, self.completed)
+            text = scoring_eta(elapsed, self.scoring_since, self.completed, len(left))
+            load = self.load
+            return text + (f" ({busy_words(load)})" if load is not None and load.busy else "")
+        return eta(elapsed, progress, self.total, self.load, self.first_progress or (0.0, 0.0))
 
     def status_line(self) -> str:
         elapsed = self.clock() - self.clock_started
         running = [f"{u.label}: {describe(u.last)}" for u in self.units.values() if not u.done and u.last]
         head = f"[{self.completed}/{self.total} units, {_clock(elapsed)} elapsed, "
-        since = self.first_progress or (0.0, 0.0)
-        head += eta(elapsed, getattr(self, "fraction_done", 0.0), self.total, self.load, since) + "]"
+        head += self._eta(elapsed, getattr(self, "fraction_done", 0.0)) + "]"
         return " ".join([head, "; ".join(running)]).strip()
 
 

@@ -40,3 +40,49 @@ def test_a_run_with_a_long_start_up_gets_an_estimate_from_its_training(tmp_path)
         _write(folder, step=11)
         monitor._refresh()
         assert "0:11:00 elapsed, ETA 0:08:54]" in monitor.status_line()  # 10 steps a minute, 89 to go
+
+
+def test_units_that_are_being_scored_get_the_pace_at_which_they_finish(tmp_path):
+    """Once every unit left has trained, training's pace says nothing: the ETA read 0:00:00 for the quarter of an hour
+    that beam search took. It is now the pace at which units have finished since only scoring was left (a row's
+    seeds trained together are scored one after another)."""
+    folders = {name: tmp_path / name for name in ("a", "b", "c")}
+    for folder in folders.values():
+        folder.mkdir()
+    now = [0.0]
+    units = {(name, 0): Unit(f"{name} s0", folder) for name, folder in folders.items()}
+    console = Console(record=True, width=300, force_terminal=False)
+    with RunMonitor(console, units, heartbeat_s=3600, load=lambda: None, clock=lambda: now[0]) as monitor:
+        for folder in folders.values():
+            _write(folder, step=50)
+        monitor._refresh()
+        now[0] = 100.0
+        for folder in folders.values():
+            _write(folder, step=100)
+        monitor._refresh()  # all three trained: being scored, none finished yet
+        assert "0/3 units, 0:01:40 elapsed, scoring, ETA –]" in monitor.status_line()
+        now[0] = 160.0
+        monitor.finished(("a", 0), {"All": 1.0}, 160.0, tmp_path / "a.json")  # one unit in 60 s
+        assert "1/3 units, 0:02:40 elapsed, scoring, ETA 0:02:00]" in monitor.status_line()
+        now[0] = 190.0
+        monitor._refresh()
+        assert "scoring, ETA 0:03:00]" in monitor.status_line()  # one unit in 90 s now, two left
+
+
+def test_a_unit_still_training_keeps_the_pace_estimate(tmp_path):
+    folders = {name: tmp_path / name for name in ("a", "b")}
+    for folder in folders.values():
+        folder.mkdir()
+    now = [0.0]
+    units = {(name, 0): Unit(f"{name} s0", folder) for name, folder in folders.items()}
+    console = Console(record=True, width=300, force_terminal=False)
+    with RunMonitor(console, units, heartbeat_s=3600, load=lambda: None, clock=lambda: now[0]) as monitor:
+        _write(folders["a"], step=10)
+        _write(folders["b"], step=10)
+        monitor._refresh()
+        now[0] = 60.0
+        _write(folders["a"], step=100)  # a is being scored, b still trains
+        _write(folders["b"], step=40)
+        monitor._refresh()
+        assert "scoring" not in monitor.status_line().split("]")[0]
+        assert "ETA 0:00:" in monitor.status_line()
