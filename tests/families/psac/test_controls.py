@@ -59,3 +59,21 @@ def test_the_claims_naming_the_control_compare_its_rows_and_it_passed_on_the_com
     assert all((c.row, c.over) == (own.row, own.over) for c in naming)  # the same two rows as the control
     assert control_status(CONTROL, "synthetic") == "passed"
     assert control_status(CONTROL, "smoke") == "not run"  # no committed smoke records
+
+
+def test_the_character_control_compares_table_5s_rows_alone_where_the_word_table_holds_no_action_word():
+    spec, table = resolve("psac-control-char"), resolve("psac-table5-char")
+    (claim,) = spec.claims
+    assert [c.key for c in spec.columns] == ["action"] and claim.column == "Action"
+    for name in (claim.row, claim.over):
+        assert spec.row(name).model == table.row(name).model
+    assert assert_a_control(spec) == {"char_embedding"}  # the characters and nothing else
+    mine, table3 = spec.scales["synthetic"], resolve(TABLE).scales["synthetic"]
+    assert mine["sizes"] == table3["sizes"] and mine["recipe"]["epochs"] == table3["task_recipe"]["action"]["epochs"]
+    generator = mine["generator"]
+    changed = {
+        k for k in generator.keys() | table3["generator"].keys() if generator.get(k) != table3["generator"].get(k)
+    }
+    assert changed == {"word_forms", "test_videos"} and generator["word_forms"] == 1.0
+    with pytest.raises(ReproError, match="positive control"):
+        paper_data(spec, spec.rows[0])

@@ -13,7 +13,10 @@ LABELS = {
     "5": (("psac-table5-char",), "characters"),
 }
 COUNTED_IN_TEXT = {"psac-table6-coatt"}  # co-attention: every item needs it, nothing to count
-CONTROLS = {"psac-control-vpsa-order": ("count", "order")}  # each positive control: its one column and mechanism
+CONTROLS = {  # each positive control: its one column and mechanism
+    "psac-control-vpsa-order": ("count", "order"),
+    "psac-control-char": ("action", "characters"),
+}
 TASKS = {"Action": "action", "Trans": "transition", "FrameQA": "frameqa", "Count": "count"}
 
 
