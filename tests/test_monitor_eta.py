@@ -42,17 +42,26 @@ def test_a_run_with_a_long_start_up_gets_an_estimate_from_its_training(tmp_path)
         assert "0:11:00 elapsed, ETA 0:08:54]" in monitor.status_line()  # 10 steps a minute, 89 to go
 
 
+def _units(tmp_path, names: str) -> tuple[dict, dict]:
+    """A folder and a unit (seed 0) for each name."""
+    folders = {name: tmp_path / name for name in names}
+    for folder in folders.values():
+        folder.mkdir()
+    return folders, {(name, 0): Unit(f"{name} s0", folder) for name, folder in folders.items()}
+
+
+def _monitor(units: dict, now: list[float]) -> RunMonitor:
+    console = Console(record=True, width=300, force_terminal=False)
+    return RunMonitor(console, units, heartbeat_s=3600, load=lambda: None, clock=lambda: now[0])
+
+
 def test_units_that_are_being_scored_get_the_pace_at_which_they_finish(tmp_path):
     """Once every unit left has trained, training's pace says nothing: the ETA read 0:00:00 for the quarter of an hour
     that beam search took. It is now the pace at which units have finished since only scoring was left (a row's
     seeds trained together are scored one after another)."""
-    folders = {name: tmp_path / name for name in ("a", "b", "c")}
-    for folder in folders.values():
-        folder.mkdir()
+    folders, units = _units(tmp_path, "abc")
     now = [0.0]
-    units = {(name, 0): Unit(f"{name} s0", folder) for name, folder in folders.items()}
-    console = Console(record=True, width=300, force_terminal=False)
-    with RunMonitor(console, units, heartbeat_s=3600, load=lambda: None, clock=lambda: now[0]) as monitor:
+    with _monitor(units, now) as monitor:
         for folder in folders.values():
             _write(folder, step=50)
         monitor._refresh()
@@ -70,13 +79,9 @@ def test_units_that_are_being_scored_get_the_pace_at_which_they_finish(tmp_path)
 
 
 def test_a_unit_still_training_keeps_the_pace_estimate(tmp_path):
-    folders = {name: tmp_path / name for name in ("a", "b")}
-    for folder in folders.values():
-        folder.mkdir()
+    folders, units = _units(tmp_path, "ab")
     now = [0.0]
-    units = {(name, 0): Unit(f"{name} s0", folder) for name, folder in folders.items()}
-    console = Console(record=True, width=300, force_terminal=False)
-    with RunMonitor(console, units, heartbeat_s=3600, load=lambda: None, clock=lambda: now[0]) as monitor:
+    with _monitor(units, now) as monitor:
         _write(folders["a"], step=10)
         _write(folders["b"], step=10)
         monitor._refresh()
