@@ -35,7 +35,6 @@ class Unit:
     done: bool = False
     last: dict = field(default_factory=dict)  # the unit's latest train.jsonl line ("stage": its folder, if staged)
     done_share: float = 0.0  # of the unit's work, from its log lines (`unit_progress`)
-    scoring: bool = False  # its training has ended: it is being scored
 
 
 def last_line(workdir: Path) -> dict:
@@ -224,7 +223,6 @@ class RunMonitor:
             if not unit.last:
                 continue
             running += unit.done_share
-            unit.scoring = unit.done_share >= 1.0
             if self.live:
                 staged = bool(unit.last.get("stage"))  # a staged unit's bar: percent of the unit, not the stage's steps
                 total = 100 if staged else unit.last.get("steps") or 1
@@ -242,7 +240,7 @@ class RunMonitor:
 
     def _eta(self, elapsed: float, progress: float) -> str:
         left = [u for u in self.units.values() if not u.done]
-        if left and all(u.scoring for u in left):
+        if left and all(u.done_share >= 1.0 for u in left):  # every unit left has trained: scoring
             if self.scoring_since is None:
                 self.scoring_since = (elapsed, self.completed)
             text = scoring_eta(elapsed, self.scoring_since, self.completed, len(left))

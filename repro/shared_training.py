@@ -49,11 +49,15 @@ class SharedState:
         return dict(self.account)
 
 
+def evaluation_fields(hooks: Any) -> frozenset[str] | None:
+    """The family's `Hooks.evaluation_fields` (None: its rows never share a training)."""
+    return getattr(hooks, "evaluation_fields", None) if hooks is not None else None
+
+
 def applies(ctx: Any, recipe: Any, train_set: Any) -> bool:
     """Whether a unit's training goes through the store: a family that names its evaluation fields, a generated
     scale (the split held as ready tensors) and a recipe run to its schedule."""
-    hooks = ctx.hooks
-    fields = getattr(hooks, "evaluation_fields", None) if hooks is not None else None
+    fields = evaluation_fields(ctx.hooks)
     return fields is not None and ctx.generated and isinstance(train_set, ReadyTensors) and not recipe.max_steps
 
 

@@ -100,14 +100,14 @@ def shared_last(plan: Plan, grouped: list[list[Unit]]) -> list[list[Unit]]:
     """`grouped` with each group whose rows' networks an earlier group trains (the same config less the family's
     `evaluation_fields`, the same seeds: `repro.shared_training`) moved after the others, so that with -j 2
     it reads the stored training instead of waiting on its lock while another unit could train."""
-    from repro.shared_training import trained_fields
+    from repro.shared_training import evaluation_fields, trained_fields
 
     if plan.scale == "paper":
         return grouped
     seen, first, later = set(), [], []
     for group in grouped:
         unit = group[0]
-        fields = getattr(unit.hooks, "evaluation_fields", None) if unit.hooks is not None else None
+        fields = evaluation_fields(unit.hooks)
         if unit.kind != "train" or fields is None:
             first.append(group)
             continue
