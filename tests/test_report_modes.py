@@ -25,7 +25,6 @@ IN_TWO_MODES = {
     ("mcan-pa-table5-ablation", "MCAN+PA*", "Other"),
     ("mcan-pa-table5-ablation", "MCAN+PA*", "All"),
     ("psac-table4-bilstm", "Bi-LSTM", "Action"),
-    ("psac-table5-char", "PSAC w/o Char.", "Trans"),
     ("psac-table6-coatt", "without QA-Co", "FrameQA"),
     ("ace-rpe-table1-pe", "APE", "Flickr30K TR R@5"),
     ("ace-rpe-table1-pe", "RPE", "Flickr30K IR R@5"),
