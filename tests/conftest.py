@@ -16,6 +16,16 @@ os.environ.pop("LINES", None)
 
 from repro import specs  # noqa: E402
 
+# transformers binds its log handler to the sys.stderr of the process's first transformers log line. Made inside a
+# test's CLI runner, that stream is closed once the test ends, and a later test's log line fails on it: a logging
+# error, with its traceback, in that test's output. Bound here, before any runner, it writes to the session's stream.
+try:
+    from transformers.utils import logging as _transformers_logging
+except ImportError:  # the base install has no transformers
+    pass
+else:
+    _transformers_logging.get_logger("transformers")
+
 SPEC_TEXT = """\
 id: t1-demo
 paper: mcan-pa
