@@ -194,7 +194,9 @@ def load_bert_weights(encoder: BertQuestion, folder: Path) -> bool:
         return False
     from transformers import BertModel
 
-    pretrained = BertModel.from_pretrained(str(folder), add_pooling_layer=False)
+    from repro.nn.pretrained import bert_from_folder
+
+    pretrained = bert_from_folder(BertModel, folder, add_pooling_layer=False)
     missing, unexpected = encoder.bert.load_state_dict(pretrained.state_dict(), strict=False)
     if missing:
         raise ReproError(f"{folder}: BERT weights miss {len(missing)} tensors of the model (e.g. {missing[0]})")

@@ -398,7 +398,9 @@ def load_bert_weights(model: VLBert, folder) -> bool:
         return False
     from transformers import BertForPreTraining
 
-    bert = BertForPreTraining.from_pretrained(str(folder))
+    from repro.nn.pretrained import bert_from_folder
+
+    bert = bert_from_folder(BertForPreTraining, folder)
     config = bert.config
     if (config.hidden_size, config.num_hidden_layers) != (model.sizes["hidden"], model.sizes["layers"]):
         raise ReproError(

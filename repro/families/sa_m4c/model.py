@@ -96,11 +96,13 @@ def load_text_bert(encoder: TextBert, folder) -> bool:
 
     from transformers import BertModel
 
+    from repro.nn.pretrained import bert_from_folder
+
     folder = Path(folder)
     if not any((folder / n).is_file() for n in ("pytorch_model.bin", "model.safetensors")):
         return False
-    pretrained = BertModel.from_pretrained(
-        str(folder), num_hidden_layers=encoder.config.num_hidden_layers, add_pooling_layer=False
+    pretrained = bert_from_folder(
+        BertModel, folder, num_hidden_layers=encoder.config.num_hidden_layers, add_pooling_layer=False
     )
     encoder.bert.load_state_dict(pretrained.state_dict(), strict=True)
     return True
