@@ -189,14 +189,13 @@ class BertQuestion(nn.Module):
 def load_bert_weights(encoder: BertQuestion, folder: Path) -> bool:
     """Copy bert-base-uncased weights from a local folder (config.json + pytorch_model.bin / model.safetensors)
     into the encoder; False when the folder has no weights. The sizes must be bert-base's."""
-    folder = Path(folder)
-    if not any((folder / n).is_file() for n in ("pytorch_model.bin", "model.safetensors")):
-        return False
     from transformers import BertModel
 
     from repro.nn.pretrained import bert_from_folder
 
     pretrained = bert_from_folder(BertModel, folder, add_pooling_layer=False)
+    if pretrained is None:
+        return False
     missing, unexpected = encoder.bert.load_state_dict(pretrained.state_dict(), strict=False)
     if missing:
         raise ReproError(f"{folder}: BERT weights miss {len(missing)} tensors of the model (e.g. {missing[0]})")

@@ -391,16 +391,13 @@ def load_bert_weights(model: VLBert, folder) -> bool:
     embeddings (BERT's 2 segments into the first 2 of 3), the embedding LayerNorm, the layers; with the "mlm"
     classifier also `final_mlp.0` from BERT's `cls.predictions.transform` (`ResNetVLBERT.init_weight`). False when
     `folder` has no weights."""
-    from pathlib import Path
-
-    folder = Path(folder)
-    if not any((folder / n).is_file() for n in ("pytorch_model.bin", "model.safetensors")):
-        return False
     from transformers import BertForPreTraining
 
     from repro.nn.pretrained import bert_from_folder
 
     bert = bert_from_folder(BertForPreTraining, folder)
+    if bert is None:
+        return False
     config = bert.config
     if (config.hidden_size, config.num_hidden_layers) != (model.sizes["hidden"], model.sizes["layers"]):
         raise ReproError(

@@ -92,18 +92,15 @@ class TextBert(nn.Module):
 def load_text_bert(encoder: TextBert, folder) -> bool:
     """Initialise the question encoder from a local bert-base-uncased folder (its first layers); False
     when the folder holds no weights."""
-    from pathlib import Path
-
     from transformers import BertModel
 
     from repro.nn.pretrained import bert_from_folder
 
-    folder = Path(folder)
-    if not any((folder / n).is_file() for n in ("pytorch_model.bin", "model.safetensors")):
-        return False
     pretrained = bert_from_folder(
         BertModel, folder, num_hidden_layers=encoder.config.num_hidden_layers, add_pooling_layer=False
     )
+    if pretrained is None:
+        return False
     encoder.bert.load_state_dict(pretrained.state_dict(), strict=True)
     return True
 
