@@ -228,7 +228,8 @@ def check_spec_settings(
         for key, value in values.items():
             if section == "recipe" and key in ("schedule", "optimizer"):
                 continue  # mappings the recipe checks itself, below
-            for path, leaf in _leaves((key,), value, nested=section == "sizes"):  # sizes may be given per arch
+            # sizes may be given per arch; a generator setting may be a mapping of numbers (mcan-pa's question_weights)
+            for path, leaf in _leaves((key,), value, nested=section in ("sizes", "generator")):
                 try:
                     _finite(leaf)
                     if section == "sizes":

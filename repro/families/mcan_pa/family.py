@@ -288,6 +288,9 @@ HOOKS = Hooks(
     prepare_data=mcan_data.prepare_data,
     run_row=run_row,
     run_ensemble=run_ensemble,
+    # rows of one config share a training per seed at the generated scales (repro.shared_training): the positive
+    # controls' MCAN row is one training for all four controls (they share generator, schedule and seeds)
+    evaluation_fields=frozenset(),
     synthetic_jobs=2,  # -j 2 over two threads: 1.31x faster (bench_synthetic --parallel-only, 2026-11-28)
     supports_limit=True,  # --limit N: the first N questions of each split at paper scale
     limited_hours=build.limited_hours,

@@ -1,22 +1,33 @@
 """The README's share of items that need positional attention, per column, is the one the generator gives."""
 
-from repro.families.mcan_pa.synthetic import GeneratorConfig, _draws, mechanism_share, template_of
+from repro.families.mcan_pa.synthetic import NEEDS_POSITION, GeneratorConfig, _draws, mechanism_share, template_of
 from repro.specs import resolve, scale_settings
 from tests.families.mechanism_table import readme_rows, specs_with_claims
 
 README = "repro/families/mcan_pa/README.md"
 TABLES = {"mcan-pa-table5-ablation": "V", "mcan-pa-table4-pretraining": "IV"}
+# each positive control with its label in the README's table
+CONTROLS = {f"mcan-pa-control-{m}": f"{m.upper()} control" for m in ("pwa", "poa", "pma", "pa")}
+
+
+def config(ident: str) -> GeneratorConfig:
+    return GeneratorConfig.from_mapping(scale_settings(resolve(ident), "synthetic")["generator"])
 
 
 def test_readme_shares_are_the_generators():
-    assert set(TABLES) == specs_with_claims("mcan-pa")
+    assert set(TABLES) | set(CONTROLS) == specs_with_claims("mcan-pa")
     expected = {}
-    for ident, table in TABLES.items():
+    for ident, table in {**TABLES, **CONTROLS}.items():
         spec = resolve(ident)
-        cfg = GeneratorConfig.from_mapping(scale_settings(spec, "synthetic")["generator"])
-        for column, counts in mechanism_share(cfg, {c.name: c.key for c in spec.columns}).items():
+        for column, counts in mechanism_share(config(ident), {c.name: c.key for c in spec.columns}).items():
             expected[f"{table}: {column}"] = counts
     assert readme_rows(README) == expected
+
+
+def test_controls_ask_only_the_modules_questions():
+    for ident in CONTROLS:
+        weights = config(ident).question_weights
+        assert weights and {name for name, w in weights.items() if w > 0} <= NEEDS_POSITION, ident
 
 
 def test_every_generated_question_has_one_template():
