@@ -294,3 +294,29 @@ def test_val_question_weights_change_only_the_val_questions(tmp_path):
     assert val and {x["question_type"] for x in val} == {"what is the Xmost"}
     train = json.loads(b["train_annotations"].read_text())["annotations"]
     assert len({x["question_type"] for x in train}) == 4
+
+
+@pytest.mark.parametrize(
+    ("weights", "message"),
+    [
+        ("{is_on: 1, extreme: 2}", None),
+        ("{is_on: .nan}", r"generator.question_weights.is_on=\.nan: must be a finite number"),
+        ("{is_on: {deeper: 1}}", "question_weights.is_on=.*: must be a number, a name or a list of them, not a map"),
+        ("{is_onn: 1}", "unknown template 'is_onn'"),
+    ],
+)
+def test_a_specs_question_weights_are_checked_where_it_is_planned(sandbox, weights, message):
+    """A spec's generator may hold a mapping of numbers (question_weights): each number meets an override's checks
+    and the refusal names the spec's file and line."""
+    from repro.run import make_plan
+    from repro.specs import resolve
+    from tests.conftest import SPEC_TEXT, write_spec
+
+    smoke = "smoke: {generator: {train_images: 4, val_images: 2, feature_dim: 8, question_weights: " + weights + "}}"
+    path = write_spec(sandbox, SPEC_TEXT.replace("smoke: {tolerance: {default: 0.1}}", smoke))
+    if message is None:
+        assert make_plan(resolve("t1-demo"), "smoke").units
+        return
+    with pytest.raises(ReproError, match=message) as caught:
+        make_plan(resolve("t1-demo"), "smoke")
+    assert str(caught.value).startswith(f"{path}:") and "\n" not in str(caught.value)
