@@ -2,7 +2,8 @@
 
 At the generated scales, rows whose configs differ only in fields that change how a trained network is evaluated
 (a family's `Hooks.evaluation_fields`; sa-m4c: the decoding's beam, and the OCR system, detector and ST-VQA switch,
-whose data the key's data hash stands for) train the same network on the same data by the same recipe and seed.
+whose data the key's data hash stands for; mcan-pa: none, so only rows of one config share, such as the MCAN row of
+its four positive controls) train the same network on the same data by the same recipe and seed.
 The first unit to ask trains it and stores it (`repro.weights_store`, under `<data>/trained/`); the others
 read it and only evaluate. What a key hashes:
 
