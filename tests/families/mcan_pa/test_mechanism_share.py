@@ -1,5 +1,7 @@
 """The README's share of items that need positional attention, per column, is the one the generator gives."""
 
+from itertools import islice
+
 from repro.families.mcan_pa.synthetic import NEEDS_POSITION, GeneratorConfig, _draws, mechanism_share, template_of
 from repro.specs import resolve, scale_settings
 from tests.families.mechanism_table import readme_rows, specs_with_claims
@@ -8,6 +10,7 @@ README = "repro/families/mcan_pa/README.md"
 TABLES = {"mcan-pa-table5-ablation": "V", "mcan-pa-table4-pretraining": "IV"}
 # each positive control with its label in the README's table
 CONTROLS = {f"mcan-pa-control-{m}": f"{m.upper()} control" for m in ("pwa", "poa", "pma", "pa")}
+CONTROLS |= {f"mcan-pa-control-{m}-contact": f"{m.upper()} contact control" for m in ("poa", "pa")}
 
 
 def config(ident: str) -> GeneratorConfig:
@@ -25,9 +28,21 @@ def test_readme_shares_are_the_generators():
 
 
 def test_controls_ask_only_the_modules_questions():
-    for ident in CONTROLS:
-        weights = config(ident).question_weights
+    for ident in CONTROLS:  # the val split a control is scored on (its train split may be Table V's mix)
+        weights = config(ident).weights_for("val")
         assert weights and {name for name, w in weights.items() if w > 0} <= NEEDS_POSITION, ident
+
+
+def test_contact_controls_train_on_table_five():
+    table_v = config("mcan-pa-table5-ablation")
+    for ident in ("mcan-pa-control-pa-contact", "mcan-pa-control-poa-contact"):
+        cfg = config(ident)
+        assert cfg.question_weights is None and cfg.val_question_weights == {"on_top": 1}
+        assert cfg.train_images == table_v.train_images
+        # the train split is drawn first: the first train_images draws of each, byte for byte the same
+        pairs = islice(zip(_draws(cfg), _draws(table_v)), cfg.train_images)
+        for (split, _, scene, features, made), (_, _, s, f, m) in pairs:
+            assert split == "train" and scene == s and made == m and (features == f).all()
 
 
 def test_every_generated_question_has_one_template():
