@@ -377,18 +377,34 @@ def _generator(scale: str, settings: dict[str, Any], rows: list[Row], path: list
 
     if scale == "paper":
         raise ReproError("the paper scale reads real data; generator settings apply to smoke and synthetic")
-    _one_level(path)
+    if len(path) > 2:
+        _one_level(path)
     readers = {for_row(r).generator_settings for r in rows if r.model is not None and for_row(r)}
     if not readers or None in readers:
         raise ReproError("these rows' family does not declare its generator settings (generator_settings in family.py)")
     classes = {read(settings) for read in readers}
     generator = dict(settings.get("generator") or {})
-    generator[path[0]] = value
     for cls in classes:
         defaults = {f.name: f.default for f in dataclasses.fields(cls)}
-        same_type((settings.get("generator") or {}).get(path[0], defaults.get(path[0])), value)
-        cls.from_mapping(generator)
+        current = generator.get(path[0], defaults.get(path[0]))
+        if len(path) == 2:  # one key of a mapping setting (mcan-pa's question_weights.is_on=2)
+            if path[0] in defaults and not _takes_mapping(cls, path[0]):
+                raise ReproError(f"generator.{path[0]} is not a mapping: give it as generator.{path[0]}=VALUE")
+            value_at = {**(current or {}), path[1]: value}
+        else:
+            same_type(current, value)
+            value_at = value
+        cls.from_mapping({**generator, path[0]: value_at})
+    generator[path[0]] = value_at
     settings["generator"] = generator
+
+
+def _takes_mapping(cls: type, name: str) -> bool:
+    """Whether generator setting `name` of `cls` is declared a mapping (`dict[str, float] | None`)."""
+    import typing
+
+    hint = typing.get_type_hints(cls).get(name)
+    return any(typing.get_origin(k) is dict or k is dict for k in (hint, *typing.get_args(hint)))
 
 
 def _model(rows: list[Row], path: list[str], value: Any) -> list[Row]:

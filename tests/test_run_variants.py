@@ -197,3 +197,32 @@ def test_each_familys_generator_overrides_reach_its_generator(runner, ident, row
     assert out.exit_code == 0 and shown in out.output, out.output
     out = runner.invoke(app, [*words, bad], env={"COLUMNS": "250"})
     assert out.exit_code == 2 and refused in out.output, out.output
+
+
+def test_a_mapping_setting_of_the_generator_is_overridden_key_by_key(runner):
+    """mcan-pa's question_weights: `generator.question_weights.is_on=2` changes that key of the spec's mapping (an
+    unset mapping starts empty); a whole mapping on the command line, or a key of a setting that is not a mapping, is
+    one line of refusal."""
+    from repro import specs
+    from repro.variants import apply
+
+    spec = specs.resolve("mcan-pa-control-pa")
+    settings = spec.scales["synthetic"]
+    override = parse_overrides(["generator.question_weights.is_on=2"])
+    out, _ = apply(spec, "synthetic", settings, list(spec.rows), override)
+    assert out["generator"]["question_weights"] == {"is_on": 2, "count_near": 1, "extreme": 1}
+    assert settings["generator"]["question_weights"]["is_on"] == 1  # the spec's own settings untouched
+    table_v = specs.resolve("mcan-pa-table5-ablation")
+    override = parse_overrides(["generator.val_question_weights.on_top=1"])
+    out, _ = apply(table_v, "synthetic", table_v.scales["synthetic"], list(table_v.rows), override)
+    assert out["generator"]["val_question_weights"] == {"on_top": 1}
+    words = ["run", "mcan-pa-control-pa", "--scale", "synthetic", "--dry-run", "--rows", "MCAN"]
+    for bad, refused in (
+        ("generator.question_weights.is_onn=1", "unknown template 'is_onn'"),
+        ("generator.question_weights.is_on=-1", "must not be negative"),
+        ("generator.position_noise.x=1", "generator.position_noise is not a mapping"),
+        ("generator.question_weights={is_on: 1}", "give one key per override"),
+    ):
+        result = runner.invoke(app, [*words, bad], env={"COLUMNS": "250"})
+        assert result.exit_code == 2 and refused in result.output, (bad, result.output)
+        assert "Traceback" not in result.output and len(result.output.strip().splitlines()) == 1
