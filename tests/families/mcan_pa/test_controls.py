@@ -16,6 +16,8 @@ MODULES = {  # control -> the positional modules its mechanism row adds to MCAN
     "mcan-pa-control-pa": ["pwa", "poa", "pma"],
     "mcan-pa-control-poa-contact": ["poa"],
     "mcan-pa-control-pa-contact": ["pwa", "poa", "pma"],
+    "mcan-pa-control-pwa-contact": ["pwa"],
+    "mcan-pa-control-pma-contact": ["pma"],
 }
 
 
