@@ -149,6 +149,9 @@ class RunMonitor:
         self.units = units
         self.total = len(units)
         self.completed = 0
+        # units that finished with no training step of this run in their logs (a stored seed read, a training shared
+        # with another row read from the store): they say nothing of the pace and are left out of the ETA's count
+        self.untrained = 0
         self.scoring_since: tuple[float, int] | None = None  # (elapsed, units done) when only scoring was left
         self.heartbeat_s = heartbeat_s
         self.started = time.time()
@@ -194,6 +197,8 @@ class RunMonitor:
         with self._lock:
             unit = self.units.get(key)
             if unit is not None:
+                if not unit_progress(unit.workdir, self.started)[0]:
+                    self.untrained += 1
                 unit.done = True
                 if unit.task is not None:
                     self.progress.remove_task(unit.task)
@@ -231,8 +236,8 @@ class RunMonitor:
                     unit.task = self.progress.add_task(escape(unit.label), total=total, status="")
                 self.progress.update(unit.task, total=total, completed=completed, status=escape(describe(unit.last)))
         progress = self.completed + running
-        if self.first_progress is None and progress > 0:
-            self.first_progress = (elapsed, progress)
+        if self.first_progress is None and progress - self.untrained > 0:
+            self.first_progress = (elapsed, progress - self.untrained)
         self.load = self.load_source()
         status = self._eta(elapsed, progress)
         self.progress.update(self.overall, completed=self.completed, status=escape(status))
@@ -246,7 +251,8 @@ class RunMonitor:
             text = scoring_eta(elapsed, self.scoring_since, self.completed, len(left))
             load = self.load
             return text + (f" ({busy_words(load)})" if load is not None and load.busy else "")
-        return eta(elapsed, progress, self.total, self.load, self.first_progress or (0.0, 0.0))
+        trained = progress - self.untrained  # the pace is that of the units that train
+        return eta(elapsed, trained, self.total - self.untrained, self.load, self.first_progress or (0.0, 0.0))
 
     def status_line(self) -> str:
         elapsed = self.clock() - self.clock_started

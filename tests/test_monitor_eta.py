@@ -91,3 +91,25 @@ def test_a_unit_still_training_keeps_the_pace_estimate(tmp_path):
         monitor._refresh()
         assert "scoring" not in monitor.status_line().split("]")[0]
         assert "ETA 0:00:" in monitor.status_line()
+
+
+def test_units_that_finish_without_training_do_not_speed_up_the_estimate(tmp_path):
+    """A row's seeds read from a training shared with another row (or a stored seed) finish in seconds with no step
+    of this run in their logs: counted as the pace of training, four of them made a 23-minute wait read 5 minutes."""
+    folders, units = _units(tmp_path, "abcd")
+    now = [1.0]
+    with _monitor(units, now) as monitor:
+        _write(folders["c"], step=1)  # c and d train: progress is first seen
+        _write(folders["d"], step=1)
+        monitor._refresh()
+        now[0] = 3.0
+        monitor.finished(("a", 0), {"Other": 42.0}, 3.0, tmp_path / "a.json")  # read from the store: no log
+        monitor.finished(("b", 0), {"Other": 43.0}, 3.0, tmp_path / "b.json")
+        assert monitor.untrained == 2
+        now[0] = 63.0
+        _write(folders["c"], step=11)
+        _write(folders["d"], step=11)
+        monitor._refresh()  # 0.2 of a unit in 62 s, 1.78 to go: 9:11 (counting a and b as trained: 0:00:50)
+        assert "2/4 units, 0:01:02 elapsed, ETA 0:09:11]" in monitor.status_line()
+        monitor.finished(("c", 0), {"Other": 90.0}, 63.0, tmp_path / "c.json")  # a unit that trained is not counted
+        assert monitor.untrained == 2
