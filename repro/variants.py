@@ -377,8 +377,6 @@ def _generator(scale: str, settings: dict[str, Any], rows: list[Row], path: list
 
     if scale == "paper":
         raise ReproError("the paper scale reads real data; generator settings apply to smoke and synthetic")
-    if len(path) > 2:
-        _one_level(path)
     readers = {for_row(r).generator_settings for r in rows if r.model is not None and for_row(r)}
     if not readers or None in readers:
         raise ReproError("these rows' family does not declare its generator settings (generator_settings in family.py)")
