@@ -158,6 +158,23 @@ def test_a_claim_decided_at_the_first_look_keeps_its_verdict(sandbox):
     assert statistics.fmean(ours) < statistics.fmean(cited)  # all ten seeds alone would not say holds
 
 
+def test_a_claim_undecided_before_the_last_look_says_so(sandbox):
+    write_spec(sandbox, SPEC_TEXT + CLAIMS + SEQUENTIAL)
+    spec = specs.resolve("t1-demo")
+    _record(spec, "Ours*", [60.0, 63.0, 58.0, 61.0, 64.0, 59.0, 62.0])  # 7 seeds: the first look (6) only
+    _record(spec, "Cited", [59.0, 62.0, 60.0, 58.5, 61.0, 60.5, 59.5])
+    view = judge_table(spec, {r: results.read_results(spec)[(r, "synthetic")] for r in ("Ours*", "Cited")})
+    claim = view.claims[0]
+    assert claim.kind == "underpowered" and claim.look == 1 and claim.looks == 2
+    assert claim.verdict.startswith("underpowered at look 1 of 2 (")
+    _record(spec, "Ours*", [60.0, 63.0, 58.0, 61.0, 64.0, 59.0, 62.0, 60.5, 61.5, 59.5])  # all ten: the last look
+    _record(spec, "Cited", [59.0, 62.0, 60.0, 58.5, 61.0, 60.5, 59.5, 60.0, 61.0, 59.0])
+    view = judge_table(spec, {r: results.read_results(spec)[(r, "synthetic")] for r in ("Ours*", "Cited")})
+    claim = view.claims[0]
+    assert claim.kind == "underpowered" and claim.look == 2
+    assert claim.verdict.startswith("underpowered (")
+
+
 def test_a_planted_stopping_rule_keeps_the_error_rate():
     """The rule "stop at the first look that decides, else add seeds to the next", under no effect: the looks'
     alpha spending keeps the share of tables with a wrong verdict at α (within 3 Monte-Carlo standard errors)."""

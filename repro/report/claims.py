@@ -473,19 +473,21 @@ def _decide(views: list[ClaimView], hypotheses: list[Hypothesis], levels: tuple[
             v.verdict = f"not testable at this δ (the paper's effect {abs(effect):.3g} < δ = {v.delta:.3g})"
             continue
         v.kind = "underpowered"
+        # before the design's last look the claim is undecided so far: its next look adds seeds
+        so_far = f" at look {v.look} of {v.looks}" if v.look and v.looks and v.look < v.looks else ""
         floor = _floor(v)
         if floor is not None and floor >= level / max(m, 1):
             what = f"{v.pairs} ratios" if v.method == "interleaved ratio" else f"{v.n[0]}, {v.n[1]} seeds"
             v.verdict = (
-                f"underpowered ({what} cannot reach p < {level / max(m, 1):.2g}: the exact test's smallest p is "
-                f"{floor:.2g})"
+                f"underpowered{so_far} ({what} cannot reach p < {level / max(m, 1):.2g}: the exact test's smallest "
+                f"p is {floor:.2g})"
             )
         elif v.method == "interleaved ratio":
             words = "–" if v.detectable is None else f"{math.expm1(v.detectable):.1%}"
-            v.verdict = f"underpowered (the smallest effect these {v.pairs} ratios could detect: {words})"
+            v.verdict = f"underpowered{so_far} (the smallest effect these {v.pairs} ratios could detect: {words})"
         else:
             words = "–" if v.detectable is None else f"{v.detectable:.3g}"
-            v.verdict = f"underpowered (the smallest effect these seeds could detect: {words})"
+            v.verdict = f"underpowered{so_far} (the smallest effect these seeds could detect: {words})"
 
 
 def _floor(v: ClaimView) -> float | None:
