@@ -494,6 +494,18 @@ def environment() -> dict[str, Any]:
     return {**_ENVIRONMENT, "threads": _threads(), "command": list(sys.argv)}
 
 
+def run_commit() -> str:
+    """The commit a run's outputs name: the one `environment()` took as the run started (a commit made while it
+    trains is not the code it runs), or the checkout's now where no environment was taken yet."""
+    return _ENVIRONMENT["git_commit"] if _ENVIRONMENT is not None else git_commit()
+
+
+def adopt_environment(taken: dict[str, Any]) -> None:
+    """A worker process takes its parent's `environment()` (the state as the run started) instead of its own."""
+    global _ENVIRONMENT
+    _ENVIRONMENT = {k: v for k, v in taken.items() if k not in ("threads", "command")}
+
+
 def _without_folders(text: str) -> str:
     """collect_env's report with each absolute path cut to its file name (on a GPU machine it lists the cuDNN
     libraries it found, `/usr/lib/x86_64-linux-gnu/libcudnn.so.9.14.0`): a record names no folder of the machine

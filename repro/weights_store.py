@@ -92,7 +92,7 @@ class WeightsStore:
         adds `hash`, `reused` and `trained_by` to what `train` returned."""
         from filelock import FileLock
 
-        from repro.results import git_commit
+        from repro.results import run_commit
 
         if len(set(keys)) < len(keys):
             raise ReproError(f"one {self.what} asked for twice at once: {keys}")
@@ -107,7 +107,7 @@ class WeightsStore:
                 trained = train(missing)
                 seconds = round(time.time() - started, 1)
                 for i, (weights, training) in zip(missing, trained):
-                    by = {**units[i], "commit": git_commit(), "seconds": seconds, "together": len(missing)}
+                    by = {**units[i], "commit": run_commit(), "seconds": seconds, "together": len(missing)}
                     entry = {"hash": keys[i], "key": materials[i], "training": training, "trained_by": by}
                     self._write(keys[i], entry, weights)
                     out[i] = (weights, {**training, "hash": keys[i], "reused": False, "trained_by": by})

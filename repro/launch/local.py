@@ -94,12 +94,17 @@ def default_jobs(plan: Plan) -> int:
 _PARENT: int | None = None  # a worker's parent process, as the worker started
 
 
-def _init_worker(threads: int) -> None:
-    """A worker process: its share of the threads, and it ends when its parent does (Linux)."""
+def _init_worker(threads: int, taken: dict | None = None) -> None:
+    """A worker process: its share of the threads, the parent's environment as the run started (`taken`: what its
+    records and stored trainings name), and it ends when its parent does (Linux)."""
     import torch
+
+    from repro.results import adopt_environment
 
     global _PARENT
     _PARENT = os.getppid()
+    if taken is not None:
+        adopt_environment(taken)
     torch.set_num_threads(threads)
     try:
         import ctypes
@@ -132,7 +137,10 @@ def _run_parallel(grouped, jobs: int, context, finished) -> None:
 
     threads = max(1, (os.cpu_count() or 1) // jobs)
     pool = ProcessPoolExecutor(
-        max_workers=jobs, mp_context=multiprocessing.get_context("spawn"), initializer=_init_worker, initargs=(threads,)
+        max_workers=jobs,
+        mp_context=multiprocessing.get_context("spawn"),
+        initializer=_init_worker,
+        initargs=(threads, environment()),
     )
     previous = signal.signal(signal.SIGTERM, stop)
     try:
