@@ -60,3 +60,12 @@ def test_only_seeds_of_the_same_configuration_count(toy_family, runner):
     # nothing to go by: the plan says so, not "about 0 CPU-minutes for 0 seed(s)"
     (line, _) = cpu_lines(make_plan(resolve("toy-table1"), "smoke", ["Sighted"], [1]))
     assert line == "CPU time of the seeds to train: unknown: no stored seed of this configuration to go by for Sighted"
+
+
+def test_a_seed_that_read_its_training_from_the_store_does_not_count(toy_family, runner):
+    assert runner.invoke(app, ["run", "toy-table1", "--scale", "smoke", "--rows", "Sighted"]).exit_code == 0
+    path, record = _record(toy_family)
+    record["training"] = {**(record.get("training") or {}), "reused": True}  # it only evaluated a stored network
+    path.write_text(json.dumps(record))
+    (sighted,) = make_plan(resolve("toy-table1"), "smoke", ["Sighted"], [0]).steps
+    assert seed_cpu_seconds(sighted) is None and cpu_cell(sighted) == "–"

@@ -246,13 +246,18 @@ def row_hours(step) -> str:
 
 def seed_cpu_seconds(step) -> tuple[float, bool] | None:
     """The CPU seconds one seed of a training step takes, from the row's stored seeds of the same configuration (on
-    the machine that ran them): the median of their CPU times (True: measured), or, for records that kept none, of
-    their wall time times the threads each ran with, an upper bound (False); None: no such stored seed."""
+    the machine that ran them) that trained: the median of their CPU times (True: measured), or, for records that
+    kept none, of their wall time times the threads each ran with, an upper bound (False); None: no such stored
+    seed. A seed that read its training from the store (`training.reused`) only evaluated: it does not count."""
     import statistics
 
     if step.kind != "train" or not step.units:
         return None
-    same = [r for r in step.stored.values() if r.config_hash == step.units[0].config_hash]
+
+    def trained(record) -> bool:
+        return not (isinstance(record.training, dict) and record.training.get("reused"))
+
+    same = [r for r in step.stored.values() if r.config_hash == step.units[0].config_hash and trained(r)]
     measured = [r.cpu_time_s for r in same if r.cpu_time_s]
     if measured:
         return statistics.median(measured), True
