@@ -1,5 +1,6 @@
 """A command imports only what it uses: `repro --help`, `show`, `list`, `table` and `eval` load no pandas, torch or
-scipy (each command's speed is `benchmarks/bench_commands.py`'s; no test times anything)."""
+scipy, except what judging a table's claims uses (scipy, and statsmodels with pandas); none loads torch (each
+command's speed is `benchmarks/bench_commands.py`'s; no test times anything)."""
 
 from __future__ import annotations
 
@@ -40,13 +41,20 @@ def loaded(args: list[str], env_extra: dict[str, str] | None = None) -> tuple[li
         ["--help"],
         ["show", "mcan-pa-table5-ablation"],
         ["list"],
-        ["table", "mcan-pa-table5-ablation", "--scale", "synthetic"],
-        ["table", "mcan-pa-table5-ablation", "--scale", "synthetic", "-v"],
+        ["table", "psac-table1-stats"],
+        ["table", "mcan-pa-table6-complexity", "-v"],
     ],
 )
 def test_the_first_commands_load_no_pandas_torch_or_scipy(args):
     heavy, output = loaded(args)
     assert heavy == [], output
+
+
+@pytest.mark.parametrize("verbose", [[], ["-v"]])
+def test_a_table_that_judges_its_claims_loads_their_statistics_and_no_torch(verbose):
+    # scipy's t and noncentral t, and statsmodels' TOST (which brings pandas), are what judging uses
+    heavy, output = loaded(["table", "mcan-pa-table5-ablation", "--scale", "synthetic", *verbose])
+    assert "torch" not in heavy and "scipy" in heavy and "holds" in output, output
 
 
 def test_eval_loads_no_pandas_torch_or_scipy(tmp_path):
