@@ -103,11 +103,11 @@ class WeightsStore:
             out: list[Any] = [self.read(key) if self.stored(key) else None for key in keys]
             missing = [i for i, got in enumerate(out) if got is None]
             if missing:
-                started = time.time()
+                started, commit = time.time(), run_commit()
                 trained = train(missing)
                 seconds = round(time.time() - started, 1)
                 for i, (weights, training) in zip(missing, trained):
-                    by = {**units[i], "commit": run_commit(), "seconds": seconds, "together": len(missing)}
+                    by = {**units[i], "commit": commit, "seconds": seconds, "together": len(missing)}
                     entry = {"hash": keys[i], "key": materials[i], "training": training, "trained_by": by}
                     self._write(keys[i], entry, weights)
                     out[i] = (weights, {**training, "hash": keys[i], "reused": False, "trained_by": by})

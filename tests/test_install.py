@@ -79,8 +79,8 @@ def test_a_wheel_installed_elsewhere_lists_32_experiments_and_shows_a_table(tmp_
     assert len(means) == 10
     fewest, most = min(len(row["seeds"]) for row in rows), max(len(row["seeds"]) for row in rows)
     synthetic = repro("table", "mcan-pa-table5-ablation", "--scale", "synthetic")
-    seeds = f"n = {fewest} seeds" if fewest == most else f"n = {fewest}–{most} seeds"
-    assert seeds in synthetic and all(f"{m:.2f}" in synthetic for m in means), synthetic
+    header = f"n = {fewest} seeds" if fewest == most else f"n = {fewest}–{most} seeds"
+    assert header in synthetic and all(f"{m:.2f}" in synthetic for m in means), synthetic
     checked = " ".join(repro("check", "mcan-pa-table5-ablation").split())  # the same records, verified
     seeds = len(list((committed / "seeds").glob("*.json")))
     assert "10 row records" in checked and f"{seeds} seed records" in checked, checked

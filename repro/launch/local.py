@@ -94,7 +94,7 @@ def default_jobs(plan: Plan) -> int:
 _PARENT: int | None = None  # a worker's parent process, as the worker started
 
 
-def _init_worker(threads: int, taken: dict | None = None) -> None:
+def _init_worker(threads: int, taken: dict) -> None:
     """A worker process: its share of the threads, the parent's environment as the run started (`taken`: what its
     records and stored trainings name), and it ends when its parent does (Linux)."""
     import torch
@@ -103,8 +103,7 @@ def _init_worker(threads: int, taken: dict | None = None) -> None:
 
     global _PARENT
     _PARENT = os.getppid()
-    if taken is not None:
-        adopt_environment(taken)
+    adopt_environment(taken)
     torch.set_num_threads(threads)
     try:
         import ctypes
