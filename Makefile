@@ -39,7 +39,7 @@ demo: $(VENV)/.installed $(VENV)/.plot
 	REPRO_RESULTS=$(DEMO_RESULTS) $(REPRO) run mcan-pa-table5-ablation --scale synthetic --rows "$(DEMO_ROWS)" --seeds 0 --force
 	@echo "== repro: THIS DEMO's rows ($(DEMO_ROWS); seed 0, from $(DEMO_RESULTS); rows it did not train show –)"
 	REPRO_RESULTS=$(DEMO_RESULTS) $(REPRO) table mcan-pa-table5-ablation --scale synthetic
-	@echo "== repro: the COMMITTED table, for comparison (all ten rows, 4-10 seeds each under its design, mean ± std; results/)"
+	@echo "== repro: the COMMITTED table, for comparison (all 10 rows, 4-10 seeds each under its design, mean ± std; results/)"
 	$(REPRO) table mcan-pa-table5-ablation --scale synthetic
 	$(REPRO) attention mcan-pa-table5-ablation --row "MCAN+PA (ours)" --question 6003 --scale synthetic -o $(DEMO_ATTENTION)
 	$(REPRO) plot mcan-pa-table5-ablation --scale synthetic -o $(DEMO_PLOT)
