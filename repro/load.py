@@ -41,6 +41,27 @@ def cores() -> int:
         return os.cpu_count() or 1
 
 
+def threads_per_process(jobs: int) -> int:
+    """PyTorch threads for each of a run's `jobs` processes: OMP_NUM_THREADS where it is set, else the cores split
+    between them (at least one)."""
+    explicit = os.environ.get("OMP_NUM_THREADS", "").strip()
+    if explicit.isdigit() and int(explicit) > 0:
+        return int(explicit)
+    return max(1, cores() // max(jobs, 1))
+
+
+def free_cores(load: Load) -> int:
+    """The cores other work leaves free: the cores less the 1-minute load average (at least one)."""
+    return min(load.cores, max(1, round(load.cores - load.average)))
+
+
+def oversubscribed(threads: int, jobs: int, load: Load | None) -> bool:
+    """Whether `jobs` processes of `threads` threads each would need more cores than other work leaves free. Such a
+    process waits at every parallel operation for a thread that is not running: two runs of psac Table 6's rows side by
+    side on 2 cores trained 0.9 Action epochs a minute each with two threads and 6 with one (2026-11-29, docs)."""
+    return load is not None and threads > 1 and threads * jobs > free_cores(load)
+
+
 def current() -> Load | None:
     """This machine's load now; None where the system has no load average (Windows)."""
     try:

@@ -57,8 +57,8 @@ def run_command(
         "--jobs",
         "-j",
         min=1,
-        help="Runs at a time, each in its own process (default: the spec's scale setting, else at the synthetic scale "
-        "its family's measured choice, else 1).",
+        help="Runs at a time, each in its own process with its share of the cores as threads, or OMP_NUM_THREADS "
+        "(default: the spec's scale setting, else at the synthetic scale its family's measured choice, else 1).",
     ),
     ensemble: bool | None = typer.Option(
         None,

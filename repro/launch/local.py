@@ -36,7 +36,8 @@ def execute(
     finishes and its row's record (mean, std over every seed present) rebuilt, so an interrupted table
     keeps what finished; stored seeds are replaced only with `force`.
 
-    With jobs > 1 each run is a separate process using cpu_count / jobs threads. `monitor`, given
+    With jobs > 1 each run is a separate process; each process has its share of the cores as threads, or
+    OMP_NUM_THREADS (`repro.load.threads_per_process`). `monitor`, given
     {(row, seed): repro.monitor.Unit}, returns the display (`repro.monitor.RunMonitor`) that shows
     every unit's progress and a line per finished unit; without one, units show their own bars when
     they run in this process.
@@ -46,6 +47,7 @@ def execute(
     units = units_to_run(plan, resume, force)
     grouped = groups(plan, units)
     jobs = min(jobs, max(len(grouped), 1))  # a lone unit runs here, with every thread
+    threads = _threads(jobs)
     environment()  # the code's state as the run starts: every record names it, not the checkout's later state
     prepared = prepare_data(plan)  # once, before runs start in parallel
     latest: dict[str, Result] = {}  # each row's record as its last finished unit rebuilt it
@@ -74,7 +76,7 @@ def execute(
                 for unit, outcome in zip(group, run_units([context(u, True) for u in group])):
                     finished(unit, outcome)
         else:
-            _run_parallel(grouped, jobs, context, finished)
+            _run_parallel(grouped, jobs, threads, context, finished)
 
     out = stored_results(plan, latest)
     for result in out if on_row else ():
@@ -125,8 +127,32 @@ def _run_in_worker(contexts: list) -> list[Outcome]:
             os._exit(1)
 
 
-def _run_parallel(grouped, jobs: int, context, finished) -> None:
-    """Groups of units in `jobs` spawned processes; an error or a signal stops every worker at once."""
+def _threads(jobs: int) -> int:
+    """Threads for each of `jobs` worker processes (`repro.load.threads_per_process`; one job: this process's own,
+    which PyTorch took from OMP_NUM_THREADS or the cores), with a note where other work on the machine leaves fewer
+    free cores than they would take."""
+    import logging
+
+    import torch
+
+    from repro import load
+
+    threads = torch.get_num_threads() if jobs == 1 else load.threads_per_process(jobs)
+    now = load.current()
+    if load.oversubscribed(threads, jobs, now):
+        logging.getLogger("repro.launch").info(
+            "note: other work holds cores of this machine (%s): %d process(es) of %d threads would wait for busy "
+            "cores at every parallel step, several times slower; OMP_NUM_THREADS=1 before `repro run` avoids it",
+            now.words(),
+            jobs,
+            threads,
+        )
+    return threads
+
+
+def _run_parallel(grouped, jobs: int, threads: int, context, finished) -> None:
+    """Groups of units in `jobs` spawned processes of `threads` threads each; an error or a signal stops every worker
+    at once."""
     import multiprocessing
     import signal
     from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -134,7 +160,6 @@ def _run_parallel(grouped, jobs: int, context, finished) -> None:
     def stop(signum, frame):
         raise KeyboardInterrupt(f"signal {signum}")
 
-    threads = max(1, (os.cpu_count() or 1) // jobs)
     pool = ProcessPoolExecutor(
         max_workers=jobs,
         mp_context=multiprocessing.get_context("spawn"),
