@@ -16,8 +16,8 @@ from repro.report.modes import limit_of, rows_in_two_modes, two_modes, widest_ga
 # modes (the test fails until it is taken out), and none joins it unless its spec's outcome says so.
 IN_TWO_MODES = {
     # mcan-pa Table V's re-run under its design (2026-11-29, 56 epochs): eight of its nine left the list; a row no claim
-    # compares, four seeds, has one at 81.55 on Y/N below three at 88.8-90.0; MCAN+POA's seed 7 (its last look's) did not
-    # learn the contact, Other 69.01 and Y/N 78.25 below the other nine (its spec's outcome)
+    # compares, four seeds, has one at 81.55 on Y/N below three at 88.8-90.0; MCAN+POA's seed 7 (its last look's) did
+    # not learn the contact, Other 69.01 and Y/N 78.25 below the other nine (its spec's outcome)
     ("mcan-pa-table5-ablation", "MCAN+PWA+PMA", "Y/N"),
     ("mcan-pa-table5-ablation", "MCAN+POA", "Y/N"),
     ("mcan-pa-table5-ablation", "MCAN+POA", "Other"),
