@@ -58,8 +58,8 @@ def free_cores(load: Load) -> int:
 
 def oversubscribed(threads: int, jobs: int, load: Load | None) -> bool:
     """Whether `jobs` processes of `threads` threads each would need more cores than other work leaves free. Such a
-    process waits at every parallel operation for a thread that is not running: two runs of psac Table 6's rows side by
-    side on 2 cores trained 0.9 Action epochs a minute each with two threads and 6 with one (2026-11-29, docs)."""
+    process waits at every parallel operation for a thread that is not running: two runs side by side on 2 cores
+    trained about 7x slower with two threads each than with one (docs/benchmarks.md)."""
     return load is not None and threads > 1 and threads * jobs > free_cores(load)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Callable
 from contextlib import nullcontext
@@ -19,6 +20,8 @@ from repro.launch.units import (
 )
 from repro.results import Result, environment
 from repro.run import Plan, Unit
+
+_log = logging.getLogger(__name__)
 
 
 def execute(
@@ -131,8 +134,6 @@ def _threads(jobs: int) -> int:
     """Threads for each of `jobs` worker processes (`repro.load.threads_per_process`; one job: this process's own,
     which PyTorch took from OMP_NUM_THREADS or the cores), with a note where other work on the machine leaves fewer
     free cores than they would take."""
-    import logging
-
     import torch
 
     from repro import load
@@ -140,7 +141,7 @@ def _threads(jobs: int) -> int:
     threads = torch.get_num_threads() if jobs == 1 else load.threads_per_process(jobs)
     now = load.current()
     if load.oversubscribed(threads, jobs, now):
-        logging.getLogger("repro.launch").info(
+        _log.info(
             "note: other work holds cores of this machine (%s): %d process(es) of %d threads would wait for busy "
             "cores at every parallel step, several times slower; OMP_NUM_THREADS=1 before `repro run` avoids it",
             now.words(),
