@@ -77,6 +77,10 @@ class TaskGeneratorConfig(GeneratorSettings):
     # the items of each label (so neither the words nor the scene alone tell the label); what ACE-RPE's anchor-based
     # relative position (Eq. 7: a grid distance, no direction) encodes. Its words join the vocabulary only when on
     ve_distance: bool = False
+    # with `ve_distance`, every statement says "next to": entailed when the two objects are neighbours, contradicted
+    # when not, half each. The label is then one fact of the scene (how far apart the two named objects are) rather
+    # than that fact and the statement's word together, which is a parity of two facts that neither tells alone
+    ve_next_only: bool = False
     # grounding expressions name their object in full and the one it stands beside by its shape alone ("the red
     # square left of the circle"), so more of the words point at the object referred to than at the other
     context_shape_only: bool = False
@@ -88,6 +92,8 @@ class TaskGeneratorConfig(GeneratorSettings):
             raise ReproError("task generator: item and annotator counts must be at least 1")
         if not 0.0 <= self.absent_share <= 1.0:
             raise ReproError(f"task generator: absent_share must be within [0, 1], got {self.absent_share}")
+        if self.ve_next_only and not (self.ve_distance and self.ve_relation_only):
+            raise ReproError("task generator: ve_next_only needs ve_distance and ve_relation_only")
 
 
 DISTANCES = {"next to": "far from", "far from": "next to"}  # `ve_distance`'s relations and their opposites
@@ -184,6 +190,16 @@ def _ve(w: _Writer, split: str, count: int) -> list[dict]:
     labels = ("entailment", "contradiction") + (() if w.cfg.ve_relation_only else ("neutral",))
     out = []
     for n in range(count):
+        if w.cfg.ve_distance and w.cfg.ve_next_only:  # the objects near in every second item: entailed when near
+            rel, scene, a, b = _distance_scene(w, f"ve_{split}", n, near=n % 2 == 0)
+            out.append(
+                {
+                    "image": rel[: -len(".jpg")],
+                    "sentence": f"a {_name(a)} next to a {_name(b)}",
+                    "label": "entailment" if n % 2 == 0 else "contradiction",
+                }
+            )
+            continue
         if w.cfg.ve_distance:  # the objects near in every second pair of items, so neither the words nor the
             rel, scene, a, b = _distance_scene(w, f"ve_{split}", n, near=n // 2 % 2 == 0)  # scene alone decides
             relation = distance(a, b)

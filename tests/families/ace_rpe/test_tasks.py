@@ -241,6 +241,30 @@ def test_distance_statements_say_next_to_or_far_from_as_the_scene_has_it(tmp_pat
     assert not set(DISTANCE_WORDS) & set((plain / "vocab" / "vocab.txt").read_text().split())
 
 
+def test_next_only_statements_all_say_next_to_and_are_entailed_exactly_when_the_objects_are_neighbours(
+    tmp_path, monkeypatch
+):
+    cfg = {"seed": 2, "grid": 3, "objects": 2, "train_items": 60, "test_items": 2}
+    flags = {"ve_relation_only": True, "ve_distance": True, "ve_next_only": True}
+    root, scenes = _generate_recording_scenes(tmp_path, monkeypatch, {**cfg, **flags})
+    entries = json.loads((root / "ve_train.json").read_text())
+    for entry in entries:
+        scene = scenes[root / f"{entry['image']}.jpg"]
+        a, relation, b = _statement(entry["sentence"])
+        (x,) = [o for o in scene if _name(o) == a]
+        (y,) = [o for o in scene if _name(o) == b]
+        assert x is not y and relation == "next to"
+        near = max(abs(x[2] - y[2]), abs(x[3] - y[3])) == 1
+        assert near == (entry["label"] == "entailment")
+    labels = [e["label"] for e in entries]
+    assert labels.count("entailment") == labels.count("contradiction") == 30
+
+
+def test_next_only_needs_the_distance_statements():
+    with pytest.raises(ReproError, match="ve_next_only needs ve_distance and ve_relation_only"):
+        TaskGeneratorConfig.from_mapping({"ve_distance": True, "ve_next_only": True}).check()
+
+
 @pytest.mark.parametrize(
     ("cfg", "digest"),
     [
