@@ -3,8 +3,8 @@
 A run on the CPU keeps each core it may use about once busy (the trainer's threads are the cores, split
 between `-j` workers), so its own share of the 1-minute load average is about the core count. Above
 that, other processes compete for the same cores: with a load L on C cores the run gets about C/L of
-them, and takes about L/C times as long as on an idle machine. And the threads a run's processes take
-(`threads_per_process`), and whether other work leaves them too few free cores (`oversubscribed`).
+them, and takes about L/C times as long as on an idle machine. Also here: the threads each of a run's
+processes takes (`threads_per_process`), and whether other work leaves them too few free cores (`oversubscribed`).
 """
 
 from __future__ import annotations

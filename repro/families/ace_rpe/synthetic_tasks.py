@@ -190,18 +190,10 @@ def _ve(w: _Writer, split: str, count: int) -> list[dict]:
     labels = ("entailment", "contradiction") + (() if w.cfg.ve_relation_only else ("neutral",))
     out = []
     for n in range(count):
-        if w.cfg.ve_distance and w.cfg.ve_next_only:  # the objects near in every second item: entailed when near
-            rel, scene, a, b = _distance_scene(w, f"ve_{split}", n, near=n % 2 == 0)
-            out.append(
-                {
-                    "image": rel[: -len(".jpg")],
-                    "sentence": f"a {_name(a)} next to a {_name(b)}",
-                    "label": "entailment" if n % 2 == 0 else "contradiction",
-                }
-            )
-            continue
         if w.cfg.ve_distance:  # the objects near in every second pair of items, so neither the words nor the
-            rel, scene, a, b = _distance_scene(w, f"ve_{split}", n, near=n // 2 % 2 == 0)  # scene alone decides
+            # scene alone decides; with `ve_next_only` near in the entailed items, so every statement says "next to"
+            near = n % 2 == 0 if w.cfg.ve_next_only else n // 2 % 2 == 0
+            rel, scene, a, b = _distance_scene(w, f"ve_{split}", n, near=near)
             relation = distance(a, b)
         else:
             rel, scene = w.distinct_scene(f"ve_{split}", n, "jpg")
