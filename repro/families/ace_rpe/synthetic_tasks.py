@@ -92,6 +92,8 @@ class TaskGeneratorConfig(GeneratorSettings):
             raise ReproError("task generator: item and annotator counts must be at least 1")
         if not 0.0 <= self.absent_share <= 1.0:
             raise ReproError(f"task generator: absent_share must be within [0, 1], got {self.absent_share}")
+        if self.ve_distance and self.grid < 3:  # no two cells of a 2 x 2 grid are far apart: no "far" scene exists
+            raise ReproError(f"task generator: ve_distance needs a grid of 3 or more, got {self.grid}")
         if self.ve_next_only and not (self.ve_distance and self.ve_relation_only):
             raise ReproError("task generator: ve_next_only needs ve_distance and ve_relation_only")
 

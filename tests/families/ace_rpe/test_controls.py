@@ -33,3 +33,15 @@ def test_a_control_asks_only_the_relation_and_has_no_paper_scale(ident):
     assert [c.dataset for c in spec.columns] == ["snli-ve", "snli-ve"]
     with pytest.raises(ReproError, match="positive control"):
         paper_data(spec, spec.rows[0])
+
+
+@pytest.mark.parametrize("ident", CONTROLS)
+def test_each_scale_of_a_control_generates_its_statements(ident, tmp_path):
+    from repro.families.ace_rpe.synthetic_tasks import generate_tasks
+
+    for scale in ("synthetic", "smoke"):
+        task = TaskGeneratorConfig.from_mapping(resolve(ident).scales[scale]["task_generator"])
+        task.check()  # a 2 x 2 grid has no far cells: drawing a "far" scene there never ends
+        if scale == "smoke":
+            root = generate_tasks(tmp_path / scale, task, images=False)
+            assert (root / "ve_test.json").is_file()

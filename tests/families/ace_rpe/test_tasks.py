@@ -260,9 +260,14 @@ def test_next_only_statements_all_say_next_to_and_are_entailed_exactly_when_the_
     assert labels.count("entailment") == labels.count("contradiction") == 30
 
 
+def test_distance_statements_need_a_grid_with_far_cells():
+    with pytest.raises(ReproError, match="ve_distance needs a grid of 3 or more, got 2"):
+        TaskGeneratorConfig.from_mapping({"grid": 2, "ve_relation_only": True, "ve_distance": True}).check()
+
+
 def test_next_only_needs_the_distance_statements():
     with pytest.raises(ReproError, match="ve_next_only needs ve_distance and ve_relation_only"):
-        TaskGeneratorConfig.from_mapping({"ve_distance": True, "ve_next_only": True}).check()
+        TaskGeneratorConfig.from_mapping({"grid": 3, "ve_distance": True, "ve_next_only": True}).check()
 
 
 @pytest.mark.parametrize(
