@@ -69,3 +69,19 @@ def test_a_seed_that_read_its_training_from_the_store_does_not_count(toy_family,
     path.write_text(json.dumps(record))
     (sighted,) = make_plan(resolve("toy-table1"), "smoke", ["Sighted"], [0]).steps
     assert seed_cpu_seconds(sighted) is None and cpu_cell(sighted) == "–"
+
+
+def test_with_force_the_stored_seeds_count_as_seeds_to_train(toy_family, runner):
+    assert (
+        runner.invoke(app, ["run", "toy-table1", "--scale", "smoke", "--rows", "Sighted", "--seeds", "0"]).exit_code
+        == 0
+    )
+    _, record = _record(toy_family)
+    plan = make_plan(resolve("toy-table1"), "smoke", ["Sighted"], [0, 1])
+    minutes = record["cpu_time_s"] / 60
+    assert f"{minutes:.0f} CPU-minutes for 1 seed(s)" in cpu_lines(plan)[0]  # seed 0 is stored: only seed 1 trains
+    assert f"{2 * minutes:.0f} CPU-minutes for 2 seed(s)" in cpu_lines(plan, force=True)[0]  # --force retrains seed 0
+    dry = runner.invoke(
+        app, ["run", "toy-table1", "--scale", "smoke", "--rows", "Sighted", "--seeds", "0,1"] + ["--force", "--dry-run"]
+    )
+    assert "for 2 seed(s)" in " ".join(dry.output.split())

@@ -273,9 +273,9 @@ def cpu_cell(step) -> str:
     return f"{'' if cost[1] else '≤'}{cost[0] / 60:.1f}"
 
 
-def cpu_lines(plan: Plan) -> list[str]:
-    """At a generated scale: the CPU time of the seeds the run trains (those without a stored record) and of the
-    design's seeds of the rows its claims compare, from each row's stored seeds (`seed_cpu_seconds`), and the wall
+def cpu_lines(plan: Plan, force: bool = False) -> list[str]:
+    """At a generated scale: the CPU time of the seeds the run trains (those without a stored record; with `force`,
+    `repro run --force`, every seed asked for) and of the design's seeds of the rows its claims compare, from each row's stored seeds (`seed_cpu_seconds`), and the wall
     time that is on this machine's cores when they are all busy."""
     import os
 
@@ -305,7 +305,7 @@ def cpu_lines(plan: Plan) -> list[str]:
         return text + (f"; {nothing}" if unknown else "")
 
     lines = []
-    pending = total(lambda step: sum(1 for u in step.units if u.stored is None))
+    pending = total(lambda step: sum(1 for u in step.units if force or u.stored is None))
     if pending[1] or pending[2]:
         lines.append("CPU time of the seeds to train: " + said(*pending))
     design = plan.spec.design
