@@ -9,7 +9,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager, nullcontext
 from pathlib import Path
@@ -118,17 +117,20 @@ def shared_last(plan: Plan, grouped: list[list[Unit]]) -> list[list[Unit]]:
 
 
 def run_unit(ctx: RunContext) -> Outcome:
-    """Train/compute one (row, seed); returns what it produced, start and end time, seconds, CPU seconds. Runs in any
-    process."""
+    """Train/compute one (row, seed); returns what it produced, start and end time, seconds, CPU seconds (a resumed
+    unit's include its earlier processes' up to their last checkpoint: `repro.train.spent`). Runs in any process."""
     from repro.train.distributed import use_device
+    from repro.train.spent import unit_clock
 
-    started, clock, cpu = now_iso(), time.time(), time.process_time()
-    with use_device(ctx.device):  # every trainer the family calls trains on the unit's device
+    started = now_iso()
+    # every trainer the family calls trains on the unit's device; the clock counts a resumed unit's earlier processes
+    with use_device(ctx.device), unit_clock([ctx.workdir], ctx.resume) as clock:
         if ctx.row.compute is not None:
             run = ctx.task(ctx)
         else:
             run = ctx.hooks.run_row(with_data(ctx))
-    return run, started, now_iso(), time.time() - clock, time.process_time() - cpu
+        seconds, cpu = clock.now()
+    return run, started, now_iso(), seconds, cpu
 
 
 @contextmanager
@@ -167,11 +169,13 @@ def _run_units(ctxs: list[RunContext]) -> list[Outcome]:
     if len(ctxs) == 1:
         return [run_unit(ctxs[0])]
     from repro.train.distributed import use_device
+    from repro.train.spent import unit_clock
 
-    started, clock, cpu = now_iso(), time.time(), time.process_time()
-    with use_device(ctxs[0].device):
+    started = now_iso()
+    with use_device(ctxs[0].device), unit_clock([c.workdir for c in ctxs], ctxs[0].resume) as clock:
         runs = ctxs[0].hooks.run_ensemble([with_data(c) for c in ctxs])
-    seconds, cpu, finished = time.time() - clock, time.process_time() - cpu, now_iso()
+        seconds, cpu = clock.now()
+    finished = now_iso()
     for run in runs:  # the seeds it trained with: its dropout masks depend on them (repro.train.ensemble)
         run.training = {**(run.training or {}), "ensemble": [c.seed for c in ctxs]}
     return [(run, started, finished, seconds / len(ctxs), cpu / len(ctxs)) for run in runs]

@@ -21,6 +21,7 @@ import numpy as np
 import torch
 
 from repro.errors import ReproError, cut
+from repro.train import spent
 from repro.utils import atomic_open
 
 LAST = "last.pt"
@@ -91,6 +92,7 @@ def save_checkpoint(
     }
     with atomic_open(path, "wb") as handle:
         torch.save(state, handle)
+    spent.mark()  # the unit's seconds up to this checkpoint, for its record if it is resumed from here
     return path
 
 
