@@ -5,7 +5,9 @@ two of them ("a red square left of a blue circle"), so matching a caption to its
 words tied to image regions and the relation between them. With `twins`, every second image is the
 one before it with two of its shapes exchanged: the same shapes, other relations, so a model that
 knows which shapes an image holds but not where cannot tell the two apart (at best half of its
-top-1 retrievals of a twin pair are right). Files:
+top-1 retrievals of a twin pair are right). With `distance`, captions say how far apart two shapes
+are ("a red square next to a blue circle", "... far from ...") and a twin moves one shape so that
+two of them go from next to each other to far apart or back. Files:
 
   images/<split>/<n>.png                      the images
   pretrain.json                               pre-training pairs (list of image/caption)
@@ -31,6 +33,7 @@ SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 RETRIEVAL_NAMES = {"flickr30k": "flickr30k", "coco-retrieval": "coco"}  # spec dataset -> ALBEF file prefix
 # the downstream tasks' words (`synthetic_tasks.py`), in the vocabulary here too with `task_words`
 TASK_WORDS = ("is", "there", "what", "the", "left", "right", "image", "shows", "yes", "no", "of")
+DISTANCE_WORDS = ("next", "to", "far", "from")  # "a red square next to / far from a blue circle"
 PLACE_WORDS = ("at", "the", "top", "bottom", "middle", "left", "right")  # "a red square at the top left"
 
 
@@ -52,6 +55,12 @@ class GeneratorConfig(GeneratorSettings):
     # the vocabulary holds the downstream tasks' words too, so that tables with and without task columns tokenize
     # alike and share their pre-training (`pretrained.py`)
     task_words: bool = False
+    # captions (pre-training and retrieval) say how far apart two shapes are, "next to" (neighbouring cells, diagonals
+    # included) or "far from", instead of which way one stands from the other; a twin moves one shape to a free cell
+    # so that its distance to another shape changes. Exchanging two shapes (the twins without it) keeps their
+    # distance, which is all ACE-RPE's relative position (Eq. 7, a grid distance without a direction) tells; here it
+    # is what tells a twin pair apart. Its words join the vocabulary only when on
+    distance: bool = False
 
     def check(self) -> None:
         if self.objects < 2 or self.objects > self.grid * self.grid:
@@ -60,6 +69,8 @@ class GeneratorConfig(GeneratorSettings):
             raise ReproError("generator: image and caption counts must be at least 1")
         if not 0.0 <= self.place_captions <= 1.0:
             raise ReproError(f"generator: place_captions must be within [0, 1], got {self.place_captions}")
+        if self.distance and self.grid < 3:  # no two cells of a 2 x 2 grid are far apart
+            raise ReproError(f"generator: distance needs a grid of 3 or more, got {self.grid}")
 
 
 def _scene(rng: random.Random, cfg: GeneratorConfig) -> list[tuple[str, str, int, int]]:
@@ -79,6 +90,35 @@ def _twin(rng: random.Random, scene) -> list[tuple[str, str, int, int]]:
     return twin
 
 
+def _distance_twin(rng: random.Random, scene, grid: int) -> list[tuple[str, str, int, int]]:
+    """The scene with one shape moved to a free cell so that its distance to another shape changes, next to <->
+    far from: the same shapes, another image (two alike shapes too: "a red circle next to a red circle" is then
+    false)."""
+    taken = {o[2:] for o in scene}
+    free = [(r, c) for r in range(grid) for c in range(grid) if (r, c) not in taken]
+    moves = sorted(
+        {
+            (i, cell)
+            for i, a in enumerate(scene)
+            for j, b in enumerate(scene)
+            if i != j
+            for cell in free
+            if distance((*a[:2], *cell), b) != distance(a, b)
+        }
+    )
+    if not moves:
+        return list(scene)
+    i, cell = rng.choice(moves)
+    twin = list(scene)
+    twin[i] = (*scene[i][:2], *cell)
+    return twin
+
+
+def distance(a, b) -> str:
+    """How far object a stands from object b: "next to" in neighbouring cells (diagonals included), else "far from"."""
+    return "next to" if max(abs(a[2] - b[2]), abs(a[3] - b[3])) <= 1 else "far from"
+
+
 def _relation(a, b) -> str:
     """How object a stands to object b: the larger of the column and the row difference."""
     dr, dc = a[2] - b[2], a[3] - b[3]
@@ -87,9 +127,10 @@ def _relation(a, b) -> str:
     return "above" if dr < 0 else "below"
 
 
-def _caption(rng: random.Random, scene) -> str:
+def _caption(rng: random.Random, scene, cfg: GeneratorConfig | None = None) -> str:
     a, b = rng.sample(scene, 2)
-    return f"a {a[0]} {a[1]} {_relation(a, b)} a {b[0]} {b[1]}"
+    relation = distance(a, b) if cfg is not None and cfg.distance else _relation(a, b)
+    return f"a {a[0]} {a[1]} {relation} a {b[0]} {b[1]}"
 
 
 def place(obj, grid: int) -> str:
@@ -107,7 +148,7 @@ def _pretrain_caption(rng: random.Random, scene, cfg: GeneratorConfig) -> str:
     if cfg.place_captions > 0 and rng.random() < cfg.place_captions:
         obj = rng.choice(scene)
         return f"a {obj[0]} {obj[1]} at the {place(obj, cfg.grid)}"
-    return _caption(rng, scene)
+    return _caption(rng, scene, cfg)
 
 
 def _draw(scene, cfg: GeneratorConfig, path: Path) -> None:
@@ -133,7 +174,10 @@ def _draw(scene, cfg: GeneratorConfig, path: Path) -> None:
 def _images(rng, cfg, root: Path, split: str, count: int) -> list[tuple[str, list]]:
     out = []
     for n in range(count):
-        scene = _twin(rng, out[-1][1]) if cfg.twins and n % 2 else _scene(rng, cfg)
+        if cfg.twins and n % 2:
+            scene = _distance_twin(rng, out[-1][1], cfg.grid) if cfg.distance else _twin(rng, out[-1][1])
+        else:
+            scene = _scene(rng, cfg)
         rel = f"images/{split}/{n}.png"
         _draw(scene, cfg, root / rel)
         out.append((rel, scene))
@@ -141,8 +185,11 @@ def _images(rng, cfg, root: Path, split: str, count: int) -> list[tuple[str, lis
 
 
 def vocabulary(cfg: GeneratorConfig | None = None) -> list[str]:
-    """The captions' words (with `place_captions` the place words, with `task_words` the tasks' words too)."""
+    """The captions' words (with `place_captions` the place words, with `task_words` the tasks' words, with
+    `distance` its relations' words too)."""
     words = {"a", *COLOURS, *SHAPES, *(w for r in RELATIONS for w in r.split())}
+    if cfg is not None and cfg.distance:
+        words |= set(DISTANCE_WORDS)
     if cfg is not None and cfg.place_captions > 0:
         words |= set(PLACE_WORDS)
     if cfg is not None and cfg.task_words:
@@ -169,7 +216,7 @@ def generate(root: Path, cfg: GeneratorConfig, scenes: dict[str, list] | None = 
     for name in RETRIEVAL_NAMES.values():
         train = _images(rng, cfg, root, f"{name}_train", cfg.train_images)
         entries = [
-            {"image": rel, "caption": _caption(rng, s), "image_id": i}
+            {"image": rel, "caption": _caption(rng, s, cfg), "image_id": i}
             for i, (rel, s) in enumerate(train)
             for _ in range(cfg.train_captions)
         ]
@@ -178,7 +225,10 @@ def generate(root: Path, cfg: GeneratorConfig, scenes: dict[str, list] | None = 
         drawn += train + test
         write_json_atomic(
             root / f"{name}_test.json",
-            [{"image": rel, "caption": [_caption(rng, s) for _ in range(cfg.captions_per_image)]} for rel, s in test],
+            [
+                {"image": rel, "caption": [_caption(rng, s, cfg) for _ in range(cfg.captions_per_image)]}
+                for rel, s in test
+            ],
         )
     (root / "vocab").mkdir(parents=True, exist_ok=True)
     (root / "vocab" / "vocab.txt").write_text("\n".join(vocabulary(cfg)) + "\n")

@@ -39,12 +39,14 @@ from pathlib import Path
 from repro.errors import ReproError
 from repro.families.ace_rpe.synthetic import (
     COLOURS,
+    DISTANCE_WORDS,
     SHAPES,
     SPECIALS,
     TASK_WORDS,
     _draw,
     _relation,
     _scene,
+    distance,
     vocabulary,
 )
 from repro.families.base import GeneratorSettings
@@ -99,7 +101,6 @@ class TaskGeneratorConfig(GeneratorSettings):
 
 
 DISTANCES = {"next to": "far from", "far from": "next to"}  # `ve_distance`'s relations and their opposites
-DISTANCE_WORDS = ("next", "to", "far", "from")
 
 
 def task_vocabulary(cfg: TaskGeneratorConfig | None = None) -> list[str]:
@@ -107,11 +108,6 @@ def task_vocabulary(cfg: TaskGeneratorConfig | None = None) -> list[str]:
     if cfg is not None and cfg.ve_distance:
         words |= set(DISTANCE_WORDS)
     return SPECIALS + sorted(words)
-
-
-def distance(a, b) -> str:
-    """How far object a stands from object b: "next to" in neighbouring cells (diagonals included), else "far from"."""
-    return "next to" if max(abs(a[2] - b[2]), abs(a[3] - b[3])) <= 1 else "far from"
 
 
 def answer_list() -> list[str]:

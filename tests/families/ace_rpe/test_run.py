@@ -16,6 +16,7 @@ from repro.metrics import retrieval
 from repro.paths import REPO_DIR
 
 SMALL = {"seed": 1, "pretrain_images": 3, "train_images": 3, "test_images": 2, "captions_per_image": 5}
+EXPECTED_PLAIN = "512f35e829f9a81f"  # SMALL's twins on a 3 x 3 grid, written by the code before `distance` existed
 
 
 def test_generator_writes_albef_json_files_the_readers_accept(tmp_path):
@@ -57,6 +58,43 @@ def test_twins_hold_the_same_shapes_in_other_places(tmp_path):
         assert not set(first["caption"]) & set(twin["caption"])  # no caption fits both
         pixels = [Image.open(root / e["image"]).tobytes() for e in (first, twin)]
         assert pixels[0] != pixels[1]
+
+
+def test_distance_twins_differ_in_how_far_apart_two_shapes_stand(tmp_path):
+    """With `distance`, every caption says "next to" or "far from", and image 2k+1 is image 2k with one shape moved:
+    the same shapes, the two named ones next to each other in one image of the pair and far apart in the other, so
+    their captions never fit the other image (exchanging two shapes, the twins without it, keeps their distance)."""
+    from repro.families.ace_rpe.synthetic import distance
+
+    cfg = GeneratorConfig.from_mapping({**SMALL, "test_images": 40, "grid": 3, "twins": True, "distance": True})
+    scenes: dict[str, list] = {}
+    root = generate(tmp_path, cfg, scenes)
+    tok = tokenizer(root / "vocab")
+    for name in ("flickr30k", "coco"):
+        test = read_annotations(root / f"{name}_test.json", "test")
+        for first, twin in zip(test[::2], test[1::2]):
+            a, b = scenes[first["image"]], scenes[twin["image"]]
+            assert sorted(o[:2] for o in a) == sorted(o[:2] for o in b) and a != b
+            assert distance(*a) != distance(*b)  # two shapes a scene: the pair's distance flips
+            for entry, scene in ((first, a), (twin, b)):
+                said = {"next to" if "next to" in c else "far from" for c in entry["caption"]}
+                assert said == {distance(*scene)}
+                assert tok.unk_token_id not in tok(entry["caption"])["input_ids"][0]
+    pretrain = json.loads((root / "pretrain.json").read_text())
+    captions = [c for e in pretrain for c in e["caption"]]
+    assert captions and all(("next to" in c) != ("far from" in c) for c in captions)
+    with pytest.raises(ReproError, match="distance needs a grid of 3 or more"):
+        GeneratorConfig.from_mapping({**SMALL, "grid": 2, "distance": True}).check()
+
+
+def test_the_distance_option_off_writes_the_same_files(tmp_path):
+    """Configs without `distance` give the files they gave before it existed (the committed records' data)."""
+    import hashlib
+
+    cfg = GeneratorConfig.from_mapping({**SMALL, "grid": 3, "twins": True})
+    root = generate(tmp_path, cfg)
+    digest = hashlib.sha256(b"".join((root / f).read_bytes() for f in ("pretrain.json", "flickr30k_test.json")))
+    assert digest.hexdigest()[:16] == EXPECTED_PLAIN
 
 
 def test_readers_refuse_the_wrong_layout(tmp_path):
