@@ -7,7 +7,13 @@ from tests.families.mechanism_table import readme_rows, specs_with_claims
 
 README = "repro/families/ace_rpe/README.md"
 RETRIEVAL = ("ace-rpe-table1-pe", "ace-rpe-table8-mode")  # one generator, one README row per data set and direction
-TASKS = ("ace-rpe-table2-pe", "ace-rpe-table5-grounding", "ace-rpe-control-relation", "ace-rpe-control-neighbours")
+TASKS = (
+    "ace-rpe-table2-pe",
+    "ace-rpe-table5-grounding",
+    "ace-rpe-control-relation",
+    "ace-rpe-control-neighbours",
+    "ace-rpe-control-anchors",
+)
 RETRIEVAL_NAMES = {"flickr30k": "flickr30k", "coco-retrieval": "coco"}
 TASK_NAMES = {"vqa2": "vqa", "snli-ve": "ve", "nlvr2": "nlvr"}
 
