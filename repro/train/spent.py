@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -67,7 +68,7 @@ def unit_clock(folders: list[Path], resume: bool) -> Iterator[Clock]:
     folder's ledger (the seeds trained together share one), else the ledgers are removed."""
     global _current
     wall, cpu = earlier(folders[0]) if resume else (0.0, 0.0)
-    if not resume:
+    if not resume and os.environ.get("RANK", "0") == "0":  # a torchrun unit's rank 0 saves its checkpoints
         for folder in folders:
             (folder / LEDGER).unlink(missing_ok=True)
     clock = Clock(list(folders), wall, cpu)
