@@ -295,6 +295,18 @@ def test_equivalent_only_where_the_paper_effect_exceeds_delta(sandbox):
     assert claim.p_equivalence is None and claim.m == 1
 
 
+@pytest.mark.parametrize("ours, cited", [(64.4, 63.4), (64.1, 63.1)])  # 1 + 7e-15 and 1 - 7e-15 in floats
+def test_a_paper_effect_equal_to_delta_is_not_testable_whichever_way_the_floats_round(sandbox, ours, cited):
+    text = SPEC_TEXT.replace("reported: {Num: 50.0, All: 70.0}", f"reported: {{Num: {cited}, All: 70.0}}")
+    write_spec(sandbox, text.replace("reported: {Num: 54.86,", f"reported: {{Num: {ours},") + CLAIMS + DESIGN)
+    spec = resolve("t1-demo")
+    _record(spec, "Ours*", [60.0, 60.1, 59.9, 60.0, 60.05, 59.95])
+    _record(spec, "Cited", [60.02, 60.12, 59.92, 60.02, 60.07, 59.97])
+    claim = _claims(spec)[0]
+    assert claim.paper_effect == 1.0 and claim.p_equivalence is None
+    assert claim.verdict == "not testable at this δ (the paper's effect 1 is not above δ = 1)"
+
+
 def test_no_verdict_from_a_difference_below_the_resolution_of_rows_without_spread(claim_spec):
     _record(claim_spec, "Ours*", [60.0 + 1e-12] * 6)
     _record(claim_spec, "Cited", [60.0] * 6)

@@ -229,7 +229,9 @@ def _base_view(spec: Spec, claim: Claim, results: Mapping[str, Result | None]) -
     paper = None if reported_a is None or reported_b is None else sign * (reported_a - reported_b) > 0
     view = ClaimView(claim.text, paper, "not judged")
     if reported_a is not None and reported_b is not None:
-        view.paper_effect = sign * (reported_a - reported_b)
+        # rounded as the printed numbers are, so that 64.4 - 63.4 and 64.1 - 63.1 are both an effect of 1, not one
+        # 1 + 7e-15 (above a δ of 1) and the other 1 - 7e-15
+        view.paper_effect = round(sign * (reported_a - reported_b), 9)
     result_a, result_b = results.get(claim.row), results.get(claim.over)
     a, b = (None if r is None else r.metrics.get(column.name) for r in (result_a, result_b))
     if column.metric == "time":
@@ -470,7 +472,8 @@ def _decide(views: list[ClaimView], hypotheses: list[Hypothesis], levels: tuple[
         if not testable and v.paper_effect is not None and v.delta is not None:
             effect = v.paper_effect if v.method != "interleaved ratio" else math.expm1(abs(v.paper_effect))
             v.kind = "not testable"
-            v.verdict = f"not testable at this δ (the paper's effect {abs(effect):.3g} < δ = {v.delta:.3g})"
+            below = "<" if abs(effect) < v.delta else "is not above"  # the rule: an effect that exceeds δ
+            v.verdict = f"not testable at this δ (the paper's effect {abs(effect):.3g} {below} δ = {v.delta:.3g})"
             continue
         v.kind = "underpowered"
         # before the design's last look the claim is undecided so far: its next look adds seeds
