@@ -275,8 +275,9 @@ def cpu_cell(step) -> str:
 
 def cpu_lines(plan: Plan, force: bool = False) -> list[str]:
     """At a generated scale: the CPU time of the seeds the run trains (those without a stored record; with `force`,
-    `repro run --force`, every seed asked for) and of the design's seeds of the rows its claims compare, from each row's stored seeds (`seed_cpu_seconds`), and the wall
-    time that is on this machine's cores when they are all busy."""
+    `repro run --force`, every seed asked for) and of the design's seeds of the rows its claims compare, from each
+    row's stored seeds (`seed_cpu_seconds`), and the wall time that is on this machine's cores when they are all
+    busy."""
     import os
 
     cores = os.cpu_count() or 1
