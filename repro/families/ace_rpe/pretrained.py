@@ -7,7 +7,7 @@ for it reads the stored weights. A pre-training is named by the hash of what det
   model     the row's config, less the fields that only choose data or a stage (`task`, `pretrain`, `init`:
             the data's own hash stands for what `pretrain` chooses)
   sizes     the model's sizes, the vocabulary's size and special tokens included
-  recipe    the pre-training recipe, its seed included
+  recipe    the pre-training recipe's settings, its seed included (not its file's path: two checkouts share)
   data      sha256 of the vocabulary, of the pre-training json files and of every image they name, and the
             caption length (`max_tokens`)
 
@@ -55,7 +55,7 @@ def key(config: Any, sizes: dict[str, Any], recipe: Any, data: str) -> tuple[str
     material = {
         "model": {k: v for k, v in sorted(model.items()) if k not in NOT_HASHED},
         "sizes": dict(sorted(sizes.items())),
-        "recipe": recipe.to_json(),
+        "recipe": {k: v for k, v in recipe.to_json().items() if k != "path"},  # its settings, not where its file is
         "data": data,
     }
     return digest(material), material

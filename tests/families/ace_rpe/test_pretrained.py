@@ -37,6 +37,18 @@ def test_the_key_names_what_the_network_is_trained_with_and_not_the_corpus_switc
     assert _key(ALBEFConfig(arch="albef", position_embedding="ace-rpe", task="retrieval")) == base
 
 
+def test_the_key_does_not_name_where_the_recipe_file_is(tmp_path):
+    """Two checkouts (or an installed copy) with the same recipe share a pre-training: the key holds the recipe's
+    settings, not its file's path."""
+    recipe = load_recipe("ace-rpe/pretrain")
+    elsewhere = recipe.replace(path=tmp_path / "other-checkout" / "pretrain.yaml")  # as another clone loads it
+    config = ALBEFConfig(arch="albef", position_embedding="ace-rpe")
+    assert (
+        store.key(config, {"hidden_size": 64}, elsewhere, "d")[0]
+        == store.key(config, {"hidden_size": 64}, recipe, "d")[0]
+    )
+
+
 def test_the_data_hash_reads_the_files_content(tmp_path):
     (tmp_path / "a.json").write_text('[{"image": "x.png", "caption": "a"}]')
     (tmp_path / "x.png").write_bytes(b"one")
