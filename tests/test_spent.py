@@ -63,27 +63,16 @@ def test_a_ledger_that_is_not_one_counts_nothing_and_stops_nothing(tmp_path, tex
 
 
 def test_outside_a_unit_a_checkpoint_save_writes_no_ledger(tmp_path):
+    from functools import partial
+
     from torch import nn, optim
 
     from repro.train.checkpoint import save_checkpoint
 
     model = nn.Linear(2, 2)
-    save_checkpoint(
-        tmp_path / "last.pt",
-        model=model,
-        optimizer=optim.SGD(model.parameters(), 0.1),
-        epoch=0,
-        step=0,
-        step_in_epoch=0,
-    )
+    save = partial(save_checkpoint, tmp_path / "last.pt", model=model, epoch=0, step=0, step_in_epoch=0)
+    save(optimizer=optim.SGD(model.parameters(), 0.1))
     assert not (tmp_path / spent.LEDGER).exists()
     with spent.unit_clock([tmp_path / "unit"], resume=False):
-        save_checkpoint(
-            tmp_path / "last.pt",
-            model=model,
-            optimizer=optim.SGD(model.parameters(), 0.1),
-            epoch=0,
-            step=0,
-            step_in_epoch=0,
-        )
+        save(optimizer=optim.SGD(model.parameters(), 0.1))
     assert json.loads((tmp_path / "unit" / spent.LEDGER).read_text())["cpu_s"] >= 0
