@@ -213,7 +213,7 @@ def test_relation_only_snli_ve_has_no_neutral_statement_and_both_objects_in_ever
 
 
 def test_distance_statements_say_next_to_or_far_from_as_the_scene_has_it(tmp_path, monkeypatch):
-    from repro.families.ace_rpe.synthetic_tasks import DISTANCE_WORDS
+    from repro.families.ace_rpe.synthetic import DISTANCE_WORDS
 
     cfg = {"seed": 2, "grid": 3, "objects": 2, "train_items": 60, "test_items": 2}
     root, scenes = _generate_recording_scenes(
