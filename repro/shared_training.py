@@ -88,7 +88,7 @@ def key(ctx: Any, model: nn.Module, recipe: Any, data: str, together: list[int] 
         "model": trained_fields(ctx.config, ctx.hooks.evaluation_fields),
         "init": tensors_hash(model.state_dict()),
         "data": data,
-        "recipe": {k: v for k, v in recipe.to_json().items() if k != "path"},
+        "recipe": recipe.settings(),
         "seeds": together,
         "code": code_hash(package),
     }

@@ -285,6 +285,11 @@ class Recipe:
             del data["lr_batch"]
         return data
 
+    def settings(self) -> dict[str, Any]:
+        """`to_json` less the file's path: what the recipe trains with, whichever checkout or copy it was read from
+        (the stores' keys: `repro.shared_training`, ace-rpe's shared pre-trainings)."""
+        return {k: v for k, v in self.to_json().items() if k != "path"}
+
 
 def load_recipe(name: str, root: Path | None = None) -> Recipe:
     """Load a recipe from a path to a YAML file, or by name from `root/<name>.yaml`. Recipes by their

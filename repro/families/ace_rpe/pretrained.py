@@ -55,7 +55,7 @@ def key(config: Any, sizes: dict[str, Any], recipe: Any, data: str) -> tuple[str
     material = {
         "model": {k: v for k, v in sorted(model.items()) if k not in NOT_HASHED},
         "sizes": dict(sorted(sizes.items())),
-        "recipe": {k: v for k, v in recipe.to_json().items() if k != "path"},  # its settings, not where its file is
+        "recipe": recipe.settings(),
         "data": data,
     }
     return digest(material), material
