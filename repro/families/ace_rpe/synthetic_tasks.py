@@ -3,14 +3,16 @@ in the json layouts of ALBEF's VQA, SNLI-VE, NLVR2 and RefCOCO+ files (`tasks_da
 
 - VQA: "is there a red square left of a blue circle" (yes/no; the "no" questions flip a true
   relation or, with share `absent_share`, name an object the image does not show) and "what is left
-  of the blue circle" (the colour and shape of the object there, an answer of two words); ten
-  annotator answers, each the true answer with probability 0.9;
+  of the blue circle" (the colour and shape of the object there, an answer of two words); with
+  `vqa_next_only` only "is the red square next to the blue circle"; ten annotator answers, each the
+  true answer with probability 0.9;
 - SNLI-VE: a relational statement is entailed (true in the scene), contradicted (the two objects
   are there, the relation is reversed) or neutral (it names an object the image does not show;
   none with `ve_relation_only`; with `ve_distance` the relation is "next to" or "far from");
 - NLVR2: "the left image shows a red square left of a blue circle" (or the right image) over two
   scenes, True or False (false: the relation reversed or, with share `absent_share`, an object
-  neither image shows);
+  neither image shows; with `nlvr_next_only` "... shows a red square next to a blue circle", the
+  other image showing neither);
 - grounding: "the red square left of the blue circle" (with `context_shape_only`, "... of the circle")
   names the first object; RefCOCO+'s refer
   annotations (`refs(unc).p`, `instances.json`) give its box and split, `dets.json` the proposals
@@ -83,6 +85,15 @@ class TaskGeneratorConfig(GeneratorSettings):
     # when not, half each. The label is then one fact of the scene (how far apart the two named objects are) rather
     # than that fact and the statement's word together, which is a parity of two facts that neither tells alone
     ve_next_only: bool = False
+    # VQA asks only "is the X next to the Y" (yes / no, half each): the image shows both objects, in neighbouring
+    # cells exactly in the "yes" items, so the answer is one fact of the scene that neither the words (all alike)
+    # nor which shapes are there tell; what ACE-RPE's relative position (Eq. 7) encodes. Its words join the vocabulary
+    vqa_next_only: bool = False
+    # NLVR2 says only "the left / right image shows a X next to a Y": the image it names shows both objects (True
+    # exactly when they are neighbours, half each) and the other image neither, so which shapes are there tells
+    # which image is meant and where they are tells the label. (Both images showing both would make the label the
+    # parity of the side said and the scenes, which no row learns at this size: the ace-rpe README)
+    nlvr_next_only: bool = False
     # grounding expressions name their object in full and the one it stands beside by its shape alone ("the red
     # square left of the circle"), so more of the words point at the object referred to than at the other
     context_shape_only: bool = False
@@ -98,6 +109,14 @@ class TaskGeneratorConfig(GeneratorSettings):
             raise ReproError(f"task generator: ve_distance needs a grid of 3 or more, got {self.grid}")
         if self.ve_next_only and not (self.ve_distance and self.ve_relation_only):
             raise ReproError("task generator: ve_next_only needs ve_distance and ve_relation_only")
+        for name in ("vqa_next_only", "nlvr_next_only"):
+            if getattr(self, name) and self.grid < 3:
+                raise ReproError(f"task generator: {name} needs a grid of 3 or more, got {self.grid}")
+
+    @property
+    def distance_words(self) -> bool:
+        """Whether any task says "next to" or "far from" (their words then join the vocabulary)."""
+        return self.ve_distance or self.vqa_next_only or self.nlvr_next_only
 
 
 DISTANCES = {"next to": "far from", "far from": "next to"}  # `ve_distance`'s relations and their opposites
@@ -105,7 +124,7 @@ DISTANCES = {"next to": "far from", "far from": "next to"}  # `ve_distance`'s re
 
 def task_vocabulary(cfg: TaskGeneratorConfig | None = None) -> list[str]:
     words = set(vocabulary()[len(SPECIALS) :]) | set(TASK_WORDS)
-    if cfg is not None and cfg.ve_distance:
+    if cfg is not None and cfg.distance_words:
         words |= set(DISTANCE_WORDS)
     return SPECIALS + sorted(words)
 
@@ -168,20 +187,29 @@ REVERSED = {"left of": "right of", "right of": "left of", "above": "below", "bel
 def _vqa(w: _Writer, split: str, count: int, first_id: int) -> list[dict]:
     out = []
     for n in range(count):
-        rel, scene = w.distinct_scene(f"vqa_{split}", n)
-        a, relation, b = w.relation(scene)
-        if w.rng.random() < 0.5:
-            truth = w.rng.random() < 0.5
-            said = relation if truth else REVERSED[relation]
-            if not truth and w.names_absent():
-                a, said = w.absent(scene), relation
-            question, answer = f"is there a {_name(a)} {said} a {_name(b)}", "yes" if truth else "no"
+        if w.cfg.vqa_next_only:  # the two objects neighbours in every second question: "yes" there, "no" elsewhere
+            near = n % 2 == 0
+            rel, _, a, b = _distance_scene(w, f"vqa_{split}", n, near=near, ext="png")
+            question, answer = f"is the {_name(a)} next to the {_name(b)}", "yes" if near else "no"
         else:
-            question, answer = f"what is {relation} the {_name(b)}", _name(a)
+            question, answer, rel = _vqa_relation(w, split, n)
         entry = {"question_id": first_id + n, "question": question, "image": rel, "dataset": "vqa"}
         answers = [answer if w.rng.random() < 0.9 else w.rng.choice(answer_list()) for _ in range(w.cfg.annotators)]
         out.append({**entry, "answer": answers})
     return out
+
+
+def _vqa_relation(w: _Writer, split: str, n: int) -> tuple[str, str, str]:
+    """Half "is there a X rel a Y" (yes / no), half "what is rel the Y": (question, answer, image)."""
+    rel, scene = w.distinct_scene(f"vqa_{split}", n)
+    a, relation, b = w.relation(scene)
+    if w.rng.random() < 0.5:
+        truth = w.rng.random() < 0.5
+        said = relation if truth else REVERSED[relation]
+        if not truth and w.names_absent():
+            a, said = w.absent(scene), relation
+        return f"is there a {_name(a)} {said} a {_name(b)}", "yes" if truth else "no", rel
+    return f"what is {relation} the {_name(b)}", _name(a), rel
 
 
 def _ve(w: _Writer, split: str, count: int) -> list[dict]:
@@ -205,7 +233,7 @@ def _ve(w: _Writer, split: str, count: int) -> list[dict]:
     return out
 
 
-def _distance_scene(w: _Writer, folder: str, n: int, near: bool) -> tuple[str, list, tuple, tuple]:
+def _distance_scene(w: _Writer, folder: str, n: int, near: bool, ext: str = "jpg") -> tuple[str, list, tuple, tuple]:
     """A scene of distinct objects and two of them, a and b, next to each other (`near`) or not, drawn."""
     while True:
         scene = _scene(w.rng, w.cfg)
@@ -213,7 +241,7 @@ def _distance_scene(w: _Writer, folder: str, n: int, near: bool) -> tuple[str, l
             continue
         a, b = w.rng.sample(scene, 2)
         if (distance(a, b) == "next to") == near:
-            rel = f"images/{folder}/{n}.jpg"
+            rel = f"images/{folder}/{n}.{ext}"
             if w.images:
                 _draw(scene, w.cfg, w.root / rel)
             w.scenes[rel] = scene
@@ -223,6 +251,9 @@ def _distance_scene(w: _Writer, folder: str, n: int, near: bool) -> tuple[str, l
 def _nlvr(w: _Writer, split: str, count: int) -> list[dict]:
     out = []
     for n in range(count):
+        if w.cfg.nlvr_next_only:
+            out.append(_nlvr_next(w, split, n))
+            continue
         scene = w.distinct_scene if w.cfg.distinct_nlvr else w.scene
         left, right = scene(f"nlvr_{split}", 2 * n), scene(f"nlvr_{split}", 2 * n + 1)
         side = w.rng.randrange(2)
@@ -235,6 +266,26 @@ def _nlvr(w: _Writer, split: str, count: int) -> list[dict]:
         sentence = f"the {('left', 'right')[side]} image shows a {_name(a)} {said} a {_name(b)}"
         out.append({"images": [left[0], right[0]], "sentence": sentence, "label": "True" if truth else "False"})
     return out
+
+
+def _nlvr_next(w: _Writer, split: str, n: int) -> dict:
+    """`nlvr_next_only`: "the left / right image shows a X next to a Y", the named image showing both (neighbours in
+    every second item: True there), the other neither."""
+    side, near = w.rng.randrange(2), n % 2 == 0
+    folder = f"nlvr_{split}"
+    named, _, a, b = _distance_scene(w, folder, 2 * n + side, near=near, ext="png")
+    while True:  # the other image: distinct objects, none of them a or b
+        scene = _scene(w.rng, w.cfg)
+        names = {_name(o) for o in scene}
+        if len(names) == len(scene) and not names & {_name(a), _name(b)}:
+            break
+    other = f"images/{folder}/{2 * n + 1 - side}.png"
+    if w.images:
+        _draw(scene, w.cfg, w.root / other)
+    w.scenes[other] = scene
+    images = [named, other] if side == 0 else [other, named]
+    sentence = f"the {('left', 'right')[side]} image shows a {_name(a)} next to a {_name(b)}"
+    return {"images": images, "sentence": sentence, "label": "True" if near else "False"}
 
 
 def _grounding(w: _Writer, root: Path) -> None:
@@ -343,7 +394,7 @@ def task_share(cfg: TaskGeneratorConfig) -> dict[str, tuple[int, int]]:
 
     def vqa_needs(entry: dict) -> bool:
         named = named_objects(entry["question"])
-        if entry["question"].startswith("is there"):
+        if entry["question"].startswith("is "):  # "is there a X rel a Y" / "is the X next to the Y"
             return set(named) <= shows(entry["image"])
         return len(scenes[entry["image"]]) > 2
 

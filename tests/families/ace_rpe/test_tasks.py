@@ -260,6 +260,67 @@ def test_next_only_statements_all_say_next_to_and_are_entailed_exactly_when_the_
     assert labels.count("entailment") == labels.count("contradiction") == 30
 
 
+def _neighbours(scene, a: str, b: str) -> bool:
+    """Whether the objects named a and b (each once in the scene) stand in neighbouring cells, diagonals included."""
+    (x,) = [o for o in scene if _name(o) == a]
+    (y,) = [o for o in scene if _name(o) == b]
+    assert x is not y
+    return max(abs(x[2] - y[2]), abs(x[3] - y[3])) == 1
+
+
+def test_next_only_vqa_asks_whether_two_shown_objects_are_neighbours_and_the_answer_is_where_they_are(
+    tmp_path, monkeypatch
+):
+    from repro.families.ace_rpe.synthetic import DISTANCE_WORDS, named_objects
+    from repro.families.ace_rpe.synthetic_tasks import task_share
+
+    cfg = {"seed": 2, "grid": 3, "objects": 2, "train_items": 60, "test_items": 10, "vqa_next_only": True}
+    root, scenes = _generate_recording_scenes(tmp_path, monkeypatch, cfg)
+    answers = []
+    for entry in json.loads((root / "vqa_train.json").read_text()):
+        assert entry["question"].startswith("is the ") and " next to the " in entry["question"]
+        a, b = (" ".join(pair) for pair in named_objects(entry["question"]))
+        answer = max(set(entry["answer"]), key=entry["answer"].count)
+        assert _neighbours(scenes[root / entry["image"]], a, b) == (answer == "yes")
+        answers.append(answer)
+    assert answers.count("yes") == answers.count("no") == 30  # the words alike, the answers half each
+    assert set(DISTANCE_WORDS) <= set((root / "vocab" / "vocab.txt").read_text().split())
+    # every test question needs where the two shapes are: both are in the image whatever the answer
+    share = task_share(TaskGeneratorConfig.from_mapping(cfg))
+    assert share["vqa test-dev"] == share["vqa test-std"] == (10, 10)
+
+
+def test_next_only_nlvr_names_the_image_that_shows_both_objects_and_is_true_when_they_are_neighbours(
+    tmp_path, monkeypatch
+):
+    from repro.families.ace_rpe.synthetic import named_objects
+    from repro.families.ace_rpe.synthetic_tasks import task_share
+
+    cfg = {"seed": 2, "grid": 3, "objects": 2, "train_items": 60, "test_items": 10, "nlvr_next_only": True}
+    root, scenes = _generate_recording_scenes(tmp_path, monkeypatch, cfg)
+    entries = json.loads((root / "nlvr_train.json").read_text())
+    sides = []
+    for entry in entries:
+        side = 0 if entry["sentence"].startswith("the left image shows a ") else 1
+        assert " next to a " in entry["sentence"]
+        a, b = (" ".join(pair) for pair in named_objects(entry["sentence"]))
+        named, other = (scenes[root / p] for p in (entry["images"][side], entry["images"][1 - side]))
+        assert _neighbours(named, a, b) == (entry["label"] == "True")
+        assert not {_name(o) for o in other} & {a, b}  # the other image shows neither: it tells which is meant
+        sides.append(side)
+    labels = [e["label"] for e in entries]
+    assert labels.count("True") == labels.count("False") == 30
+    assert 0 < sum(sides) < len(sides)  # both sides are named
+    share = task_share(TaskGeneratorConfig.from_mapping(cfg))
+    assert share["nlvr dev"] == share["nlvr test"] == (10, 10)
+
+
+@pytest.mark.parametrize("name", ["vqa_next_only", "nlvr_next_only"])
+def test_next_only_vqa_and_nlvr_need_a_grid_with_far_cells(name):
+    with pytest.raises(ReproError, match=f"{name} needs a grid of 3 or more, got 2"):
+        TaskGeneratorConfig.from_mapping({"grid": 2, name: True}).check()
+
+
 def test_distance_statements_need_a_grid_with_far_cells():
     with pytest.raises(ReproError, match="ve_distance needs a grid of 3 or more, got 2"):
         TaskGeneratorConfig.from_mapping({"grid": 2, "ve_relation_only": True, "ve_distance": True}).check()
