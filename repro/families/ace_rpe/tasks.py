@@ -54,14 +54,26 @@ def _files(root: Path | TaskFiles, pretrain_root: Path | None = None) -> TaskFil
     return root if isinstance(root, TaskFiles) else generated_task_files(root, pretrain_root)
 
 
-def _fit(ctxs: list[RunContext], models, dataset, recipe_name: str, name: str, collate, together: bool = True):
+def _fit(
+    ctxs: list[RunContext], models, dataset, recipe: str, name: str, collate, together: bool = True, key="task_recipe"
+):
     """Fine-tune each seed's model on its task's loss (`stages.train_stage`: several seeds together where
-    `together`), on the units' device; per seed {"steps", "final_loss"} (and "ensemble")."""
+    `together`), on the units' device, by its recipe under the scale's overrides `key`; per seed {"steps",
+    "final_loss"} (and "ensemble")."""
     from repro.families.ace_rpe.stages import train_stage
 
-    recipes = [c.recipe(name=recipe_name, overrides=c.settings.get("task_recipe", {})) for c in ctxs]
+    recipes = [c.recipe(name=recipe, overrides=_overrides(c.settings, key)) for c in ctxs]
     done = train_stage(ctxs, models, dataset, recipes, name, collate, together)
     return [{k: v for k, v in d.items() if k != "world_size"} for d in done]
+
+
+def _overrides(settings, key: str) -> dict:
+    """A scale's recipe overrides: `task_recipe` for every fine-tuning; `assign_recipe` for NLVR2's text-assignment
+    step where the scale gives one (else `task_recipe`, so that a task schedule of many epochs need not also run the
+    assignment step, one epoch in ALBEF, for as many)."""
+    if key == "assign_recipe" and key not in settings:
+        key = "task_recipe"
+    return settings.get(key, {})
 
 
 def _loader(dataset, collate, batch_size: int = GENERATED_EVAL_BATCH, workers: int = 0, model=None):
@@ -290,7 +302,7 @@ def _assign(ctx: RunContext, model, files: TaskFiles, weights, collate, size: in
         parts.append(PairDataset(entries, image_root, size, crop_scale=0.2 if files.paper else None))
     pairs = parts[0] if len(parts) == 1 else torch.utils.data.ConcatDataset(parts)
     plain = Collate(collate.tok, collate.max_tokens)
-    done = _fit([ctx], [assign], pairs, TASK_RECIPES["nlvr2-assign"], "nlvr2_assign", plain)[0]
+    done = _fit([ctx], [assign], pairs, TASK_RECIPES["nlvr2-assign"], "nlvr2_assign", plain, key="assign_recipe")[0]
     if same:
         model.load_state_dict({k: v for k, v in assign.state_dict().items() if k in model.state_dict()}, strict=False)
     else:

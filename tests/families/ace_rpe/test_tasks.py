@@ -101,6 +101,10 @@ def test_smoke_run_fills_the_task_columns_and_writes_a_submittable_vqa_file(sand
     assert all(
         steps[part]["steps"] > 0 for part in ("pretrain", "vqa", "snli-ve", "nlvr2_assign", "nlvr2", "grounding")
     )
+    # the tasks train the scale's task_recipe (two epochs of the 8 items at batch 8), NLVR2's text assignment its
+    # assign_recipe (one epoch of the pre-training pairs, as the pre-training's one epoch), not the tasks' count
+    assert {steps[part]["steps"] for part in ("vqa", "snli-ve", "nlvr2", "grounding")} == {2}
+    assert steps["nlvr2_assign"]["steps"] == steps["pretrain"]["steps"]
     (file,) = record["extra"]["predictions"]
     assert record["extra"]["vqa_model"][0][file]["model"] == "albef-ace-rpe-vqa"
     command, std = record["extra"]["submit"][0][file]
