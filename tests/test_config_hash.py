@@ -13,18 +13,23 @@ from repro.run import hashed_config, resolved_config
 RECORDS = sorted((REPO_DIR / "results").glob("*/*/seeds/*.synthetic.seed0.json"))
 
 
+# Specs whose synthetic scale was changed ahead of a re-run under a new design: their earlier records stay until the
+# re-run replaces them (`repro check` and the table mark them "made under other settings than the spec's now"), so
+# only their stored configurations are checked. A spec joins the list in the commit that changes its scale.
+RESCALED: set[str] = set()
+
+
 @pytest.mark.parametrize("path", RECORDS, ids=lambda p: p.name)
 def test_committed_seed_records_keep_their_config_hash(path):
-    """The configuration a record stores hashes to the record's hash under the current code; and where the spec's
-    settings are still those the record ran under, the spec resolves to that hash too. A spec whose scale was
-    changed before a re-run (a new design's settings) keeps its earlier records, which `repro check` and the table
-    mark "made under other settings than the spec's now" until the re-run replaces them."""
+    """The configuration a record stores hashes to the record's hash under the current code, and the spec resolves
+    to that hash too (but for the specs in RESCALED)."""
     record = json.loads(path.read_text())
     assert config_hash(hashed_config(record["config"])) == record["config_hash"]
+    if record["spec"] in RESCALED:
+        return
     spec = specs.resolve(record["spec"])
     config = resolved_config(spec, spec.row(record["row"]), "synthetic", spec.scales["synthetic"])
-    if json.loads(json.dumps(config["settings"])) == record["config"]["settings"]:
-        assert config_hash(hashed_config(config)) == record["config_hash"]
+    assert config_hash(hashed_config(config)) == record["config_hash"]
 
 
 def test_a_recipe_stating_fp32_hashes_as_the_auto_it_replaced_and_nothing_else_does():
