@@ -156,11 +156,13 @@ class _Writer:
         self.scenes[rel] = scene
         return rel, scene
 
-    def distinct_scene(self, folder: str, n: int, ext: str = "png") -> tuple[str, list]:
-        """A scene whose objects are told apart by colour and shape (a name picks one object)."""
+    def distinct_scene(self, folder: str, n: int, ext: str = "png", avoid: frozenset = frozenset()) -> tuple[str, list]:
+        """A scene whose objects are told apart by colour and shape (a name picks one object), none of them named
+        in `avoid`."""
         while True:
             scene = _scene(self.rng, self.cfg)
-            if len({_name(o) for o in scene}) == len(scene):
+            names = {_name(o) for o in scene}
+            if len(names) == len(scene) and not names & avoid:
                 rel = f"images/{folder}/{n}.{ext}"
                 if self.images:
                     _draw(scene, self.cfg, self.root / rel)
@@ -274,15 +276,7 @@ def _nlvr_next(w: _Writer, split: str, n: int) -> dict:
     side, near = w.rng.randrange(2), n % 2 == 0
     folder = f"nlvr_{split}"
     named, _, a, b = _distance_scene(w, folder, 2 * n + side, near=near, ext="png")
-    while True:  # the other image: distinct objects, none of them a or b
-        scene = _scene(w.rng, w.cfg)
-        names = {_name(o) for o in scene}
-        if len(names) == len(scene) and not names & {_name(a), _name(b)}:
-            break
-    other = f"images/{folder}/{2 * n + 1 - side}.png"
-    if w.images:
-        _draw(scene, w.cfg, w.root / other)
-    w.scenes[other] = scene
+    other, _ = w.distinct_scene(folder, 2 * n + 1 - side, avoid=frozenset({_name(a), _name(b)}))
     images = [named, other] if side == 0 else [other, named]
     sentence = f"the {('left', 'right')[side]} image shows a {_name(a)} next to a {_name(b)}"
     return {"images": images, "sentence": sentence, "label": "True" if near else "False"}
