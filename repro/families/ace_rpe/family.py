@@ -16,6 +16,7 @@ Here: the hooks and the row's protocol. The models are `build.py`'s, what the co
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -104,7 +105,7 @@ def run_ensemble(ctxs: list[RunContext]) -> list[RowRun]:
     """`run_row` for a row's seeds in one process (`ensemble: true`, the generated scales): each stage's seeds
     trained together where ALBEF's step maps over them (`stages.py` says which), each seed scored as its lone run
     is; one seed: `run_row`'s own path."""
-    from repro.families.ace_rpe.data import Collate, PairDataset, RetrievalTest, tokenizer
+    from repro.families.ace_rpe.data import PairDataset, RetrievalTest
     from repro.families.ace_rpe.stages import train_stage
     from repro.metrics import retrieval
     from repro.train.trainer import seed_everything
@@ -113,79 +114,22 @@ def run_ensemble(ctxs: list[RunContext]) -> list[RowRun]:
     settings = ctx.settings
     datasets = recall_datasets(ctx.spec)
     data: dict[str, Path] = ctx.data or {}  # `prepare_data`'s, once per run (paper scale: the row's own sources)
-    if ctx.scale == "paper":
-        sources = paper_sources(as_config(ctx.config), datasets)
-        vocab = sources.vocab
-    else:
-        sources = synthetic_sources(data["root"], datasets)
-        vocab = run_vocabulary(data)  # the tasks' or, with `task_words`, the pre-training folder's
-    tok = tokenizer(vocab)
-    sizes = {
-        **settings.get("sizes", {}),
-        "vocab_size": len(tok),
-        "pad_token_id": tok.pad_token_id,
-        "cls_token_id": tok.cls_token_id,
-        "sep_token_id": tok.sep_token_id,
-        "mask_token_id": tok.mask_token_id,
-    }
-    size = sizes.get("image_size", 384)
-    pretrain_size = int(settings.get("pretrain_image_size", sizes.get("image_size", 256)))
-    max_tokens = int(settings.get("max_tokens", 30))
-    collate = Collate(tok, max_tokens)
-
-    def pairs(files, kind, image_size, crop_scale):  # --limit N: the first N entries of each file
-        parts = [
-            PairDataset(read_split(path, kind, root, ctx.limit), root, image_size, crop_scale=crop_scale)
-            for path, root in files
-        ]
-        return parts[0] if len(parts) == 1 else torch.utils.data.ConcatDataset(parts)
-
-    def seeded(c: RunContext, sizes: dict[str, Any], task: str):
-        seed_everything(c.seed)
-        return build_model(c.config, sizes, task=task)
-
-    pretrained = [seeded(c, {**sizes, "image_size": pretrain_size}, "pretrain") for c in ctxs]
-    training: list[dict[str, Any]] = [{} for _ in ctxs]
-    if as_config(ctx.config).init == "albef":  # ALBEF's released weights in place of our pre-training
-        checkpoint = released_checkpoint(as_config(ctx.config))
-        for model, done in zip(pretrained, training):
-            report = load_albef(model, read_checkpoint(checkpoint))
-            done["pretrain"] = {"checkpoint": str(checkpoint), "steps": 0, "new": report.new}
-    else:
-        train_pairs = pairs(sources.pretrain, "pretrain", pretrain_size, 0.2 if sources.augment else None)
-        if sources.initial is not None:  # paper scale: DeiT-B/16 + bert-base-uncased, as ALBEF
-            deit, bert = (read_checkpoint(path) for path in sources.initial)
-            for model in pretrained:
-                load_albef(model, albef_initialisation(deit, bert))
-        recipes = [c.recipe(name=PRETRAIN_RECIPE, overrides=settings.get("pretrain_recipe", {})) for c in ctxs]
-
-        def pretrain(which: list[int]) -> list[tuple[dict[str, torch.Tensor], dict[str, Any]]]:
-            chosen = [ctxs[i] for i in which]
-            models = [pretrained[i] for i in which]
-            done = train_stage(chosen, models, train_pairs, [recipes[i] for i in which], "pretrain", collate)
-            return [(m.state_dict(), d) for m, d in zip(models, done)]
-
-        if ctx.generated and recipes[0].max_steps is None:  # one pre-training per configuration and seed, shared
-            for done, shared in zip(training, shared_pretraining(ctxs, pretrained, pretrain, recipes, vocab, sources)):
-                done["pretrain"] = shared
-        else:
-            for done, (_, stage) in zip(training, pretrain(list(range(len(ctxs))))):
-                done["pretrain"] = stage
-        if sources.initial is not None:
-            for done in training:
-                done["pretrain"]["initial"] = [str(path) for path in sources.initial]
-    weights = [model.state_dict() for model in pretrained]
-
+    start = pretrained(ctxs)
+    sources, tok, sizes, size, collate = start.sources, start.tok, start.sizes, start.size, start.collate
+    max_tokens, weights, training = start.max_tokens, start.weights, start.training
     metrics: list[dict[str, float]] = [{} for _ in ctxs]
     extra: list[dict[str, Any]] = [{} for _ in ctxs]
     columns = [(c, column_dataset(ctx.spec, c)) for c in ctx.spec.columns if c.metric == "recall"]
     for dataset in datasets:
         name = RETRIEVAL_NAMES[dataset]
         train_json, test_json, image_root = sources.retrieval[dataset]
-        models = [seeded(c, sizes, "retrieval") for c in ctxs]
-        for model, own in zip(models, weights):
-            transfer(own, model)
-        train = pairs([(train_json, image_root)], "train", size, 0.5 if sources.augment else None)
+        models = []
+        for c, own in zip(ctxs, weights):
+            seed_everything(c.seed)
+            models.append(build_model(c.config, sizes, task="retrieval"))
+            transfer(own, models[-1])
+        crop = 0.5 if sources.augment else None
+        train = PairDataset(read_split(train_json, "train", image_root, ctx.limit), image_root, size, crop_scale=crop)
         recipes = [c.recipe(name=FINETUNE_RECIPES[dataset]) for c in ctxs]
         for done, stage in zip(training, train_stage(ctxs, models, train, recipes, name, collate)):
             done[name] = stage
@@ -204,7 +148,7 @@ def run_ensemble(ctxs: list[RunContext]) -> list[RowRun]:
     done = None
     if ctx.scale == "paper" and has_tasks(ctx.spec):  # ALBEF's files; text assignment at the pre-training size
         files = paper_task_files(spec_heads(ctx.spec), ctx.limit)
-        done = run_tasks(ctxs, files, None, weights, sizes, tok, size, max_tokens, assign_size=pretrain_size)
+        done = run_tasks(ctxs, files, None, weights, sizes, tok, size, max_tokens, assign_size=start.pretrain_size)
     elif "tasks" in data:
         done = run_tasks(ctxs, data["tasks"], data["root"], weights, sizes, tok, size, max_tokens)
     for run, got in zip(runs, done or []):
@@ -213,6 +157,97 @@ def run_ensemble(ctxs: list[RunContext]) -> list[RowRun]:
         run.extra.update(got["extra"])
         run.predictions += got["predictions"]
     return runs
+
+
+@dataclass
+class Pretrained:
+    """A row's seeds after pre-training: each seed's weights and record of it, and what its fine-tunings read with
+    (the tokenizer, the model sizes with its vocabulary, the fine-tuning image size, the collate of pairs)."""
+
+    weights: list[dict[str, torch.Tensor]]
+    training: list[dict[str, Any]]  # per seed {"pretrain": ...}
+    sources: Any
+    tok: Any
+    sizes: dict[str, Any]
+    size: int  # the fine-tunings' image size
+    pretrain_size: int
+    max_tokens: int
+    collate: Any
+
+
+def pretrained(ctxs: list[RunContext]) -> Pretrained:
+    """Each seed of `ctxs` (one row) pre-trained (ITC, ITM, MLM, MIM, and L_ace for the +Lace rows; the seeds
+    together), read from the store of shared pre-trainings at the generated scales, or ALBEF's released weights
+    where the row says so."""
+    from repro.families.ace_rpe.data import Collate, PairDataset, tokenizer
+    from repro.families.ace_rpe.stages import train_stage
+    from repro.train.trainer import seed_everything
+
+    ctx = ctxs[0]
+    settings = ctx.settings
+    datasets = recall_datasets(ctx.spec)
+    data: dict[str, Path] = ctx.data or {}
+    if ctx.scale == "paper":
+        sources = paper_sources(as_config(ctx.config), datasets)
+        vocab = sources.vocab
+    else:
+        sources = synthetic_sources(data["root"], datasets)
+        vocab = run_vocabulary(data)  # the tasks' or, with `task_words`, the pre-training folder's
+    tok = tokenizer(vocab)
+    sizes = {
+        **settings.get("sizes", {}),
+        "vocab_size": len(tok),
+        "pad_token_id": tok.pad_token_id,
+        "cls_token_id": tok.cls_token_id,
+        "sep_token_id": tok.sep_token_id,
+        "mask_token_id": tok.mask_token_id,
+    }
+    pretrain_size = int(settings.get("pretrain_image_size", sizes.get("image_size", 256)))
+    max_tokens = int(settings.get("max_tokens", 30))
+    collate = Collate(tok, max_tokens)
+
+    def seeded(c: RunContext):
+        seed_everything(c.seed)
+        return build_model(c.config, {**sizes, "image_size": pretrain_size}, task="pretrain")
+
+    models = [seeded(c) for c in ctxs]
+    training: list[dict[str, Any]] = [{} for _ in ctxs]
+    if as_config(ctx.config).init == "albef":  # ALBEF's released weights in place of our pre-training
+        checkpoint = released_checkpoint(as_config(ctx.config))
+        for model, done in zip(models, training):
+            report = load_albef(model, read_checkpoint(checkpoint))
+            done["pretrain"] = {"checkpoint": str(checkpoint), "steps": 0, "new": report.new}
+    else:
+        crop = 0.2 if sources.augment else None
+        parts = [  # --limit N: the first N entries of each file
+            PairDataset(read_split(path, "pretrain", root, ctx.limit), root, pretrain_size, crop_scale=crop)
+            for path, root in sources.pretrain
+        ]
+        train_pairs = parts[0] if len(parts) == 1 else torch.utils.data.ConcatDataset(parts)
+        if sources.initial is not None:  # paper scale: DeiT-B/16 + bert-base-uncased, as ALBEF
+            deit, bert = (read_checkpoint(path) for path in sources.initial)
+            for model in models:
+                load_albef(model, albef_initialisation(deit, bert))
+        recipes = [c.recipe(name=PRETRAIN_RECIPE, overrides=settings.get("pretrain_recipe", {})) for c in ctxs]
+
+        def pretrain(which: list[int]) -> list[tuple[dict[str, torch.Tensor], dict[str, Any]]]:
+            chosen = [ctxs[i] for i in which]
+            trained = [models[i] for i in which]
+            done = train_stage(chosen, trained, train_pairs, [recipes[i] for i in which], "pretrain", collate)
+            return [(m.state_dict(), d) for m, d in zip(trained, done)]
+
+        if ctx.generated and recipes[0].max_steps is None:  # one pre-training per configuration and seed, shared
+            for done, shared in zip(training, shared_pretraining(ctxs, models, pretrain, recipes, vocab, sources)):
+                done["pretrain"] = shared
+        else:
+            for done, (_, stage) in zip(training, pretrain(list(range(len(ctxs))))):
+                done["pretrain"] = stage
+        if sources.initial is not None:
+            for done in training:
+                done["pretrain"]["initial"] = [str(path) for path in sources.initial]
+    weights = [model.state_dict() for model in models]
+    size = sizes.get("image_size", 384)
+    return Pretrained(weights, training, sources, tok, sizes, size, pretrain_size, max_tokens, collate)
 
 
 def shared_pretraining(ctxs: list[RunContext], models, pretrain, recipes, vocab: Path, sources) -> list[dict[str, Any]]:
