@@ -98,10 +98,10 @@ def pilot_task(ctx, task: str, start, files, every: int, emit) -> None:
     from repro.train import fit
 
     collate = TaskCollate(start.tok, start.max_tokens)
-    (model,) = tasks._models([ctx], task, start.sizes, start.weights)
+    (model,) = tasks.task_models([ctx], task, start.sizes, start.weights)
     assigned = None
     if task == "nlvr2":  # ALBEF's text-assignment step first, as `repro run` does
-        assigned = tasks._assign(ctx, model, files, start.weights[0], collate, start.size)
+        assigned = tasks.text_assignment(ctx, model, files, start.weights[0], collate, start.size)
     train = train_data(task, files, start.size)
     held = heldout_data(task, files, start)
     recipe = ctx.recipe(name=TASK_RECIPES[task], overrides=ctx.settings.get("task_recipe", {}))

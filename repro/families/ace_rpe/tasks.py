@@ -122,7 +122,7 @@ def _placed(model, device):
     return model.eval()
 
 
-def _models(ctxs: list[RunContext], task: str, sizes, weights: list) -> list:
+def task_models(ctxs: list[RunContext], task: str, sizes, weights: list) -> list:
     """Each seed's `task` model, built after seeding with its seed, from its own pre-trained weights."""
     from repro.families.ace_rpe.heads import load_pretrained
     from repro.train.trainer import seed_everything
@@ -272,17 +272,17 @@ def classify(
         for split in SPLIT_FILES[task]
     }
     training: list[dict[str, Any]] = [{} for _ in ctxs]
-    models = _models(ctxs, task, sizes, weights)
+    models = task_models(ctxs, task, sizes, weights)
     if task == "nlvr2":  # ALBEF's text-assignment step on the pre-training pairs (one seed at a time), then NLVR2
         for ctx, model, own, done in zip(ctxs, models, weights, training):
-            done["nlvr2_assign"] = _assign(ctx, model, files, own, collate, assign_size or size)
+            done["nlvr2_assign"] = text_assignment(ctx, model, files, own, collate, assign_size or size)
     for done, stage in zip(training, _fit(ctxs, models, train, TASK_RECIPES[task], task, collate)):
         done[task] = stage
     scores = [{split: evaluate_accuracy(model, data) for split, data in evals.items()} for model in models]
     return list(zip(scores, training))
 
 
-def _assign(ctx: RunContext, model, files: TaskFiles, weights, collate, size: int) -> dict[str, Any]:
+def text_assignment(ctx: RunContext, model, files: TaskFiles, weights, collate, size: int) -> dict[str, Any]:
     """ALBEF's NLVR2 text-assignment pre-training (`Pretrain_nlvr.py`) of `model`'s encoders and paired fusion
     layers on the pre-training pairs at `size` px, its weights then loaded back into `model` (resized)."""
     from repro.families.ace_rpe.data import Collate, PairDataset, read_annotations
@@ -333,7 +333,7 @@ def vqa(ctxs: list[RunContext], root, weights: list, sizes, collate, size: int, 
     test = vqa_eval_data(files, "test", tok, size, collate.max_tokens, k)
     held_out = files.paper and "val" not in splits
     val = vqa_eval_data(files, "val", tok, size, collate.max_tokens, k) if held_out else None
-    models = _models(ctxs, "vqa", sizes, weights)
+    models = task_models(ctxs, "vqa", sizes, weights)
     done = _fit(ctxs, models, train, TASK_RECIPES["vqa"], "vqa", collate, together=False)
     out = []
     for c, model, training in zip(ctxs, models, done):
