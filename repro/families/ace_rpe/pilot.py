@@ -35,6 +35,8 @@ HELD_OUT = {"vqa": "test-dev", "snli-ve": "dev", "nlvr2": "dev"}  # the split ea
 def pilot_settings(spec, overrides: list[str], task_seed: int | None) -> dict[str, Any]:
     """The spec's synthetic settings with `overrides`, its task generator drawing with `task_seed` (default: its
     seed + 1), so that the pilot's items are not the table's."""
+    if "synthetic" not in spec.scales:
+        raise ReproError(f"pilot: {spec.id} has no synthetic scale")
     settings, _ = pilot.apply_overrides(spec.scales["synthetic"], overrides, SECTIONS)
     generator = settings.get("task_generator")
     if not generator:
@@ -110,14 +112,14 @@ def pilot_task(ctx, task: str, start, files, every: int, emit) -> None:
     spent = {"evaluation": 0.0}
     started = pilot.cpu_seconds()
 
-    def evaluate(step: int) -> None:
-        if step % steps_per_epoch or (step // steps_per_epoch) % every:
+    def evaluate(step: int) -> None:  # every `every` epochs, and after the last one
+        epoch, within = divmod(step, steps_per_epoch)
+        if within or (epoch % every and epoch != recipe.epochs):
             return
         before = pilot.cpu_seconds()
         score = heldout_score(task, model, held)
         model.train()
         spent["evaluation"] += pilot.cpu_seconds() - before
-        epoch = step // steps_per_epoch
         curve.append(
             {"row": ctx.row.name, "seed": ctx.seed, "task": task, "epoch": epoch, "step": step, "score": score}
         )
