@@ -169,8 +169,9 @@ def run_pilot(
     emit,
 ) -> None:
     """`emit` one dict per evaluation, as it is made, and one summary per (row, seed, task)."""
+    from repro import families
     from repro.families.ace_rpe.columns import spec_heads
-    from repro.families.ace_rpe.family import prepare_data, pretrained
+    from repro.families.ace_rpe.pretraining import pretrained
     from repro.families.ace_rpe.sources import generated_task_files
     from repro.specs import resolve
 
@@ -180,7 +181,7 @@ def run_pilot(
     if unknown:
         raise ReproError(f"pilot: {spec.id} has no task {', '.join(unknown)} (its tasks: {', '.join(heads) or 'none'})")
     settings = pilot_settings(spec, overrides, task_seed)
-    data = prepare_data(spec, "synthetic", settings)
+    data = families.for_row(spec.row(rows[0])).prepare_data(spec, "synthetic", settings)  # the family table's
     files = generated_task_files(data["tasks"], data["root"])
     for name in rows:
         row = spec.row(name)
