@@ -66,6 +66,16 @@ def last_quarter(epochs: list[int], values: list[float]) -> tuple[float, float]:
     return tail[-1] - tail[0], max(tail) - min(tail)
 
 
+def last_quarter_gain(epochs: list[int], values: list[float]) -> float:
+    """Whether a curve still improves: the best evaluation after 3/4 of the last epoch less the best one at or before
+    it (negative when the last quarter stays below an earlier peak; nan without an evaluation on either side)."""
+    before = [v for e, v in zip(epochs, values) if e <= 0.75 * epochs[-1]] if values else []
+    after = values[len(before) :]
+    if not before or not after:
+        return float("nan")
+    return max(after) - max(before)
+
+
 def cpu_seconds() -> float:
     """This process's user + system CPU time."""
     times = os.times()

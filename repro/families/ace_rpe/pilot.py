@@ -135,7 +135,8 @@ def pilot_task(ctx, task: str, start, files, every: int, emit) -> None:
         on_step=evaluate,
         loss_step=loss_step(task),
     )
-    net, spread = pilot.last_quarter([c["epoch"] for c in curve], [c["score"] for c in curve])
+    epochs, scores = [c["epoch"] for c in curve], [c["score"] for c in curve]
+    net, spread = pilot.last_quarter(epochs, scores)
     emit(
         {
             "summary": True,
@@ -151,6 +152,7 @@ def pilot_task(ctx, task: str, start, files, every: int, emit) -> None:
             "final": curve[-1]["score"] if curve else None,
             "last_quarter_net": net,
             "last_quarter_change": spread,
+            "last_quarter_gain": pilot.last_quarter_gain(epochs, scores),  # Table 2's stopping rule: under 0.5
             "cpu_s": round(pilot.cpu_seconds() - started - spent["evaluation"], 1),
             "eval_cpu_s": round(spent["evaluation"], 1),
             "threads": torch.get_num_threads(),

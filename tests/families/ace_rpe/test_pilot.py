@@ -46,6 +46,7 @@ def test_each_task_is_scored_every_epoch_on_items_the_table_is_not(tmp_path, mon
         assert summary["split"] == pilot.HELD_OUT[task] and summary["steps"] == 2 and summary["train_items"] == 8
         assert summary["final"] == curve[-1]["score"]
         assert summary["last_quarter_net"] == pytest.approx(curve[1]["score"] - curve[0]["score"])
+        assert summary["last_quarter_gain"] == pytest.approx(curve[1]["score"] - curve[0]["score"])
     assert summaries["nlvr2"]["assign_steps"] > 0 and summaries["vqa"]["assign_steps"] is None
     assert pilot.main([SPEC, "--rows", "None", "--tasks", "snli-ve", "--every", "5", *TINY]) == 0  # 2 epochs of 5
     (last,) = [x for x in map(json.loads, capsys.readouterr().out.splitlines()) if not x.get("summary")]

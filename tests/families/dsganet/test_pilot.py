@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 
@@ -17,6 +18,14 @@ def test_the_last_quarter_is_its_net_change_and_its_range():
     assert shared.last_quarter([2, 4, 6, 8, 10, 12, 14, 16], values) == pytest.approx((-0.1, 0.3))  # epochs 12-16
     assert shared.last_quarter([4, 8], [50.0, 51.0]) == pytest.approx((1.0, 1.0))  # from the evaluation before 6
     assert shared.last_quarter([1], [42.0]) == (0.0, 0.0)
+
+
+def test_the_last_quarter_gain_is_its_best_less_the_best_before_it():
+    epochs = [10, 20, 30, 40, 50, 60, 70, 80]  # the last quarter: epochs 70 and 80
+    assert shared.last_quarter_gain(epochs, [52.6, 74.1, 71.8, 71.6, 71.2, 71.2, 71.7, 71.8]) == pytest.approx(-2.3)
+    assert shared.last_quarter_gain(epochs, [81.0, 85.4, 88.8, 92.0, 93.6, 94.2, 94.4, 94.5]) == pytest.approx(0.3)
+    assert shared.last_quarter_gain([4, 8], [50.0, 51.0]) == pytest.approx(1.0)
+    assert math.isnan(shared.last_quarter_gain([8], [42.0]))  # nothing before the last quarter to compare with
 
 
 def test_overrides_reach_their_section_and_leave_the_spec_alone():
