@@ -62,12 +62,12 @@ def _fit(
     "final_loss"} (and "ensemble")."""
     from repro.families.ace_rpe.stages import train_stage
 
-    recipes = [c.recipe(name=recipe, overrides=_overrides(c.settings, key)) for c in ctxs]
+    recipes = [c.recipe(name=recipe, overrides=recipe_overrides(c.settings, key)) for c in ctxs]
     done = train_stage(ctxs, models, dataset, recipes, name, collate, together)
     return [{k: v for k, v in d.items() if k != "world_size"} for d in done]
 
 
-def _overrides(settings, key: str) -> dict:
+def recipe_overrides(settings, key: str) -> dict:
     """A scale's recipe overrides: `task_recipe` for every fine-tuning; `assign_recipe` for NLVR2's text-assignment
     step where the scale gives one (else `task_recipe`, so that a task schedule of many epochs need not also run the
     assignment step, one epoch in ALBEF, for as many)."""

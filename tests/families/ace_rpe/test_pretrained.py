@@ -18,6 +18,7 @@ from repro.families import load_recipe
 from repro.families.ace_rpe import pretrained as store
 from repro.families.ace_rpe.config import ALBEFConfig
 from repro.paths import REPO_DIR
+from repro.train.stage_plan import read_stages
 
 K1, K2, A, B, C = (f"{n:016x}" for n in (0xA1, 0xA2, 0xB1, 0xB2, 0xB3))  # names as `store.key` gives them
 
@@ -161,6 +162,16 @@ def test_a_second_table_with_the_same_pre_training_trains_no_pre_training_step(s
     assert second["trained_by"]["spec"] == "ace-rpe-table8-mode" and second["steps"] == first["steps"] > 0
     assert list((sandbox / "ace-rpe-table8-mode").rglob("pretrain/train.jsonl"))
     assert not list((sandbox / "ace-rpe-table8-again").rglob("pretrain/train.jsonl"))  # no pre-training step
+    # and `repro run`'s progress does not wait for one: the stage plan names the fine-tunings alone
+    plans = {ident: read_stages(next((sandbox / ident).rglob("seed0"))) for ident in records}
+    assert [name for name, _ in plans["ace-rpe-table8-mode"]] == [
+        "pretrain",
+        "flickr30k",
+        "coco",
+        "nlvr2_assign",
+        "nlvr2",
+    ]
+    assert plans["ace-rpe-table8-again"] == plans["ace-rpe-table8-mode"][1:]
     # the same weights, so the same fine-tuning and the same numbers
     assert records["ace-rpe-table8-again"]["metrics"] == records["ace-rpe-table8-mode"]["metrics"]
     stored = sandbox / "data" / "pretrained" / first["hash"]

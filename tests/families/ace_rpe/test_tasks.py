@@ -21,7 +21,8 @@ from repro.families.ace_rpe.synthetic_tasks import TaskGeneratorConfig, _name, g
 from repro.families.ace_rpe.tasks import gradcam, score_heatmaps
 from repro.families.ace_rpe.tasks_data import NLVRData, Refer, TaskCollate, VEData, VQATest, VQATrain, read_dets
 from repro.metrics.grounding import iou
-from repro.paths import REPO_DIR, resolve_command
+from repro.paths import REPO_DIR, data_dir, resolve_command
+from repro.train.stage_plan import read_stages
 from tests.families.ace_rpe.tiny import TINY_SIZES, tiny_batch
 
 
@@ -105,6 +106,11 @@ def test_smoke_run_fills_the_task_columns_and_writes_a_submittable_vqa_file(sand
     # assign_recipe (one epoch of the pre-training pairs, as the pre-training's one epoch), not the tasks' count
     assert {steps[part]["steps"] for part in ("vqa", "snli-ve", "nlvr2", "grounding")} == {2}
     assert steps["nlvr2_assign"]["steps"] == steps["pretrain"]["steps"]
+    # `repro run`'s progress counts each stage by the steps it planned, which are the steps it trained
+    workdir = data_dir() / "runs" / "ace-rpe-table2-pe" / "smoke" / "ACE-RPE_+_Lace" / "seed0"
+    planned = {name: weight for name, weight in read_stages(workdir)}
+    assert list(planned) == ["pretrain", "vqa", "snli-ve", "nlvr2_assign", "nlvr2", "grounding"]
+    assert planned == {part: steps[part]["steps"] for part in planned}
     (file,) = record["extra"]["predictions"]
     assert record["extra"]["vqa_model"][0][file]["model"] == "albef-ace-rpe-vqa"
     command, std = record["extra"]["submit"][0][file]
