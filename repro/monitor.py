@@ -3,8 +3,9 @@ line per running unit (row, seed, epoch, step, loss), whichever process trains i
 
 Progress is read from each unit's `train.jsonl` (the trainer appends a line per step with epoch of
 epochs and step of steps), so worker processes need no channel back to the parent. A unit that trains in
-stages (psac's four tasks, one folder each) says so in `stages.json` beside them (`repro.train.stage_plan`: each stage's
-folder and its share of the unit's work), and its progress is the stages' weighted sum, not its current stage's.
+stages (psac's four tasks; ace-rpe's pre-training, fine-tunings and heads; one folder each) says so in
+`stages.json` beside them (`repro.train.stage_plan`: each stage's folder and its share of the unit's work), and
+its progress is the stages' weighted sum, not its current stage's.
 In a terminal the bars are live; in a pipe or a CI log a status line is printed every `heartbeat_s` seconds. When
 other work loads the machine (`repro.load`), the estimate says so and by about how much it is stretched.
 """

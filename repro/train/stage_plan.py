@@ -1,6 +1,6 @@
-"""A unit that trains in stages (psac's tasks, one folder each under the unit's workdir) writes its plan here, so that
-`repro run`'s progress (`repro.monitor`) counts the stages by their share of the unit rather than the current stage as
-the whole unit."""
+"""A unit that trains in stages (psac's tasks, ace-rpe's pre-training, fine-tunings and heads: one folder each under
+the unit's workdir) writes its plan here, so that `repro run`'s progress (`repro.monitor`) counts the stages by their
+share of the unit rather than the current stage as the whole unit."""
 
 from __future__ import annotations
 
