@@ -61,19 +61,22 @@ def last_quarter(epochs: list[int], values: list[float]) -> tuple[float, float]:
     epoch to the last one: (the net change, last less first; the range, largest less smallest)."""
     if not values:
         return float("nan"), float("nan")
-    start = max([i for i, e in enumerate(epochs) if e <= 0.75 * epochs[-1]], default=0)
-    tail = values[start:]
+    tail = values[max(_up_to_three_quarters(epochs) - 1, 0) :]
     return tail[-1] - tail[0], max(tail) - min(tail)
 
 
 def last_quarter_gain(epochs: list[int], values: list[float]) -> float:
     """Whether a curve still improves: the best evaluation after 3/4 of the last epoch less the best one at or before
     it (negative when the last quarter stays below an earlier peak; nan without an evaluation on either side)."""
-    before = [v for e, v in zip(epochs, values) if e <= 0.75 * epochs[-1]] if values else []
-    after = values[len(before) :]
-    if not before or not after:
+    before = _up_to_three_quarters(epochs) if values else 0
+    if not 0 < before < len(values):
         return float("nan")
-    return max(after) - max(before)
+    return max(values[before:]) - max(values[:before])
+
+
+def _up_to_three_quarters(epochs: list[int]) -> int:
+    """How many of the evaluations (at `epochs`, in order) come at or before 3/4 of the last epoch."""
+    return sum(1 for e in epochs if e <= 0.75 * epochs[-1])
 
 
 def cpu_seconds() -> float:
