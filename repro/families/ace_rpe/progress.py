@@ -19,7 +19,12 @@ from repro.families.ace_rpe.synthetic import RETRIEVAL_NAMES
 from repro.families.base import RunContext
 from repro.train.stage_plan import write_stages
 
-TRAIN_FILES = {"vqa": "vqa_train.json", "snli-ve": "ve_train.json", "nlvr2": "nlvr_train.json"}
+TRAIN_FILES = {  # each head's generated training file (`tasks.py` reads the same)
+    "vqa": "vqa_train.json",
+    "snli-ve": "ve_train.json",
+    "nlvr2": "nlvr_train.json",
+    "grounding": "refcoco+_train.json",
+}
 
 
 def planned_stages(ctx: RunContext, data: dict[str, Path], pretraining: bool = True) -> list[tuple[str, float]]:
@@ -47,7 +52,7 @@ def planned_stages(ctx: RunContext, data: dict[str, Path], pretraining: bool = T
                 name=TASK_RECIPES["nlvr2-assign"], overrides=recipe_overrides(ctx.settings, "assign_recipe")
             )
             stages.append(("nlvr2_assign", _steps(recipe, pairs)))
-        items = len(read_entries(files.json[TRAIN_FILES.get(task, "refcoco+_train.json")]))
+        items = len(read_entries(files.json[TRAIN_FILES[task]]))
         recipe = ctx.recipe(name=TASK_RECIPES[task], overrides=recipe_overrides(ctx.settings, "task_recipe"))
         stages.append((task, _steps(recipe, items)))
     return stages
