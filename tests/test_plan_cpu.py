@@ -85,3 +85,11 @@ def test_with_force_the_stored_seeds_count_as_seeds_to_train(toy_family, runner)
         app, ["run", "toy-table1", "--scale", "smoke", "--rows", "Sighted", "--seeds", "0,1"] + ["--force", "--dry-run"]
     )
     assert "for 2 seed(s)" in " ".join(dry.output.split())
+
+
+def test_a_plan_of_rows_no_claim_compares_says_nothing_of_the_designs_seeds():
+    line = "the design's "  # ... seeds of each row the claims compare
+    alone = make_plan(resolve("ace-rpe-table2-pe"), "synthetic", ["ACE-RPE + Lace*"], [0])  # cited by no claim
+    assert not any(text.startswith(line) for text in cpu_lines(alone))
+    compared = make_plan(resolve("ace-rpe-table2-pe"), "synthetic", ["None", "ACE-RPE + Lace*"], [0])
+    assert any(text.startswith(line) for text in cpu_lines(compared))
