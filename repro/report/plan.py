@@ -312,8 +312,8 @@ def cpu_lines(plan: Plan, force: bool = False) -> list[str]:
     design = plan.spec.design
     seeds = design.seeds.get(plan.scale) if design is not None else None
     compared = {name for c in plan.spec.claims for name in (c.row, c.over)}
-    need = total(lambda step: len(seeds) if step.row.name in compared else 0) if seeds else (0.0, 0, [])
-    if need[1] or need[2]:  # the plan has a row the claims compare
+    need = total(lambda step: len(seeds or []) if step.row.name in compared else 0)
+    if seeds and (need[1] or need[2]):  # the plan has a row the claims compare
         lines.append(f"the design's {len(seeds)} seeds of each row the claims compare: " + said(*need))
     if lines:
         lines.append(

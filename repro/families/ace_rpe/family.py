@@ -37,7 +37,7 @@ from repro.families.ace_rpe.columns import column_dataset, has_tasks, recall_dat
 from repro.families.ace_rpe.config import ALBEFConfig
 from repro.families.ace_rpe.keymap import transfer
 from repro.families.ace_rpe.pretraining import pretrained
-from repro.families.ace_rpe.progress import write_plan
+from repro.families.ace_rpe.progress import planned_stages, write_plan
 from repro.families.ace_rpe.released import evaluation_hours
 from repro.families.ace_rpe.retrieval import score_matrices
 from repro.families.ace_rpe.sources import (
@@ -109,10 +109,11 @@ def run_ensemble(ctxs: list[RunContext]) -> list[RowRun]:
     settings = ctx.settings
     datasets = recall_datasets(ctx.spec)
     data: dict[str, Path] = ctx.data or {}  # `prepare_data`'s, once per run (paper scale: the row's own sources)
-    write_plan(ctxs, data)  # what `repro run`'s progress counts: each stage's share of the unit
+    stages = planned_stages(ctx, data)  # what `repro run`'s progress counts: each stage's share of the unit
+    write_plan(ctxs, stages)
     start = pretrained(ctxs)
     if not any(done["pretrain"]["steps"] and not done["pretrain"].get("reused") for done in start.training):
-        write_plan(ctxs, data, pretraining=False)  # read from the store or released weights: nothing to count
+        write_plan(ctxs, stages[1:])  # read from the store or released weights: no pre-training to count
     sources, tok, sizes, size, collate = start.sources, start.tok, start.sizes, start.size, start.collate
     max_tokens, weights, training = start.max_tokens, start.weights, start.training
     metrics: list[dict[str, float]] = [{} for _ in ctxs]

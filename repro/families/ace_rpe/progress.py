@@ -13,57 +13,46 @@ from pathlib import Path
 
 from repro.families.ace_rpe.build import FINETUNE_RECIPES, PRETRAIN_RECIPE, TASK_RECIPES
 from repro.families.ace_rpe.columns import recall_datasets, spec_heads
-from repro.families.ace_rpe.data import read_entries
-from repro.families.ace_rpe.sources import generated_task_files, synthetic_sources
+from repro.families.ace_rpe.data import PairDataset, read_annotations, read_entries
+from repro.families.ace_rpe.sources import TASK_FILES, generated_task_files, synthetic_sources
 from repro.families.ace_rpe.synthetic import RETRIEVAL_NAMES
 from repro.families.base import RunContext
 from repro.train.stage_plan import write_stages
 
-TRAIN_FILES = {  # each head's generated training file (`tasks.py` reads the same)
-    "vqa": "vqa_train.json",
-    "snli-ve": "ve_train.json",
-    "nlvr2": "nlvr_train.json",
-    "grounding": "refcoco+_train.json",
-}
 
-
-def planned_stages(ctx: RunContext, data: dict[str, Path], pretraining: bool = True) -> list[tuple[str, float]]:
+def planned_stages(ctx: RunContext, data: dict[str, Path]) -> list[tuple[str, float]]:
     """(the stage's folder under the unit's workdir, its planned steps) for each stage of `ctx`'s unit, on the
-    generated files `data` (`family.prepare_data`'s); `pretraining=False` leaves out a pre-training read from the
-    store of shared ones."""
+    generated files `data` (`family.prepare_data`'s); [] at paper scale."""
     from repro.families.ace_rpe.tasks import recipe_overrides
 
+    if not ctx.generated:
+        return []
     sources = synthetic_sources(data["root"], recall_datasets(ctx.spec))
-    stages: list[tuple[str, float]] = []
-    if pretraining:
-        pairs = sum(_pairs(path, ctx.limit) for path, _ in sources.pretrain)
-        recipe = ctx.recipe(name=PRETRAIN_RECIPE, overrides=ctx.settings.get("pretrain_recipe", {}))
-        stages.append(("pretrain", _steps(recipe, pairs)))
+    pairs = sum(_pairs(path, "pretrain", ctx.limit) for path, _ in sources.pretrain)
+    recipe = ctx.recipe(name=PRETRAIN_RECIPE, overrides=ctx.settings.get("pretrain_recipe", {}))
+    stages = [("pretrain", _steps(recipe, pairs))]
     for dataset in recall_datasets(ctx.spec):
-        pairs = _pairs(sources.retrieval[dataset][0], ctx.limit)
+        pairs = _pairs(sources.retrieval[dataset][0], "train", ctx.limit)
         stages.append((RETRIEVAL_NAMES[dataset], _steps(ctx.recipe(name=FINETUNE_RECIPES[dataset]), pairs)))
     if "tasks" not in data:
         return stages
     files = generated_task_files(data["tasks"], data["root"])
     for task in spec_heads(ctx.spec):
         if task == "nlvr2":
-            pairs = sum(_pairs(path, None) for path, _ in files.assign)
+            pairs = sum(_pairs(path, "pretrain", None) for path, _ in files.assign)
             recipe = ctx.recipe(
                 name=TASK_RECIPES["nlvr2-assign"], overrides=recipe_overrides(ctx.settings, "assign_recipe")
             )
             stages.append(("nlvr2_assign", _steps(recipe, pairs)))
-        items = len(read_entries(files.json[TRAIN_FILES[task]]))
+        items = len(read_entries(files.json[TASK_FILES[task][0]]))  # ALBEF's train_file
         recipe = ctx.recipe(name=TASK_RECIPES[task], overrides=recipe_overrides(ctx.settings, "task_recipe"))
         stages.append((task, _steps(recipe, items)))
     return stages
 
 
-def write_plan(ctxs: list[RunContext], data: dict[str, Path], pretraining: bool = True) -> None:
-    """`planned_stages` written into each seed's workdir (the generated scales; nothing at paper scale)."""
-    if not ctxs[0].generated:
-        return
-    stages = planned_stages(ctxs[0], data, pretraining)
-    for ctx in ctxs:
+def write_plan(ctxs: list[RunContext], stages: list[tuple[str, float]]) -> None:
+    """`stages` (`planned_stages`) written into each seed's workdir; nothing where there are none (paper scale)."""
+    for ctx in ctxs if stages else []:
         write_stages(Path(ctx.workdir), stages)
 
 
@@ -73,7 +62,6 @@ def _steps(recipe, items: int) -> float:
     return float(min(steps, recipe.max_steps or steps))
 
 
-def _pairs(path: Path, limit: int | None) -> int:
-    """The (image, caption) pairs of an ALBEF json file's first `limit` entries, as `data.PairDataset` counts them."""
-    entries = read_entries(path)[:limit]
-    return sum(len(e["caption"]) if isinstance(e, dict) and isinstance(e.get("caption"), list) else 1 for e in entries)
+def _pairs(path: Path, kind: str, limit: int | None) -> int:
+    """The (image, caption) items of an ALBEF json file's first `limit` entries, as the stage's `PairDataset` holds."""
+    return len(PairDataset(read_annotations(path, kind)[:limit], path.parent, 0))
