@@ -79,16 +79,6 @@ def heldout_data(task: str, files, start):
     }
 
 
-def train_data(task: str, files, size: int):
-    """The task's training items of the generated files."""
-    from repro.families.ace_rpe.tasks_data import NLVRData, VEData, VQATrain
-
-    if task == "vqa":
-        return VQATrain([files.json["vqa_train.json"]], {"vqa": files.images["vqa"], "vg": files.images["vg"]}, size)
-    reader, prefix = (VEData, "ve") if task == "snli-ve" else (NLVRData, "nlvr")
-    return reader(files.json[f"{prefix}_train.json"], files.images[task], size)
-
-
 def pilot_task(ctx, task: str, start, files, every: int, emit) -> None:
     """One (row, seed, task): fine-tune from the pre-trained weights, scored on the held-out split every `every`
     epochs, then its summary."""
@@ -104,7 +94,7 @@ def pilot_task(ctx, task: str, start, files, every: int, emit) -> None:
     assigned = None
     if task == "nlvr2":  # ALBEF's text-assignment step first, as `repro run` does
         assigned = tasks.text_assignment(ctx, model, files, start.weights[0], collate, start.size)
-    train = train_data(task, files, start.size)
+    train = tasks.train_data(files, task, start.size)
     held = heldout_data(task, files, start)
     recipe = ctx.recipe(name=TASK_RECIPES[task], overrides=ctx.settings.get("task_recipe", {}))
     steps_per_epoch = -(-len(train) // recipe.batch_size)

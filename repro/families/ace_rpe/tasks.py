@@ -37,7 +37,7 @@ from torch.utils.data import DataLoader, Dataset
 from repro.errors import ReproError
 from repro.families.ace_rpe.build import TASK_RECIPES, build_model
 from repro.families.ace_rpe.columns import TASK_OF_DATASET, spec_heads
-from repro.families.ace_rpe.sources import TaskFiles, check_first_image, generated_task_files
+from repro.families.ace_rpe.sources import TASK_FILES, TaskFiles, check_first_image, generated_task_files
 from repro.families.base import RunContext
 
 K_TEST = 128  # ALBEF configs/VQA.yaml k_test
@@ -246,6 +246,19 @@ def vqa_eval_data(files: TaskFiles, split: str, tok, size: int, max_tokens: int 
 # --- the heads' runs ---------------------------------------------------------------------------------
 
 
+def train_data(files: TaskFiles, task: str, size: int, vqa_files: list[Path] | None = None):
+    """The task's training items: ALBEF's train_file (VQA: `vqa_files`, its train_file list; vqa_train.json by
+    default) under the task's image root(s), randomly cropped as ALBEF's fine-tuning does at paper scale."""
+    from repro.families.ace_rpe.tasks_data import NLVRData, VEData, VQATrain
+
+    crop = CROP_SCALE if files.paper else None
+    if task == "vqa":
+        roots = {"vqa": files.images["vqa"], "vg": files.images["vg"]}
+        return VQATrain(vqa_files or [files.json[TASK_FILES["vqa"][0]]], roots, size, crop, limit=files.limit)
+    reader = VEData if task == "snli-ve" else NLVRData
+    return reader(files.json[TASK_FILES[task][0]], files.images[task], size, crop, limit=files.limit)
+
+
 def classify(
     ctxs: list[RunContext],
     task: str,
@@ -259,14 +272,9 @@ def classify(
 ):
     """SNLI-VE or NLVR2 (after its text-assignment step, at `assign_size` px where given): fine-tune, accuracy
     on each split; per seed (scores, training)."""
-    from repro.families.ace_rpe.tasks_data import NLVRData, VEData
-
     files = _files(root, pretrain_root)
-    reader = VEData if task == "snli-ve" else NLVRData
-    prefix = "ve" if task == "snli-ve" else "nlvr"
-    train_json = files.json[f"{prefix}_train.json"]
-    train = reader(train_json, files.images[task], size, CROP_SCALE if files.paper else None, limit=files.limit)
-    _first_images(files, [(train_json, train.image_path(train.entries[0]))])
+    train = train_data(files, task, size)
+    _first_images(files, [(files.json[TASK_FILES[task][0]], train.image_path(train.entries[0]))])
     evals = {
         split: classify_eval_data(files, task, split, collate.tok, size, collate.max_tokens)
         for split in SPLIT_FILES[task]
@@ -315,8 +323,6 @@ def vqa(ctxs: list[RunContext], root, weights: list, sizes, collate, size: int, 
     """VQA: fine-tune the answer decoder (one seed at a time: `stages.py`), rank the answer list for every test2015
     question, write the server's file; at the generated scales score it as the server does; val where it is not
     trained on. Per seed (scores, training, predictions file, extra)."""
-    from repro.families.ace_rpe.tasks_data import VQATrain
-
     ctx = ctxs[0]
     files = _files(root)
     splits = ["train"]  # the generated files: vqa_train.json alone
@@ -326,8 +332,7 @@ def vqa(ctxs: list[RunContext], root, weights: list, sizes, collate, size: int, 
     if unknown:
         raise ReproError(f"VQA trains on {', '.join(VQA_TRAIN_FILES)} (ALBEF's files), not {', '.join(unknown)}")
     train_files = [files.json[VQA_TRAIN_FILES[s]] for s in splits]
-    roots = {"vqa": files.images["vqa"], "vg": files.images["vg"]}
-    train = VQATrain(train_files, roots, size, CROP_SCALE if files.paper else None, limit=files.limit)
+    train = train_data(files, "vqa", size, train_files)
     _first_images(files, [(path, train.image_path(entry)) for path, entry in train.firsts])
     k = int(ctx.settings.get("k_test", {}).get("vqa2", K_TEST))
     test = vqa_eval_data(files, "test", tok, size, collate.max_tokens, k)
