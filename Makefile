@@ -46,10 +46,11 @@ demo: $(VENV)/.installed $(VENV)/.plot
 	@echo "== repro: the figure of Table V at the synthetic scale (reported vs reproduced, claims, curves) is $(DEMO_PLOT)"
 
 # `make test` runs every test, the slow ones included, in TEST_WORKERS processes (pytest-xdist; an idle worker takes
-# tests queued for a busy one). TEST_WORKERS=0 runs them in this one process. GPU tests skip without CUDA.
+# tests queued for a busy one). TEST_WORKERS=0 runs them in this one process. GPU tests skip without CUDA. The
+# 25 slowest tests are listed at the end: the suite is meant to stay under ten minutes on 2 idle cores.
 TEST_WORKERS ?= 2
 test: $(VENV)/.installed $(VENV)/.plot wordnet lint docs
-	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist worksteal
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist worksteal --durations=25
 
 # The inner loop: every test but those marked slow (synthetic-scale regression reruns, seeds trained together,
 # torchrun/DDP and paper-scale workers, anything over about 10 s). Run `make test` before committing.
