@@ -203,11 +203,14 @@ def unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def write_json_atomic(path: Path, data: Any) -> None:
-    """Write JSON (strict: no NaN) so that `path` is either the old file or the complete new one."""
+def write_json_atomic(path: Path, data: Any, compact: bool = False) -> None:
+    """Write JSON (strict: no NaN) so that `path` is either the old file or the complete new one. Indented for
+    reading, or `compact` on one line as the datasets' own files are: the generated data, where json's indented
+    encoder (pure Python) took most of the generation's time."""
+    layout = {"separators": (",", ":")} if compact else {"indent": 2}
+    text = json.dumps(data, sort_keys=True, allow_nan=False, **layout)
     with atomic_open(path) as handle:
-        json.dump(data, handle, indent=2, sort_keys=True, allow_nan=False)
-        handle.write("\n")
+        handle.write(text + "\n")
 
 
 def write_bytes_atomic(path: Path, data: bytes) -> None:

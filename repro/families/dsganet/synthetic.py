@@ -543,9 +543,9 @@ def write_stats_fixture(dataset: str, out_dir: Path) -> Path:
                     )
             if aname is None:
                 info = {"info": {"description": "fixture"}, "data_subtype": subtypes[split], "task_type": "Open-Ended"}
-                write_json_atomic(out_dir / qname, {**info, "questions": questions})
+                write_json_atomic(out_dir / qname, {**info, "questions": questions}, compact=True)
                 dev = [q for q in questions if q["image_id"] == images[0][0]]
-                write_json_atomic(out_dir / VQA_FILES["vqa2"]["test-dev"][0], {**info, "questions": dev})
+                write_json_atomic(out_dir / VQA_FILES["vqa2"]["test-dev"][0], {**info, "questions": dev}, compact=True)
             else:
                 write_vqa_layout(out_dir / qname, out_dir / aname, subtypes[split], questions, annotations, "fixture")
         return out_dir
@@ -575,7 +575,7 @@ def write_stats_fixture(dataset: str, out_dir: Path) -> Path:
                         answer = "yes" if text.startswith(("Is", "Are")) else "table"
                         record.update(answer=answer, fullAnswer=f"{answer}.", annotations={})
                     records[f"{n:08d}"] = record
-            write_json_atomic(out_dir / BALANCED_FILES[split], records)
+            write_json_atomic(out_dir / BALANCED_FILES[split], records, compact=True)
         return out_dir
     raise ValueError(f"no statistics fixture for {dataset!r}")
 

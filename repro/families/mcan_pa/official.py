@@ -158,21 +158,25 @@ def _write_vqa(root: Path, dataset: str, cfg: OfficialConfig) -> None:
     for name in ("train2014", "val2014", "test2015"):
         questions, annotations, next_question = _vqa_records(rng, cfg, scenes[name], next_question)
         q_file = folder / layout["questions"].format(name=name)
-        write_json_atomic(q_file, {**_header(name, layout["task_type"]), "questions": questions})
+        write_json_atomic(q_file, {**_header(name, layout["task_type"]), "questions": questions}, compact=True)
         if name == "test2015":  # the answers stay with the server; test-dev is the first share of the images
             dev_images = {i for i, _ in scenes[name][: max(1, round(cfg.test_dev_fraction * len(scenes[name])))]}
             dev = [q for q in questions if q["image_id"] in dev_images]
             dev_file = folder / layout["questions"].format(name="test-dev2015")
-            write_json_atomic(dev_file, {**_header("test-dev2015", layout["task_type"]), "questions": dev})
-            write_json_atomic(root / "server" / SERVER_ANSWERS, {**_header(name), "annotations": annotations})
+            write_json_atomic(
+                dev_file, {**_header("test-dev2015", layout["task_type"]), "questions": dev}, compact=True
+            )
+            write_json_atomic(
+                root / "server" / SERVER_ANSWERS, {**_header(name), "annotations": annotations}, compact=True
+            )
         else:
             a_file = folder / layout["annotations"].format(name=name)
-            write_json_atomic(a_file, {**_header(name), "annotations": annotations})
+            write_json_atomic(a_file, {**_header(name), "annotations": annotations}, compact=True)
     if cfg.vg_questions_per_image:
         vg_cfg = OfficialConfig(**{**asdict(cfg), "questions_per_image": cfg.vg_questions_per_image})
         questions, annotations, _ = _vqa_records(rng, vg_cfg, scenes["train2014"], 10_000_000 + next_question)
-        write_json_atomic(root / "vg-qa" / "VG_questions.json", {"questions": questions})
-        write_json_atomic(root / "vg-qa" / "VG_annotations.json", {"annotations": annotations})
+        write_json_atomic(root / "vg-qa" / "VG_questions.json", {"questions": questions}, compact=True)
+        write_json_atomic(root / "vg-qa" / "VG_annotations.json", {"annotations": annotations}, compact=True)
 
 
 # --- COCO-QA --------------------------------------------------------------------------------------

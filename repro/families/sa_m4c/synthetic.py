@@ -271,9 +271,11 @@ def generate(out_dir: Path, cfg: GeneratorConfig) -> dict[str, Path]:
                     next_q += 1
                     questions.append(record)
         head = {"dataset_name": "textvqa", "dataset_version": "0.5.1", "dataset_type": split}
-        write_json_atomic(out_dir / QUESTIONS_FILE.format(split=split), {**head, "data": questions})
+        write_json_atomic(out_dir / QUESTIONS_FILE.format(split=split), {**head, "data": questions}, compact=True)
         for pattern in OCR_FILES.values():
-            write_json_atomic(out_dir / pattern.format(split=split), {"dataset_name": "textvqa", "data": ocr_records})
+            write_json_atomic(
+                out_dir / pattern.format(split=split), {"dataset_name": "textvqa", "data": ocr_records}, compact=True
+            )
         questions_by_split[split] = questions
         ocr_by_split[split] = ocr_records
     _write_stvqa(out_dir, questions_by_split, ocr_by_split)
@@ -306,14 +308,18 @@ def _write_stvqa(out_dir: Path, questions: dict[str, list[dict]], ocr: dict[str,
         return out
 
     train = [record(q, s) for s in ("train", "val") for q in questions[s]]
-    write_json_atomic(out_dir / STVQA_FILES["train"], {"dataset_name": "ST-VQA", "task": 3, "data": train})
+    write_json_atomic(
+        out_dir / STVQA_FILES["train"], {"dataset_name": "ST-VQA", "task": 3, "data": train}, compact=True
+    )
     test = [record(q, "test") for q in questions["test"]]
-    write_json_atomic(out_dir / STVQA_FILES["test"], {"dataset_name": "ST-VQA", "task": 3, "data": test})
+    write_json_atomic(out_dir / STVQA_FILES["test"], {"dataset_name": "ST-VQA", "task": 3, "data": test}, compact=True)
     val_images = sorted({q["image_id"] for q in questions["val"]})
     write_bytes_atomic(out_dir / STVQA_VAL_IMAGES, ("\n".join(val_images) + "\n").encode())
     for name in OCR_FILES:
-        write_json_atomic(out_dir / STVQA_OCR_FILES["train"].format(ocr=name), {"data": ocr["train"] + ocr["val"]})
-        write_json_atomic(out_dir / STVQA_OCR_FILES["test"].format(ocr=name), {"data": ocr["test"]})
+        write_json_atomic(
+            out_dir / STVQA_OCR_FILES["train"].format(ocr=name), {"data": ocr["train"] + ocr["val"]}, compact=True
+        )
+        write_json_atomic(out_dir / STVQA_OCR_FILES["test"].format(ocr=name), {"data": ocr["test"]}, compact=True)
 
 
 def _ocr_record(image_id: str, tokens: list[Item]) -> dict:
