@@ -50,6 +50,19 @@ scales:
 """
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """Under pytest-xdist each worker takes its share of the cores as PyTorch threads, as `repro run -j N` gives its
+    processes (`repro.load.threads_per_process`): N workers of all the cores' threads each would wait for one
+    another's cores at every parallel step."""
+    workers = os.environ.get("PYTEST_XDIST_WORKER_COUNT", "")
+    if workers.isdigit() and int(workers) > 1:
+        import torch
+
+        from repro import load
+
+        torch.set_num_threads(load.threads_per_process(int(workers)))
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Tests marked `gpu` skip where there is no CUDA device (torch is imported only when one is collected)."""
     gpu = [item for item in items if item.get_closest_marker("gpu") is not None]
