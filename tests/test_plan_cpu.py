@@ -18,7 +18,8 @@ def _record(root):
     return path, json.loads(path.read_text())
 
 
-def test_a_unit_keeps_its_cpu_time_and_the_plan_reads_it_back(toy_family, runner):
+def test_a_unit_keeps_its_cpu_time_and_the_plan_reads_it_back(toy_family, runner, monkeypatch):
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)  # a lone seed takes every core as threads
     out = runner.invoke(app, ["run", "toy-table1", "--scale", "smoke", "--rows", "Sighted", "--seeds", "0"])
     assert out.exit_code == 0, out.output
     _, record = _record(toy_family)
@@ -28,7 +29,7 @@ def test_a_unit_keeps_its_cpu_time_and_the_plan_reads_it_back(toy_family, runner
     assert seed_cpu_seconds(sighted) == (record["cpu_time_s"], True) and seed_cpu_seconds(blind) is None
     assert cpu_cell(sighted) == f"{record['cpu_time_s'] / 60:.1f}" and cpu_cell(blind) == "–"
     todo, source = cpu_lines(plan)  # the toy spec has no design: no line of the design's seeds
-    cores = os.cpu_count()
+    cores = len(os.sched_getaffinity(0))
     minutes = record["cpu_time_s"] / 60
     assert todo == (
         f"CPU time of the seeds to train: about {minutes:.0f} CPU-minutes for 1 seed(s), {minutes / cores:.0f} "
@@ -37,6 +38,26 @@ def test_a_unit_keeps_its_cpu_time_and_the_plan_reads_it_back(toy_family, runner
     assert "≤" not in source
     dry = runner.invoke(app, ["run", "toy-table1", "--scale", "smoke", "--seeds", "0,1", "--dry-run"])
     assert "CPU-min/seed" in dry.output and "CPU time of the seeds to train" in dry.output
+
+
+def test_the_wall_time_is_on_the_cores_the_runs_processes_can_keep_busy(toy_family, runner, monkeypatch):
+    assert runner.invoke(app, ["run", "toy-table1", "--scale", "smoke", "--rows", "Sighted"]).exit_code == 0
+    _, record = _record(toy_family)
+    minutes = record["cpu_time_s"] / 60
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2, 3})  # four cores
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    one = make_plan(resolve("toy-table1"), "smoke", ["Sighted"], [1])
+    three = make_plan(resolve("toy-table1"), "smoke", ["Sighted"], [1, 2, 3])
+    # one seed of one thread keeps one core busy, whatever -j says; three seeds two at a time keep two
+    assert f"{minutes:.0f} minutes on 1 of 4 cores" in cpu_lines(one, jobs=2)[0]
+    assert f"{3 * minutes / 2:.0f} minutes on 2 of 4 cores" in cpu_lines(three, jobs=2)[0]
+    assert f"{3 * minutes / 3:.0f} minutes on 3 of 4 cores" in cpu_lines(three, jobs=4)[0]
+    monkeypatch.delenv("OMP_NUM_THREADS")  # each of two processes takes half the cores as threads
+    assert f"{3 * minutes / 4:.0f} minutes on 4 cores" in cpu_lines(three, jobs=2)[0]
+    dry = runner.invoke(
+        app, ["run", "toy-table1", "--scale", "smoke", "--rows", "Sighted", "--seeds", "1", "--dry-run"]
+    )
+    assert "minutes on 4 cores" in " ".join(dry.output.split())  # a lone seed takes every core
 
 
 def test_a_record_without_cpu_time_gives_an_upper_bound_from_its_wall_time(toy_family, runner):

@@ -332,7 +332,7 @@ def _run_request(request: RunRequest) -> None:
     precision = precision_line(plan)
     if precision:
         console.print(precision, highlight=False, soft_wrap=True)
-    for line in cost_lines(plan) if plan.scale == "paper" else cpu_lines(plan, force=request.force):
+    for line in cost_lines(plan) if plan.scale == "paper" else cpu_lines(plan, force=request.force, jobs=request.jobs):
         console.print(line, highlight=False, soft_wrap=True)
     if request.launcher == "slurm":
         slurm_run(plan, request)

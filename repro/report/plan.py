@@ -273,14 +273,17 @@ def cpu_cell(step) -> str:
     return f"{'' if cost[1] else '≤'}{cost[0] / 60:.1f}"
 
 
-def cpu_lines(plan: Plan, force: bool = False) -> list[str]:
+def cpu_lines(plan: Plan, force: bool = False, jobs: int | None = None) -> list[str]:
     """At a generated scale: the CPU time of the seeds the run trains (those without a stored record; with `force`,
     `repro run --force`, every seed asked for) and of the design's seeds of the rows its claims compare, from each
-    row's stored seeds (`seed_cpu_seconds`), and the wall time that is on this machine's cores when they are all
-    busy."""
-    import os
+    row's stored seeds (`seed_cpu_seconds`), and the wall time on the cores the run's processes can keep busy: `jobs`
+    (`repro run -j`; else the default `repro.launch.local.execute` takes) processes at a time, no more than there are
+    seeds, each with its threads (`repro.load.threads_per_process`): one seed of one thread uses one core."""
+    from repro import load
+    from repro.launch.local import default_jobs
 
-    cores = os.cpu_count() or 1
+    cores = load.cores()
+    jobs = max(1, int(jobs or plan.settings.get("jobs") or default_jobs(plan)))
     steps = [s for s in plan.steps if s.kind == "train" and s.ready and not s.unsupported]
     costs = {s.row.name: seed_cpu_seconds(s) for s in steps}
     bound = any(c is not None and not c[1] for c in costs.values())
@@ -302,7 +305,10 @@ def cpu_lines(plan: Plan, force: bool = False) -> list[str]:
         nothing = f"no stored seed of this configuration to go by for {', '.join(unknown)}"
         if not count:
             return f"unknown: {nothing}"
-        text = f"about {minutes:.0f} CPU-minutes for {count} seed(s), {minutes / cores:.0f} minutes on {cores} cores"
+        processes = min(jobs, count)
+        busy = min(cores, processes * load.threads_per_process(processes))
+        where = f"{cores} cores" if busy == cores else f"{busy} of {cores} cores"
+        text = f"about {minutes:.0f} CPU-minutes for {count} seed(s), {minutes / busy:.0f} minutes on {where}"
         return text + (f"; {nothing}" if unknown else "")
 
     lines = []
