@@ -359,11 +359,12 @@ def write_vqa_layout(
     annotations: list[dict],
     description: str,
 ) -> None:
-    """Write a question file and an annotation file in the official VQA v2 layout (generated data)."""
+    """Write a question file and an annotation file in the official VQA v2 layout (generated data), each on one line
+    as the released files are (json's C encoder; the indented one is pure Python, seconds a file at these sizes)."""
     info = {"description": description, "version": "1.0"}
     common = {"info": info, "data_type": "mscoco", "data_subtype": subtype, "license": {"name": "generated", "url": ""}}
-    write_json_atomic(questions_path, {**common, "task_type": "Open-Ended", "questions": questions})
-    write_json_atomic(annotations_path, {**common, "annotations": annotations})
+    write_json_atomic(questions_path, {**common, "task_type": "Open-Ended", "questions": questions}, compact=True)
+    write_json_atomic(annotations_path, {**common, "annotations": annotations}, compact=True)
 
 
 # --- statistics of the official files ----------------------------------------------------------

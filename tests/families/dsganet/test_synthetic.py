@@ -19,6 +19,7 @@ from repro.families.dsganet.synthetic import (
     _which_closer,
     generate,
 )
+from tests.generated_digest import generated_digest
 
 CFG = GeneratorConfig(
     seed=3, train_images=12, val_images=6, questions_per_image=6, feature_dim=8, grid_rows=2, grid_cols=3
@@ -72,7 +73,8 @@ def test_a_task_of_some_templates_asks_only_those_and_all_ten_is_the_default(tmp
     default = generate(tmp_path / "default", CFG)
     assert everything["train_questions"].read_text() == default["train_questions"].read_text()
     weighed_alike = generate(tmp_path / "same", dataclasses.replace(CFG, template_weights=(1.0,) * 10))
-    assert _digest(weighed_alike) != _digest(default)  # weights draw another way, even equal ones (never the default)
+    # weights draw another way, even equal ones (never the default)
+    assert generated_digest(weighed_alike) != generated_digest(default)
     with pytest.raises(ReproError, match="unknown template"):
         GeneratorConfig.from_mapping({"templates": ["closer"]})
 
@@ -111,23 +113,10 @@ def test_smoke_row_runs(tmp_path, monkeypatch):
 # --- task mixes (templates, template_weights) ---------------------------------------------------------------------
 
 
-def _digest(paths) -> str:
-    import hashlib
-
-    h = hashlib.sha256()
-    for key in sorted(paths):
-        files = sorted(paths[key].rglob("*")) if paths[key].is_dir() else [paths[key]]
-        for f in files:
-            if f.is_file():
-                h.update(f.read_bytes())
-    return h.hexdigest()
-
-
 def test_the_default_task_writes_the_same_bytes_as_before_mixes_existed(tmp_path):
     # the digest of CFG's files as the generator wrote them before `template_weights` and `right_of` were added
-    assert (
-        _digest(generate(tmp_path / "raw", CFG)) == "971ee96ab31981e679aca987f8a59f3fc1f8b5765d817371cf7271d3fb52a80c"
-    )
+    digest = generated_digest(generate(tmp_path / "raw", CFG))
+    assert digest == "971ee96ab31981e679aca987f8a59f3fc1f8b5765d817371cf7271d3fb52a80c"
 
 
 def _oracle(scene: Scene, question: str, cfg: GeneratorConfig) -> str:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections import Counter
 
@@ -14,26 +13,16 @@ from repro.errors import ReproError
 from repro.families.mcan_pa import synthetic
 from repro.families.mcan_pa.official import OfficialConfig
 from repro.families.mcan_pa.synthetic import CLASSES, GeneratorConfig, Scene, SceneObject, generate
+from tests.generated_digest import generated_digest
 
 SMALL = GeneratorConfig(seed=3, train_images=40, val_images=10, questions_per_image=6)
-
-
-def _digest(paths) -> str:
-    h = hashlib.sha256()
-    for key in sorted(paths):
-        p = paths[key]
-        files = sorted(p.rglob("*")) if p.is_dir() else [p]
-        for f in files:
-            if f.is_file():
-                h.update(f.read_bytes())
-    return h.hexdigest()
 
 
 def test_same_seed_same_files_other_seed_other_files(tmp_path):
     a = generate(tmp_path / "a", SMALL)
     b = generate(tmp_path / "b", SMALL)
     c = generate(tmp_path / "c", GeneratorConfig(**{**SMALL.__dict__, "seed": 4}))
-    assert _digest(a) == _digest(b) != _digest(c)
+    assert generated_digest(a) == generated_digest(b) != generated_digest(c)
 
 
 def test_official_vqa_v2_layout(tmp_path):
@@ -183,8 +172,8 @@ def test_without_question_weights_the_files_are_those_made_before_the_setting(tm
     """The digests of two data sets as the generator wrote them before `question_weights` existed (commit 2ff7913)."""
     plain = generate(tmp_path / "plain", SMALL)
     noisy = GeneratorConfig(seed=0, train_images=30, val_images=10, stack_probability=0.8, position_noise=0.05)
-    assert _digest(plain) == "adc9ed429c72dc149f0030e2664f8048a13ee25b387e96a9cdfdd39531215f56"
-    assert _digest(generate(tmp_path / "noisy", noisy)) == (
+    assert generated_digest(plain) == "adc9ed429c72dc149f0030e2664f8048a13ee25b387e96a9cdfdd39531215f56"
+    assert generated_digest(generate(tmp_path / "noisy", noisy)) == (
         "0af7b13d899e2a8f90219c4c8039b81e001177d724de374919cec4e7f48c5adc"
     )
 
