@@ -52,6 +52,8 @@ def test_the_wall_time_is_on_the_cores_the_runs_processes_can_keep_busy(toy_fami
     assert f"{minutes:.0f} minutes on 1 of 4 cores" in cpu_lines(one, jobs=2)[0]
     assert f"{3 * minutes / 2:.0f} minutes on 2 of 4 cores" in cpu_lines(three, jobs=2)[0]
     assert f"{3 * minutes / 3:.0f} minutes on 3 of 4 cores" in cpu_lines(three, jobs=4)[0]
+    together = make_plan(resolve("toy-table1"), "smoke", ["Sighted"], [1, 2, 3], ensemble=True)  # one process
+    assert f"{3 * minutes:.0f} minutes on 1 of 4 cores" in cpu_lines(together, jobs=2)[0]
     monkeypatch.delenv("OMP_NUM_THREADS")  # each of two processes takes half the cores as threads
     assert f"{3 * minutes / 4:.0f} minutes on 4 cores" in cpu_lines(three, jobs=2)[0]
     dry = runner.invoke(

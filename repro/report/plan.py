@@ -278,7 +278,8 @@ def cpu_lines(plan: Plan, force: bool = False, jobs: int | None = None) -> list[
     `repro run --force`, every seed asked for) and of the design's seeds of the rows its claims compare, from each
     row's stored seeds (`seed_cpu_seconds`), and the wall time on the cores the run's processes can keep busy: `jobs`
     (`repro run -j`; else the default `repro.launch.local.execute` takes) processes at a time, no more than there are
-    seeds, each with its threads (`repro.load.threads_per_process`): one seed of one thread uses one core."""
+    seeds (or rows, their seeds trained together), each with its threads (`repro.load.threads_per_process`): one seed
+    of one thread uses one core."""
     from repro import load
     from repro.launch.local import default_jobs
 
@@ -288,8 +289,10 @@ def cpu_lines(plan: Plan, force: bool = False, jobs: int | None = None) -> list[
     costs = {s.row.name: seed_cpu_seconds(s) for s in steps}
     bound = any(c is not None and not c[1] for c in costs.values())
 
-    def total(seeds_of) -> tuple[float, int, list[str]]:
-        seconds, count, unknown = 0.0, 0, []
+    together = plan.settings.get("ensemble") is True  # a row's seeds in one process
+
+    def total(seeds_of) -> tuple[float, int, list[str], int]:
+        seconds, count, unknown, processes = 0.0, 0, [], 0
         for step in steps:
             n = seeds_of(step)
             if not n:
@@ -298,14 +301,15 @@ def cpu_lines(plan: Plan, force: bool = False, jobs: int | None = None) -> list[
                 unknown.append(step.row.name)
                 continue
             seconds, count = seconds + costs[step.row.name][0] * n, count + n
-        return seconds, count, unknown
+            processes += 1 if together else n
+        return seconds, count, unknown, processes
 
-    def said(seconds: float, count: int, unknown: list[str]) -> str:
+    def said(seconds: float, count: int, unknown: list[str], processes: int) -> str:
         minutes = seconds / 60
         nothing = f"no stored seed of this configuration to go by for {', '.join(unknown)}"
         if not count:
             return f"unknown: {nothing}"
-        processes = min(jobs, count)
+        processes = min(jobs, processes)
         busy = min(cores, processes * load.threads_per_process(processes))
         where = f"{cores} cores" if busy == cores else f"{busy} of {cores} cores"
         text = f"about {minutes:.0f} CPU-minutes for {count} seed(s), {minutes / busy:.0f} minutes on {where}"
