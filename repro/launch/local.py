@@ -45,7 +45,7 @@ def execute(
     every unit's progress and a line per finished unit; without one, units show their own bars when
     they run in this process.
     """
-    jobs = max(1, int(jobs or plan.settings.get("jobs") or default_jobs(plan)))
+    jobs = units_at_a_time(plan, jobs)
     check_ready(plan)  # fail before any training
     units = units_to_run(plan, resume, force)
     grouped = groups(plan, units)
@@ -85,6 +85,11 @@ def execute(
     for result in out if on_row else ():
         on_row(result)
     return out
+
+
+def units_at_a_time(plan: Plan, jobs: int | None = None) -> int:
+    """`jobs` (`repro run -j`), else the scale's `jobs` setting, else `default_jobs`."""
+    return max(1, int(jobs or plan.settings.get("jobs") or default_jobs(plan)))
 
 
 def default_jobs(plan: Plan) -> int:

@@ -277,14 +277,14 @@ def cpu_lines(plan: Plan, force: bool = False, jobs: int | None = None) -> list[
     """At a generated scale: the CPU time of the seeds the run trains (those without a stored record; with `force`,
     `repro run --force`, every seed asked for) and of the design's seeds of the rows its claims compare, from each
     row's stored seeds (`seed_cpu_seconds`), and the wall time on the cores the run's processes can keep busy: `jobs`
-    (`repro run -j`; else the default `repro.launch.local.execute` takes) processes at a time, no more than there are
+    (`repro.launch.local.units_at_a_time`, as `execute` takes them) processes at a time, no more than there are
     seeds (or rows, their seeds trained together), each with its threads (`repro.load.threads_per_process`): one seed
     of one thread uses one core."""
     from repro import load
-    from repro.launch.local import default_jobs
+    from repro.launch.local import units_at_a_time
 
     cores = load.cores()
-    jobs = max(1, int(jobs or plan.settings.get("jobs") or default_jobs(plan)))
+    jobs = units_at_a_time(plan, jobs)
     steps = [s for s in plan.steps if s.kind == "train" and s.ready and not s.unsupported]
     costs = {s.row.name: seed_cpu_seconds(s) for s in steps}
     bound = any(c is not None and not c[1] for c in costs.values())
