@@ -51,6 +51,15 @@ def threads_per_process(jobs: int) -> int:
     return max(1, cores() // max(jobs, 1))
 
 
+def tokenizers_serial() -> None:
+    """Tokenize on the calling thread unless TOKENIZERS_PARALLELISM says otherwise. The runs' batches are a few dozen
+    short texts, which the `tokenizers` thread pool (one worker a core, whatever OMP_NUM_THREADS says) encodes no
+    faster, and its idle workers keep waking beside the training threads: two one-thread ace-rpe units on 2 cores each
+    carried two such workers, runnable in a quarter to a third of samples (380,000 switches in 27 minutes), so the
+    load average read about 3.6 where the units alone make 2, and `repro run` called the machine busy."""
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
 def free_cores(load: Load) -> int:
     """The cores other work leaves free: the cores less the 1-minute load average (at least one)."""
     return min(load.cores, max(1, round(load.cores - load.average)))

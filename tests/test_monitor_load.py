@@ -4,6 +4,10 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 from rich.console import Console
@@ -62,3 +66,40 @@ def test_an_idle_machine_or_one_without_a_load_average_gets_no_note(tmp_path):
             m._refresh()
             assert "busy" not in m.status_line()
         assert "busy" not in console.export_text()
+
+
+def test_repro_tokenizes_on_the_calling_thread_unless_told_otherwise(monkeypatch):
+    import repro.cli as cli
+
+    monkeypatch.setattr(cli, "app", lambda **kwargs: None)
+    monkeypatch.delenv("TOKENIZERS_PARALLELISM", raising=False)
+    cli.main()
+    assert os.environ["TOKENIZERS_PARALLELISM"] == "false"
+    monkeypatch.setenv("TOKENIZERS_PARALLELISM", "true")
+    cli.main()
+    assert os.environ["TOKENIZERS_PARALLELISM"] == "true"  # the user's choice stands
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="counts threads in /proc")
+def test_a_serial_tokenizer_starts_no_threads(tmp_path):
+    """The tokenizers pool is what `tokenizers_serial` turns off: with it a batch starts its workers, without none."""
+    (tmp_path / "vocab.txt").write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "red", "circle"]))
+    script = (
+        "import os, sys\n"
+        "from transformers import BertTokenizerFast\n"
+        "tok = BertTokenizerFast(vocab_file=sys.argv[1], do_lower_case=True)\n"
+        "before = len(os.listdir('/proc/self/task'))\n"
+        "tok(['red circle'] * 64, padding='longest', return_tensors='pt')\n"
+        "print(len(os.listdir('/proc/self/task')) - before)\n"
+    )
+
+    def threads_started(parallelism: str) -> int:
+        env = {**os.environ, "TOKENIZERS_PARALLELISM": parallelism, "RAYON_NUM_THREADS": "2"}
+        out = subprocess.run(
+            [sys.executable, "-c", script, str(tmp_path / "vocab.txt")], env=env, capture_output=True, text=True
+        )
+        assert out.returncode == 0, out.stderr
+        return int(out.stdout.strip().splitlines()[-1])
+
+    assert threads_started("true") > 0
+    assert threads_started("false") == 0

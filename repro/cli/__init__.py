@@ -19,6 +19,7 @@ from repro import __version__
 from repro.cli import check, data, evaluate, models, run, tables
 from repro.cli import weights as weights  # the `repro weights` group registers itself
 from repro.cli.common import LAUNCHERS, RICH_OR_JSON, SCALES, TABLE_FORMATS, app, command, console, err_console
+from repro.load import tokenizers_serial
 
 # the order of `repro --help`
 COMMANDS = (
@@ -109,6 +110,7 @@ def _root(
 
 def main() -> None:
     """Console-script entry point."""
+    tokenizers_serial()
     app(prog_name="repro")
 
 
