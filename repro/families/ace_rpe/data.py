@@ -72,9 +72,36 @@ def read_annotations(path: Path, kind: str) -> list[dict[str, Any]]:
     return entries
 
 
+KEEP_BYTES = 64 * 2**20  # a process's budget for images read without augmentation and kept (`load_image`)
+_kept: dict[tuple, torch.Tensor] = {}
+_kept_bytes = 0
+
+
 def load_image(path: Path, size: int, crop_scale: float | None = None) -> torch.Tensor:
     """An RGB image resized to size x size (bicubic, as ALBEF's test transform), normalised; (3, size, size).
-    With `crop_scale`, ALBEF's training augmentations instead (`augment`, crops of at least that share)."""
+    With `crop_scale`, ALBEF's training augmentations instead (`augment`, crops of at least that share).
+
+    Read without augmentation, an image is kept (keyed by its file's path, size and modification time) while the
+    process's kept images fit in KEEP_BYTES: the generated scales' few thousand images of 36 px are decoded once a
+    process instead of once an item an epoch; at paper scale the budget holds a few dozen. The tensor returned is
+    shared: callers copy it (a batch's `torch.stack`) and never write into it."""
+    key = None
+    if crop_scale is None:
+        try:
+            stat = Path(path).stat()
+            key = (str(path), size, stat.st_mtime_ns, stat.st_size)
+        except OSError:
+            pass  # reported by the read below
+        if key in _kept:
+            return _kept[key]
+    global _kept_bytes
+    image = _read_image(path, size, crop_scale)
+    if key is not None and _kept_bytes + image.nbytes <= KEEP_BYTES:
+        _kept[key], _kept_bytes = image, _kept_bytes + image.nbytes
+    return image
+
+
+def _read_image(path: Path, size: int, crop_scale: float | None) -> torch.Tensor:
     from PIL import Image, UnidentifiedImageError
 
     try:

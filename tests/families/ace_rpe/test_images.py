@@ -1,0 +1,74 @@
+"""ace-rpe's image reads (`repro.families.ace_rpe.data.load_image`): an image read without augmentation is decoded
+once a process and kept within a budget; a rewritten file is read again; augmented reads are never kept."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+from PIL import Image
+
+from repro.errors import ReproError
+from repro.families.ace_rpe import data
+
+
+@pytest.fixture
+def reads(monkeypatch):
+    """The decodes `load_image` makes, counted, with an empty store of kept images."""
+    monkeypatch.setattr(data, "_kept", {})
+    monkeypatch.setattr(data, "_kept_bytes", 0)
+    counted = []
+    real = data._read_image
+
+    def counting(path, size, crop_scale):
+        counted.append(path)
+        return real(path, size, crop_scale)
+
+    monkeypatch.setattr(data, "_read_image", counting)
+    return counted
+
+
+def _png(path, colour):
+    Image.new("RGB", (36, 36), colour).save(path)
+    return path
+
+
+def test_an_image_read_without_augmentation_is_decoded_once(tmp_path, reads):
+    path = _png(tmp_path / "a.png", (200, 30, 30))
+    first = data.load_image(path, 36)
+    again = data.load_image(path, 36)
+    assert len(reads) == 1 and torch.equal(first, again)
+    data.load_image(path, 24)  # another size is another image
+    assert len(reads) == 2
+    assert torch.equal(first, data._read_image(path, 36, None))  # what a fresh decode gives
+
+
+def test_a_rewritten_file_is_read_again_and_a_broken_one_still_fails(tmp_path, reads):
+    path = _png(tmp_path / "a.png", (200, 30, 30))
+    red = data.load_image(path, 36)
+    _png(path, (30, 30, 200))
+    os.utime(path, ns=(path.stat().st_atime_ns, path.stat().st_mtime_ns + 1_000_000))
+    blue = data.load_image(path, 36)
+    assert len(reads) == 2 and not torch.equal(red, blue)
+    path.write_bytes(b"not a png")
+    with pytest.raises(ReproError, match="cannot read the image"):
+        data.load_image(path, 36)
+
+
+def test_augmented_reads_are_never_kept(tmp_path, reads):
+    path = _png(tmp_path / "a.png", (200, 30, 30))
+    data.load_image(path, 36, crop_scale=0.5)
+    data.load_image(path, 36, crop_scale=0.5)
+    assert len(reads) == 2 and not data._kept
+
+
+def test_images_beyond_the_budget_are_decoded_each_time(tmp_path, reads, monkeypatch):
+    one = 3 * 36 * 36 * 4  # bytes of a (3, 36, 36) float32 image
+    monkeypatch.setattr(data, "KEEP_BYTES", 2 * one)
+    paths = [_png(tmp_path / f"{i}.png", (10 * i, 0, 0)) for i in range(3)]
+    for _ in range(2):
+        for path in paths:
+            data.load_image(path, 36)
+    assert len(reads) == 4  # the first two kept, the third read both times
+    assert data._kept_bytes == 2 * one
