@@ -24,7 +24,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchmarks.bench_acerpe_ensemble import STAGES, train
+from benchmarks.bench_acerpe_ensemble import STAGES, _load, train
 from benchmarks.bench_ensemble import in_spawned_process
 
 TASK_SPEC = "ace-rpe-table2-pe"
@@ -155,10 +155,6 @@ def main(argv: list[str] | None = None) -> dict:
 
         args.json.write_text(json.dumps(result, indent=2))
     return result
-
-
-def _load(triple: tuple[float, float, float]) -> str:
-    return " / ".join(f"{x:.2f}" for x in triple) + " (1 / 5 / 15 min)"
 
 
 if __name__ == "__main__":
