@@ -6,12 +6,11 @@
 One stage of a row at its synthetic scale: `snli-ve`, Table 2's SNLI-VE fine-tuning (its generated task files,
 `tasks.train_data`, the row's task model from its initial weights, the scale's task recipe and batch), or Table 1's
 `pretrain` or `retrieval` as `bench_acerpe_ensemble` trains them; one seed, `--threads` threads, in a fresh spawned
-process a side, with the
-images read without augmentation kept once decoded (`load_image`, what runs do) against `KEEP_BYTES = 0` (every
-item decoded each time it is drawn, as before). The sides alternate `--repeats` times, so a change in the machine's
-other work falls on both. Reported: CPU seconds of the training loops, per step, and their ratio; whether the two
-sides' final losses agree to the last bit (kept images are the decoded ones, so training is the same); the load
-average at the start and the end.
+process a side, with the images read without augmentation kept once decoded (`load_image`, what runs do) against
+`KEEP_BYTES = 0` (every item decoded each time it is drawn, as before). The sides alternate `--repeats` times, so a
+change in the machine's other work falls on both. Reported: CPU seconds of the training loops, per step, and their
+ratio; whether the two sides' final losses agree to the last bit (kept images are the decoded ones, so training is
+the same); the load average at the start and the end.
 """
 
 from __future__ import annotations
@@ -43,7 +42,6 @@ def train_reading(keep: bool, row: str, stage: str, steps: int, threads: int, wo
 
 def train_task(row_name: str, steps: int, threads: int, workdir: str) -> dict:
     """Seed 0 of Table 2's row on SNLI-VE for `steps` steps, as its unit fine-tunes it."""
-
     import torch
 
     torch.set_num_threads(threads)

@@ -85,6 +85,7 @@ def load_image(path: Path, size: int, crop_scale: float | None = None) -> torch.
     process's kept images fit in KEEP_BYTES: the generated scales' few thousand images of 36 px are decoded once a
     process instead of once an item an epoch; at paper scale the budget holds a few dozen. The tensor returned is
     shared: callers copy it (a batch's `torch.stack`) and never write into it."""
+    global _kept_bytes
     key = None
     if crop_scale is None:
         try:
@@ -94,7 +95,6 @@ def load_image(path: Path, size: int, crop_scale: float | None = None) -> torch.
             pass  # reported by the read below
         if key in _kept:
             return _kept[key]
-    global _kept_bytes
     image = _read_image(path, size, crop_scale)
     if key is not None and _kept_bytes + image.nbytes <= KEEP_BYTES:
         _kept[key], _kept_bytes = image, _kept_bytes + image.nbytes
