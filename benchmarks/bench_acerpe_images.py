@@ -1,16 +1,17 @@
 """ace-rpe's training steps with its images kept against decoded for every item (`repro.families.ace_rpe.data`).
 
     python -m benchmarks.bench_acerpe_images                        # Table 2's SNLI-VE fine-tuning, 200 steps
+    python -m benchmarks.bench_acerpe_images --stage nlvr2 --steps 300
     python -m benchmarks.bench_acerpe_images --stage retrieval --steps 100 --repeats 3
 
-One stage of a row at its synthetic scale: `snli-ve`, Table 2's SNLI-VE fine-tuning (its generated task files,
-`tasks.train_data`, the row's task model from its initial weights, the scale's task recipe and batch), or Table 1's
-`pretrain` or `retrieval` as `bench_acerpe_ensemble` trains them; one seed, `--threads` threads, in a fresh spawned
+One stage of a row at its synthetic scale: `snli-ve` or `nlvr2`, Table 2's fine-tuning on that task (its generated task
+files, `tasks.train_data`, the row's task model from its initial weights, the scale's task recipe and batch), or Table
+1's `pretrain` or `retrieval` as `bench_acerpe_ensemble` trains them; one seed, `--threads` threads, in a fresh spawned
 process a side, with the images read without augmentation kept once decoded (`load_image`, what runs do) against
 `KEEP_BYTES = 0` (every item decoded each time it is drawn, as before). The sides alternate `--repeats` times, so a
 change in the machine's other work falls on both. Reported: CPU seconds of the training loops, per step, and their
-ratio; whether the two sides' final losses agree to the last bit (kept images are the decoded ones, so training is
-the same); the load average at the start and the end.
+ratio; whether the two sides' final losses agree to the last bit (kept images are the decoded ones, so training is the
+same); the load average at the start and the end.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from benchmarks.bench_acerpe_ensemble import STAGES, _load, train
 from benchmarks.bench_ensemble import in_spawned_process
 
 TASK_SPEC = "ace-rpe-table2-pe"
+TASKS = ("snli-ve", "nlvr2")  # Table 2's fine-tuning stages
 
 
 def train_reading(keep: bool, row: str, stage: str, steps: int, threads: int, workdir: str) -> dict:
@@ -35,13 +37,13 @@ def train_reading(keep: bool, row: str, stage: str, steps: int, threads: int, wo
 
     if not keep:
         data.KEEP_BYTES = 0
-    if stage == "snli-ve":
-        return train_task(row, steps, threads, workdir)
+    if stage in TASKS:
+        return train_task(row, stage, steps, threads, workdir)
     return train(row, stage, [0], steps, threads, workdir)
 
 
-def train_task(row_name: str, steps: int, threads: int, workdir: str) -> dict:
-    """Seed 0 of Table 2's row on SNLI-VE for `steps` steps, as its unit fine-tunes it."""
+def train_task(row_name: str, task: str, steps: int, threads: int, workdir: str) -> dict:
+    """Seed 0 of Table 2's row on `task` (SNLI-VE or NLVR2) for `steps` steps, as its unit fine-tunes it."""
     import torch
 
     torch.set_num_threads(threads)
@@ -73,14 +75,14 @@ def train_task(row_name: str, steps: int, threads: int, workdir: str) -> dict:
     sizes = {**settings["sizes"], "vocab_size": len(tok), "pad_token_id": tok.pad_token_id}
     sizes.update(cls_token_id=tok.cls_token_id, sep_token_id=tok.sep_token_id, mask_token_id=tok.mask_token_id)
     files = tasks._files(ctx.data["tasks"], ctx.data["root"])
-    items = tasks.train_data(files, "snli-ve", sizes["image_size"])
+    items = tasks.train_data(files, task, sizes["image_size"])
     overrides = {**tasks.recipe_overrides(settings, "task_recipe"), "max_steps": steps}
-    recipe = ctx.recipe(name=TASK_RECIPES["snli-ve"], overrides=overrides)
+    recipe = ctx.recipe(name=TASK_RECIPES[task], overrides=overrides)
     seed_everything(0)
-    model = build_model(ctx.config, sizes, task="snli-ve")
+    model = build_model(ctx.config, sizes, task=task)
     collate = TaskCollate(tok, int(settings.get("max_tokens", 30)))
     cpu, wall = time.process_time(), time.perf_counter()
-    done = train_stage([ctx], [model], items, [recipe], "snli-ve", collate)
+    done = train_stage([ctx], [model], items, [recipe], task, collate)
     return {
         "train_cpu_s": time.process_time() - cpu,
         "train_wall_s": time.perf_counter() - wall,
@@ -98,7 +100,7 @@ def main(argv: list[str] | None = None) -> dict:
     )
     parser.add_argument("--row", default="ACE-RPE", help="a row of Table 2, or of Table 1 (default: %(default)s)")
     parser.add_argument(
-        "--stage", default="snli-ve", choices=("snli-ve", *STAGES), help="the stage trained (default: %(default)s)"
+        "--stage", default="snli-ve", choices=(*TASKS, *STAGES), help="the stage trained (default: %(default)s)"
     )
     parser.add_argument("--steps", type=int, default=200, help="optimisation steps a side and repeat")
     parser.add_argument("--repeats", type=int, default=2, help="times each side runs, alternating")
@@ -126,7 +128,7 @@ def main(argv: list[str] | None = None) -> dict:
     same = all(
         a["final_loss"] == b["final_loss"] for a, b in zip(runs["decoded for every item"], runs["kept once decoded"])
     )
-    spec = TASK_SPEC if args.stage == "snli-ve" else "ace-rpe-table1-pe"
+    spec = TASK_SPEC if args.stage in TASKS else "ace-rpe-table1-pe"
     title = f"{spec} {args.row!r} {args.stage}, synthetic: {args.steps} steps, {args.threads} thread(s)"
     table = Table(title=title)
     for col in ("", "CPU ms a step (median)", "× decoded"):

@@ -72,8 +72,8 @@ def read_annotations(path: Path, kind: str) -> list[dict[str, Any]]:
     return entries
 
 
-KEEP_BYTES = 64 * 2**20  # a process's budget for images read without augmentation and kept (`load_image`)
-_kept: dict[tuple, torch.Tensor] = {}
+KEEP_BYTES = 256 * 2**20  # a process's budget for decoded images read without augmentation (`load_image`)
+_kept: dict[tuple, np.ndarray] = {}
 _kept_bytes = 0
 
 
@@ -81,10 +81,11 @@ def load_image(path: Path, size: int, crop_scale: float | None = None) -> torch.
     """An RGB image resized to size x size (bicubic, as ALBEF's test transform), normalised; (3, size, size).
     With `crop_scale`, ALBEF's training augmentations instead (`augment`, crops of at least that share).
 
-    Read without augmentation, an image is kept (keyed by its file's path, size and modification time) while the
-    process's kept images fit in KEEP_BYTES: the generated scales' few thousand images of 36 px are decoded once a
-    process instead of once an item an epoch; at paper scale the budget holds a few dozen. The tensor returned is
-    shared: callers copy it (a batch's `torch.stack`) and never write into it."""
+    Read without augmentation, an image's decoded pixels (uint8, a quarter of the normalised tensor's bytes) are
+    kept, keyed by its file's path, size and modification time, while the process's kept images fit in KEEP_BYTES:
+    a generated scale's tens of thousands of 36 px images, every task's, are decoded once a process instead of once
+    an item an epoch; at paper scale the budget holds a few hundred. Each call normalises afresh, so callers own
+    the tensor returned."""
     global _kept_bytes
     key = None
     if crop_scale is None:
@@ -94,26 +95,34 @@ def load_image(path: Path, size: int, crop_scale: float | None = None) -> torch.
         except OSError:
             pass  # reported by the read below
         if key in _kept:
-            return _kept[key]
-    image = _read_image(path, size, crop_scale)
-    if key is not None and _kept_bytes + image.nbytes <= KEEP_BYTES:
-        _kept[key], _kept_bytes = image, _kept_bytes + image.nbytes
-    return image
+            return _normalise(_kept[key])
+    pixels = _decode(path, size, crop_scale)
+    if key is not None and _kept_bytes + pixels.nbytes <= KEEP_BYTES:
+        _kept[key], _kept_bytes = pixels, _kept_bytes + pixels.nbytes
+    return _normalise(pixels)
 
 
-def _read_image(path: Path, size: int, crop_scale: float | None) -> torch.Tensor:
+def _decode(path: Path, size: int, crop_scale: float | None) -> np.ndarray:
+    """The image's RGB pixels at size x size, resized or augmented: uint8, (size, size, 3)."""
     from PIL import Image, UnidentifiedImageError
 
     try:
         with Image.open(path) as img:
             img = img.convert("RGB")
             img = img.resize((size, size), Image.BICUBIC) if crop_scale is None else augment(img, size, crop_scale)
+            return np.asarray(img, dtype=np.uint8)
     except (OSError, UnidentifiedImageError) as exc:
         raise ReproError(f"{path}: cannot read the image ({exc})") from None
-    array = torch.from_numpy(np.asarray(img, dtype=np.float32) / 255.0).permute(2, 0, 1)
-    mean = torch.tensor(IMAGE_MEAN)[:, None, None]
-    std = torch.tensor(IMAGE_STD)[:, None, None]
-    return (array - mean) / std
+
+
+_MEAN = torch.tensor(IMAGE_MEAN)[:, None, None]
+_STD = torch.tensor(IMAGE_STD)[:, None, None]
+
+
+def _normalise(pixels: np.ndarray) -> torch.Tensor:
+    """uint8 (H, W, 3) pixels to the model's input: scaled to [0, 1], less ALBEF's mean, over its std; (3, H, W)."""
+    array = torch.from_numpy(pixels.astype(np.float32) / 255.0).permute(2, 0, 1)
+    return (array - _MEAN) / _STD
 
 
 RANDAUGMENT = ("Identity", "AutoContrast", "Equalize", "Brightness", "Sharpness")

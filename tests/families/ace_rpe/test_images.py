@@ -1,16 +1,18 @@
 """ace-rpe's image reads (`repro.families.ace_rpe.data.load_image`): an image read without augmentation is decoded
-once a process and kept within a budget; a rewritten file is read again; augmented reads are never kept."""
+once a process and its pixels kept within a budget; a rewritten file is read again; augmented reads are never kept."""
 
 from __future__ import annotations
 
 import os
 
+import numpy as np
 import pytest
 import torch
 from PIL import Image
 
 from repro.errors import ReproError
 from repro.families.ace_rpe import data
+from repro.families.ace_rpe.model import IMAGE_MEAN, IMAGE_STD
 
 
 @pytest.fixture
@@ -19,13 +21,13 @@ def reads(monkeypatch):
     monkeypatch.setattr(data, "_kept", {})
     monkeypatch.setattr(data, "_kept_bytes", 0)
     counted = []
-    real = data._read_image
+    real = data._decode
 
     def counting(path, size, crop_scale):
         counted.append(path)
         return real(path, size, crop_scale)
 
-    monkeypatch.setattr(data, "_read_image", counting)
+    monkeypatch.setattr(data, "_decode", counting)
     return counted
 
 
@@ -41,7 +43,17 @@ def test_an_image_read_without_augmentation_is_decoded_once(tmp_path, reads):
     assert len(reads) == 1 and torch.equal(first, again)
     data.load_image(path, 24)  # another size is another image
     assert len(reads) == 2
-    assert torch.equal(first, data._read_image(path, 36, None))  # what a fresh decode gives
+    with Image.open(path) as img:  # what ALBEF's test transform gives, to the last bit
+        pixels = np.asarray(img.convert("RGB").resize((36, 36), Image.BICUBIC), dtype=np.float32) / 255.0
+    mean, std = torch.tensor(IMAGE_MEAN)[:, None, None], torch.tensor(IMAGE_STD)[:, None, None]
+    assert torch.equal(first, (torch.from_numpy(pixels).permute(2, 0, 1) - mean) / std)
+
+
+def test_each_read_returns_its_own_tensor(tmp_path, reads):
+    path = _png(tmp_path / "a.png", (200, 30, 30))
+    first = data.load_image(path, 36)
+    first.zero_()  # a caller writing into its tensor
+    assert len(reads) == 1 and not torch.equal(first, data.load_image(path, 36))
 
 
 def test_a_rewritten_file_is_read_again_and_a_broken_one_still_fails(tmp_path, reads):
@@ -64,7 +76,7 @@ def test_augmented_reads_are_never_kept(tmp_path, reads):
 
 
 def test_images_beyond_the_budget_are_decoded_each_time(tmp_path, reads, monkeypatch):
-    one = 3 * 36 * 36 * 4  # bytes of a (3, 36, 36) float32 image
+    one = 36 * 36 * 3  # bytes of a 36 px image's uint8 pixels
     monkeypatch.setattr(data, "KEEP_BYTES", 2 * one)
     paths = [_png(tmp_path / f"{i}.png", (10 * i, 0, 0)) for i in range(3)]
     for _ in range(2):
