@@ -31,7 +31,7 @@ IN_TWO_MODES = {
     # ace-rpe Table 2's third-setting run, seed by seed (2026-12-01, four or five seeds a row so far; its spec's
     # comment): ACE-RPE's VQA has seed 1 at 92.5 / 91.8 below four at 97.3-99.9; RPE's VQA seed 3 at 96.9 / 96.7 above
     # four at 71.2-79.7, its NLVR2 seeds 0 and 3 at 98.8-100.0 above three at 83.3-84.3; APE+RPE's NLVR2 seed 2 at 89.3
-    # / 88.6 below three at 99.9-100.0; APE's VQA seeds 1 and 3 at 72.5 / 70.0 and 88.9 / 89.2 below three at 99.9-100.0
+    # / 88.6 below four at 99.9-100.0; APE's VQA seeds 1 and 3 at 72.5 / 70.0 and 88.9 / 89.2 below three at 99.9-100.0
     ("ace-rpe-table2-pe", "ACE-RPE", "VQA dev"),
     ("ace-rpe-table2-pe", "ACE-RPE", "VQA std"),
     ("ace-rpe-table2-pe", "RPE", "VQA dev"),
