@@ -30,7 +30,7 @@ IN_TWO_MODES = {
     ("ace-rpe-table8-mode", "Bias", "Flickr30K TR"),
     # ace-rpe Table 2's third-setting run, seed by seed (2026-12-01, five to six seeds a row so far; its spec's
     # comment): ACE-RPE's VQA has seed 1 at 92.5 / 91.8 below five at 97.3-100.0; RPE's VQA seed 3 at 96.9 / 96.7 above
-    # five at 70.7-79.7; APE+RPE's NLVR2 seed 2 at 89.3 / 88.6 below four at 99.9-100.0; ACE-RPE + Lace's NLVR2 seeds 0
+    # five at 70.7-79.7; APE+RPE's NLVR2 seed 2 at 89.3 / 88.6 below five at 99.9-100.0; ACE-RPE + Lace's NLVR2 seeds 0
     # and 2 at 54.7 / 56.4 and 69.8 / 70.4 below three at 98.8-100.0; APE's NLVR2 seeds 1 and 2 at 70.5 / 70.4 and 79.3
     # / 79.0 below four at 94.8-100.0 (APE's VQA and RPE's NLVR2, in two modes at five seeds, are spread too evenly for
     # the rule at six)
