@@ -85,6 +85,33 @@ def test_only_seeds_of_the_same_configuration_count(toy_family, runner):
     assert line == "CPU time of the seeds to train: unknown: no stored seed of this configuration to go by for Sighted"
 
 
+def test_seeds_stored_on_another_processor_are_named_in_the_plan(toy_family, runner):
+    """A seed's CPU time depends on the processor (the same Table 2 unit took about twice as long on another), so a
+    plan whose times come from seeds run elsewhere names their processor beside this machine's."""
+    from repro.results import hardware
+
+    assert runner.invoke(app, ["run", "toy-table1", "--scale", "smoke", "--rows", "Sighted"]).exit_code == 0
+    plan = make_plan(resolve("toy-table1"), "smoke", ["Sighted"], [1])
+    assert cpu_lines(plan)[-1] == "(from each row's stored seeds of this configuration, on the machine that ran them)"
+    path, record = _record(toy_family)
+    record["environment"]["hardware"]["cpu"] = "Another Processor 9000"
+    path.write_text(json.dumps(record))
+    plan = make_plan(resolve("toy-table1"), "smoke", ["Sighted"], [1])
+    here = hardware()["cpu"]
+    assert cpu_lines(plan)[-1] == (
+        "(from each row's stored seeds of this configuration, on the machine that ran them: 1 seed(s) on Another "
+        f"Processor 9000, not this machine's {here})"
+    )
+    assert (
+        runner.invoke(app, ["run", "toy-table1", "--scale", "smoke", "--rows", "Sighted", "--seeds", "1"]).exit_code
+        == 0
+    )
+    plan = make_plan(resolve("toy-table1"), "smoke", ["Sighted"], [2])  # one seed from each
+    assert cpu_lines(plan)[-1].endswith(
+        f"machines that ran them: 1 seed(s) on Another Processor 9000, 1 seed(s) on this machine's {here})"
+    )
+
+
 def test_a_seed_that_read_its_training_from_the_store_does_not_count(toy_family, runner):
     assert runner.invoke(app, ["run", "toy-table1", "--scale", "smoke", "--rows", "Sighted"]).exit_code == 0
     path, record = _record(toy_family)

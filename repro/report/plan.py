@@ -4,6 +4,7 @@ test-set prediction file the run wrote (only a server scores a test split)."""
 from __future__ import annotations
 
 import re
+from collections import Counter
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -251,18 +252,36 @@ def seed_cpu_seconds(step) -> tuple[float, bool] | None:
     seed. A seed that read its training from the store (`training.reused`) only evaluated: it does not count."""
     import statistics
 
-    if step.kind != "train" or not step.units:
+    same = _trained_seeds(step)
+    if not same:
         return None
-
-    def trained(record) -> bool:
-        return not (isinstance(record.training, dict) and record.training.get("reused"))
-
-    same = [r for r in step.stored.values() if r.config_hash == step.units[0].config_hash and trained(r)]
     measured = [r.cpu_time_s for r in same if r.cpu_time_s]
     if measured:
         return statistics.median(measured), True
     bounds = [r.wall_time_s * max(1, int(r.environment.get("threads") or 1)) for r in same if r.wall_time_s]
     return (statistics.median(bounds), False) if bounds else None
+
+
+def _trained_seeds(step) -> list:
+    """A training step's stored seeds of the same configuration that trained (not read from the store)."""
+    if step.kind != "train" or not step.units:
+        return []
+
+    def trained(record) -> bool:
+        return not (isinstance(record.training, dict) and record.training.get("reused"))
+
+    return [r for r in step.stored.values() if r.config_hash == step.units[0].config_hash and trained(r)]
+
+
+def processors_of(steps) -> Counter:
+    """How many of the stored seeds the plan's CPU times come from ran on each processor (`hardware.cpu` of their
+    environment)."""
+    return Counter(
+        cpu
+        for step in steps
+        for record in _trained_seeds(step)
+        if (cpu := ((record.environment or {}).get("hardware") or {}).get("cpu"))
+    )
 
 
 def cpu_cell(step) -> str:
@@ -327,10 +346,28 @@ def cpu_lines(plan: Plan, force: bool = False, jobs: int | None = None) -> list[
         lines.append(f"the design's {len(seeds)} seeds of each row the claims compare: " + said(*need))
     if lines:
         lines.append(
-            "(from each row's stored seeds of this configuration, on the machine that ran them"
+            "(from each row's stored seeds of this configuration, "
+            + _where_they_ran(steps)
             + ("; ≤: their wall time x threads, an upper bound, where they kept no CPU time)" if bound else ")")
         )
     return lines
+
+
+def _where_they_ran(steps) -> str:
+    """`on the machine that ran them`, naming the processors where any stored seed ran on another than this one (a
+    seed's CPU time there can differ several-fold here): `on the machines that ran them: 41 seed(s) on Intel(R)
+    Xeon(R) Processor, 1 seed(s) on this machine's AMD EPYC`."""
+    from repro.results import hardware
+
+    counts, here = processors_of(steps), hardware()["cpu"]
+    if set(counts) <= {here}:
+        return "on the machine that ran them"
+    parts = [f"{n} seed(s) on {cpu}" for cpu, n in counts.most_common() if cpu != here]
+    if here in counts:
+        parts.append(f"{counts[here]} seed(s) on this machine's {here}")
+    else:
+        parts[-1] += f", not this machine's {here}"
+    return f"on the machine{'s' if len(counts) > 1 else ''} that ran them: " + ", ".join(parts)
 
 
 def gpu_hours(plan: Plan, seeds: int | None = None) -> float:
