@@ -86,8 +86,8 @@ def test_only_seeds_of_the_same_configuration_count(toy_family, runner):
 
 
 def test_seeds_stored_on_another_processor_are_named_in_the_plan(toy_family, runner):
-    """A seed's CPU time depends on the processor (the same Table 2 unit took about twice as long on another), so a
-    plan whose times come from seeds run elsewhere names their processor beside this machine's."""
+    """A seed's CPU time depends on the processor (a Table 2 unit took 2.5 times the CPU time of its row's earlier
+    seeds on another), so a plan whose times come from seeds run elsewhere names their processor beside this one's."""
     from repro.results import hardware
 
     assert runner.invoke(app, ["run", "toy-table1", "--scale", "smoke", "--rows", "Sighted"]).exit_code == 0
