@@ -524,7 +524,7 @@ def hardware() -> dict[str, Any]:
         "platform": platform.platform(),
         "python": platform.python_version(),
         "cpu_count": os.cpu_count(),
-        "cpu": _cpu_model(),
+        "cpu": cpu_model(),
     }
     try:
         import torch
@@ -538,7 +538,8 @@ def hardware() -> dict[str, Any]:
     return info
 
 
-def _cpu_model() -> str:
+def cpu_model() -> str:
+    """This machine's processor, as /proc/cpuinfo names it (a record's `hardware.cpu`)."""
     try:
         for line in Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace").splitlines():
             if line.startswith("model name"):

@@ -88,7 +88,7 @@ def test_only_seeds_of_the_same_configuration_count(toy_family, runner):
 def test_seeds_stored_on_another_processor_are_named_in_the_plan(toy_family, runner):
     """A seed's CPU time depends on the processor (a Table 2 unit took 2.5 times the CPU time of its row's earlier
     seeds on another), so a plan whose times come from seeds run elsewhere names their processor beside this one's."""
-    from repro.results import hardware
+    from repro.results import cpu_model
 
     assert runner.invoke(app, ["run", "toy-table1", "--scale", "smoke", "--rows", "Sighted"]).exit_code == 0
     plan = make_plan(resolve("toy-table1"), "smoke", ["Sighted"], [1])
@@ -97,7 +97,7 @@ def test_seeds_stored_on_another_processor_are_named_in_the_plan(toy_family, run
     record["environment"]["hardware"]["cpu"] = "Another Processor 9000"
     path.write_text(json.dumps(record))
     plan = make_plan(resolve("toy-table1"), "smoke", ["Sighted"], [1])
-    here = hardware()["cpu"]
+    here = cpu_model()
     assert cpu_lines(plan)[-1] == (
         "(from each row's stored seeds of this configuration, on the machine that ran them: 1 seed(s) on Another "
         f"Processor 9000, not this machine's {here})"

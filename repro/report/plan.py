@@ -357,9 +357,9 @@ def _where_they_ran(steps) -> str:
     """`on the machine that ran them`, naming the processors where any stored seed ran on another than this one (a
     seed's CPU time there can differ several-fold here): `on the machines that ran them: 41 seed(s) on Intel(R)
     Xeon(R) Processor, 1 seed(s) on this machine's AMD EPYC`."""
-    from repro.results import hardware
+    from repro.results import cpu_model
 
-    counts, here = processors_of(steps), hardware()["cpu"]
+    counts, here = processors_of(steps), cpu_model()
     if set(counts) <= {here}:
         return "on the machine that ran them"
     parts = [f"{n} seed(s) on {cpu}" for cpu, n in counts.most_common() if cpu != here]
