@@ -138,6 +138,15 @@ def classify(prof) -> dict[str, Any]:
     }
 
 
+def steady_rate(marks: list[float]) -> float | None:
+    """CPU seconds a step over the second half of a stage's steps (`marks`: CPU seconds after each step): the rate
+    once the first steps' one-time work (allocations, kernels' first calls, caches) is done; None under 4 steps."""
+    if len(marks) < 4:
+        return None
+    half = len(marks) // 2
+    return (marks[-1] - marks[half - 1]) / (len(marks) - half)
+
+
 class Meter:
     """Wraps `repro.train.fit` and `repro.train.ensemble.fit_ensemble` for the life of the `with` block."""
 
@@ -170,10 +179,19 @@ class Meter:
             stage["seeds"] = len(models) if together else 1
             if self.profile:
                 stage.update(self._measure(train, together, models, dataset, recipes, kwargs))
+            marks: list[float] = []  # this process's CPU seconds after each step
+            chained = kwargs.get("on_step")
+
+            def on_step(step: int) -> None:
+                marks.append(time.process_time())
+                if chained is not None:
+                    chained(step)
+
             start = time.process_time()
-            out = train(models, dataset, recipes, workdirs, **kwargs)
+            out = train(models, dataset, recipes, workdirs, **{**kwargs, "on_step": on_step})
             stage["cpu_s"] = time.process_time() - start
             stage["steps"] = (out[0] if together else out).step
+            stage["steady_cpu_s_per_step"] = steady_rate(marks)
             self.stages.append(stage)
             return out
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from benchmarks.bench_synthetic import ROWS, seed_cost, summary
-from benchmarks.step_profile import PHASES, Meter, matmul_flops
+from benchmarks.bench_synthetic import ROWS, scheduled_cpu, seed_cost, summary
+from benchmarks.step_profile import PHASES, Meter, matmul_flops, steady_rate
 from repro.families import load_recipe
 from repro.train.distributed import use_device
 from repro.train.ready import ready_tensors
@@ -64,6 +64,16 @@ def test_a_short_run_is_extrapolated_per_step_to_each_stages_schedule():
     assert cost["full_steps"] == 105
 
 
+def test_the_steps_not_run_count_at_the_steady_rate_of_the_last_half_not_the_mean_with_the_first_steps():
+    # 8 steps: the first costs 5 s (one-time work), the others 1 s each; 100 in the schedule
+    marks = [5.0 + k for k in range(8)]
+    assert steady_rate(marks) == pytest.approx(1.0) and steady_rate(marks[:3]) is None
+    stage = {"cpu_s": 12.0, "steps": 8, "full_steps": 100, "steady_cpu_s_per_step": steady_rate(marks)}
+    assert scheduled_cpu(stage) == pytest.approx(12.0 + 92 * 1.0)  # not 12 / 8 * 100 = 150
+    assert scheduled_cpu({**stage, "steady_cpu_s_per_step": None}) == pytest.approx(150.0)  # under 4 steps: the mean
+    assert scheduled_cpu({**stage, "steps": 100}) == pytest.approx(12.0)  # a whole schedule: as measured
+
+
 def test_seeds_per_cpu_minute_together_against_alone():
     alone = [{"cpu_s": 30.0, "training_cpu_s": 20.0, "full_steps": 100, "outside_training_cpu_s": 10.0}] * 2
     alone = [{**a, "extrapolated": False} for a in alone]
@@ -106,6 +116,7 @@ def test_the_meter_records_each_stage_alone_and_together_and_profiles_it(tmp_pat
     alone, together = meter.stages
     assert (alone["seeds"], together["seeds"]) == (1, 2)
     assert alone["steps"] == together["steps"] == 3 and alone["full_steps"] == 20
+    assert alone["steady_cpu_s_per_step"] is None  # 3 steps: too few for a steady rate
     assert alone["flops_per_step"] > 0 and "flops_per_step" not in together  # a seed's work is the same together
     for stage in meter.stages:
         assert stage["cpu_s"] > 0 and stage["matmul_flops_per_s"] > 0 and stage["matmul_calls"] > 0
@@ -117,3 +128,17 @@ def test_the_meter_records_each_stage_alone_and_together_and_profiles_it(tmp_pat
         assert sum(profile["phases_ms"].values()) <= profile["step_ms"] * 1.01
         assert 0 < profile["outside_ops_ms"] < profile["step_ms"]
     assert repro.train.fit.__module__ == "repro.train.trainer"  # the trainer's own again
+
+
+def test_the_meter_times_each_step_and_still_calls_the_callers_on_step(tmp_path, recipe):
+    import repro.train
+
+    data = ready_tensors(TinyVQA(40))
+    seen: list[int] = []
+    with Meter() as meter:
+        repro.train.fit(
+            new_model(1), data, recipe.replace(epochs=2, max_steps=6), tmp_path, progress=False, on_step=seen.append
+        )
+    (stage,) = meter.stages
+    assert seen == [1, 2, 3, 4, 5, 6] and stage["steps"] == 6
+    assert 0 < stage["steady_cpu_s_per_step"] < stage["cpu_s"]
