@@ -77,15 +77,22 @@ _kept: dict[tuple, np.ndarray] = {}
 _kept_bytes = 0
 
 
+def _keep_budget() -> int:
+    """KEEP_BYTES in a process; in a DataLoader worker, its share of it: a loader's N workers keep KEEP_BYTES / N
+    each, so that a paper-scale evaluation with its recipe's workers holds what one process would, not N times it."""
+    info = torch.utils.data.get_worker_info()
+    return KEEP_BYTES if info is None else KEEP_BYTES // info.num_workers
+
+
 def load_image(path: Path, size: int, crop_scale: float | None = None) -> torch.Tensor:
     """An RGB image resized to size x size (bicubic, as ALBEF's test transform), normalised; (3, size, size).
     With `crop_scale`, ALBEF's training augmentations instead (`augment`, crops of at least that share).
 
     Read without augmentation, an image's decoded pixels (uint8, a quarter of the normalised tensor's bytes) are
-    kept, keyed by its file's path, size and modification time, while the process's kept images fit in KEEP_BYTES:
-    a generated scale's tens of thousands of 36 px images, every task's, are decoded once a process instead of once
-    an item an epoch; at paper scale the budget holds a few hundred. Each call normalises afresh, so callers own
-    the tensor returned."""
+    kept, keyed by its file's path, size and modification time, while the process's kept images fit in its budget
+    (`_keep_budget`): a generated scale's tens of thousands of 36 px images, every task's, are decoded once a process
+    instead of once an item an epoch; at paper scale the budget holds a few hundred. Each call normalises afresh, so
+    callers own the tensor returned."""
     global _kept_bytes
     key = None
     if crop_scale is None:
@@ -97,7 +104,7 @@ def load_image(path: Path, size: int, crop_scale: float | None = None) -> torch.
         if key in _kept:
             return _normalise(_kept[key])
     pixels = _decode(path, size, crop_scale)
-    if key is not None and _kept_bytes + pixels.nbytes <= KEEP_BYTES:
+    if key is not None and _kept_bytes + pixels.nbytes <= _keep_budget():
         _kept[key], _kept_bytes = pixels, _kept_bytes + pixels.nbytes
     return _normalise(pixels)
 

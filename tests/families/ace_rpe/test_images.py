@@ -84,3 +84,33 @@ def test_images_beyond_the_budget_are_decoded_each_time(tmp_path, reads, monkeyp
             data.load_image(path, 36)
     assert len(reads) == 4  # the first two kept, the third read both times
     assert data._kept_bytes == 2 * one
+
+
+class _KeptBytes(torch.utils.data.Dataset):
+    """Reads its images and returns what the reading process keeps after each read."""
+
+    def __init__(self, paths):
+        self.paths = paths
+
+    def __len__(self):
+        return len(self.paths)
+
+    def __getitem__(self, i):
+        data.load_image(self.paths[i], 36)
+        return torch.tensor([os.getpid(), data._kept_bytes])
+
+
+def test_a_loaders_workers_share_the_budget_rather_than_each_keeping_all_of_it(tmp_path, reads, monkeypatch):
+    one = 36 * 36 * 3
+    monkeypatch.setattr(data, "KEEP_BYTES", 4 * one)  # forked workers inherit it
+    paths = [_png(tmp_path / f"{i}.png", (10 * i, 0, 0)) for i in range(8)]
+    if torch.multiprocessing.get_start_method() != "fork":
+        pytest.skip("the workers must see the test's budget: a fork start method")
+    loader = torch.utils.data.DataLoader(_KeptBytes(paths), batch_size=1, num_workers=2)
+    kept: dict[int, int] = {}
+    for pid, nbytes in (row[0].tolist() for row in loader):
+        kept[pid] = max(kept.get(pid, 0), nbytes)
+    assert len(kept) == 2 and all(v == 2 * one for v in kept.values())  # four images each read: two kept by each
+    for path in paths:  # the process itself keeps its whole budget
+        data.load_image(path, 36)
+    assert data._kept_bytes == 4 * one
