@@ -1,6 +1,13 @@
 """`python -m benchmarks`: run every benchmark with quick settings (each module has its full-size options)."""
 
-from benchmarks import bench_commands, bench_ensemble, bench_feature_store, bench_train, bench_vqa_eval
+from benchmarks import (
+    bench_commands,
+    bench_ensemble,
+    bench_feature_store,
+    bench_layernorm,
+    bench_train,
+    bench_vqa_eval,
+)
 
 if __name__ == "__main__":
     bench_commands.main(["--reps", "3"])
@@ -8,3 +15,4 @@ if __name__ == "__main__":
     bench_feature_store.main(["--images", "1000"])
     bench_train.main(["--quick"])
     bench_ensemble.main(["--seeds", "2", "--steps", "20"])
+    bench_layernorm.main(["--reps", "10", "--rounds", "3"])

@@ -2,9 +2,10 @@
 
 import math
 
+import pytest
 import torch
 
-from repro.nn.attention import MASK_VALUE, LayerNorm, MultiHeadAttention
+from repro.nn.attention import MASK_VALUE, LayerNorm, MultiHeadAttention, unbiased_std
 
 
 def _manual(att: MultiHeadAttention, x, y, bias, mask, scale):
@@ -77,3 +78,17 @@ def test_padding_masks_hold_in_every_training_precision():
         assert torch.equal(weights[..., 2:], torch.zeros_like(weights[..., 2:]))
         pooled = AttFlat(4, 8, 6, dropout=0.0).to(dtype)(torch.randn(1, 4, 4, dtype=dtype), mask)
         assert torch.isfinite(pooled).all()
+
+
+@pytest.mark.parametrize("shape", [(2, 7, 64), (3, 5, 1, 96), (4, 512)])
+def test_unbiased_std_is_torch_std_to_rounding_values_and_gradients(shape):
+    torch.manual_seed(0)
+    x = (torch.randn(shape, dtype=torch.float64) * 3 + 1).requires_grad_()
+    y = x.detach().clone().requires_grad_()
+    ours = unbiased_std(x - x.mean(-1, keepdim=True))
+    theirs = y.std(-1, keepdim=True)
+    torch.testing.assert_close(ours, theirs, rtol=1e-12, atol=0)
+    weights = torch.randn_like(theirs)
+    (ours * weights).sum().backward()
+    (theirs * weights).sum().backward()
+    torch.testing.assert_close(x.grad, y.grad, rtol=1e-10, atol=1e-12)

@@ -31,6 +31,13 @@ def bert_padding_mask(padded: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     return padded[:, None, None, :].to(dtype) * torch.finfo(dtype).min
 
 
+def unbiased_std(centred: torch.Tensor) -> torch.Tensor:
+    """The unbiased std over the last dimension of a tensor already centred there (`x - x.mean(-1, keepdim=True)`),
+    from its sum of squares: `x.std(-1, keepdim=True)` to rounding (1e-7 relative), and on a CPU 5-20 times faster
+    for the synthetic scale's widths, where aten's std reduces a short last dimension slowly."""
+    return (centred.square().sum(-1, keepdim=True) / (centred.shape[-1] - 1)).sqrt()
+
+
 class LayerNorm(nn.Module):
     """MCAN's layer normalisation: a·(x − mean)/(std + eps) + b, with the unbiased std and eps on the std."""
 
@@ -41,9 +48,8 @@ class LayerNorm(nn.Module):
         self.bias = nn.Parameter(torch.zeros(size))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        mean = x.mean(-1, keepdim=True)
-        std = x.std(-1, keepdim=True)
-        return self.weight * (x - mean) / (std + self.eps) + self.bias
+        centred = x - x.mean(-1, keepdim=True)
+        return self.weight * centred / (unbiased_std(centred) + self.eps) + self.bias
 
 
 class FeedForward(nn.Module):

@@ -28,6 +28,8 @@ import torch.nn.functional as F
 from torch import nn
 from torch.nn.utils.parametrizations import weight_norm
 
+from repro.nn.attention import unbiased_std
+
 # Sizes of the paper's model (Sec. 4.3) and, where the paper is silent, of the official code.
 PAPER_SIZES: dict[str, Any] = {
     "video_dim": 2048,  # d_v, ResNet-152 pool5 (Sec. 4.3)
@@ -109,8 +111,8 @@ class OfficialLayerNorm(nn.Module):
     def forward(self, z: torch.Tensor) -> torch.Tensor:
         if z.shape[1] == 1:
             return z
-        mean, std = z.mean(-1, keepdim=True), z.std(-1, keepdim=True)
-        return (z - mean) / (std + self.eps) * self.weight + self.bias
+        centred = z - z.mean(-1, keepdim=True)
+        return centred / (unbiased_std(centred) + self.eps) * self.weight + self.bias
 
 
 class PositionalSelfAttention(nn.Module):
