@@ -5,6 +5,7 @@ from benchmarks import (
     bench_ensemble,
     bench_feature_store,
     bench_layernorm,
+    bench_optimizer,
     bench_train,
     bench_vqa_eval,
 )
@@ -16,3 +17,4 @@ if __name__ == "__main__":
     bench_train.main(["--quick"])
     bench_ensemble.main(["--seeds", "2", "--steps", "20"])
     bench_layernorm.main(["--reps", "10", "--rounds", "3"])
+    bench_optimizer.main(["--reps", "20", "--rounds", "3"])
