@@ -36,7 +36,6 @@ class _Built(Exception):
 def first_model(family: str, tmp: Path):
     """The model and recipe of the row's first training stage, as its unit builds them (nothing trained)."""
     import repro.train
-    import repro.train.ensemble
     from repro.launch.units import run_units
     from repro.train import trainer
 
