@@ -2,6 +2,7 @@
 
 from benchmarks import (
     bench_commands,
+    bench_compile,
     bench_ensemble,
     bench_feature_store,
     bench_layernorm,
@@ -18,3 +19,4 @@ if __name__ == "__main__":
     bench_ensemble.main(["--seeds", "2", "--steps", "20"])
     bench_layernorm.main(["--reps", "10", "--rounds", "3"])
     bench_optimizer.main(["--reps", "20", "--rounds", "3"])
+    bench_compile.main(["--family", "dsganet", "--steps", "30"])

@@ -1,0 +1,135 @@
+"""A synthetic training step compiled by `torch.compile` (inductor's C++ kernels) against eager, on a CPU: whether
+compiling would make a seed of the synthetic scale cheaper.
+
+    python -m benchmarks.bench_compile                        # every family, 200 steps a stage
+    python -m benchmarks.bench_compile --family dsganet --steps 400 --dynamic
+
+One claim row of each family (`bench_synthetic.ROWS`) runs its unit as `repro run ID --scale synthetic` runs it,
+one seed, one thread, each training stage stopped after `--steps` steps, in a fresh spawned process twice, one
+after the other: eager, and with the module the trainer steps compiled (`repro.train.distributed.wrap`, the one
+place the trainer wraps its model; `dynamic=False` unless `--dynamic`; LSTMs and GRUs traced too, dynamo's
+`allow_rnn`; inductor compiles in the process itself, so its CPU time is counted, into an empty cache of its own,
+so that it is the first run's cost: later processes with the same shapes would read that cache). Per training
+stage:
+
+- **ms per step**, eager and compiled, at the steady rate (the last half of the stage's steps:
+  `step_profile.steady_rate`), and their ratio;
+- **compile s**: the compiled stage's CPU seconds beyond its steps at that rate, less the same excess of the eager
+  stage (compilation and recompilations, where shapes change);
+- **schedule**: eager over compiled CPU seconds for the steps the stage's schedule trains (`full_steps`), the
+  compile seconds included: above 1 a compiled seed would be cheaper.
+
+A compiled kernel draws dropout's random numbers otherwise than eager, so a compiled run would not reproduce the
+committed records: compiling is measured here, and the trainer does not compile.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+from concurrent.futures import ProcessPoolExecutor
+from multiprocessing import get_context
+from pathlib import Path
+from typing import Any
+
+from benchmarks.bench_synthetic import ROWS, load, unit
+
+
+def compiling(wrap, dynamic: bool):
+    """`wrap` (the trainer's `distributed.wrap`) with the module it returns compiled."""
+    import torch
+
+    def compiled(model, env, device):
+        return torch.compile(wrap(model, env, device), dynamic=dynamic)
+
+    return compiled
+
+
+def compiled_unit(spec_id: str, row: str, steps: int, workdir: str, mode: str) -> dict:
+    """In a spawned process: `bench_synthetic.unit` for seed 0, its model compiled unless `mode` is "eager"."""
+    if mode != "eager":
+        import torch._dynamo
+        import torch._inductor.config
+
+        import repro.train.distributed as distributed
+
+        torch._dynamo.config.allow_rnn = True
+        torch._inductor.config.compile_threads = 1  # compile here, where process_time counts it
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(Path(workdir) / "inductor-cache")  # read at each use
+        distributed.wrap = compiling(distributed.wrap, dynamic=mode == "dynamic")
+    return unit(spec_id, row, [0], steps, 1, workdir, False)
+
+
+def _in_process(*call) -> dict:
+    with ProcessPoolExecutor(max_workers=1, mp_context=get_context("spawn")) as pool:
+        return pool.submit(compiled_unit, *call).result()
+
+
+def _rate(stage: dict) -> float:
+    rate = stage.get("steady_cpu_s_per_step")
+    return stage["cpu_s"] / max(stage["steps"], 1) if rate is None else rate
+
+
+def compare(eager: dict, compiled: dict) -> dict[str, Any]:
+    """One stage measured both ways (`step_profile.Meter`'s records): steady ms per step, the compiled run's
+    one-time CPU seconds, and eager over compiled for the stage's whole schedule."""
+    e, c = _rate(eager), _rate(compiled)
+    excess = max(
+        (compiled["cpu_s"] - c * compiled["steps"]) - (eager["cpu_s"] - e * eager["steps"]),
+        0.0,
+    )
+    full = eager["full_steps"]
+    return {
+        "recipe": eager["recipe"],
+        "steps": eager["steps"],
+        "full_steps": full,
+        "eager_ms": e * 1e3,
+        "compiled_ms": c * 1e3,
+        "step_ratio": e / c,
+        "compile_s": excess,
+        "schedule_ratio": (e * full) / (c * full + excess),
+    }
+
+
+def measure(family: str, steps: int, dynamic: bool, tmp: Path) -> list[dict[str, Any]]:
+    """The family's row eager, then compiled: each training stage compared (`compare`), numbered in order."""
+    spec_id, row = ROWS[family]
+    runs = {
+        mode: _in_process(spec_id, row, steps, str(tmp / f"{family}-{mode}"), mode)
+        for mode in ("eager", "dynamic" if dynamic else "static")
+    }
+    eager, compiled = runs.values()
+    return [{"stage": i, **compare(e, c)} for i, (e, c) in enumerate(zip(eager["stages"], compiled["stages"]), 1)]
+
+
+def main(argv: list[str] | None = None) -> dict[str, list]:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.bench_compile", description=__doc__.split("\n")[0])
+    parser.add_argument("--family", action="append", choices=sorted(ROWS), help="a family (repeatable; default all)")
+    parser.add_argument("--steps", type=int, default=200, help="steps a training stage (default 200)")
+    parser.add_argument("--dynamic", action="store_true", help="compile with dynamic shapes (default: static)")
+    parser.add_argument("--json", type=Path, default=None, help="also write every number here")
+    args = parser.parse_args(argv)
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    out: dict[str, list] = {}
+    print(f"load before: {load()}; {args.steps} steps a stage, 1 thread, {'dynamic' if args.dynamic else 'static'}")
+    print("family    stage                        eager ms  compiled ms  step ratio  compile s  schedule ratio")
+    with tempfile.TemporaryDirectory() as tmp:
+        for family in args.family or sorted(ROWS):
+            out[family] = measure(family, args.steps, args.dynamic, Path(tmp))
+            for s in out[family]:
+                print(
+                    f"{family:9s} {s['stage']}. {s['recipe'][:24]:24s} {s['eager_ms']:9.1f} {s['compiled_ms']:12.1f} "
+                    f"{s['step_ratio']:10.2f}x {s['compile_s']:10.1f} {s['schedule_ratio']:14.2f}x"
+                    f"   ({s['full_steps']:,} steps a schedule)"
+                )
+    print(f"load after: {load()}")
+    if args.json:
+        from repro.utils import write_json_atomic
+
+        write_json_atomic(args.json, {"steps": args.steps, "dynamic": args.dynamic, "families": out})
+    return out
+
+
+if __name__ == "__main__":
+    main()
