@@ -1,6 +1,7 @@
 """`python -m benchmarks`: run every benchmark with quick settings (each module has its full-size options)."""
 
 from benchmarks import (
+    bench_batch,
     bench_commands,
     bench_compile,
     bench_ensemble,
@@ -20,3 +21,4 @@ if __name__ == "__main__":
     bench_layernorm.main(["--reps", "10", "--rounds", "3"])
     bench_optimizer.main(["--reps", "20", "--rounds", "3"])
     bench_compile.main(["--family", "dsganet", "--steps", "30"])
+    bench_batch.main(["--family", "mcan-pa", "--steps", "20"])
