@@ -18,12 +18,10 @@ from __future__ import annotations
 import argparse
 import os
 import tempfile
-from concurrent.futures import ProcessPoolExecutor
-from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
 
-from benchmarks.bench_synthetic import ROWS, load, unit
+from benchmarks.bench_synthetic import ROWS, in_process, load, stage_rate, unit
 
 
 def scaled_unit(spec_id: str, row: str, steps: int, workdir: str, scale: int) -> dict:
@@ -43,23 +41,15 @@ def scaled_unit(spec_id: str, row: str, steps: int, workdir: str, scale: int) ->
     return {**unit(spec_id, row, [0], steps, 1, workdir, False), "batches": batches}
 
 
-def _in_process(*call) -> dict:
-    with ProcessPoolExecutor(max_workers=1, mp_context=get_context("spawn")) as pool:
-        return pool.submit(scaled_unit, *call).result()
-
-
 def per_sample_ms(stage: dict, batch: int) -> float:
-    """A stage's CPU ms a sample: its steady rate (or its mean, under 4 steps) over the batch."""
-    rate = stage.get("steady_cpu_s_per_step")
-    if rate is None:
-        rate = stage["cpu_s"] / max(stage["steps"], 1)
-    return rate * 1e3 / batch
+    """A stage's CPU ms a sample: its `stage_rate` over the batch."""
+    return stage_rate(stage) * 1e3 / batch
 
 
 def measure(family: str, steps: int, scales: list[int], tmp: Path) -> list[dict[str, Any]]:
     """Per training stage of the family's row: the batch and ms a sample at each multiple, and the ratios."""
     spec_id, row = ROWS[family]
-    runs = {k: _in_process(spec_id, row, steps, str(tmp / f"{family}-x{k}"), k) for k in scales}
+    runs = {k: in_process(scaled_unit, spec_id, row, steps, str(tmp / f"{family}-x{k}"), k) for k in scales}
     out = []
     for i, stage in enumerate(runs[scales[0]]["stages"]):
         sizes = {k: runs[k]["batches"][i] for k in scales}

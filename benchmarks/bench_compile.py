@@ -28,12 +28,10 @@ from __future__ import annotations
 import argparse
 import os
 import tempfile
-from concurrent.futures import ProcessPoolExecutor
-from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
 
-from benchmarks.bench_synthetic import ROWS, load, unit
+from benchmarks.bench_synthetic import ROWS, in_process, load, stage_rate, unit
 
 
 def compiling(wrap, dynamic: bool):
@@ -61,20 +59,10 @@ def compiled_unit(spec_id: str, row: str, steps: int, workdir: str, mode: str) -
     return unit(spec_id, row, [0], steps, 1, workdir, False)
 
 
-def _in_process(*call) -> dict:
-    with ProcessPoolExecutor(max_workers=1, mp_context=get_context("spawn")) as pool:
-        return pool.submit(compiled_unit, *call).result()
-
-
-def _rate(stage: dict) -> float:
-    rate = stage.get("steady_cpu_s_per_step")
-    return stage["cpu_s"] / max(stage["steps"], 1) if rate is None else rate
-
-
 def compare(eager: dict, compiled: dict) -> dict[str, Any]:
     """One stage measured both ways (`step_profile.Meter`'s records): steady ms per step, the compiled run's
     one-time CPU seconds, and eager over compiled for the stage's whole schedule."""
-    e, c = _rate(eager), _rate(compiled)
+    e, c = stage_rate(eager), stage_rate(compiled)
     excess = max(
         (compiled["cpu_s"] - c * compiled["steps"]) - (eager["cpu_s"] - e * eager["steps"]),
         0.0,
@@ -96,7 +84,7 @@ def measure(family: str, steps: int, dynamic: bool, tmp: Path) -> list[dict[str,
     """The family's row eager, then compiled: each training stage compared (`compare`), numbered in order."""
     spec_id, row = ROWS[family]
     runs = {
-        mode: _in_process(spec_id, row, steps, str(tmp / f"{family}-{mode}"), mode)
+        mode: in_process(compiled_unit, spec_id, row, steps, str(tmp / f"{family}-{mode}"), mode)
         for mode in ("eager", "dynamic" if dynamic else "static")
     }
     eager, compiled = runs.values()

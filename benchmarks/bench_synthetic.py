@@ -113,15 +113,24 @@ def in_processes(calls: list[tuple]) -> tuple[list[dict], float, float]:
     return results, _children_cpu() - before, time.perf_counter() - wall
 
 
-def scheduled_cpu(stage: dict) -> float:
-    """A stage's CPU seconds to its schedule: those it ran, and each step it did not run at its steady rate (the
-    second half of its steps: `step_profile.steady_rate`), or at its mean rate where it ran under 4 steps. A stage's
-    first steps cost more than the rest; counting them at the mean over a short run overstates the schedule by a
-    different amount alone and together, which is what a ratio of the two then measures."""
+def in_process(call, *args):
+    """`call(*args)` in a fresh spawned process of its own; its result."""
+    with ProcessPoolExecutor(max_workers=1, mp_context=get_context("spawn")) as pool:
+        return pool.submit(call, *args).result()
+
+
+def stage_rate(stage: dict) -> float:
+    """A metered stage's CPU seconds a step: its steady rate (the second half of its steps:
+    `step_profile.steady_rate`), or its mean rate where it ran under 4 steps."""
     rate = stage.get("steady_cpu_s_per_step")
-    if rate is None:
-        rate = stage["cpu_s"] / max(stage["steps"], 1)
-    return stage["cpu_s"] + rate * max(stage["full_steps"] - stage["steps"], 0)
+    return stage["cpu_s"] / max(stage["steps"], 1) if rate is None else rate
+
+
+def scheduled_cpu(stage: dict) -> float:
+    """A stage's CPU seconds to its schedule: those it ran, and each step it did not run at its `stage_rate`. A
+    stage's first steps cost more than the rest; counting them at the mean over a short run overstates the schedule
+    by a different amount alone and together, which is what a ratio of the two then measures."""
+    return stage["cpu_s"] + stage_rate(stage) * max(stage["full_steps"] - stage["steps"], 0)
 
 
 def seed_cost(result: dict, process_cpu: float) -> dict[str, float]:
