@@ -63,10 +63,9 @@ def contexts(spec_id: str, row_name: str, seeds: list[int], workdir: Path, steps
     spec = resolve(spec_id)
     row = spec.row(row_name)
     settings = dict(spec.scales[SCALE])
-    if steps is not None:
-        for key in ("recipe", "pretrain_recipe"):
-            if key in settings or key == "recipe":
-                settings[key] = {**settings.get(key, {}), "max_steps": steps}
+    if steps is not None:  # the scale's recipe and each of its named ones (`pretrain_recipe`, `task_recipe`, ...)
+        for key in ["recipe", *(k for k in settings if k.endswith("_recipe"))]:
+            settings[key] = {**settings.get(key, {}), "max_steps": steps}
     return [
         RunContext(
             spec,

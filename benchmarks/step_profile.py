@@ -2,9 +2,10 @@
 
 `Meter` wraps the trainer's two entry points (`repro.train.fit`, `repro.train.ensemble.fit_ensemble`) while a unit
 runs as `repro run` runs it: every training stage it calls (a task's model, a pre-training, a fine-tuning) is
-recorded with its CPU seconds (this process's, `time.process_time`), the steps it ran and the steps its recipe
-asks for (epochs x steps per epoch: the schedule the design's stopping rule names). With `profile=True` each stage
-is first measured on copies of its models, and the stage then trains as usual:
+recorded with its CPU seconds (this process's and those of the children it waited for, such as a compiler it ran:
+`cpu_seconds`), the steps it ran and the steps its recipe asks for (epochs x steps per epoch: the schedule the
+design's stopping rule names). With `profile=True` each stage is first measured on copies of its models, and the
+stage then trains as usual:
 
   flops    FLOPs of one training step of one seed (forward and backward, `torch.utils.flop_counter`; attention
            through the math kernel and oneDNN's LSTM/GRU off, so that their matmuls are counted)
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import copy
 import math
+import resource
 import tempfile
 import time
 from contextlib import ExitStack, contextmanager
@@ -138,6 +140,13 @@ def classify(prof) -> dict[str, Any]:
     }
 
 
+def cpu_seconds() -> float:
+    """This process's CPU seconds and those of its children that have ended (a C++ compiler `torch.compile` runs;
+    the synthetic scale's DataLoaders start no workers)."""
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return time.process_time() + children.ru_utime + children.ru_stime
+
+
 def steady_rate(marks: list[float]) -> float | None:
     """CPU seconds a step over the second half of a stage's steps (`marks`: CPU seconds after each step): the rate
     once the first steps' one-time work (allocations, kernels' first calls, caches) is done; None under 4 steps."""
@@ -183,13 +192,13 @@ class Meter:
             chained = kwargs.get("on_step")
 
             def on_step(step: int) -> None:
-                marks.append(time.process_time())
+                marks.append(cpu_seconds())
                 if chained is not None:
                     chained(step)
 
-            start = time.process_time()
+            start = cpu_seconds()
             out = train(models, dataset, recipes, workdirs, **{**kwargs, "on_step": on_step})
-            stage["cpu_s"] = time.process_time() - start
+            stage["cpu_s"] = cpu_seconds() - start
             stage["steps"] = (out[0] if together else out).step
             stage["steady_cpu_s_per_step"] = steady_rate(marks)
             self.stages.append(stage)

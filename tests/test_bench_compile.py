@@ -7,6 +7,8 @@ import pytest
 import torch
 
 from benchmarks import bench_compile
+from benchmarks.bench_synthetic import ROWS
+from repro.errors import ReproError
 from repro.train.distributed import DistEnv, wrap
 
 
@@ -39,3 +41,13 @@ def test_it_compiles_the_module_the_trainer_steps_and_keeps_what_wrap_does():
     compiled = bench_compile.compiling(wrap, dynamic=False)(model, one_process, torch.device("cpu"))
     assert isinstance(compiled, torch._dynamo.eval_frame.OptimizedModule)
     assert compiled._orig_mod is model
+
+
+def test_it_measures_every_familys_row_or_those_asked_for_and_another_specs_row_by_name():
+    assert bench_compile.chosen_rows(None, None) == {f: ROWS[f] for f in sorted(ROWS)}
+    rows = bench_compile.chosen_rows(["psac"], ["ace-rpe-table2-pe:ACE-RPE"])
+    assert rows == {"psac": ROWS["psac"], "ace-rpe-table2-pe: ACE-RPE": ("ace-rpe-table2-pe", "ACE-RPE")}
+    assert list(bench_compile.chosen_rows(None, ["ace-rpe-table2-pe:ACE-RPE"])) == ["ace-rpe-table2-pe: ACE-RPE"]
+    for bad in ("ace-rpe-table2-pe", "ace-rpe-table2-pe:No such row", "no-such-spec:ACE-RPE"):
+        with pytest.raises(ReproError):
+            bench_compile.chosen_rows(None, [bad])

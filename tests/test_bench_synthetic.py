@@ -49,6 +49,16 @@ def test_the_benchmarks_contexts_are_the_units_with_the_familys_hooks_and_the_st
     assert ctxs[0].settings["recipe"]["max_steps"] == 7  # every recipe the unit loads (RunContext.recipe)
 
 
+def test_every_named_recipe_of_a_scale_is_cut_short_too(tmp_path):
+    from benchmarks.bench_synthetic import contexts
+
+    (ctx,) = contexts("ace-rpe-table2-pe", "ACE-RPE", [0], tmp_path, steps=7)  # pre-training, tasks, assignment
+    named = {k: v for k, v in ctx.settings.items() if k.endswith("recipe")}
+    assert set(named) == {"recipe", "pretrain_recipe", "task_recipe", "assign_recipe"}
+    assert all(v["max_steps"] == 7 for v in named.values())
+    assert named["task_recipe"]["epochs"] == 80  # the rest of the scale's recipe kept
+
+
 def test_a_short_run_is_extrapolated_per_step_to_each_stages_schedule():
     # two stages: 10 of 100 steps in 2 s, 5 of 5 in 1 s; 4 s of the process outside them
     result = {
@@ -142,3 +152,16 @@ def test_the_meter_times_each_step_and_still_calls_the_callers_on_step(tmp_path,
     (stage,) = meter.stages
     assert seen == [1, 2, 3, 4, 5, 6] and stage["steps"] == 6
     assert 0 < stage["steady_cpu_s_per_step"] < stage["cpu_s"]
+
+
+def test_a_stages_cpu_seconds_count_the_children_it_waited_for_such_as_a_compiler():
+    import subprocess
+    import sys
+    import time
+
+    from benchmarks.step_profile import cpu_seconds
+
+    before, own = cpu_seconds(), time.process_time()
+    burn = "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.5: pass"
+    subprocess.run([sys.executable, "-c", burn], check=True)
+    assert cpu_seconds() - before >= 0.5 > time.process_time() - own
