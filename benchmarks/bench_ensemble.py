@@ -121,7 +121,8 @@ def train(spec_id: str, row_name: str, task: str, seeds: list[int], steps: int, 
     }
 
 
-def _children_cpu() -> float:
+def children_cpu() -> float:
+    """CPU seconds (user + sys) of this process's children that have ended."""
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     return usage.ru_utime + usage.ru_stime
 
@@ -129,10 +130,10 @@ def _children_cpu() -> float:
 def in_spawned_process(fn, *args) -> dict:
     """`fn(*args)` in one fresh spawned process, its result with the process's whole CPU time (from the children's
     rusage) and wall time."""
-    before, wall = _children_cpu(), time.perf_counter()
+    before, wall = children_cpu(), time.perf_counter()
     with ProcessPoolExecutor(max_workers=1, mp_context=get_context("spawn")) as pool:
         out = pool.submit(fn, *args).result()
-    return {**out, "process_cpu_s": _children_cpu() - before, "process_wall_s": time.perf_counter() - wall}
+    return {**out, "process_cpu_s": children_cpu() - before, "process_wall_s": time.perf_counter() - wall}
 
 
 def run_in_process(spec_id: str, row: str, task: str, seeds: list[int], steps: int, threads: int, workdir: Path):

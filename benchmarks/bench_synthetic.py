@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import resource
 import sys
 import tempfile
 import time
@@ -45,7 +44,7 @@ from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
 
-from benchmarks.bench_ensemble import SPECS
+from benchmarks.bench_ensemble import SPECS, children_cpu
 
 SCALE = "synthetic"
 ROWS: dict[str, tuple[str, str]] = {
@@ -98,18 +97,13 @@ def unit(spec_id: str, row: str, seeds: list[int], steps: int | None, threads: i
     return {"stages": meter.stages, "unit_wall_s": time.perf_counter() - start}
 
 
-def _children_cpu() -> float:
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
-
-
 def in_processes(calls: list[tuple]) -> tuple[list[dict], float, float]:
     """Each call (the arguments of `unit`) in a fresh spawned process, all at once; (results, CPU s, wall s)."""
-    before, wall = _children_cpu(), time.perf_counter()
+    before, wall = children_cpu(), time.perf_counter()
     with ProcessPoolExecutor(max_workers=len(calls), mp_context=get_context("spawn")) as pool:
         futures = [pool.submit(unit, *call) for call in calls]
         results = [f.result() for f in futures]
-    return results, _children_cpu() - before, time.perf_counter() - wall
+    return results, children_cpu() - before, time.perf_counter() - wall
 
 
 def in_process(call, *args):

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import copy
 import math
-import resource
 import tempfile
 import time
 from contextlib import ExitStack, contextmanager
@@ -31,6 +30,8 @@ from pathlib import Path
 from typing import Any
 
 import torch
+
+from benchmarks.bench_ensemble import children_cpu
 
 MATMULS = ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm")
 PHASES = ("data", "forward", "backward", "optimiser", "rest of the loop")
@@ -143,8 +144,7 @@ def classify(prof) -> dict[str, Any]:
 def cpu_seconds() -> float:
     """This process's CPU seconds and those of its children that have ended (a C++ compiler `torch.compile` runs;
     the synthetic scale's DataLoaders start no workers)."""
-    children = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return time.process_time() + children.ru_utime + children.ru_stime
+    return time.process_time() + children_cpu()
 
 
 def steady_rate(marks: list[float]) -> float | None:
