@@ -289,6 +289,45 @@ def test_the_leftover_check_sees_a_file_left_in_a_watched_folder(tmp_path):
     assert folders.new_entries() == []  # each reported once
 
 
+def test_the_leftover_check_blames_the_test_only_for_what_it_wrote_or_a_process_it_started_could_have(tmp_path):
+    """A `repro run` writing its records into the checkout while the suite runs is not the test's doing: the file
+    that appeared is reported as another program's (a warning). What the test's process writes, by any of the
+    calls the toolkit writes with, or what appears while a process it started runs, still fails it."""
+    import subprocess
+    import sys
+
+    from repro import results
+    from repro.utils import atomic_open
+    from tests.conftest import _leftover_message, _OwnWrites
+
+    (tmp_path / "results").mkdir()
+    own = _OwnWrites(tmp_path)
+    other = tmp_path / "results" / "record.synthetic.json"
+    subprocess.run([sys.executable, "-c", f"open({str(other)!r}, 'w').write('{{}}')"], check=True)
+    own.reset()  # the test starts: it finds the other program's record there
+    assert not own.wrote(other)
+    assert _leftover_message([other], own) == (
+        False,
+        f"files appeared in the checkout while this test ran, written by another program: {other}",
+    )
+    results.git_state()  # a record asks git for its commit: a program that writes nothing
+    assert not own.started
+    with atomic_open(tmp_path / "results" / "atomic.json") as handle:
+        handle.write("{}")
+    (tmp_path / "results" / "plain.json").write_text("{}")
+    (tmp_path / "made" / "inner").mkdir(parents=True)
+    for written in ("results/atomic.json", "results/plain.json", "made"):
+        assert own.wrote(tmp_path / written), written
+        assert _leftover_message([tmp_path / written], own)[0]
+    (tmp_path / "results" / "plain.json").read_text()
+    own.reset()
+    assert not own.wrote(tmp_path / "results" / "plain.json")  # reading is not writing
+    subprocess.run([sys.executable, "-c", "pass"], check=True)
+    assert own.started
+    fails, message = _leftover_message([other], own)
+    assert fails and message.startswith("the test, or a process it started, left files")
+
+
 # --- no command writes over (or into) its own inputs -----------------------------------------------------------
 
 
