@@ -52,6 +52,11 @@ IN_TWO_MODES = {
     # row at 90.5-90.8 on both questions, the other three at 96-98 (their specs' outcomes)
     ("mcan-pa-control-pa-contact", "MCAN+PA (ours)", "Other"),
     ("mcan-pa-control-poa-contact", "MCAN+POA", "Other"),
+    # psac's co-attention control (2026-12-03), passed: with QA-Co's seed 2 at 89.40 below three at 99.2-99.5, a seed
+    # that left the plateau later within the 80 epochs; without QA-Co's seed 0 at 60.40 below three at 67.5-69.8, the
+    # row still rising at the schedule's end (its spec's outcome)
+    ("psac-control-coatt", "with QA-Co", "FrameQA"),
+    ("psac-control-coatt", "without QA-Co", "FrameQA"),
 }
 
 
@@ -72,7 +77,7 @@ def test_a_planted_second_mode_is_found(tmp_path):
     before = {(m.row, m.column) for m in rows_in_two_modes(spec, "synthetic", target)}
     assert before == {(row, column) for ident, row, column in IN_TWO_MODES if ident == spec.id}
     seeds = target / "psac" / "psac-table6-coatt" / "seeds"
-    path = seeds / "with_QA-Co.synthetic.seed0.json"
+    path = min(seeds.glob("with_QA-Co.synthetic.seed*.json"))  # any one seed of the row
     record = json.loads(path.read_text())
     record["metrics"]["Action"] = 200.0  # far above the others (an accuracy, at most 100)
     path.write_text(json.dumps(record))

@@ -8,7 +8,7 @@ from __future__ import annotations
 from repro.specs import Spec
 
 
-def model_keys_that_differ(a: dict, b: dict) -> set[str]:
+def keys_that_differ(a: dict, b: dict) -> set[str]:
     return {k for k in a.keys() | b.keys() if a.get(k) != b.get(k)}
 
 
@@ -21,4 +21,4 @@ def assert_a_control(spec: Spec) -> set[str]:
     assert design is not None and design.alpha == 0.05 and design.test == "welch"
     assert len(design.seeds["synthetic"]) >= 4 and "paper" not in design.seeds
     assert spec.design_hash("synthetic")
-    return model_keys_that_differ(row.model, over.model)
+    return keys_that_differ(row.model, over.model)

@@ -10,7 +10,7 @@ from repro.errors import ReproError
 from repro.families.psac.build import paper_data
 from repro.families.psac.synthetic import GeneratorConfig
 from repro.specs import resolve
-from tests.families.controls import assert_a_control
+from tests.families.controls import assert_a_control, keys_that_differ
 
 CONTROL = "psac-control-vpsa-order"
 TABLE = "psac-table3-vpsa"
@@ -32,9 +32,7 @@ def test_the_control_asks_only_order_at_table_3s_sizes_and_has_no_paper_scale():
     generator = mine["generator"]
     GeneratorConfig.from_mapping(generator)  # valid settings
     assert generator["count_fixed_frames"] and generator["count_at_start"]  # only the frames' positions tell the count
-    changed = {
-        k for k in generator.keys() | theirs["generator"].keys() if generator.get(k) != theirs["generator"].get(k)
-    }
+    changed = keys_that_differ(generator, theirs["generator"])
     assert changed == {"count_fixed_frames", "count_at_start", "test_videos"}
     with pytest.raises(ReproError, match="positive control"):
         paper_data(spec, spec.rows[0])
@@ -74,9 +72,47 @@ def test_the_character_control_compares_table_5s_rows_alone_where_the_word_table
     mine, table3 = spec.scales["synthetic"], resolve(TABLE).scales["synthetic"]
     assert mine["sizes"] == table3["sizes"] and mine["recipe"]["epochs"] == table3["task_recipe"]["action"]["epochs"]
     generator = mine["generator"]
-    changed = {
-        k for k in generator.keys() | table3["generator"].keys() if generator.get(k) != table3["generator"].get(k)
-    }
+    changed = keys_that_differ(generator, table3["generator"])
     assert changed == {"word_forms", "test_videos"} and generator["word_forms"] == 1.0
     with pytest.raises(ReproError, match="positive control"):
         paper_data(spec, spec.rows[0])
+
+
+COATT = "psac-control-coatt"
+TABLE6 = "psac-table6-coatt"
+
+
+def test_the_co_attention_control_compares_table_6s_first_and_last_rows_alone_on_frameqa_colours():
+    spec, table = resolve(COATT), resolve(TABLE6)
+    (claim,) = spec.claims
+    assert [c.key for c in spec.columns] == ["frameqa"] and claim.column == "FrameQA"
+    for name in (claim.row, claim.over):
+        assert spec.row(name).model == table.row(name).model
+    assert assert_a_control(spec) == {"co_attention"}  # the co-attention and nothing else
+    mine, theirs = spec.scales["synthetic"], table.scales["synthetic"]
+    assert mine["sizes"] == theirs["sizes"]
+    generator = mine["generator"]
+    GeneratorConfig.from_mapping(generator)  # valid settings
+    # every question asks the shirt's colour, and the colour changes at every action: only the named action's frames
+    # tell it
+    assert generator["color_questions"] == 1.0 and generator["color_change"] == 1.0
+    changed = keys_that_differ(generator, theirs["generator"])
+    assert changed == {"color_questions", "color_change", "train_videos", "test_videos"}
+    with pytest.raises(ReproError, match="positive control"):
+        paper_data(spec, spec.rows[0])
+
+
+def test_the_co_attention_control_passed_on_the_committed_records():
+    from repro.report.claims import control_status
+
+    assert control_status(COATT, "synthetic") == "passed"
+    assert control_status(COATT, "smoke") == "not run"  # no committed smoke records
+
+
+def test_table_6s_co_attention_claims_name_the_co_attention_control():
+    spec, table = resolve(COATT), resolve(TABLE6)
+    (own,) = spec.claims
+    naming = [c for c in table.claims if c.control == COATT]
+    # each compares the control's two rows; "full beats Q2V alone" names none (Q2V alone learns the control's task)
+    assert {(c.row, c.over) for c in naming} == {(own.row, own.over)} and len(naming) == 3
+    assert [c.control for c in table.claims if c.over == "with Q2V"] == [None]
