@@ -107,12 +107,3 @@ def test_the_co_attention_control_passed_on_the_committed_records():
 
     assert control_status(COATT, "synthetic") == "passed"
     assert control_status(COATT, "smoke") == "not run"  # no committed smoke records
-
-
-def test_table_6s_co_attention_claims_name_the_co_attention_control():
-    spec, table = resolve(COATT), resolve(TABLE6)
-    (own,) = spec.claims
-    naming = [c for c in table.claims if c.control == COATT]
-    # each compares the control's two rows; "full beats Q2V alone" names none (Q2V alone learns the control's task)
-    assert {(c.row, c.over) for c in naming} == {(own.row, own.over)} and len(naming) == 3
-    assert [c.control for c in table.claims if c.over == "with Q2V"] == [None]
