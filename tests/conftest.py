@@ -171,12 +171,11 @@ class _OwnWrites:
     """What this test process writes into the checkout, from Python's audit events (`open` for writing, `os.rename`
     and `os.replace`, `os.mkdir`, `os.symlink`, `os.link`), and whether it started another process, whose writes
     those events do not see: a fork, a program (but for a record's PROVENANCE_QUERIES), or a process of
-    multiprocessing's "spawn" (which raises no audit
-    event: its one way in, `multiprocessing.util.spawnv_passfds`, is wrapped). A file that appears in the checkout
-    during a test is the test's when it wrote it or started a process that may have; otherwise another program
-    wrote it, such as a `repro run` writing its records into the checkout's results/ while the suite runs. Writes
-    from C code that raise no event (torch.save given a path, not a handle) go unseen: the toolkit writes through
-    handles (`repro.utils.atomic_open`), whose opening and renaming are events."""
+    multiprocessing's "spawn" (which raises no audit event: its one way in, `multiprocessing.util.spawnv_passfds`, is
+    wrapped). A file that appears in the checkout during a test is the test's when it wrote it or started a process
+    that may have; otherwise another program wrote it, such as a `repro run` writing its records into the checkout's
+    results/ while the suite runs. Writes from C code that raise no event (torch.save given a path, not a handle) go
+    unseen: the toolkit writes through handles (`repro.utils.atomic_open`), whose opening and renaming are events."""
 
     STARTS = frozenset({"os.fork", "os.forkpty", "os.system", "os.posix_spawn", "os.spawn", "os.exec"})
     WRITING = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND

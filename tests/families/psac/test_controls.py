@@ -16,18 +16,17 @@ CONTROL = "psac-control-vpsa-order"
 TABLE = "psac-table3-vpsa"
 
 
-def the_tables_rows_on(spec, table, column: str):
-    """The control's one claim, which compares two of `table`'s rows (the same models) on the control's one column."""
+def assert_the_tables_rows_on(spec, table, column: str) -> None:
+    """The control's one claim compares two of `table`'s rows (the same models) on the control's one column."""
     (claim,) = spec.claims
     assert [c.name for c in spec.columns] == [column] and claim.column == column
     for name in (claim.row, claim.over):
         assert spec.row(name).model == table.row(name).model
-    return claim
 
 
 def test_the_control_compares_table_3s_claim_rows_alone_on_count():
     spec = resolve(CONTROL)
-    the_tables_rows_on(spec, resolve(TABLE), "Count")
+    assert_the_tables_rows_on(spec, resolve(TABLE), "Count")
     assert assert_a_control(spec) == {"video_encoder", "vpsa_layers"}  # VPSA and nothing else
 
 
@@ -70,7 +69,7 @@ def test_the_claims_naming_the_control_compare_its_rows_and_it_passed_on_the_com
 
 def test_the_character_control_compares_table_5s_rows_alone_where_the_word_table_holds_no_action_word():
     spec = resolve("psac-control-char")
-    the_tables_rows_on(spec, resolve("psac-table5-char"), "Action")
+    assert_the_tables_rows_on(spec, resolve("psac-table5-char"), "Action")
     assert assert_a_control(spec) == {"char_embedding"}  # the characters and nothing else
     mine, table3 = spec.scales["synthetic"], resolve(TABLE).scales["synthetic"]
     assert mine["sizes"] == table3["sizes"] and mine["recipe"]["epochs"] == table3["task_recipe"]["action"]["epochs"]
@@ -87,7 +86,7 @@ TABLE6 = "psac-table6-coatt"
 
 def test_the_co_attention_control_compares_table_6s_first_and_last_rows_alone_on_frameqa_colours():
     spec, table = resolve(COATT), resolve(TABLE6)
-    the_tables_rows_on(spec, table, "FrameQA")
+    assert_the_tables_rows_on(spec, table, "FrameQA")
     assert assert_a_control(spec) == {"co_attention"}  # the co-attention and nothing else
     mine, theirs = spec.scales["synthetic"], table.scales["synthetic"]
     assert mine["sizes"] == theirs["sizes"]
