@@ -16,7 +16,12 @@ Spec settings (`scales.<scale>.fingerprint`): steps (default 40), rows (default:
 training row), tolerance (default 1e-3), stage (default: none): for a family that trains in stages, the
 sub-folder of the unit's work folder whose `train.jsonl` is the trajectory (ace-rpe: `pretrain`), trained
 by the scale's `<stage>_recipe` (then its `recipe` and its other `<name>_recipe`s stop after one step) or by its
-`recipe` (psac's four tasks share it).
+`recipe` (psac's four tasks share it), and `generator` / `task_generator` (default: none): sizes of the scale's
+generated data that the fingerprint run sets otherwise, so that the probe scores a smaller evaluation split (at
+Table V's synthetic scale the probe's scoring was 70% of a row's check). The generators draw their training items
+before their evaluation items, so the training items stay the full run's; the losses do too where the vocabularies,
+which are built over every split, stay the same: a size too small to use every word and answer changes them. The
+committed fingerprints that set sizes keep losses stored from runs on the full split, so their check shows it.
 """
 
 from __future__ import annotations
@@ -71,18 +76,30 @@ def settings(spec: Spec, scale: str) -> dict[str, Any] | None:
     if not isinstance(stage, str) or "/" in stage or stage.startswith("."):
         raise ReproError(f"{spec.path}: scales.{scale}.fingerprint.stage must be a folder name, got {stage!r}")
     rows = [spec.row(name) for name in raw.get("rows", [])] or [r for r in spec.runnable_rows if r.model is not None]
-    return {"steps": steps, "tolerance": float(tolerance), "rows": rows, "stage": stage}
+    data = {key: _sizes(spec, scale, key, raw[key]) for key in GENERATORS if key in raw}
+    return {"steps": steps, "tolerance": float(tolerance), "rows": rows, "stage": stage, "data": data}
+
+
+GENERATORS = ("generator", "task_generator")  # the scale's generated-data settings a fingerprint may make smaller
+
+
+def _sizes(spec: Spec, scale: str, key: str, raw: Any) -> dict[str, int]:
+    """A fingerprint's `generator` or `task_generator`: sizes (positive integers) of keys the scale's own has."""
+    where = f"{spec.path}: scales.{scale}.fingerprint.{key}"
+    own = spec.scales.get(scale, {}).get(key)
+    if not isinstance(raw, dict) or not isinstance(own, dict):
+        raise ReproError(f"{where} must be a mapping of sizes from scales.{scale}.{key}")
+    for name, value in raw.items():
+        if name not in own:
+            raise ReproError(f"{where}.{name}: scales.{scale}.{key} has no {name!r}")
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ReproError(f"{where}.{name} must be a positive integer, got {value!r}")
+    return dict(raw)
 
 
 def path_for(spec: Spec, scale: str, root: Path | None = None) -> Path:
     """The stored fingerprint of a spec at a scale (no `root`: where `repro check` reads that scale's records)."""
     return inside(root or results_read_dir(scale), spec.paper, spec.id, "fingerprints", f"{scale}.json")
-
-
-def trajectory(spec: Spec, row: Row, scale: str, steps: int, seed: int = 0, stage: str = "") -> list[float]:
-    """The training loss of each of the first `steps` steps of a row (of its `stage`), trained single-threaded
-    from scratch."""
-    return fingerprint_run(spec, row, scale, steps, seed, stage)[0]
 
 
 def probe_digest(metrics: dict[str, float], split: str) -> str:
@@ -113,9 +130,11 @@ def probe_verdict(kept: Any, probe: dict[str, Any]) -> str:
 
 
 def fingerprint_run(
-    spec: Spec, row: Row, scale: str, steps: int, seed: int = 0, stage: str = ""
+    spec: Spec, row: Row, scale: str, steps: int, seed: int = 0, stage: str = "", data: dict | None = None
 ) -> tuple[list[float], dict[str, Any]]:
-    """`trajectory`'s losses, and the probe: the scores of the unit's evaluation split after those steps."""
+    """The training loss of each of the first `steps` steps of a row (of its `stage`), trained single-threaded
+    from scratch, and the probe: the scores of the unit's evaluation split after those steps (`data`:
+    the fingerprint's `generator` / `task_generator` sizes, set over the scale's)."""
     import torch
 
     from repro.families import for_row
@@ -136,7 +155,9 @@ def fingerprint_run(
         later = [key for key in base if key.endswith("_recipe") and key != own]
         run_settings.update({key: {**base[key], "max_steps": 1} for key in later})
         run_settings[own] = {**base[own], "max_steps": steps}
-    data = family.prepare_data(spec, scale, run_settings)
+    for key, sizes in (data or {}).items():
+        run_settings[key] = {**base[key], **sizes}
+    prepared = family.prepare_data(spec, scale, run_settings)
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
@@ -152,7 +173,7 @@ def fingerprint_run(
                 workdir=Path(tmp),
                 progress=False,
                 results_root=Path(tmp) / "results",  # files a unit writes (test predictions) stay out of results/
-                data=data,
+                data=prepared,
             )
             outcome = family.run_row(ctx)
             lines = (Path(tmp) / stage / "train.jsonl").read_text(encoding="utf-8").splitlines()
@@ -171,7 +192,7 @@ def write(spec: Spec, scale: str, root: Path | None = None, on_row=None) -> Path
     config = _require(spec, scale)
     stored = {}
     for row in config["rows"]:
-        losses, probe = fingerprint_run(spec, row, scale, config["steps"], stage=config["stage"])
+        losses, probe = fingerprint_run(spec, row, scale, config["steps"], stage=config["stage"], data=config["data"])
         stored[row.name] = {"steps": config["steps"], "seed": 0, "loss": losses, "probe": probe}
         if on_row:
             on_row(row.name)
@@ -198,7 +219,7 @@ def check(spec: Spec, scale: str, root: Path | None = None, on_row=None) -> list
             raise ReproError(f"{path}: no fingerprint for row {row.name!r}")
         expected = [float(x) for x in stored[row.name]["loss"]]
         seed = int(stored[row.name].get("seed", 0))
-        got, probe = fingerprint_run(spec, row, scale, len(expected), seed, config["stage"])
+        got, probe = fingerprint_run(spec, row, scale, len(expected), seed, config["stage"], config["data"])
         diffs = [abs(g - e) / max(abs(e), 1e-12) for g, e in zip(got, expected)]
         worst = max(range(len(diffs)), key=diffs.__getitem__)
         kept = stored[row.name].get("probe")

@@ -6,12 +6,15 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from collections import Counter
 
 import pytest
 import torch
 
-from repro import fingerprint
+from repro import families, fingerprint
+from repro.errors import ReproError
+from repro.families import for_row
 from repro.paths import REPO_DIR
 from repro.specs import resolve
 
@@ -22,11 +25,12 @@ def _short(spec, row: str, steps: int = 3, generator: dict | None = None):
     """The spec with its synthetic fingerprint restricted to `row` and `steps`, its generator changed by `generator`
     (a smaller task: these tests store a fingerprint of their own, none of the committed ones)."""
     synthetic = spec.scales["synthetic"]
+    own = {k: v for k, v in synthetic["fingerprint"].items() if k not in fingerprint.GENERATORS}
     scales = {
         **spec.scales,
         "synthetic": {
             **synthetic,
-            "fingerprint": {**synthetic["fingerprint"], "rows": [row], "steps": steps},
+            "fingerprint": {**own, "rows": [row], "steps": steps},
             "generator": {**synthetic["generator"], **(generator or {})},
         },
     }
@@ -115,3 +119,60 @@ def test_changing_the_grounding_box_scoring_fails_the_rerun_and_later_stages_sto
     monkeypatch.setattr(grounding, "select_boxes", lambda heat, dets, alpha=0.5: real(heat, dets, alpha=1.0))
     [changed] = fingerprint.check(spec, "synthetic", root=root)  # mean heat instead of ALBEF's sum / area^0.5
     assert changed.worst <= changed.tolerance and changed.probe == "differs" and not changed.ok
+
+
+# --- a smaller evaluation split for the probe -------------------------------------------------------------------
+
+
+class _Prepared(Exception):
+    """Stops a fingerprint run once its data settings are known."""
+
+
+@pytest.mark.parametrize(
+    "ident", ["mcan-pa-table5-ablation", "dsganet-table8-gqa-ablation", "psac-table6-coatt", "sa-m4c-table2-ablations"]
+)
+def test_the_fingerprints_sizes_are_set_over_the_scales_generator_and_nothing_else(monkeypatch, ident):
+    """The run is the scale's but for the fingerprint's generator sizes (the probe's smaller evaluation split). That
+    its losses are the full run's is what the committed fingerprints show: their losses were stored from runs on the
+    full split, and tests/test_synthetic_regression.py reproduces them with the smaller one."""
+    spec = resolve(ident, EXPERIMENTS)
+    config = fingerprint.settings(spec, "synthetic")
+    assert config["data"]["generator"], "the committed fingerprint sets no generator size"
+    row = config["rows"][0]
+    hooks = for_row(row)
+    seen = []
+
+    def prepare_data(s, scale, settings):
+        seen.append(settings)
+        raise _Prepared
+
+    monkeypatch.setattr(families, "for_row", lambda r: dataclasses.replace(hooks, prepare_data=prepare_data))
+    with pytest.raises(_Prepared):
+        fingerprint.fingerprint_run(spec, row, "synthetic", 3, stage=config["stage"], data=config["data"])
+    base = spec.scales["synthetic"]
+    [settings] = seen
+    assert settings["generator"] == {**base["generator"], **config["data"]["generator"]}
+    assert settings["generator"] != base["generator"]
+    assert {k: v for k, v in settings.items() if k != "generator" and not k.endswith("recipe")} == {
+        k: v for k, v in base.items() if k != "generator" and not k.endswith("recipe")
+    }
+
+
+@pytest.mark.parametrize(
+    "setting, message",
+    [
+        ({"generator": {"val_imagez": 10}}, "fingerprint.generator.val_imagez: scales.synthetic.generator has no"),
+        ({"generator": {"val_images": 0}}, "fingerprint.generator.val_images must be a positive integer"),
+        ({"generator": {"val_images": True}}, "fingerprint.generator.val_images must be a positive integer"),
+        ({"generator": [10]}, "fingerprint.generator must be a mapping"),
+        ({"task_generator": {"test_items": 10}}, "fingerprint.task_generator must be a mapping"),
+    ],
+)
+def test_a_wrong_generator_size_is_one_line_naming_its_key(setting, message):
+    spec = resolve("mcan-pa-table5-ablation", EXPERIMENTS)
+    synthetic = spec.scales["synthetic"]
+    bad = {**synthetic, "fingerprint": {**synthetic["fingerprint"], **setting}}
+    spec = dataclasses.replace(spec, scales={**spec.scales, "synthetic": bad})
+    with pytest.raises(ReproError, match=re.escape(message)) as caught:
+        fingerprint.settings(spec, "synthetic")
+    assert str(spec.path) in str(caught.value) and "\n" not in str(caught.value)
