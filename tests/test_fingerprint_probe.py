@@ -21,9 +21,10 @@ from repro.specs import resolve
 EXPERIMENTS = REPO_DIR / "experiments"
 
 
-def _short(spec, row: str, steps: int = 3, generator: dict | None = None):
-    """The spec with its synthetic fingerprint restricted to `row` and `steps`, its generator changed by `generator`
-    (a smaller task: these tests store a fingerprint of their own, none of the committed ones)."""
+def _short(spec, row: str, steps: int = 3, generator: dict | None = None, task_generator: dict | None = None):
+    """The spec with its synthetic fingerprint restricted to `row` and `steps`, its generators changed by
+    `generator` and `task_generator` (a smaller task: these tests store a fingerprint of their own, none of the
+    committed ones)."""
     synthetic = spec.scales["synthetic"]
     own = {k: v for k, v in synthetic["fingerprint"].items() if k not in fingerprint.GENERATORS}
     scales = {
@@ -32,6 +33,7 @@ def _short(spec, row: str, steps: int = 3, generator: dict | None = None):
             **synthetic,
             "fingerprint": {**own, "rows": [row], "steps": steps},
             "generator": {**synthetic["generator"], **(generator or {})},
+            **({"task_generator": {**synthetic["task_generator"], **task_generator}} if task_generator else {}),
         },
     }
     return dataclasses.replace(spec, scales=scales)
@@ -95,7 +97,13 @@ def test_changing_the_grounding_box_scoring_fails_the_rerun_and_later_stages_sto
     """ace-rpe Table 5: pre-training is the fingerprinted stage; the grounding fine-tuning after it (its own
     `task_recipe`) stops after one step, and the probe is the Grad-CAM box selection on val, testA and testB."""
     monkeypatch.setenv("REPRO_DATA_DIR", str(tmp_path / "data"))
-    spec = _short(resolve("ace-rpe-table5-grounding", EXPERIMENTS), "ACE-RPE(4M)")
+    # a fifth of the pre-training images and a tenth of the grounding training items (its 200 test items kept)
+    spec = _short(
+        resolve("ace-rpe-table5-grounding", EXPERIMENTS),
+        "ACE-RPE(4M)",
+        generator={"pretrain_images": 200},
+        task_generator={"train_items": 300},
+    )
     steps = []
     from repro.families.ace_rpe import tasks
 
