@@ -221,6 +221,7 @@ def test_auto_precision_is_fp32_on_every_device_as_the_papers_official_code_trai
     assert torch.backends.cuda.matmul.allow_tf32 == before
 
 
+@pytest.mark.slow
 def test_the_plan_prints_the_precision(runner):
     from repro.cli import app
 

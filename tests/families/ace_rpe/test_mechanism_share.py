@@ -1,5 +1,7 @@
 """The README's share of items that need relative position, per column, is the one the generators give."""
 
+import pytest
+
 from repro.families.ace_rpe.synthetic import GeneratorConfig, named_objects, retrieval_share
 from repro.families.ace_rpe.synthetic_tasks import TaskGeneratorConfig, generate_tasks, task_share
 from repro.specs import resolve, scale_settings
@@ -28,6 +30,7 @@ def task_key(column) -> str:
     return f"{TASK_NAMES[column.dataset]} {'test' if column.split == 'test-p' else column.split}"
 
 
+@pytest.mark.slow
 def test_readme_shares_are_the_generators():
     assert set(RETRIEVAL) | set(TASKS) == specs_with_claims("ace-rpe")
     (cfg,) = {GeneratorConfig.from_mapping(settings(ident)["generator"]) for ident in RETRIEVAL}

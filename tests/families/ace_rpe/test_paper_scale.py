@@ -213,6 +213,7 @@ def test_albef_augmentations_crop_flip_and_randaugment_with_pil():
     assert any(left_red) and not all(left_red)  # flipped (or cropped) in some draws only
 
 
+@pytest.mark.slow
 def test_paper_scale_downstream_heads_name_what_is_missing_before_any_training(runner, sandbox):
     """Tables 2 and 5 run at paper scale: on an empty data folder each stops in one line, before pre-training,
     naming the first missing file and the command that gets it; then the heads' own files (ALBEF's json files,

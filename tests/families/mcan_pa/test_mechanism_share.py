@@ -2,6 +2,8 @@
 
 from itertools import islice
 
+import pytest
+
 from repro.families.mcan_pa.synthetic import NEEDS_POSITION, GeneratorConfig, _draws, mechanism_share, template_of
 from repro.specs import resolve, scale_settings
 from tests.families.mechanism_table import readme_rows, specs_with_claims
@@ -17,6 +19,7 @@ def config(ident: str) -> GeneratorConfig:
     return GeneratorConfig.from_mapping(scale_settings(resolve(ident), "synthetic")["generator"])
 
 
+@pytest.mark.slow
 def test_readme_shares_are_the_generators():
     assert set(TABLES) | set(CONTROLS) == specs_with_claims("mcan-pa")
     expected, shares = {}, {}  # shares: one replay of each generator (the contact controls share theirs)

@@ -1,6 +1,8 @@
 """The README's share of items that need frame order (VPSA) and characters, per column, is the one the generator
 gives."""
 
+import pytest
+
 from repro.families.psac.synthetic import GeneratorConfig, mechanism_share, possible_counts
 from repro.specs import resolve, scale_settings
 from tests.families.mechanism_table import readme_rows, specs_with_claims
@@ -25,6 +27,7 @@ def config(ident: str) -> GeneratorConfig:
     return GeneratorConfig.from_mapping(scale_settings(resolve(ident), "synthetic")["generator"])
 
 
+@pytest.mark.slow
 def test_readme_shares_are_the_generators():
     covered = {ident for idents, _ in LABELS.values() for ident in idents}
     assert covered | COUNTED_IN_TEXT | set(CONTROLS) == specs_with_claims("psac")
@@ -41,6 +44,7 @@ def test_readme_shares_are_the_generators():
     assert readme_rows(README) == expected
 
 
+@pytest.mark.slow
 def test_controls_ask_only_their_mechanism():
     for ident, (task, mechanism) in CONTROLS.items():
         assert [c.key for c in resolve(ident).columns] == [task]

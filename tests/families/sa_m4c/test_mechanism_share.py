@@ -1,5 +1,7 @@
 """The README's share of items that need the spatial relations, per column, is the one the generator gives."""
 
+import pytest
+
 from repro.families.sa_m4c.synthetic import GeneratorConfig, mechanism_share
 from repro.specs import resolve, scale_settings
 from tests.families.mechanism_table import readme_rows, specs_with_claims
@@ -8,6 +10,7 @@ README = "repro/families/sa_m4c/README.md"
 TABLES = ("sa-m4c-table2-ablations", "sa-m4c-table1-textvqa", "sa-m4c-table3-stvqa", "sa-m4c-control-spatial")
 
 
+@pytest.mark.slow
 def test_readme_shares_are_the_generators():
     assert set(TABLES) == specs_with_claims("sa-m4c")
     configs = {}
