@@ -17,11 +17,11 @@ training row), tolerance (default 1e-3), stage (default: none): for a family tha
 sub-folder of the unit's work folder whose `train.jsonl` is the trajectory (ace-rpe: `pretrain`), trained
 by the scale's `<stage>_recipe` (then its `recipe` and its other `<name>_recipe`s stop after one step) or by its
 `recipe` (psac's four tasks share it), and `generator` / `task_generator` (default: none): sizes of the scale's
-generated data that the fingerprint run sets otherwise, so that the probe scores a smaller evaluation split (at
-Table V's synthetic scale the probe's scoring was 70% of a row's check). The generators draw their training items
-before their evaluation items, so the training items stay the full run's; the losses do too where the vocabularies,
-which are built over every split, stay the same: a size too small to use every word and answer changes them. The
-committed fingerprints that set sizes keep losses stored from runs on the full split, so their check shows it.
+generated data that the fingerprint run sets otherwise, so that the probe scores a smaller evaluation split (scoring
+a whole large split can cost more than the steps). The generators draw their training items before their evaluation
+items, so the training items stay the full run's; the losses do too where the vocabularies, which are built over
+every split, stay the same: a size too small to use every word and answer changes them. The committed fingerprints
+that set sizes keep losses stored from runs on the full split, so their check shows it.
 """
 
 from __future__ import annotations

@@ -14,7 +14,6 @@ import torch
 
 from repro import families, fingerprint
 from repro.errors import ReproError
-from repro.families import for_row
 from repro.paths import REPO_DIR
 from repro.specs import resolve
 
@@ -147,7 +146,7 @@ def test_the_fingerprints_sizes_are_set_over_the_scales_generator_and_nothing_el
     config = fingerprint.settings(spec, "synthetic")
     assert config["data"]["generator"], "the committed fingerprint sets no generator size"
     row = config["rows"][0]
-    hooks = for_row(row)
+    hooks = families.for_row(row)
     seen = []
 
     def prepare_data(s, scale, settings):
