@@ -81,8 +81,29 @@ def test_only_seeds_of_the_same_configuration_count(toy_family, runner):
     (sighted,) = make_plan(resolve("toy-table1"), "smoke", ["Sighted"], [0]).steps
     assert seed_cpu_seconds(sighted) is None
     # nothing to go by: the plan says so, not "about 0 CPU-minutes for 0 seed(s)"
-    (line, _) = cpu_lines(make_plan(resolve("toy-table1"), "smoke", ["Sighted"], [1]))
+    (line, _, changed) = cpu_lines(make_plan(resolve("toy-table1"), "smoke", ["Sighted"], [1]))
     assert line == "CPU time of the seeds to train: unknown: no stored seed of this configuration to go by for Sighted"
+    # what the seed of the other configuration took is said beside the total, not added into it
+    assert changed == (
+        f"Sighted: 1 stored seed(s) of another configuration took about {record['cpu_time_s'] / 60:.1f} CPU-minutes "
+        "a seed; this one differs in nothing the record kept"
+    )
+
+
+def test_a_changed_setting_is_named_with_what_the_seeds_before_it_took(toy_family, runner):
+    assert runner.invoke(app, ["run", "toy-table1", "--scale", "smoke", "--rows", "Sighted"]).exit_code == 0
+    path, record = _record(toy_family)
+    epochs = record["config"]["recipe"]["epochs"]
+    record["config"]["recipe"]["epochs"] = epochs + 7  # as if the spec's schedule had changed since it ran
+    record["config"]["settings"]["gone"] = {"size": 3}
+    record["config_hash"], record["cpu_time_s"] = "before", 90.0
+    path.write_text(json.dumps(record))
+    todo, _, changed = cpu_lines(make_plan(resolve("toy-table1"), "smoke", ["Sighted"], [0]), force=True)
+    assert todo == "CPU time of the seeds to train: unknown: no stored seed of this configuration to go by for Sighted"
+    assert changed == (
+        "Sighted: 1 stored seed(s) of another configuration took about 1.5 CPU-minutes a seed; this one differs in "
+        f"recipe.epochs ({epochs + 7} → {epochs}), settings.gone.size (3 → unset)"
+    )
 
 
 def test_seeds_stored_on_another_processor_are_named_in_the_plan(toy_family, runner):

@@ -350,7 +350,45 @@ def cpu_lines(plan: Plan, force: bool = False, jobs: int | None = None) -> list[
             + _where_they_ran(steps)
             + ("; ≤: their wall time x threads, an upper bound, where they kept no CPU time)" if bound else ")")
         )
+    lines += [line for step in steps if costs[step.row.name] is None and (line := changed_line(step))]
     return lines
+
+
+def changed_line(step) -> str | None:
+    """For a row with no stored seed of its configuration but some of another (the spec's settings changed since they
+    ran; of several, the one that ran last): what a seed of those took and what differs, a guide the plan does not
+    add up: `without QA-Co: 10 stored
+    seed(s) of another configuration took about 4.2 CPU-minutes a seed; this one differs in
+    settings.task_recipe.transition.epochs (100 → 200)`."""
+    import statistics
+
+    from repro.run import hashed_config
+
+    now = step.units[0].config_hash if step.units else None
+    others = [r for r in step.stored.values() if r.config_hash != now and r.cpu_time_s and isinstance(r.config, dict)]
+    if not others:
+        return None
+    latest = max(others, key=lambda r: r.finished or "")  # the configuration that ran last, its seeds alone
+    others = [r for r in others if r.config_hash == latest.config_hash]
+    minutes = statistics.median(r.cpu_time_s for r in others) / 60
+    before = dict(_flat(hashed_config(latest.config)))
+    after = dict(_flat(hashed_config(step.units[0].config)))
+    keys = sorted(k for k in before.keys() | after.keys() if before.get(k, "unset") != after.get(k, "unset"))
+    shown = ", ".join(f"{k} ({before.get(k, 'unset')} → {after.get(k, 'unset')})" for k in keys[:3])
+    more = f" and {len(keys) - 3} more" if len(keys) > 3 else ""
+    return (
+        f"{step.row.name}: {len(others)} stored seed(s) of another configuration took about {minutes:.1f} CPU-minutes "
+        f"a seed; this one differs in {shown or 'nothing the record kept'}{more}"
+    )
+
+
+def _flat(value, prefix: str = ""):
+    """(dotted key, value) for every leaf of nested dicts; lists are leaves."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            yield from _flat(item, f"{prefix}{key}.")
+    else:
+        yield prefix.rstrip("."), value
 
 
 def _where_they_ran(steps) -> str:
