@@ -357,14 +357,15 @@ def cpu_lines(plan: Plan, force: bool = False, jobs: int | None = None) -> list[
 def changed_line(step) -> str | None:
     """For a row with no stored seed of its configuration but some of another (the spec's settings changed since they
     ran; of several, the one that ran last): what a seed of those took and what differs, a guide the plan does not
-    add up: `without QA-Co: 10 stored
-    seed(s) of another configuration took about 4.2 CPU-minutes a seed; this one differs in
-    settings.task_recipe.transition.epochs (100 → 200)`."""
+    add up: `without QA-Co: 10 stored seed(s) of another configuration took about 3.4 CPU-minutes a seed; this one
+    differs in settings.task_recipe.transition.epochs (100 → 200)`."""
     import statistics
 
     from repro.run import hashed_config
 
-    now = step.units[0].config_hash if step.units else None
+    if not step.units:
+        return None
+    now = step.units[0].config_hash
     others = [r for r in step.stored.values() if r.config_hash != now and r.cpu_time_s and isinstance(r.config, dict)]
     if not others:
         return None
