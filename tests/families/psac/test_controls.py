@@ -106,3 +106,21 @@ def test_the_co_attention_control_passed_on_the_committed_records():
 
     assert control_status(COATT, "synthetic") == "passed"
     assert control_status(COATT, "smoke") == "not run"  # no committed smoke records
+
+
+def test_the_timing_control_times_table_3s_two_rows_as_table_4_times_its_rows():
+    spec, table3, table4 = resolve("psac-control-vpsa-cost"), resolve(TABLE), resolve("psac-table4-bilstm")
+    assert not any(r.reported for r in spec.rows) and all(c.control is None for c in spec.claims)
+    times = [c for c in table4.columns if c.metric == "time"]
+    assert [(c.name, c.key) for c in spec.columns] == [(c.name, c.key) for c in times]
+    # one claim a time column: the network without its VPSA block over the same network with it (Table 3's rows)
+    assert [(c.row, c.over, c.column) for c in spec.claims] == [("w/o VPSA", "w/ 1 VPSA", c.name) for c in times]
+    for name in ("w/o VPSA", "w/ 1 VPSA"):
+        assert spec.row(name).model == table3.row(name).model
+    assert keys_that_differ(spec.rows[0].model, spec.rows[1].model) == {"video_encoder", "vpsa_layers"}
+    assert spec.row("w/ 1 VPSA").model == table4.row("PSAC").model  # the row Table 4's time claims credit
+    assert spec.scales["synthetic"]["timing"] == table4.scales["synthetic"]["timing"]  # measured the same way
+    design = spec.design
+    assert design.alpha == 0.05 and "paper" not in design.seeds and spec.design_hash("synthetic")
+    with pytest.raises(ReproError, match="positive control"):
+        paper_data(spec, spec.rows[0])

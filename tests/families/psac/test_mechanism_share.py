@@ -14,8 +14,9 @@ LABELS = {
     "4": (("psac-table4-bilstm",), "order"),
     "5": (("psac-table5-char",), "characters"),
 }
-# co-attention: every item needs it, nothing to count (Table 6, and its control's colour questions)
-COUNTED_IN_TEXT = {"psac-table6-coatt", "psac-control-coatt"}
+# co-attention: every item needs it, nothing to count (Table 6, and its control's colour questions); the timing
+# control times steps on random inputs: it asks no generated item
+COUNTED_IN_TEXT = {"psac-table6-coatt", "psac-control-coatt", "psac-control-vpsa-cost"}
 CONTROLS = {  # each positive control: its one column and mechanism
     "psac-control-vpsa-order": ("count", "order"),
     "psac-control-char": ("action", "characters"),
