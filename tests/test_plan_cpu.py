@@ -164,3 +164,14 @@ def test_a_plan_of_rows_no_claim_compares_says_nothing_of_the_designs_seeds():
     assert not any(text.startswith(line) for text in cpu_lines(alone))
     compared = make_plan(resolve("ace-rpe-table2-pe"), "synthetic", ["None", "ACE-RPE + Lace*"], [0])
     assert any(text.startswith(line) for text in cpu_lines(compared))
+
+
+def test_claims_on_a_time_column_send_the_plan_to_the_timing_run_not_to_the_seeds():
+    plan = make_plan(resolve("psac-control-vpsa-cost"), "synthetic")  # four time claims, no other
+    lines = cpu_lines(plan)
+    assert not any(text.startswith("the design's ") for text in lines)  # no seed judges them
+    assert lines[-1] == (
+        "4 claim(s) on a time column are judged from `repro run psac-control-vpsa-cost --scale synthetic --timing` "
+        "(both rows' steps interleaved in one process), not from these seeds; 4 of their 4 timing record(s) were "
+        "measured under this design"
+    )

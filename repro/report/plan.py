@@ -340,7 +340,10 @@ def cpu_lines(plan: Plan, force: bool = False, jobs: int | None = None) -> list[
         lines.append("CPU time of the seeds to train: " + said(*pending))
     design = plan.spec.design
     seeds = design.seeds.get(plan.scale) if design is not None else None
-    compared = {name for c in plan.spec.claims for name in (c.row, c.over)}
+    spec = plan.spec
+    timed = [c for c in spec.claims if spec.column(c.column).metric == "time"]
+    # a claim on a time column is judged from its timing run (repro.timing), never from the rows' seeds
+    compared = {name for c in spec.claims if c not in timed for name in (c.row, c.over)}
     need = total(lambda step: len(seeds or []) if step.row.name in compared else 0)
     if seeds and (need[1] or need[2]):  # the plan has a row the claims compare
         lines.append(f"the design's {len(seeds)} seeds of each row the claims compare: " + said(*need))
@@ -351,7 +354,23 @@ def cpu_lines(plan: Plan, force: bool = False, jobs: int | None = None) -> list[
             + ("; ≤: their wall time x threads, an upper bound, where they kept no CPU time)" if bound else ")")
         )
     lines += [line for step in steps if costs[step.row.name] is None and (line := changed_line(step))]
+    if timed:
+        lines.append(timing_line(plan, timed))
     return lines
+
+
+def timing_line(plan: Plan, timed) -> str:
+    """Where the claims on a time column are judged, and how many of their timing records this design has."""
+    from repro.timing import read_timing
+
+    digest = plan.spec.design_hash(plan.scale)
+    records = [read_timing(plan.spec, claim, plan.scale) for claim in timed]
+    current = sum(1 for r in records if r is not None and r.get("design_hash") == digest)
+    return (
+        f"{len(timed)} claim(s) on a time column are judged from `repro run {plan.spec.id} --scale {plan.scale} "
+        f"--timing` (both rows' steps interleaved in one process), not from these seeds; {current} of their "
+        f"{len(timed)} timing record(s) were measured under this design"
+    )
 
 
 def changed_line(step) -> str | None:
