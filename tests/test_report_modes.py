@@ -21,10 +21,6 @@ IN_TWO_MODES = {
     ("mcan-pa-table5-ablation", "MCAN+PWA+PMA", "Y/N"),
     ("mcan-pa-table5-ablation", "MCAN+POA", "Y/N"),
     ("mcan-pa-table5-ablation", "MCAN+POA", "Other"),
-    # psac Table 4's run under its design (2026-11-29): the Bi-LSTM's Action left the list; PSAC's Trans. has one seed
-    # at 64.28 above nine at 53.4-60.1 (a gap of 4.14 against the rule's 4.11): Trans. is still rising at 100 epochs
-    # (Table 3's stopping rule says so; its spec's outcome)
-    ("psac-table4-bilstm", "PSAC", "Trans"),
     # ace-rpe Table 8's run under its design (2026-11-30): Bias has one seed at 41.0 on Flickr30K TR below nine at
     # 48.3-55.7 (its spec's outcome); Table 1's four left the list with its run under its design (ten seeds a row)
     ("ace-rpe-table8-mode", "Bias", "Flickr30K TR"),

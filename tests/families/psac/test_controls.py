@@ -124,3 +124,13 @@ def test_the_timing_control_times_table_3s_two_rows_as_table_4_times_its_rows():
     assert design.alpha == 0.05 and "paper" not in design.seeds and spec.design_hash("synthetic")
     with pytest.raises(ReproError, match="positive control"):
         paper_data(spec, spec.rows[0])
+
+
+def test_table_4s_time_claims_name_the_timing_control_and_it_passed_on_the_committed_records():
+    from repro.report.claims import control_status
+
+    table4 = resolve("psac-table4-bilstm")
+    timed = [c for c in table4.claims if table4.column(c.column).metric == "time"]
+    assert len(timed) == 4 and all(c.control == "psac-control-vpsa-cost" for c in timed)
+    assert control_status("psac-control-vpsa-cost", "synthetic") == "passed"
+    assert control_status("psac-control-vpsa-cost", "smoke") == "not run"  # no committed smoke records
