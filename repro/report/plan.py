@@ -301,6 +301,7 @@ def cpu_lines(plan: Plan, force: bool = False, jobs: int | None = None) -> list[
     of one thread uses one core."""
     from repro import load
     from repro.launch.local import units_at_a_time
+    from repro.timing import timed_claims
 
     cores = load.cores()
     jobs = units_at_a_time(plan, jobs)
@@ -340,10 +341,8 @@ def cpu_lines(plan: Plan, force: bool = False, jobs: int | None = None) -> list[
         lines.append("CPU time of the seeds to train: " + said(*pending))
     design = plan.spec.design
     seeds = design.seeds.get(plan.scale) if design is not None else None
-    spec = plan.spec
-    timed = [c for c in spec.claims if spec.column(c.column).metric == "time"]
-    # a claim on a time column is judged from its timing run (repro.timing), never from the rows' seeds
-    compared = {name for c in spec.claims if c not in timed for name in (c.row, c.over)}
+    timed = timed_claims(plan.spec)  # judged from their timing run (repro.timing), never from the rows' seeds
+    compared = {name for c in plan.spec.claims if c not in timed for name in (c.row, c.over)}
     need = total(lambda step: len(seeds or []) if step.row.name in compared else 0)
     if seeds and (need[1] or need[2]):  # the plan has a row the claims compare
         lines.append(f"the design's {len(seeds)} seeds of each row the claims compare: " + said(*need))
